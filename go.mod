@@ -1,0 +1,3 @@
+module github.com/rmq-go/rmq
+
+go 1.26
