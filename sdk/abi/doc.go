@@ -1,0 +1,183 @@
+// Package abi is the one definition of the broker's plugin ABI, version 1,
+// shared by the guest SDK (package sdk, built for GOOS=wasip1) and the host
+// (package plugins/wasm). It holds the export and import names, the byte
+// layouts of every call, the status codes and the limits, with an encoder and
+// a decoder for each layout. It imports only the standard library and
+// compiles for both sides.
+//
+// # Module shape
+//
+// A plugin is a WASI reactor module (Go: GOOS=wasip1 GOARCH=wasm go build
+// -buildmode=c-shared) that exports:
+//
+//	+-------------------+----------------------------+---------------------------------+
+//	| export            | signature                  | meaning                         |
+//	+-------------------+----------------------------+---------------------------------+
+//	| memory            | memory                     | linear memory                   |
+//	| _initialize       | () → ()                    | runtime and init functions      |
+//	| broker_abi_v1     | () → ()                    | ABI marker, never called        |
+//	| broker_buffer     | (size i32) → ptr i32       | guest-owned reusable buffer     |
+//	| broker_init       | (ptr, len i32) → status    | plugin config, once an instance |
+//	| broker_info       | () → i64 (optional)        | PackPtrLen of the info block    |
+//	| broker_filter     | (in, len, count, out i32)  | filter batch → status           |
+//	| broker_allocate   | (in, len i32) → i64        | PackPtrLen of indices, or       |
+//	|                   |                            | −status                         |
+//	| broker_txn_check  | (in, len, count, out i32)  | half-message batch → status     |
+//	| broker_selftest   | () → i64 (optional)        | PackPtrLen of self-test vectors |
+//	+-------------------+----------------------------+---------------------------------+
+//
+// and imports nothing but module broker_v1 (log(level, ptr, len),
+// now_ms() → i64) and the wasi_snapshot_preview1 functions the Go runtime
+// links.
+//
+// # Call sequence
+//
+// The host runs _initialize, asks broker_buffer for room for the config,
+// copies it there and calls broker_init, then asks broker_buffer for its
+// working size once. Each call copies the input to the start of the buffer
+// (in = the buffer) and, for filter and txn batches, places out at
+// OutOffset(len) in the same buffer, zeroed. A status other than StatusOK
+// leaves an error message at the start of the buffer:
+//
+//	+------+------------+-----------------------------------+
+//	| size | field      | meaning                           |
+//	+------+------------+-----------------------------------+
+//	|  4   | length n   | ≤ MaxErrorLen                     |
+//	|  n   | message    | UTF-8                             |
+//	+------+------------+-----------------------------------+
+//
+// All integers in every layout are little-endian, as wasm loads them.
+//
+// # Info block
+//
+//	+------+---------------+-----------------------------------------------+
+//	| size | field         | meaning                                       |
+//	+------+---------------+-----------------------------------------------+
+//	|  2   | ABI version   | 1                                             |
+//	|  1   | kinds         | bit 0 filter, bit 1 allocate, bit 2 txncheck  |
+//	|  1   | flags         | bit 0: filter batches carry bodies            |
+//	|  2   | version len v | ≤ 255                                         |
+//	|  v   | version       | the plugin's own version label                |
+//	+------+---------------+-----------------------------------------------+
+//
+// Readers ignore bytes after the fields they know.
+//
+// # Filter batch (broker_filter)
+//
+// The input is a header and count records, each starting right after the
+// previous one:
+//
+//	+------+--------------+------------------------------------------------+
+//	| size | field        | meaning                                        |
+//	+------+--------------+------------------------------------------------+
+//	|  4   | expr len e   | ≤ MaxExpressionLen                             |
+//	|  e   | expression   | the subscription's expression, UTF-8           |
+//	+------+--------------+------------------------------------------------+
+//
+//	+--------+------+-----------------+--------------------------------------+
+//	| offset | size | field           | meaning                              |
+//	+--------+------+-----------------+--------------------------------------+
+//	|    0   |  4   | length n        | the whole record, this field included|
+//	|    4   |  4   | queue id        | i32                                  |
+//	|    8   |  8   | queue offset    | i64                                  |
+//	|   16   |  8   | born timestamp  | i64, ms                              |
+//	|   24   |  8   | store timestamp | i64, ms                              |
+//	|   32   |  4   | reconsume times | i32                                  |
+//	|   36   |  4   | sys flag        | i32, stored SYSFLAG (0x1 compressed) |
+//	|   40   |  4   | body len b      | 0xFFFFFFFF when the body is not sent |
+//	|   44   |  2   | topic len t     |                                      |
+//	|   46   |  2   | tags len g      |                                      |
+//	|   48   |  2   | keys len k      |                                      |
+//	|   50   |  2   | props len p     |                                      |
+//	|   52   |  t   | topic           |                                      |
+//	|        |  g   | tags            | the TAGS property                    |
+//	|        |  k   | keys            | the KEYS property                    |
+//	|        |  p   | properties      | key 0x01 value 0x02 ...              |
+//	|        |  b   | body            | only when sent, as stored            |
+//	+--------+------+-----------------+--------------------------------------+
+//
+// Bodies are sent only to modules whose info block sets FlagFilterBody. The
+// output is count bytes at out, one per record: FilterNoMatch or FilterMatch.
+// A byte left at FilterUnset is an error, never a "no match". A call with
+// count 0 only checks the expression.
+//
+// # Transaction-check batch (broker_txn_check)
+//
+//	+------+------------+--------------------------------------+
+//	| size | field      | meaning                              |
+//	+------+------------+--------------------------------------+
+//	|  8   | now        | i64, the broker's clock in ms        |
+//	+------+------------+--------------------------------------+
+//
+// then count half messages:
+//
+//	+--------+------+-----------------+--------------------------------------+
+//	| offset | size | field           | meaning                              |
+//	+--------+------+-----------------+--------------------------------------+
+//	|    0   |  4   | length n        | the whole record, this field included|
+//	|    4   |  4   | check times     | i32, checks made so far              |
+//	|    8   |  8   | born timestamp  | i64, ms                              |
+//	|   16   |  8   | store timestamp | i64, ms                              |
+//	|   24   |  2   | group len g     | producer group                       |
+//	|   26   |  2   | topic len t     | the real topic                       |
+//	|   28   |  2   | msg id len m    | UNIQ_KEY                             |
+//	|   30   |  2   | props len p     |                                      |
+//	|   32   |  g   | producer group  |                                      |
+//	|        |  t   | topic           |                                      |
+//	|        |  m   | msg id          |                                      |
+//	|        |  p   | properties      | key 0x01 value 0x02 ...              |
+//	+--------+------+-----------------+--------------------------------------+
+//
+// The output is count results of TxnResultLen bytes at out:
+//
+//	+------+---------+--------------------------------------------------+
+//	| size | field   | meaning                                          |
+//	+------+---------+--------------------------------------------------+
+//	|  4   | action  | TxnCheckNow, TxnWait, TxnCommit, TxnRollback,    |
+//	|      |         | TxnDiscard; TxnUnset is an error                 |
+//	|  4   | wait    | u32 ms before the next decision (TxnWait)        |
+//	+------+---------+--------------------------------------------------+
+//
+// # Allocation (broker_allocate)
+//
+//	+-------------+------------------------------------------------+
+//	| size        | field                                          |
+//	+-------------+------------------------------------------------+
+//	| 2+g         | consumer group (u16 length, bytes)             |
+//	| 2+c         | current client id                              |
+//	| 4           | client count n                                 |
+//	| n × (2+len) | client ids, sorted                             |
+//	| 4           | queue count q                                  |
+//	| q × (4+2+t+2+b) | queue id i32, topic, broker name           |
+//	+-------------+------------------------------------------------+
+//
+// The result is PackPtrLen(ptr, k): k u32 indices into the queue list, the
+// queues assigned to the current client; a negative result is −Status.
+//
+// # Self-test vectors (broker_selftest)
+//
+//	+------+-----------------+---------------------------------------------+
+//	| size | field           | meaning                                     |
+//	+------+-----------------+---------------------------------------------+
+//	|  4   | vector count    |                                             |
+//	|      | per vector:     |                                             |
+//	|  1   | kind            | one Kinds bit                               |
+//	|  3   | zero            |                                             |
+//	|  4   | count           | the call's count argument                   |
+//	|  4   | in len i        |                                             |
+//	|  4   | out len o       |                                             |
+//	|  i   | input           | exactly as the host would pass it           |
+//	|  o   | expected output | result bytes, txn results or u32 indices    |
+//	+------+-----------------+---------------------------------------------+
+//
+// # Invariants
+//
+//  1. Decoders never read past their input and never allocate for a count
+//     the input has not backed with bytes; a guest's output is untrusted.
+//  2. A batch holds at most MaxBatchRecords records and MaxBatchBytes input
+//     bytes, except that a record larger than MaxBatchBytes travels alone.
+//  3. Pointers packed by PackPtrLen are below 2 GiB (the host caps memory at
+//     32768 pages), so a packed result is never negative.
+//  4. An unwritten output (FilterUnset, TxnUnset) is an error, so a guest
+//     that stops early can never turn into "no match" or "commit".
+package abi

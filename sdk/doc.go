@@ -1,0 +1,52 @@
+// Package sdk is the Go API for writing broker plugins: message filters,
+// queue-allocation strategies and transaction-check policies that the broker
+// loads as WebAssembly modules (see package plugins/wasm).
+//
+// A plugin is a main package that registers what it serves from an init
+// function and is built as a WASI reactor:
+//
+//	package main
+//
+//	import "github.com/rmq-go/rmq/sdk"
+//
+//	func init() { sdk.RegisterFilter(sdk.FilterFunc(compile)) }
+//
+//	func main() {} // required, never called
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm .
+//
+// Importing the package adds every export of ABI v1 (package sdk/abi) to the
+// module. Which kinds the module serves is what it registers: broker_info
+// reports them, and the function of a kind nobody registered answers "not
+// implemented", so the broker refuses to load the module for that kind.
+//
+// # Views
+//
+// A Message or HalfMessage handed to a plugin is a view into the call's
+// buffer: its strings and slices are valid only until the call returns. The
+// SDK's own path reads records in place and allocates nothing per message;
+// a plugin that keeps a value past the call copies it.
+//
+// # Config and lifecycle
+//
+// Each module instance runs the init functions, then broker_init with the
+// plugin's config bytes (from the broker's config file): registered values
+// that implement Initializer get them, and Config returns them afterwards.
+// The broker runs a pool of instances; an instance runs one call at a time,
+// so plugin code needs no locks, but instances share nothing, so state kept
+// in globals is per instance.
+//
+// # Errors and panics
+//
+// An error returned by a plugin never means "no match": the broker holds
+// the subscription (or treats the transaction as unknown, or keeps the
+// previous assignment). A panic is not recovered: the Go runtime prints it
+// to stderr and exits, the broker discards the instance, reports the panic
+// with the tail of its stderr, and starts a fresh instance.
+//
+// # Self-tests
+//
+// AddFilterTest, AddAllocateTest and AddTxnTest register vectors the broker
+// replays through the real call path before a new or reloaded module serves
+// traffic; CheckSelfTests runs them natively in the author's own tests.
+package sdk

@@ -1,0 +1,106 @@
+package sdk
+
+import (
+	"fmt"
+
+	"github.com/rmq-go/rmq/sdk/abi"
+)
+
+// Filter compiles the subscription expressions of the plugin's expression
+// type. Compile runs once per distinct expression (the module caches the
+// result, errors included); the expression string is the module's own copy.
+type Filter interface {
+	Compile(expression string) (Matcher, error)
+}
+
+// BodyFilter is a Filter that may ask for message bodies. Bodies cost a copy
+// into the module for every record, so ask only when the expression type
+// reads them.
+type BodyFilter interface {
+	Filter
+	NeedsBody() bool
+}
+
+// Matcher is a compiled expression.
+type Matcher interface {
+	// Match reports whether m matches. An error stops the batch and the
+	// broker holds the subscription: it never counts as "no match".
+	Match(m *Message) (bool, error)
+}
+
+// FilterFunc adapts a function to Filter.
+type FilterFunc func(expression string) (Matcher, error)
+
+// Compile calls f.
+func (f FilterFunc) Compile(expression string) (Matcher, error) { return f(expression) }
+
+// MatcherFunc adapts a function to Matcher.
+type MatcherFunc func(m *Message) (bool, error)
+
+// Match calls f.
+func (f MatcherFunc) Match(m *Message) (bool, error) { return f(m) }
+
+// compiledExpr is one cached Compile result.
+type compiledExpr struct {
+	expr string
+	m    Matcher
+	err  error
+}
+
+// matcher returns the compiled form of expr, compiling it on first sight.
+// A hit allocates nothing.
+func matcher(expr []byte) *compiledExpr {
+	if c := state.lastExpr; c != nil && c.expr == string(expr) {
+		return c
+	}
+	c, ok := state.exprs[string(expr)]
+	if !ok {
+		s := string(expr)
+		m, err := state.filter.Compile(s)
+		if err == nil && m == nil {
+			err = fmt.Errorf("Compile(%q) returned no matcher", s)
+		}
+		c = &compiledExpr{expr: s, m: m, err: err}
+		if state.exprs == nil || len(state.exprs) >= maxCachedExpressions {
+			state.exprs = make(map[string]*compiledExpr)
+		}
+		state.exprs[s] = c
+	}
+	state.lastExpr = c
+	return c
+}
+
+// runFilter is broker_filter: in holds the batch, out has one byte per
+// record.
+func runFilter(in []byte, count uint32, out []byte) abi.Status {
+	if state.filter == nil {
+		return fail(abi.StatusNotImplemented, "this module registers no filter")
+	}
+	expr, rest, err := abi.ReadFilterHeader(in)
+	if err != nil {
+		return fail(abi.StatusBadInput, "filter batch header does not parse")
+	}
+	c := matcher(expr)
+	if c.err != nil {
+		return fail(abi.StatusBadExpression, c.err.Error())
+	}
+	if uint64(len(out)) < uint64(count) {
+		return fail(abi.StatusBadInput, "output shorter than the record count")
+	}
+	m := &state.msg
+	for i := range count {
+		if rest, err = abi.ReadFilterRecord(rest, &m.r); err != nil {
+			return fail(abi.StatusBadInput, "filter record does not parse")
+		}
+		ok, err := c.m.Match(m)
+		if err != nil {
+			return fail(abi.StatusFailed, err.Error())
+		}
+		if ok {
+			out[i] = abi.FilterMatch
+		} else {
+			out[i] = abi.FilterNoMatch
+		}
+	}
+	return abi.StatusOK
+}

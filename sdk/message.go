@@ -1,0 +1,116 @@
+package sdk
+
+import (
+	"bytes"
+	"unsafe"
+
+	"github.com/rmq-go/rmq/sdk/abi"
+)
+
+// view returns b as a string without copying. The string is valid only as
+// long as b's bytes are not reused.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// Message is one message as a filter sees it. It is a view into the call's
+// buffer: its strings and slices are valid only until Match returns, so keep
+// a copy (strings.Clone, bytes.Clone) of anything needed later.
+type Message struct{ r abi.FilterRecord }
+
+// Topic returns the message's topic.
+func (m *Message) Topic() string { return view(m.r.Topic) }
+
+// Tags returns the TAGS property, or "".
+func (m *Message) Tags() string { return view(m.r.Tags) }
+
+// Keys returns the KEYS property (keys separated by spaces), or "".
+func (m *Message) Keys() string { return view(m.r.Keys) }
+
+// Properties returns the message's properties.
+func (m *Message) Properties() Properties { return Properties(m.r.Properties) }
+
+// Property returns the value of one property.
+func (m *Message) Property(key string) (string, bool) { return Properties(m.r.Properties).Lookup(key) }
+
+// HasBody reports whether the body was sent, which it is only to a filter
+// that implements BodyFilter.
+func (m *Message) HasBody() bool { return m.r.HasBody }
+
+// Body returns the body as stored (zlib-compressed if Compressed), or nil if
+// it was not sent.
+func (m *Message) Body() []byte { return m.r.Body }
+
+// Compressed reports whether the body is zlib-compressed, as RocketMQ
+// clients do for large bodies.
+func (m *Message) Compressed() bool { return m.r.SysFlag&0x1 != 0 }
+
+// QueueID returns the queue the message is stored in.
+func (m *Message) QueueID() int32 { return m.r.QueueID }
+
+// QueueOffset returns the message's offset in its queue.
+func (m *Message) QueueOffset() int64 { return m.r.QueueOffset }
+
+// BornTimestamp returns the producer's clock when sent, in ms.
+func (m *Message) BornTimestamp() int64 { return m.r.BornTimestamp }
+
+// StoreTimestamp returns the broker's clock when stored, in ms.
+func (m *Message) StoreTimestamp() int64 { return m.r.StoreTimestamp }
+
+// ReconsumeTimes returns how many times the message was delivered before.
+func (m *Message) ReconsumeTimes() int32 { return m.r.ReconsumeTimes }
+
+// SysFlag returns the stored SYSFLAG bits.
+func (m *Message) SysFlag() int32 { return m.r.SysFlag }
+
+// Properties is an encoded properties string (key 0x01 value 0x02 ...),
+// read in place. Like Message, it is valid only during the call.
+type Properties []byte
+
+// Lookup returns the value of key without allocating. A key that appears
+// twice yields its last value; pieces that are not one key and one value are
+// ignored, as the clients ignore them.
+func (p Properties) Lookup(key string) (string, bool) {
+	var (
+		val   []byte
+		found bool
+	)
+	for rest := []byte(p); len(rest) > 0; {
+		var k, v []byte
+		var ok bool
+		k, v, rest, ok = nextPair(rest)
+		if ok && string(k) == key {
+			val, found = v, true
+		}
+	}
+	return view(val), found
+}
+
+// Get returns the value of key, or "".
+func (p Properties) Get(key string) string {
+	v, _ := p.Lookup(key)
+	return v
+}
+
+// Each calls fn for each well-formed pair in order until fn returns false.
+func (p Properties) Each(fn func(key, value string) bool) {
+	for rest := []byte(p); len(rest) > 0; {
+		var k, v []byte
+		var ok bool
+		k, v, rest, ok = nextPair(rest)
+		if ok && !fn(view(k), view(v)) {
+			return
+		}
+	}
+}
+
+// nextPair splits the first piece off rest.
+func nextPair(rest []byte) (k, v, tail []byte, ok bool) {
+	piece := rest
+	if i := bytes.IndexByte(rest, 0x02); i >= 0 {
+		piece, tail = rest[:i], rest[i+1:]
+	}
+	i := bytes.IndexByte(piece, 0x01)
+	if i < 0 || bytes.IndexByte(piece[i+1:], 0x01) >= 0 {
+		return nil, nil, tail, false
+	}
+	return piece[:i], piece[i+1:], tail, true
+}

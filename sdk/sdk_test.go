@@ -1,0 +1,210 @@
+package sdk
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rmq-go/rmq/sdk/abi"
+)
+
+// reset forgets every registration, so each test starts from a fresh module.
+func reset(t *testing.T) {
+	t.Helper()
+	saved := state
+	t.Cleanup(func() { state = saved })
+	state.filter, state.allocator, state.txn = nil, nil, nil
+	state.filterBody = false
+	state.exprs, state.lastExpr = nil, nil
+	state.filterTests, state.allocateTests, state.txnTests = nil, nil, nil
+	state.buf = nil
+}
+
+// tagFilter matches messages whose tag is one of the expression's
+// "||"-separated tags, and reads bodies when asked to.
+type tagFilter struct{ body bool }
+
+func (f tagFilter) NeedsBody() bool { return f.body }
+
+func (tagFilter) Compile(expr string) (Matcher, error) {
+	if expr == "" {
+		return nil, errors.New("empty expression")
+	}
+	tags := strings.Split(expr, "||")
+	return MatcherFunc(func(m *Message) (bool, error) {
+		if m.Tags() == "boom" {
+			return false, errors.New("boom tag")
+		}
+		for _, t := range tags {
+			if m.Tags() == t {
+				return true, nil
+			}
+		}
+		return false, nil
+	}), nil
+}
+
+func filterBatch(t *testing.T, expr string, tags ...string) ([]byte, uint32) {
+	t.Helper()
+	in := abi.AppendFilterHeader(nil, expr)
+	for i, tag := range tags {
+		r := abi.FilterRecord{
+			QueueID:    int32(i),
+			Topic:      []byte("T"),
+			Tags:       []byte(tag),
+			Properties: encodeProperties(map[string]string{"region": "eu"}, tag, ""),
+		}
+		in = abi.AppendFilterRecord(in, &r)
+	}
+	return in, uint32(len(tags))
+}
+
+func TestRunFilter(t *testing.T) {
+	reset(t)
+	RegisterFilter(tagFilter{})
+	buffer(1 << 16)
+	in, n := filterBatch(t, "A||B", "A", "C", "B")
+	out := make([]byte, n)
+	if s := runFilter(in, n, out); s != abi.StatusOK {
+		t.Fatalf("status %v: %s", s, abi.ReadError(state.buf))
+	}
+	want := []byte{abi.FilterMatch, abi.FilterNoMatch, abi.FilterMatch}
+	if string(out) != string(want) {
+		t.Fatalf("out = %v, want %v", out, want)
+	}
+
+	in, n = filterBatch(t, "A", "A", "boom")
+	if s := runFilter(in, n, make([]byte, n)); s != abi.StatusFailed || abi.ReadError(state.buf) != "boom tag" {
+		t.Fatalf("failing match: status %v, %q", s, abi.ReadError(state.buf))
+	}
+	in, n = filterBatch(t, "", "A")
+	if s := runFilter(in, n, make([]byte, n)); s != abi.StatusBadExpression || abi.ReadError(state.buf) != "empty expression" {
+		t.Fatalf("bad expression: status %v, %q", s, abi.ReadError(state.buf))
+	}
+	in, n = filterBatch(t, "A", "A")
+	if s := runFilter(in[:len(in)-1], n, make([]byte, n)); s != abi.StatusBadInput {
+		t.Fatalf("truncated batch: status %v", s)
+	}
+	if got := kinds(); got != abi.KindFilter {
+		t.Fatalf("kinds = %v", got)
+	}
+}
+
+func TestRunFilterAllocatesNothing(t *testing.T) {
+	reset(t)
+	RegisterFilter(tagFilter{})
+	buffer(1 << 16)
+	in, n := filterBatch(t, "A||B", "A", "C", "B", "D")
+	out := make([]byte, n)
+	runFilter(in, n, out) // compile once
+	allocs := testing.AllocsPerRun(100, func() {
+		if s := runFilter(in, n, out); s != abi.StatusOK {
+			t.Fatal(s)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("runFilter allocates %v times per batch", allocs)
+	}
+}
+
+func TestUnregisteredKinds(t *testing.T) {
+	reset(t)
+	buffer(1 << 10)
+	if s := runFilter(nil, 0, nil); s != abi.StatusNotImplemented {
+		t.Fatalf("filter: %v", s)
+	}
+	if _, s := runAllocate(nil); s != abi.StatusNotImplemented {
+		t.Fatalf("allocate: %v", s)
+	}
+	if s := runTxnCheck(nil, 0, nil); s != abi.StatusNotImplemented {
+		t.Fatalf("txn: %v", s)
+	}
+}
+
+type halfAllocator struct{}
+
+func (halfAllocator) Allocate(req *AllocateRequest) ([]int, error) {
+	var out []int
+	for i := range req.Queues {
+		if req.Clients[i%len(req.Clients)] == req.ClientID {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+type countingPolicy struct{ limit int32 }
+
+func (p *countingPolicy) Init(config []byte) error {
+	if string(config) == "bad" {
+		return errors.New("bad config")
+	}
+	p.limit = int32(len(config))
+	return nil
+}
+
+func (p *countingPolicy) Check(m *HalfMessage, now int64) (Decision, error) {
+	if m.CheckTimes() >= p.limit {
+		return Decision{Action: Discard}, nil
+	}
+	if m.Properties().Get("state") == "done" {
+		return Decision{Action: Commit}, nil
+	}
+	return Decision{Action: Wait, Wait: time.Duration(now-m.StoreTimestamp()) * time.Millisecond}, nil
+}
+
+func TestSelfTestsAndInit(t *testing.T) {
+	reset(t)
+	RegisterFilter(tagFilter{body: true})
+	RegisterAllocator(halfAllocator{})
+	p := &countingPolicy{}
+	RegisterTxnPolicy(p)
+	SetVersion("0.1")
+	if err := InitForTest([]byte("bad")); err == nil || !strings.Contains(err.Error(), "bad config") {
+		t.Fatalf("InitForTest(bad) = %v", err)
+	}
+	if err := InitForTest([]byte("xxx")); err != nil || p.limit != 3 || string(Config()) != "xxx" {
+		t.Fatalf("InitForTest = %v, limit %d", err, p.limit)
+	}
+	AddFilterTest(FilterTest{Expression: "A", Message: TestMessage{Tags: "A", Body: []byte("b")}, Match: true})
+	AddFilterTest(FilterTest{Expression: "A", Message: TestMessage{Tags: "B"}, Match: false})
+	AddAllocateTest(AllocateTest{
+		Request: AllocateRequest{ClientID: "c1", Clients: []string{"c0", "c1"}, Queues: make([]Queue, 4)},
+		Want:    []int{1, 3},
+	})
+	AddTxnTest(TxnTest{NowMs: 5000, Message: TestHalfMessage{StoreTimestamp: 1000}, Want: Decision{Action: Wait, Wait: 4 * time.Second}})
+	AddTxnTest(TxnTest{Message: TestHalfMessage{CheckTimes: 3}, Want: Decision{Action: Discard}})
+	AddTxnTest(TxnTest{Message: TestHalfMessage{Properties: map[string]string{"state": "done"}}, Want: Decision{Action: Commit}})
+	if err := CheckSelfTests(); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := abi.ReadVectors(selfTests())
+	if err != nil || len(vs) != 6 {
+		t.Fatalf("vectors: %d, %v", len(vs), err)
+	}
+	info, err := abi.ReadInfo(infoBlock())
+	if err != nil || info.Kinds != abi.KindFilter|abi.KindAllocate|abi.KindTxnCheck || info.Flags != abi.FlagFilterBody || info.PluginVersion != "0.1" {
+		t.Fatalf("info = %+v, %v", info, err)
+	}
+
+	AddFilterTest(FilterTest{Expression: "A", Message: TestMessage{Tags: "A"}, Match: false})
+	if err := CheckSelfTests(); err == nil || !strings.Contains(err.Error(), "self-test 2") {
+		t.Fatalf("a wrong vector passed: %v", err)
+	}
+}
+
+func TestProperties(t *testing.T) {
+	p := Properties("a\x011\x02bad\x02b\x012\x02a\x013\x02")
+	if v, ok := p.Lookup("a"); !ok || v != "3" {
+		t.Fatalf("Lookup(a) = %q, %v", v, ok)
+	}
+	if _, ok := p.Lookup("bad"); ok {
+		t.Fatal("malformed piece found")
+	}
+	var keys []string
+	p.Each(func(k, v string) bool { keys = append(keys, k+"="+v); return true })
+	if strings.Join(keys, ",") != "a=1,b=2,a=3" {
+		t.Fatalf("Each saw %v", keys)
+	}
+}

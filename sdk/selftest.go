@@ -1,0 +1,238 @@
+package sdk
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rmq-go/rmq/sdk/abi"
+)
+
+// TestMessage describes a message for a FilterTest. Tags and Keys are also
+// added to the properties (as TAGS and KEYS) unless Properties sets them.
+type TestMessage struct {
+	Topic          string
+	Tags           string
+	Keys           string
+	Properties     map[string]string
+	Body           []byte
+	QueueID        int32
+	QueueOffset    int64
+	BornTimestamp  int64
+	StoreTimestamp int64
+	ReconsumeTimes int32
+}
+
+// FilterTest is a self-test of the filter: Message must match Expression
+// exactly when Match is true.
+type FilterTest struct {
+	Expression string
+	Message    TestMessage
+	Match      bool
+}
+
+// AllocateTest is a self-test of the allocator: Request must yield Want, in
+// that order.
+type AllocateTest struct {
+	Request AllocateRequest
+	Want    []int
+}
+
+// TestHalfMessage describes a half message for a TxnTest.
+type TestHalfMessage struct {
+	ProducerGroup  string
+	Topic          string
+	MsgID          string
+	Properties     map[string]string
+	CheckTimes     int32
+	BornTimestamp  int64
+	StoreTimestamp int64
+}
+
+// TxnTest is a self-test of the transaction-check policy: checking Message
+// at NowMs must yield Want.
+type TxnTest struct {
+	NowMs   int64
+	Message TestHalfMessage
+	Want    Decision
+}
+
+// AddFilterTest registers a self-test vector for the filter. The broker
+// replays every vector of a newly loaded or reloaded module before it serves
+// traffic, and refuses the module if one fails. Call it from an init
+// function or from Init (vectors may depend on the config).
+func AddFilterTest(t FilterTest) { state.filterTests = append(state.filterTests, t) }
+
+// AddAllocateTest registers a self-test vector for the allocator.
+func AddAllocateTest(t AllocateTest) { state.allocateTests = append(state.allocateTests, t) }
+
+// AddTxnTest registers a self-test vector for the transaction-check policy.
+func AddTxnTest(t TxnTest) { state.txnTests = append(state.txnTests, t) }
+
+// encodeProperties encodes m with sorted keys, adding TAGS and KEYS unless
+// m sets them.
+func encodeProperties(m map[string]string, tags, keys string) []byte {
+	all := make(map[string]string, len(m)+2)
+	if tags != "" {
+		all["TAGS"] = tags
+	}
+	if keys != "" {
+		all["KEYS"] = keys
+	}
+	for k, v := range m {
+		all[k] = v
+	}
+	names := make([]string, 0, len(all))
+	for k := range all {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var b []byte
+	for _, k := range names {
+		b = append(b, k...)
+		b = append(b, 0x01)
+		b = append(b, all[k]...)
+		b = append(b, 0x02)
+	}
+	return b
+}
+
+// vectors encodes every registered test as the call the host would make.
+func vectors() ([]abi.Vector, error) {
+	var vs []abi.Vector
+	for _, t := range state.filterTests {
+		m := t.Message
+		props := encodeProperties(m.Properties, m.Tags, m.Keys)
+		pm := Properties(props)
+		r := abi.FilterRecord{
+			QueueID:        m.QueueID,
+			QueueOffset:    m.QueueOffset,
+			BornTimestamp:  m.BornTimestamp,
+			StoreTimestamp: m.StoreTimestamp,
+			ReconsumeTimes: m.ReconsumeTimes,
+			Topic:          []byte(m.Topic),
+			Tags:           []byte(pm.Get("TAGS")),
+			Keys:           []byte(pm.Get("KEYS")),
+			Properties:     props,
+		}
+		if state.filterBody {
+			r.Body, r.HasBody = m.Body, true
+		}
+		if r.EncodedLen() < 0 {
+			return nil, fmt.Errorf("filter test %q: message too large", t.Expression)
+		}
+		want := byte(abi.FilterNoMatch)
+		if t.Match {
+			want = abi.FilterMatch
+		}
+		in := abi.AppendFilterRecord(abi.AppendFilterHeader(nil, t.Expression), &r)
+		vs = append(vs, abi.Vector{Kind: abi.KindFilter, Count: 1, In: in, Out: []byte{want}})
+	}
+	for _, t := range state.allocateTests {
+		in, err := abi.AppendAllocateRequest(nil, &t.Request)
+		if err != nil {
+			return nil, fmt.Errorf("allocate test: %w", err)
+		}
+		var out []byte
+		for _, i := range t.Want {
+			out = abi.AppendIndex(out, uint32(i))
+		}
+		vs = append(vs, abi.Vector{Kind: abi.KindAllocate, In: in, Out: out})
+	}
+	for _, t := range state.txnTests {
+		m := t.Message
+		h := abi.HalfMessage{
+			CheckTimes:     m.CheckTimes,
+			BornTimestamp:  m.BornTimestamp,
+			StoreTimestamp: m.StoreTimestamp,
+			ProducerGroup:  []byte(m.ProducerGroup),
+			Topic:          []byte(m.Topic),
+			MsgID:          []byte(m.MsgID),
+			Properties:     encodeProperties(m.Properties, "", ""),
+		}
+		if h.EncodedLen() < 0 {
+			return nil, fmt.Errorf("txn test %q: message too large", m.MsgID)
+		}
+		in := abi.AppendHalfMessage(abi.AppendTxnHeader(nil, t.NowMs), &h)
+		out := make([]byte, abi.TxnResultLen)
+		abi.PutTxnResult(out, 0, abi.TxnAction(t.Want.Action), waitMs(t.Want.Wait))
+		vs = append(vs, abi.Vector{Kind: abi.KindTxnCheck, Count: 1, In: in, Out: out})
+	}
+	return vs, nil
+}
+
+// selfTests is broker_selftest. A test that cannot be encoded yields an
+// empty blob and a log line; the host then finds no vectors.
+func selfTests() []byte {
+	vs, err := vectors()
+	if err != nil {
+		Log(LevelError, "self-test vectors: "+err.Error())
+		vs = nil
+	}
+	b := abi.AppendVectorCount(state.tests[:0], len(vs))
+	for i := range vs {
+		b = abi.AppendVector(b, &vs[i])
+	}
+	state.tests = b
+	return b
+}
+
+// CheckSelfTests runs every registered self-test through the same code path
+// the broker uses, in the current process, and reports each failure. Plugin
+// authors call it from a native go test; the module must have run Init
+// first if its tests depend on the config (see InitForTest).
+func CheckSelfTests() error {
+	vs, err := vectors()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, v := range vs {
+		got, err := replay(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("self-test %d (kind %d): %w", i, v.Kind, err))
+		} else if !bytes.Equal(got, v.Out) {
+			errs = append(errs, fmt.Errorf("self-test %d (kind %d): output %x, want %x", i, v.Kind, got, v.Out))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// InitForTest passes config to the registered kinds' Init methods, as
+// broker_init does in the broker, so native tests can exercise the plugin.
+func InitForTest(config []byte) error {
+	buffer(abi.MaxErrorLen + 4)
+	if s := runInit(config); s != abi.StatusOK {
+		return fmt.Errorf("init: %v: %s", s, abi.ReadError(state.buf))
+	}
+	return nil
+}
+
+// replay runs one vector against the registered kinds.
+func replay(v abi.Vector) ([]byte, error) {
+	buf := buffer(uint32(abi.OutOffset(len(v.In)) + len(v.Out) + abi.MaxErrorLen + 4))
+	in := buf[:copy(buf, v.In)]
+	var (
+		out []byte
+		s   abi.Status
+	)
+	switch v.Kind {
+	case abi.KindFilter:
+		out = buf[abi.OutOffset(len(in)):][:v.Count]
+		clear(out)
+		s = runFilter(in, v.Count, out)
+	case abi.KindTxnCheck:
+		out = buf[abi.OutOffset(len(in)):][:v.Count*abi.TxnResultLen]
+		clear(out)
+		s = runTxnCheck(in, v.Count, out)
+	case abi.KindAllocate:
+		out, s = runAllocate(in)
+	default:
+		return nil, fmt.Errorf("unknown kind %d", v.Kind)
+	}
+	if s != abi.StatusOK {
+		return nil, fmt.Errorf("%v: %s", s, abi.ReadError(state.buf))
+	}
+	return out, nil
+}
