@@ -224,6 +224,9 @@ func (d *jsonDecoder) syntax(what string) error {
 }
 
 func (d *jsonDecoder) skipSpace() {
+	if d.pos < len(d.in) && d.in[d.pos] > ' ' {
+		return
+	}
 	for d.pos < len(d.in) {
 		switch d.in[d.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -432,11 +435,7 @@ func (d *jsonDecoder) str() (span, error) {
 	for {
 		// Copy the run of bytes that need no work.
 		run := p
-		for p < len(in) {
-			c := in[p]
-			if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-				break
-			}
+		for p < len(in) && plainByte[in[p]] {
 			p++
 		}
 		d.out = append(d.out, in[run:p]...)
@@ -624,6 +623,15 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// plainByte marks the bytes that stand for themselves inside a JSON string:
+// printable ASCII other than '"' and '\\'.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendJSONString writes s as a JSON string. Invalid UTF-8 bytes become
 // \ufffd, as encoding/json writes them.
 func appendJSONString(dst []byte, s string) []byte {
@@ -631,7 +639,7 @@ func appendJSONString(dst []byte, s string) []byte {
 	run := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+		if plainByte[c] {
 			i++
 			continue
 		}

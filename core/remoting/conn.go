@@ -1,0 +1,520 @@
+package remoting
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// readBufferSize is the bufio buffer of each connection's reader.
+	readBufferSize = 32 << 10
+	// keptFrameBuffer is the largest frame buffer a reader keeps for the
+	// next frame; a larger one, read for a big frame, is dropped after use.
+	keptFrameBuffer = 1 << 20
+	// inlineBodyMax is the largest body copied into the send queue; larger
+	// bodies are written from the caller's slice without a copy.
+	inlineBodyMax = 64 << 10
+	// keptWriteBuffer is the largest send-queue buffer kept for reuse.
+	keptWriteBuffer = 4 << 20
+	// maxQueuedBytes bounds what may wait in one connection's send queue.
+	// Above it, senders block until the writer catches up or the connection
+	// closes, and through the in-flight limit the reader stops reading:
+	// a peer that does not read its responses gets no more served.
+	maxQueuedBytes = 64 << 20
+	// defaultWriteTimeout bounds one write of queued frames.
+	defaultWriteTimeout = 30 * time.Second
+	// defaultMaxInflight is the default number of handlers running at once
+	// on one connection.
+	defaultMaxInflight = 4096
+)
+
+// nextConnID numbers connections across all servers and clients of the
+// process.
+var nextConnID atomic.Uint64
+
+// endpoint is what a connection needs from its owner, a Server or a Client.
+type endpoint struct {
+	// handler serves requests from the peer; nil ignores them.
+	handler      func(c *Conn, req *Command) *Command
+	logger       *slog.Logger
+	maxFrame     int
+	maxInflight  int
+	writeTimeout time.Duration
+	onConnect    func(*Conn)
+	onClose      func(*Conn)
+	// drain is closed when the owner shuts down gracefully: readers stop
+	// and connections close once their handlers have answered. nil for a
+	// Client, whose connections always close at once.
+	drain <-chan struct{}
+}
+
+// Conn is one connection of a Server or a Client. Its methods are safe for
+// concurrent use.
+type Conn struct {
+	id     uint64
+	nc     net.Conn
+	ep     *endpoint
+	remote net.Addr
+	local  net.Addr
+
+	// out is the send queue. Frames are encoded straight into buf; segs
+	// lists the pieces to write in order when a large body is queued by
+	// reference. The writer goroutine takes everything queued at once and
+	// writes it with one (vectored) write.
+	out struct {
+		sync.Mutex
+		cond   sync.Cond // signalled when the writer takes the queue or the connection closes
+		buf    []byte
+		segs   [][]byte
+		mark   int // start of the part of buf not yet in segs
+		queued int // bytes queued since the writer last took the queue
+		closed bool
+	}
+	wake       chan struct{} // capacity 1; a send tells the writer there is work
+	stopWrite  chan struct{} // closed to make the writer flush and stop
+	writerDone chan struct{}
+
+	// pending holds the calls waiting for a response, by opaque.
+	pending struct {
+		sync.Mutex
+		m map[int32]*call
+	}
+	opaque atomic.Int32
+
+	slots    chan struct{} // one token per running handler
+	handlers sync.WaitGroup
+
+	closeOnce sync.Once
+	cause     error // why the connection closed; set before done is closed
+	done      chan struct{}
+}
+
+// call is one request waiting for its response.
+type call struct{ ch chan *Command }
+
+var callPool = sync.Pool{New: func() any { return &call{ch: make(chan *Command, 1)} }}
+
+// errClosedLocally is the cause recorded when Close is called.
+var errClosedLocally = errors.New("closed locally")
+
+func newConn(nc net.Conn, ep *endpoint) *Conn {
+	c := &Conn{
+		id:         nextConnID.Add(1),
+		nc:         nc,
+		ep:         ep,
+		remote:     nc.RemoteAddr(),
+		local:      nc.LocalAddr(),
+		wake:       make(chan struct{}, 1),
+		stopWrite:  make(chan struct{}),
+		writerDone: make(chan struct{}),
+		slots:      make(chan struct{}, ep.maxInflight),
+		done:       make(chan struct{}),
+	}
+	c.out.cond.L = &c.out.Mutex
+	c.pending.m = make(map[int32]*call)
+	return c
+}
+
+// ID returns the connection's number, unique within the process.
+func (c *Conn) ID() uint64 { return c.id }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// LocalAddr returns this end's address.
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// Done returns a channel that is closed when the connection is gone.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Close closes the connection at once: queued frames that are not written
+// yet are dropped and pending calls fail with ErrClosed. It may be called
+// any number of times, since the peer or an error may have closed the
+// connection first; it always returns nil.
+func (c *Conn) Close() error {
+	c.closeWith(errClosedLocally)
+	return nil
+}
+
+func (c *Conn) closeWith(cause error) {
+	c.closeOnce.Do(func() {
+		c.cause = cause
+		c.out.Lock()
+		c.out.closed = true
+		c.out.cond.Broadcast()
+		c.out.Unlock()
+		close(c.done)
+		_ = c.nc.Close()
+	})
+}
+
+// closedErr describes a call that failed because the connection is gone.
+func (c *Conn) closedErr() error {
+	select {
+	case <-c.done:
+		return fmt.Errorf("%w (peer %s): %w", ErrClosed, c.remote, c.cause)
+	default:
+		return fmt.Errorf("%w (peer %s)", ErrClosed, c.remote)
+	}
+}
+
+func (c *Conn) log() *slog.Logger {
+	return c.ep.logger.With("conn", c.id, "peer", c.remote.String())
+}
+
+// Reply sends resp as the response to req, for handlers that returned nil
+// and answer later. It sets resp's Opaque, FlagResponse and SerializeType
+// from req (and Language and Version if they are zero), so resp may be
+// built by hand. It does nothing for a oneway request. It is safe from any
+// goroutine and fails with ErrClosed once the connection is gone. The
+// connection keeps resp.Body until it is written: do not change it.
+func (c *Conn) Reply(req, resp *Command) error {
+	if req.IsOneway() {
+		return nil
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag = resp.Flag&^FlagOneway | FlagResponse
+	resp.SerializeType = req.SerializeType
+	fillDefaults(resp)
+	return c.send(resp)
+}
+
+func fillDefaults(cmd *Command) {
+	if cmd.Language == "" {
+		cmd.Language = LanguageGo
+	}
+	if cmd.Version == 0 {
+		cmd.Version = DefaultVersion
+	}
+}
+
+// Oneway sends req as a oneway request (flag bit 1) in JSON, which every
+// client reads, with an opaque of its own; req is not modified. It returns
+// once the frame is queued. ctx is checked first; a full send queue may
+// still hold the call until the writer catches up or the connection closes.
+func (c *Conn) Oneway(ctx context.Context, req *Command) error {
+	return c.oneway(ctx, req, SerializeJSON)
+}
+
+// Request sends req in JSON with an opaque of its own and waits for the
+// response with that opaque, until ctx is done or the connection closes;
+// req is not modified.
+func (c *Conn) Request(ctx context.Context, req *Command) (*Command, error) {
+	return c.call(ctx, req, SerializeJSON)
+}
+
+func (c *Conn) oneway(ctx context.Context, req *Command, st byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	out := *req
+	out.Opaque = c.opaque.Add(1)
+	out.Flag = req.Flag&^FlagResponse | FlagOneway
+	out.SerializeType = st
+	fillDefaults(&out)
+	return c.send(&out)
+}
+
+func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cl := callPool.Get().(*call)
+	out := *req
+	out.Flag = req.Flag &^ (FlagResponse | FlagOneway)
+	out.SerializeType = st
+	fillDefaults(&out)
+	c.pending.Lock()
+	for {
+		// Skip opaques still pending after the counter wraps.
+		out.Opaque = c.opaque.Add(1)
+		if _, busy := c.pending.m[out.Opaque]; !busy {
+			break
+		}
+	}
+	c.pending.m[out.Opaque] = cl
+	c.pending.Unlock()
+
+	if err := c.send(&out); err != nil {
+		if resp, ok := c.abandon(out.Opaque, cl); ok {
+			return resp, nil
+		}
+		return nil, err
+	}
+	var err error
+	select {
+	case resp := <-cl.ch:
+		callPool.Put(cl)
+		return resp, nil
+	case <-ctx.Done():
+		err = fmt.Errorf("remoting: %s to %s: %w", RequestCode(req.Code), c.remote, ctx.Err())
+	case <-c.done:
+		err = c.closedErr()
+	}
+	if resp, ok := c.abandon(out.Opaque, cl); ok {
+		return resp, nil
+	}
+	return nil, err
+}
+
+// abandon removes a call that stops waiting. If its response was delivered
+// meanwhile, it returns it.
+func (c *Conn) abandon(opaque int32, cl *call) (*Command, bool) {
+	c.pending.Lock()
+	if c.pending.m[opaque] == cl {
+		delete(c.pending.m, opaque)
+		c.pending.Unlock()
+		callPool.Put(cl)
+		return nil, false
+	}
+	c.pending.Unlock()
+	// deliver removed it under the lock and has already sent.
+	resp := <-cl.ch
+	callPool.Put(cl)
+	return resp, true
+}
+
+// deliver hands a response to the call waiting for its opaque. A response
+// nobody waits for (late, or for a request the peer thought oneway) is
+// dropped.
+func (c *Conn) deliver(resp *Command) {
+	c.pending.Lock()
+	cl := c.pending.m[resp.Opaque]
+	if cl != nil {
+		delete(c.pending.m, resp.Opaque)
+		cl.ch <- resp // buffered; nobody else sends on it
+	}
+	c.pending.Unlock()
+	if cl == nil {
+		c.ep.logger.Debug("remoting: dropping response nobody waits for", "conn", c.id, "opaque", resp.Opaque, "code", resp.Code)
+	}
+}
+
+// send queues cmd's frame for the writer. Encoding errors leave the
+// connection open; ErrClosed means it is gone.
+func (c *Conn) send(cmd *Command) error {
+	o := &c.out
+	o.Lock()
+	for o.queued >= maxQueuedBytes && !o.closed {
+		o.cond.Wait()
+	}
+	if o.closed {
+		o.Unlock()
+		return c.closedErr()
+	}
+	start := len(o.buf)
+	buf, err := appendFrameHead(o.buf, cmd)
+	if err != nil {
+		o.buf = buf
+		o.Unlock()
+		return err
+	}
+	if len(cmd.Body) <= inlineBodyMax {
+		buf = append(buf, cmd.Body...)
+	} else {
+		o.segs = append(o.segs, buf[o.mark:], cmd.Body)
+		o.mark = len(buf)
+	}
+	o.queued += len(buf) - start + len(cmd.Body)
+	o.buf = buf
+	o.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// writeLoop is the connection's one writer. It ends when the connection
+// closes, or after a last flush when stopWrite is closed.
+func (c *Conn) writeLoop() {
+	defer close(c.writerDone)
+	var (
+		spareBuf  []byte
+		spareSegs [][]byte
+	)
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		case <-c.stopWrite:
+			c.flush(&spareBuf, &spareSegs)
+			return
+		}
+		if !c.flush(&spareBuf, &spareSegs) {
+			return
+		}
+	}
+}
+
+// flush writes everything queued. It reports false, having closed the
+// connection, when the write fails.
+func (c *Conn) flush(spareBuf *[]byte, spareSegs *[][]byte) bool {
+	o := &c.out
+	o.Lock()
+	if o.mark < len(o.buf) {
+		o.segs = append(o.segs, o.buf[o.mark:])
+	}
+	segs, buf := o.segs, o.buf
+	o.buf, o.segs, o.mark, o.queued = (*spareBuf)[:0], (*spareSegs)[:0], 0, 0
+	o.cond.Broadcast()
+	o.Unlock()
+
+	var err error
+	if len(segs) > 0 {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.ep.writeTimeout))
+		bufs := net.Buffers(segs)
+		_, err = bufs.WriteTo(c.nc)
+	}
+	clear(segs) // drop the bodies written by reference
+	*spareSegs = segs[:0]
+	if cap(buf) <= keptWriteBuffer {
+		*spareBuf = buf[:0]
+	} else {
+		*spareBuf = nil
+	}
+	if err != nil {
+		c.closeWith(fmt.Errorf("write: %w", err))
+		return false
+	}
+	return true
+}
+
+// serve runs the connection until it closes: it starts the writer, reads
+// frames, and cleans up. It is the goroutine that owns the connection;
+// exit runs last.
+func (c *Conn) serve(exit func()) {
+	defer exit()
+	go c.writeLoop()
+	if c.ep.onConnect != nil {
+		c.ep.onConnect(c)
+	}
+	err := c.readLoop()
+	if c.draining() {
+		// Graceful: answer what is running, write it out, then close.
+		c.handlers.Wait()
+		c.out.Lock()
+		c.out.closed = true
+		c.out.cond.Broadcast()
+		c.out.Unlock()
+		close(c.stopWrite)
+		<-c.writerDone
+		c.closeWith(ErrServerClosed)
+	} else {
+		c.logReadEnd(err)
+		c.closeWith(err)
+	}
+	c.handlers.Wait()
+	<-c.writerDone
+	if c.ep.onClose != nil {
+		c.ep.onClose(c)
+	}
+}
+
+func (c *Conn) draining() bool {
+	select {
+	case <-c.ep.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Conn) logReadEnd(err error) {
+	switch {
+	case errors.Is(err, ErrMalformed), errors.Is(err, ErrFrameTooLarge):
+		c.log().Warn("remoting: closing connection after a bad frame", "err", err)
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, errClosedLocally):
+		c.log().Debug("remoting: connection closed", "err", err)
+	default:
+		c.log().Info("remoting: connection lost", "err", err)
+	}
+}
+
+// readLoop reads frames until an error, delivering responses and starting a
+// handler per request.
+func (c *Conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, readBufferSize)
+	var buf []byte
+	for {
+		frame, err := ReadFrame(br, c.ep.maxFrame, buf)
+		if err != nil {
+			select {
+			case <-c.done:
+				return c.cause
+			default:
+			}
+			return err
+		}
+		cmd := new(Command)
+		if err := DecodeFrame(frame, cmd); err != nil {
+			return err
+		}
+		// The frame buffer is reused for the next frame; the body must not
+		// point into it.
+		cmd.Body = bytes.Clone(cmd.Body)
+		if cap(frame) <= keptFrameBuffer {
+			buf = frame[:0]
+		} else {
+			buf = nil
+		}
+		if cmd.IsResponse() {
+			c.deliver(cmd)
+			continue
+		}
+		if c.ep.handler == nil {
+			continue
+		}
+		select {
+		case c.slots <- struct{}{}:
+		case <-c.done:
+			return c.cause
+		case <-c.ep.drain:
+			return ErrServerClosed
+		}
+		c.handlers.Add(1)
+		go c.handle(cmd)
+	}
+}
+
+// handle runs the handler for one request and writes its response.
+func (c *Conn) handle(req *Command) {
+	defer func() {
+		<-c.slots
+		c.handlers.Done()
+	}()
+	resp := c.runHandler(req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	err := c.Reply(req, resp)
+	if err == nil || errors.Is(err, ErrClosed) {
+		return
+	}
+	// The response cannot be encoded; say so instead of leaving the peer to
+	// time out.
+	c.log().Error("remoting: cannot send response", "code", RequestCode(req.Code), "err", err)
+	_ = c.Reply(req, NewResponse(req, SystemError, "remoting: response cannot be encoded: "+err.Error()))
+}
+
+func (c *Conn) runHandler(req *Command) (resp *Command) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log().Error("remoting: handler panicked", "code", RequestCode(req.Code), "opaque", req.Opaque,
+				"panic", r, "stack", string(debug.Stack()))
+			resp = NewResponse(req, SystemError, fmt.Sprintf("remoting: handler for %s failed: %v", RequestCode(req.Code), r))
+		}
+	}()
+	return c.ep.handler(c, req)
+}

@@ -1,0 +1,248 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Handler serves one request. A non-nil return is the response: the
+// server sets its Opaque, FlagResponse and SerializeType from req (and
+// Language and Version when zero) and writes it, so a handler may use
+// NewResponse or build the Command itself. Nil means no response now:
+// either the request needs none, or the handler keeps req and answers
+// later with c.Reply (long polling holds pulls this way). The response to a
+// oneway request is dropped.
+//
+// Handlers run concurrently, one goroutine per request; req and its Body
+// belong to the handler.
+type Handler func(c *Conn, req *Command) *Command
+
+// ServerOptions configures a Server. The zero value of each field means its
+// default.
+type ServerOptions struct {
+	// MaxFrameSize is the largest frame accepted, counted after the length
+	// prefix; default DefaultMaxFrameSize (16 MiB). A larger frame is logged
+	// and closes its connection.
+	MaxFrameSize int
+	// MaxInflightPerConn is how many handlers may run at once for one
+	// connection; default 4096. When all are busy the connection's reader
+	// waits, which pushes back on the peer. Held requests whose handler has
+	// returned do not count.
+	MaxInflightPerConn int
+	// WriteTimeout bounds each write to a peer; default 30 s. A write that
+	// times out closes the connection.
+	WriteTimeout time.Duration
+	// Logger receives the server's logs; default slog.Default().
+	Logger *slog.Logger
+	// OnConnect, if set, is called for each new connection before its first
+	// request is read.
+	OnConnect func(*Conn)
+	// OnClose, if set, is called once per connection after it has closed
+	// and its running handlers have returned, for cleanup such as dropping
+	// its consumers and held pulls.
+	OnClose func(*Conn)
+}
+
+// Server accepts connections and serves requests on them with the handlers
+// registered by code.
+type Server struct {
+	opts     ServerOptions
+	ep       endpoint
+	handlers map[int16]Handler
+
+	quit         chan struct{} // closed by Shutdown; endpoint.drain
+	shutdownOnce sync.Once
+	stopped      chan struct{} // closed when every accept loop and connection has ended
+	wg           sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		serving   bool
+		closed    bool
+		listeners map[net.Listener]struct{}
+		conns     map[*Conn]struct{}
+	}
+}
+
+// NewServer returns a server with opts' defaults filled in. Invalid options
+// (negative sizes or timeouts) are a programming error and panic, naming
+// every problem.
+func NewServer(opts ServerOptions) *Server {
+	var problems []string
+	if opts.MaxFrameSize < 0 {
+		problems = append(problems, fmt.Sprintf("MaxFrameSize %d is negative", opts.MaxFrameSize))
+	}
+	if opts.MaxInflightPerConn < 0 {
+		problems = append(problems, fmt.Sprintf("MaxInflightPerConn %d is negative", opts.MaxInflightPerConn))
+	}
+	if opts.WriteTimeout < 0 {
+		problems = append(problems, fmt.Sprintf("WriteTimeout %v is negative", opts.WriteTimeout))
+	}
+	if len(problems) > 0 {
+		panic("remoting: invalid ServerOptions: " + strings.Join(problems, "; "))
+	}
+	if opts.MaxFrameSize == 0 {
+		opts.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if opts.MaxInflightPerConn == 0 {
+		opts.MaxInflightPerConn = defaultMaxInflight
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = defaultWriteTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{
+		opts:     opts,
+		handlers: make(map[int16]Handler),
+		quit:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	s.ep = endpoint{
+		logger:       opts.Logger,
+		maxFrame:     opts.MaxFrameSize,
+		maxInflight:  opts.MaxInflightPerConn,
+		writeTimeout: opts.WriteTimeout,
+		onConnect:    opts.OnConnect,
+		onClose:      opts.OnClose,
+		drain:        s.quit,
+	}
+	s.ep.handler = s.dispatch
+	s.mu.listeners = make(map[net.Listener]struct{})
+	s.mu.conns = make(map[*Conn]struct{})
+	return s
+}
+
+// Handle registers h for requests with the given code. It must be called
+// before Serve; registering later, or twice for one code, panics. Requests
+// with a code nobody registered are answered with RequestCodeNotSupported.
+func (s *Server) Handle(code int16, h Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.serving {
+		panic(fmt.Sprintf("remoting: Handle(%s) after Serve", RequestCode(code)))
+	}
+	if _, dup := s.handlers[code]; dup {
+		panic(fmt.Sprintf("remoting: Handle(%s) twice", RequestCode(code)))
+	}
+	s.handlers[code] = h
+}
+
+func (s *Server) dispatch(c *Conn, req *Command) *Command {
+	h := s.handlers[req.Code]
+	if h == nil {
+		return NewResponse(req, RequestCodeNotSupported,
+			fmt.Sprintf("request code %d (%s) not supported", req.Code, RequestCode(req.Code)))
+	}
+	return h(c, req)
+}
+
+// Serve accepts connections on ln and serves them until Shutdown, then
+// returns ErrServerClosed. It may run on several listeners at once. It
+// returns another error only if ln fails for good.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	s.mu.serving = true
+	s.mu.listeners[ln] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.listeners, ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-s.quit:
+				return ErrServerClosed
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Probably out of file descriptors: wait and try again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.opts.Logger.Error("remoting: accept failed", "addr", ln.Addr().String(), "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.quit:
+				t.Stop()
+				return ErrServerClosed
+			}
+			continue
+		}
+		backoff = 0
+		c := newConn(nc, &s.ep)
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			_ = nc.Close()
+			return ErrServerClosed
+		}
+		s.mu.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go c.serve(func() {
+			s.mu.Lock()
+			delete(s.mu.conns, c)
+			s.mu.Unlock()
+			s.wg.Done()
+		})
+	}
+}
+
+// Shutdown stops accepting, stops reading requests, waits for running
+// handlers to finish and their responses to be written, and closes every
+// connection. If ctx ends first, the remaining connections are closed at
+// once and ctx's error is returned; handlers still running then finish on
+// their own, their responses dropped. Requests held for a later Reply are
+// not waited for. Shutdown may be called more than once; each call waits
+// the same way.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		close(s.quit)
+		for ln := range s.mu.listeners {
+			_ = ln.Close()
+		}
+		for c := range s.mu.conns {
+			// Wake the reader; it sees quit and drains the connection.
+			_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+		}
+		s.mu.Unlock()
+		go func() {
+			s.wg.Wait()
+			close(s.stopped)
+		}()
+	})
+	select {
+	case <-s.stopped:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.mu.conns {
+			c.closeWith(ErrServerClosed)
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
