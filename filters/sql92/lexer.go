@@ -218,9 +218,13 @@ func lexNumber(src string, i int) (token, int, error) {
 	return t, i, nil
 }
 
-func isDigit(c byte) bool      { return '0' <= c && c <= '9' }
-func isIdentStart(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '$' }
-func isIdentPart(c byte) bool  { return isIdentStart(c) || isDigit(c) }
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isIdentStart(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '$'
+}
+
+func isIdentPart(c byte) bool { return isIdentStart(c) || isDigit(c) }
 
 func upper(c byte) byte {
 	if 'a' <= c && c <= 'z' {

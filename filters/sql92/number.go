@@ -133,15 +133,16 @@ func parseNumber(b []byte) (num, bool) {
 		}
 		switch {
 		case ok:
-		case magnitude > 310:
+		case magnitude > 309: // at least 1e309: beyond the largest double
 			f = math.Inf(1)
-		case magnitude < -330:
+		case magnitude < -330: // below half the smallest denormal
 			f = 0
 		default:
 			// b is a valid decimal number, so ParseFloat fails at most
-			// with a range error, whose value (±Inf) is still right. The
-			// string aliases b only for this call; strconv keeps no
-			// reference to it.
+			// with a range error, whose value (±Inf) is still right; that
+			// error, for text between the largest double and 1e309, is
+			// the one allocation evaluation can make. The string aliases
+			// b only for this call: strconv keeps no reference to it.
 			f, _ = strconv.ParseFloat(unsafe.String(&b[0], len(b)), 64)
 			return num{isDouble: true, f: f}, true
 		}

@@ -63,6 +63,7 @@ func Compile(expr string) (*Filter, error) {
 		return &Filter{all: true}, nil
 	}
 	f := &Filter{}
+	seen := make(map[string]struct{})
 	for part := range strings.SplitSeq(trimmed, separator) {
 		t := strings.TrimSpace(part)
 		switch {
@@ -75,7 +76,8 @@ func Compile(expr string) (*Filter, error) {
 		case strings.ContainsAny(t, "\x01\x02"):
 			return nil, fmt.Errorf("%w: tag %q holds a property separator byte (0x01 or 0x02)", ErrInvalid, clip(t))
 		}
-		if !slices.Contains(f.tags, t) {
+		if _, dup := seen[t]; !dup {
+			seen[t] = struct{}{}
 			f.tags = append(f.tags, t)
 		}
 	}
@@ -88,10 +90,7 @@ func Compile(expr string) (*Filter, error) {
 	slices.Sort(f.hashes)
 	f.hashes = slices.Compact(f.hashes)
 	if len(f.tags) > smallSet {
-		f.byName = make(map[string]struct{}, len(f.tags))
-		for _, t := range f.tags {
-			f.byName[t] = struct{}{}
-		}
+		f.byName = seen
 	}
 	return f, nil
 }
