@@ -19,7 +19,7 @@ type Expr struct {
 // Compile parses expr. It returns a *SyntaxError naming the position and
 // the expected token for an expression it cannot accept, or an error
 // wrapping ErrTooLong for one longer than MaxExprLen.
-func Compile(expr string) (e *Expr, err error) {
+func Compile(expr string) (*Expr, error) {
 	if len(expr) > MaxExprLen {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLong, len(expr), MaxExprLen)
 	}
@@ -28,16 +28,10 @@ func Compile(expr string) (e *Expr, err error) {
 		return nil, err
 	}
 	p := &parser{src: expr, toks: toks, slots: make(map[string]int)}
-	defer func() {
-		if r := recover(); r != nil {
-			b, ok := r.(bailout)
-			if !ok {
-				panic(r)
-			}
-			e, err = nil, b.err
-		}
-	}()
-	root := p.parse()
+	root, err := p.run()
+	if err != nil {
+		return nil, err
+	}
 	return &Expr{root: root, names: p.names, canon: format(root)}, nil
 }
 

@@ -107,6 +107,20 @@ func isNumber(n *node) bool {
 	return n.op == opConst && (n.val.kind == kLong || n.val.kind == kDouble)
 }
 
+// run parses the whole expression, turning a bailout into its error.
+func (p *parser) run() (n *node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, ok := r.(bailout)
+			if !ok {
+				panic(r)
+			}
+			n, err = nil, b.err
+		}
+	}()
+	return p.parse(), nil
+}
+
 // parse parses the whole expression:
 //
 //	selector = or EOF .
