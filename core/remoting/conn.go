@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,9 @@ const (
 	// defaultMaxInflight is the default number of handlers running at once
 	// on one connection.
 	defaultMaxInflight = 4096
+	// maxIdleWorkers is how many handler goroutines a connection keeps
+	// waiting for work; more than that exit when done.
+	maxIdleWorkers = 16
 )
 
 // nextConnID numbers connections across all servers and clients of the
@@ -91,8 +95,14 @@ type Conn struct {
 	}
 	opaque atomic.Int32
 
-	slots    chan struct{} // one token per running handler
-	handlers sync.WaitGroup
+	// Handlers run on worker goroutines that stay for the next request, so
+	// their grown stacks are reused. The reader hands a request to an idle
+	// worker through work, or starts a new one.
+	slots      chan struct{} // one token per running handler
+	work       chan *Command // unbuffered; idle workers receive on it
+	readerDone chan struct{} // closed when the reader stops: idle workers exit
+	idle       atomic.Int32  // workers waiting on work
+	workers    sync.WaitGroup
 
 	closeOnce sync.Once
 	cause     error // why the connection closed; set before done is closed
@@ -118,6 +128,8 @@ func newConn(nc net.Conn, ep *endpoint) *Conn {
 		stopWrite:  make(chan struct{}),
 		writerDone: make(chan struct{}),
 		slots:      make(chan struct{}, ep.maxInflight),
+		work:       make(chan *Command),
+		readerDone: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
 	c.out.cond.L = &c.out.Mutex
@@ -352,6 +364,9 @@ func (c *Conn) writeLoop() {
 			c.flush(&spareBuf, &spareSegs)
 			return
 		}
+		// Let the goroutines that are about to send queue their frames
+		// too, so one write carries them all.
+		runtime.Gosched()
 		if !c.flush(&spareBuf, &spareSegs) {
 			return
 		}
@@ -385,6 +400,7 @@ func (c *Conn) flush(spareBuf *[]byte, spareSegs *[][]byte) bool {
 		*spareBuf = nil
 	}
 	if err != nil {
+		c.log().Info("remoting: write failed, closing connection", "err", err)
 		c.closeWith(fmt.Errorf("write: %w", err))
 		return false
 	}
@@ -401,9 +417,10 @@ func (c *Conn) serve(exit func()) {
 		c.ep.onConnect(c)
 	}
 	err := c.readLoop()
+	close(c.readerDone)
 	if c.draining() {
 		// Graceful: answer what is running, write it out, then close.
-		c.handlers.Wait()
+		c.workers.Wait()
 		c.out.Lock()
 		c.out.closed = true
 		c.out.cond.Broadcast()
@@ -412,10 +429,16 @@ func (c *Conn) serve(exit func()) {
 		<-c.writerDone
 		c.closeWith(ErrServerClosed)
 	} else {
-		c.logReadEnd(err)
-		c.closeWith(err)
+		select {
+		case <-c.done:
+			// Closed by this side (Close, a failed write, Shutdown's
+			// deadline); whoever closed it has said why.
+		default:
+			c.logReadEnd(err)
+			c.closeWith(err)
+		}
 	}
-	c.handlers.Wait()
+	c.workers.Wait()
 	<-c.writerDone
 	if c.ep.onClose != nil {
 		c.ep.onClose(c)
@@ -435,8 +458,8 @@ func (c *Conn) logReadEnd(err error) {
 	switch {
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrFrameTooLarge):
 		c.log().Warn("remoting: closing connection after a bad frame", "err", err)
-	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, errClosedLocally):
-		c.log().Debug("remoting: connection closed", "err", err)
+	case errors.Is(err, io.EOF):
+		c.log().Debug("remoting: connection closed by peer")
 	default:
 		c.log().Info("remoting: connection lost", "err", err)
 	}
@@ -483,17 +506,38 @@ func (c *Conn) readLoop() error {
 		case <-c.ep.drain:
 			return ErrServerClosed
 		}
-		c.handlers.Add(1)
-		go c.handle(cmd)
+		select {
+		case c.work <- cmd:
+		default:
+			c.workers.Add(1)
+			go c.worker(cmd)
+		}
+	}
+}
+
+// worker handles req, then waits for more work until the reader stops or
+// enough other workers are idle.
+func (c *Conn) worker(req *Command) {
+	defer c.workers.Done()
+	for {
+		c.handle(req)
+		if c.idle.Add(1) > maxIdleWorkers {
+			c.idle.Add(-1)
+			return
+		}
+		select {
+		case req = <-c.work:
+			c.idle.Add(-1)
+		case <-c.readerDone:
+			c.idle.Add(-1)
+			return
+		}
 	}
 }
 
 // handle runs the handler for one request and writes its response.
 func (c *Conn) handle(req *Command) {
-	defer func() {
-		<-c.slots
-		c.handlers.Done()
-	}()
+	defer func() { <-c.slots }()
 	resp := c.runHandler(req)
 	if resp == nil || req.IsOneway() {
 		return
