@@ -39,7 +39,10 @@ func exportAllocate(in unsafe.Pointer, n uint32) int64 {
 	if s != abi.StatusOK {
 		return -int64(s)
 	}
-	return packSlice(out)
+	if len(out) == 0 {
+		return 0
+	}
+	return abi.PackPtrLen(uint32(uintptr(unsafe.Pointer(unsafe.SliceData(out)))), uint32(len(out)/4))
 }
 
 //go:wasmexport broker_txn_check

@@ -29,7 +29,6 @@ type Initializer interface {
 // call at a time, so it needs no lock.
 var state struct {
 	filter     Filter
-	filterBody bool
 	allocator  Allocator
 	txn        TxnPolicy
 	version    string
@@ -56,16 +55,20 @@ var state struct {
 const maxCachedExpressions = 256
 
 // RegisterFilter makes f the module's filter. Call it from an init function.
-// If f also implements BodyFilter and NeedsBody reports true, filter batches
-// carry message bodies. Registering a second filter panics.
+// If f also implements BodyFilter and NeedsBody reports true (asked after
+// Init, so the config may decide), filter batches carry message bodies.
+// Registering a second filter panics.
 func RegisterFilter(f Filter) {
 	if f == nil || state.filter != nil {
 		panic("sdk: RegisterFilter called with nil or twice")
 	}
 	state.filter = f
-	if b, ok := f.(BodyFilter); ok {
-		state.filterBody = b.NeedsBody()
-	}
+}
+
+// filterBody reports whether the registered filter wants bodies.
+func filterBody() bool {
+	b, ok := state.filter.(BodyFilter)
+	return ok && b.NeedsBody()
 }
 
 // RegisterAllocator makes a the module's allocation strategy. Call it from
@@ -144,7 +147,7 @@ func runInit(config []byte) abi.Status {
 // infoBlock is broker_info.
 func infoBlock() []byte {
 	var flags abi.Flags
-	if state.filterBody {
+	if filterBody() {
 		flags |= abi.FlagFilterBody
 	}
 	state.info = abi.AppendInfo(state.info[:0], abi.Info{

@@ -15,7 +15,6 @@ func reset(t *testing.T) {
 	saved := state
 	t.Cleanup(func() { state = saved })
 	state.filter, state.allocator, state.txn = nil, nil, nil
-	state.filterBody = false
 	state.exprs, state.lastExpr = nil, nil
 	state.filterTests, state.allocateTests, state.txnTests = nil, nil, nil
 	state.buf = nil

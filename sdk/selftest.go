@@ -116,7 +116,7 @@ func vectors() ([]abi.Vector, error) {
 			Keys:           []byte(pm.Get("KEYS")),
 			Properties:     props,
 		}
-		if state.filterBody {
+		if filterBody() {
 			r.Body, r.HasBody = m.Body, true
 		}
 		if r.EncodedLen() < 0 {

@@ -1,0 +1,160 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/sdk/abi"
+)
+
+// Filter is one subscription expression compiled against a filter plugin.
+// It satisfies the broker's Filter interface. It is safe for concurrent use
+// and follows the plugin across reloads: each Match runs on whichever module
+// is serving at the time.
+type Filter struct {
+	p    *Plugin
+	expr string
+}
+
+// Filter checks expression with the plugin (which compiles it and reports a
+// syntax error) and returns the Filter that evaluates it. Its failure policy
+// is the serving module's FailurePolicy.
+func (p *Plugin) Filter(expression string) (*Filter, error) {
+	if p.kind != KindFilter {
+		return nil, &Error{Plugin: p.name, Op: "filter", Err: wrapf(ErrKind, "plugin is a %s plugin", p.kind)}
+	}
+	if len(expression) > abi.MaxExpressionLen {
+		return nil, &Error{Plugin: p.name, Op: "filter", Err: wrapf(ErrExpression,
+			"expression of %d bytes is longer than %d", len(expression), abi.MaxExpressionLen)}
+	}
+	err := p.run(context.Background(), "filter", func(g *generation, inst *instance) (int, error) {
+		inLen := abi.FilterHeaderLen(len(expression))
+		abi.AppendFilterHeader(inst.view(0, uint32(inLen))[:0], expression)
+		ctx, cancel := g.callContext(context.Background(), g.opts.Deadline)
+		defer cancel()
+		_, err := inst.batch(ctx, uint32(inLen), 0, 0)
+		return 0, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Filter{p: p, expr: expression}, nil
+}
+
+// Expression returns the expression f evaluates.
+func (f *Filter) Expression() string { return f.expr }
+
+// MatchTagHash returns true: a plugin decides on the whole record.
+func (f *Filter) MatchTagHash(int64) bool { return true }
+
+// NeedsRecord returns true: every entry goes to Match.
+func (f *Filter) NeedsRecord() bool { return true }
+
+// Match sets out[i] for each record of batch, in calls of at most
+// abi.MaxBatchRecords records and abi.MaxBatchBytes bytes. The records must
+// be well-formed (message.Record.Validate). Under PolicyHold an error is
+// returned and out is not meaningful: an error never means "no match".
+// Under PolicyOpen the error is counted and every record from the failed
+// call on matches.
+func (f *Filter) Match(batch []message.Record, out []bool) error {
+	if len(out) != len(batch) {
+		panic(fmt.Sprintf("wasm: Match with %d records and %d results", len(batch), len(out)))
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	done := 0
+	err := f.p.run(context.Background(), "filter", func(g *generation, inst *instance) (int, error) {
+		body := g.info.Flags&abi.FlagFilterBody != 0
+		for done < len(batch) {
+			n, err := matchCall(g, inst, f.expr, batch[done:], out[done:], body)
+			if err != nil {
+				return done, err
+			}
+			done += n
+		}
+		return done, nil
+	})
+	if err != nil && f.p.failOpen() {
+		for i := done; i < len(out); i++ {
+			out[i] = true
+		}
+		return nil
+	}
+	return err
+}
+
+// failOpen reports whether the serving module's policy is PolicyOpen.
+func (p *Plugin) failOpen() bool {
+	g := p.cur.Load()
+	return g != nil && g.opts.FailurePolicy == PolicyOpen
+}
+
+// fill describes r for the guest without copying.
+func fill(fr *abi.FilterRecord, r message.Record, body bool) {
+	props := r.Properties()
+	tags, _ := props.Lookup(message.PropertyTags)
+	keys, _ := props.Lookup(message.PropertyKeys)
+	*fr = abi.FilterRecord{
+		QueueID:        r.QueueID(),
+		QueueOffset:    r.QueueOffset(),
+		BornTimestamp:  r.BornTimestamp(),
+		StoreTimestamp: r.StoreTimestamp(),
+		ReconsumeTimes: r.ReconsumeTimes(),
+		SysFlag:        r.SysFlag(),
+		Topic:          r.Topic(),
+		Tags:           tags,
+		Keys:           keys,
+		Properties:     props,
+	}
+	if body {
+		fr.Body, fr.HasBody = r.Body(), true
+	}
+}
+
+// matchCall runs one broker_filter call over a prefix of batch and returns
+// how many records it covered.
+func matchCall(g *generation, inst *instance, expr string, batch []message.Record, out []bool, body bool) (int, error) {
+	inLen := abi.FilterHeaderLen(len(expr))
+	count := 0
+	for count < len(batch) && count < abi.MaxBatchRecords {
+		fr := &inst.records[count]
+		fill(fr, batch[count], body)
+		n := fr.EncodedLen()
+		if n < 0 {
+			return 0, wrapf(ErrFailed, "record at queue offset %d does not fit the filter layout", batch[count].QueueOffset())
+		}
+		// A record too large for a batch of its own travels alone.
+		if count > 0 && inLen+n > abi.MaxBatchBytes {
+			break
+		}
+		inLen += n
+		count++
+	}
+	defer clear(inst.records[:count]) // drop the references into the caller's records
+	ctx, cancel := g.callContext(context.Background(), g.opts.Deadline)
+	defer cancel()
+	if err := inst.ensureBuffer(ctx, uint32(abi.OutOffset(inLen)+count)); err != nil {
+		return 0, err
+	}
+	dst := abi.AppendFilterHeader(inst.view(0, uint32(inLen))[:0], expr)
+	for i := range count {
+		dst = abi.AppendFilterRecord(dst, &inst.records[i])
+	}
+	res, err := inst.batch(ctx, uint32(inLen), uint32(count), uint32(count))
+	if err != nil {
+		return 0, err
+	}
+	for i, b := range res {
+		switch b {
+		case abi.FilterMatch:
+			out[i] = true
+		case abi.FilterNoMatch:
+			out[i] = false
+		default:
+			return 0, wrapf(ErrOutput, "broker_filter left result %d of %d at %d", i, count, b)
+		}
+	}
+	return count, nil
+}

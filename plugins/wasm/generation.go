@@ -1,0 +1,458 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/rmq-go/rmq/sdk/abi"
+)
+
+// Timings of instance management.
+const (
+	// initDeadline bounds starting an untrusted instance (the Go runtime's
+	// init, the plugin's init functions and broker_init).
+	initDeadline = 10 * time.Second
+	// backoffBase and backoffMax bound the wait before re-creating an
+	// instance after consecutive failures.
+	backoffBase = 10 * time.Millisecond
+	backoffMax  = time.Second
+	// maxLogLen bounds one log line from a plugin.
+	maxLogLen = 4 << 10
+)
+
+// generation is one loaded module of a plugin: its runtime, compiled code
+// and pool of instances. A reload builds a new generation and swaps it in;
+// the old one closes when its last call returns.
+type generation struct {
+	p        *Plugin
+	opts     Options // with defaults
+	seq      int     // 1 for the first load
+	hash     string  // sha256 of the module, hex
+	info     abi.Info
+	shape    moduleShape
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	modCfg   wazero.ModuleConfig
+
+	sem chan struct{} // one token per instance serving a call
+
+	mu struct {
+		sync.Mutex
+		idle       []*instance
+		live       int
+		nextCreate time.Time // no new instance before, after a failure
+	}
+	failures atomic.Int32          // traps and timeouts in a row
+	disabled atomic.Pointer[error] // set after MaxFailures failures in a row
+
+	refs      atomic.Int64 // calls in flight
+	retired   atomic.Bool  // no longer current: close when refs reaches 0
+	closeOnce sync.Once
+	done      chan struct{} // closed when the generation is closed
+}
+
+// readModule returns the module's bytes, enforcing the size limit before
+// reading a file.
+func readModule(o *Options) ([]byte, error) {
+	if o.Module != nil {
+		if int64(len(o.Module)) > o.MaxBinarySize {
+			return nil, wrapf(ErrModule, "module is %d bytes, more than the %d allowed", len(o.Module), o.MaxBinarySize)
+		}
+		return o.Module, nil
+	}
+	f, err := os.Open(o.Path)
+	if err != nil {
+		return nil, wrapf(ErrModule, "%v", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, o.MaxBinarySize+1))
+	if err != nil {
+		return nil, wrapf(ErrModule, "%v", err)
+	}
+	if int64(len(b)) > o.MaxBinarySize {
+		return nil, wrapf(ErrModule, "%s is larger than the %d bytes allowed", o.Path, o.MaxBinarySize)
+	}
+	return b, nil
+}
+
+// moduleHash returns the hex sha256 of b.
+func moduleHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// newGeneration compiles, validates and canaries a module: on success it has
+// one initialized instance in its pool and is ready to serve.
+func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte, seq int) (_ *generation, err error) {
+	g := &generation{p: p, opts: opts, seq: seq, hash: moduleHash(bin), done: make(chan struct{})}
+	if opts.SHA256 != "" && opts.SHA256 != g.hash {
+		return nil, wrapf(ErrHash, "module has sha256 %s, config expects %s", g.hash, opts.SHA256)
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(p.cache).
+		WithMemoryLimitPages(opts.MaxMemoryPages).
+		WithCloseOnContextDone(opts.Untrusted)
+	g.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
+	defer func() {
+		if err != nil {
+			g.shutdown()
+		}
+	}()
+	if g.compiled, err = g.rt.CompileModule(ctx, bin); err != nil {
+		return nil, wrapf(ErrModule, "compile: %v", err)
+	}
+	kindBit, _, _ := opts.Kind.bit()
+	if g.shape, err = validateModule(g.compiled, opts.Kind); err != nil {
+		return nil, err
+	}
+	if _, err = wasi_snapshot_preview1.Instantiate(ctx, g.rt); err != nil {
+		return nil, wrapf(ErrInit, "WASI: %v", err)
+	}
+	if err = g.instantiateHost(ctx); err != nil {
+		return nil, wrapf(ErrInit, "host module: %v", err)
+	}
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(abi.ExportInitialize).
+		WithStdout(io.Discard).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader)
+	env := make([]string, 0, len(opts.Env))
+	for k := range opts.Env {
+		env = append(env, k)
+	}
+	slices.Sort(env)
+	for _, k := range env {
+		mc = mc.WithEnv(k, opts.Env[k])
+	}
+	g.modCfg = mc
+	g.sem = make(chan struct{}, opts.PoolSize)
+
+	// The canary: the first instance proves the module starts, accepts its
+	// config, serves the kind and passes its own self-tests.
+	inst, err := g.newInstance(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.info = abi.Info{Version: abi.Version, Kinds: kindBit}
+	if g.shape.hasInfo {
+		if err = g.readInfo(ctx, inst); err != nil {
+			inst.close(ctx)
+			return nil, err
+		}
+	}
+	if !g.info.Kinds.Has(kindBit) {
+		inst.close(ctx)
+		return nil, wrapf(ErrKind, "module registers no %s (it serves %s)", opts.Kind, kindNames(g.info.Kinds))
+	}
+	if g.shape.hasSelfTest {
+		if err = g.selfTest(ctx, inst); err != nil {
+			inst.close(ctx)
+			return nil, err
+		}
+	}
+	g.mu.live = 1
+	g.mu.idle = append(g.mu.idle, inst)
+	return g, nil
+}
+
+func kindNames(k abi.Kinds) string {
+	var names []string
+	for _, kind := range []Kind{KindFilter, KindAllocate, KindTxnCheck} {
+		if bit, _, _ := kind.bit(); k.Has(bit) {
+			names = append(names, string(kind))
+		}
+	}
+	if len(names) == 0 {
+		return "nothing"
+	}
+	return fmt.Sprint(names)
+}
+
+// instantiateHost provides module broker_v1 to this generation's runtime.
+func (g *generation) instantiateHost(ctx context.Context) error {
+	logger := g.opts.Logger.With("plugin", g.opts.Name)
+	logFn := func(ctx context.Context, mod api.Module, stack []uint64) {
+		level := slog.Level(api.DecodeI32(stack[0]))
+		ptr, n := api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
+		if !logger.Enabled(ctx, level) {
+			return
+		}
+		b, ok := mod.Memory().Read(ptr, min(n, maxLogLen))
+		if !ok {
+			return
+		}
+		logger.Log(ctx, level, string(b))
+	}
+	nowFn := func(_ context.Context, _ api.Module, stack []uint64) {
+		stack[0] = uint64(time.Now().UnixMilli())
+	}
+	_, err := g.rt.NewHostModuleBuilder(abi.ImportModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(logFn), sigLog.params, sigLog.results).Export(abi.ImportLog).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(nowFn), sigNow.params, sigNow.results).Export(abi.ImportNowMs).
+		Instantiate(ctx)
+	return err
+}
+
+// callContext returns the context for one call: the caller's, bounded by
+// the deadline when the plugin is untrusted.
+func (g *generation) callContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if !g.opts.Untrusted {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// newInstance instantiates and initializes one instance.
+func (g *generation) newInstance(ctx context.Context) (*instance, error) {
+	ctx, cancel := g.callContext(ctx, initDeadline)
+	defer cancel()
+	stderr := &capture{}
+	mod, err := g.rt.InstantiateModule(ctx, g.compiled, g.modCfg.WithStderr(stderr))
+	if err != nil {
+		return nil, &callError{err: wrapf(ErrInit, "instantiate: %v", err), poisoned: true, stderr: stderr.String()}
+	}
+	inst := &instance{
+		mod:     mod,
+		mem:     mod.Memory(),
+		buffer:  mod.ExportedFunction(abi.ExportBuffer),
+		stderr:  stderr,
+		records: make([]abi.FilterRecord, abi.MaxBatchRecords),
+	}
+	_, kindExport, _ := g.opts.Kind.bit()
+	inst.kindFn = mod.ExportedFunction(kindExport)
+	if err := inst.init(ctx, mod.ExportedFunction(abi.ExportInit), g.opts.Config); err != nil {
+		inst.close(ctx)
+		return nil, initError(err)
+	}
+	if err := inst.ensureBuffer(ctx, defaultBufferSize); err != nil {
+		inst.close(ctx)
+		return nil, initError(err)
+	}
+	inst.calls = 0
+	return inst, nil
+}
+
+// initError marks an error met while starting an instance as ErrInit,
+// keeping its classification.
+func initError(err error) error {
+	if ce, ok := err.(*callError); ok {
+		ce.err = fmt.Errorf("%w: %w", ErrInit, ce.err)
+		return ce
+	}
+	if errors.Is(err, ErrInit) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrInit, err)
+}
+
+// readInfo reads and checks the module's info block.
+func (g *generation) readInfo(ctx context.Context, inst *instance) error {
+	ctx, cancel := g.callContext(ctx, g.opts.Deadline)
+	defer cancel()
+	b, err := inst.packed(ctx, inst.mod.ExportedFunction(abi.ExportInfo), abi.MaxInfoLen)
+	if err != nil {
+		return err
+	}
+	info, err := abi.ReadInfo(b)
+	if err != nil {
+		return wrapf(ErrOutput, "broker_info: %v", err)
+	}
+	if info.Version != abi.Version {
+		return wrapf(ErrABIVersion, "module reports ABI v%d; this broker speaks v%d", info.Version, abi.Version)
+	}
+	g.info = info
+	return nil
+}
+
+// selfTest replays the module's vectors of the plugin's kind through inst.
+func (g *generation) selfTest(ctx context.Context, inst *instance) error {
+	ctx, cancel := g.callContext(ctx, initDeadline)
+	defer cancel()
+	blob, err := inst.packed(ctx, inst.mod.ExportedFunction(abi.ExportSelfTest), abi.MaxSelfTestLen)
+	if err != nil || blob == nil {
+		return err
+	}
+	vs, err := abi.ReadVectors(blob)
+	if err != nil {
+		return wrapf(ErrOutput, "broker_selftest: %v", err)
+	}
+	kindBit, _, _ := g.opts.Kind.bit()
+	for i, v := range vs {
+		if v.Kind != kindBit {
+			continue
+		}
+		got, err := g.replay(ctx, inst, v)
+		if err != nil {
+			return fmt.Errorf("%w: vector %d: %w", ErrSelfTest, i, err)
+		}
+		if !bytes.Equal(got, v.Out) {
+			return wrapf(ErrSelfTest, "vector %d: output %x, want %x", i, got, v.Out)
+		}
+	}
+	return nil
+}
+
+// replay runs one vector's raw input through the kind's function.
+func (g *generation) replay(ctx context.Context, inst *instance, v abi.Vector) ([]byte, error) {
+	inLen := uint32(len(v.In))
+	if int(v.Count) > abi.MaxBatchRecords || len(v.In) > abi.MaxAllocateLen {
+		return nil, wrapf(ErrOutput, "vector of %d records and %d bytes is over the limits", v.Count, inLen)
+	}
+	outLen := v.Count
+	if g.opts.Kind == KindTxnCheck {
+		outLen *= abi.TxnResultLen
+	}
+	if err := inst.ensureBuffer(ctx, uint32(abi.OutOffset(int(inLen)))+outLen); err != nil {
+		return nil, err
+	}
+	copy(inst.view(0, inLen), v.In)
+	if g.opts.Kind == KindAllocate {
+		return inst.allocate(ctx, inLen, 1<<30)
+	}
+	out, err := inst.batch(ctx, inLen, v.Count, outLen)
+	return bytes.Clone(out), err
+}
+
+// errDisabled returns the error calls get once the generation is disabled.
+func (g *generation) errDisabled() error {
+	if e := g.disabled.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// get takes an instance from the pool, creating one if none is idle and the
+// pool is not full, waiting otherwise.
+func (g *generation) get(ctx context.Context) (*instance, error) {
+	if err := g.errDisabled(); err != nil {
+		return nil, err
+	}
+	select {
+	case g.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	g.mu.Lock()
+	if n := len(g.mu.idle); n > 0 {
+		inst := g.mu.idle[n-1]
+		g.mu.idle[n-1] = nil
+		g.mu.idle = g.mu.idle[:n-1]
+		g.mu.Unlock()
+		return inst, nil
+	}
+	wait := time.Until(g.mu.nextCreate)
+	g.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			<-g.sem
+			return nil, ctx.Err()
+		}
+	}
+	inst, err := g.newInstance(ctx)
+	if err != nil {
+		<-g.sem
+		g.failed(err)
+		return nil, err
+	}
+	g.mu.Lock()
+	g.mu.live++
+	g.mu.Unlock()
+	return inst, nil
+}
+
+// put returns an instance to the pool after a call. A poisoned instance, or
+// one that served its RecycleAfter calls, is closed instead.
+func (g *generation) put(inst *instance, err error) {
+	poisoned := false
+	if ce, ok := err.(*callError); ok && ce.poisoned {
+		poisoned = true
+		g.failed(err)
+	} else if g.failures.Load() != 0 {
+		g.failures.Store(0)
+	}
+	if poisoned || (g.opts.RecycleAfter > 0 && inst.calls >= g.opts.RecycleAfter) {
+		inst.close(context.Background())
+		g.mu.Lock()
+		g.mu.live--
+		g.mu.Unlock()
+	} else {
+		g.mu.Lock()
+		g.mu.idle = append(g.mu.idle, inst)
+		g.mu.Unlock()
+	}
+	<-g.sem
+}
+
+// failed counts a trap, a timeout or a failed start, delays the next
+// instance, and disables the generation after MaxFailures in a row.
+func (g *generation) failed(err error) {
+	n := g.failures.Add(1)
+	backoff := backoffMax
+	if n < 8 {
+		backoff = min(backoffBase<<(n-1), backoffMax)
+	}
+	g.mu.Lock()
+	g.mu.nextCreate = time.Now().Add(backoff)
+	g.mu.Unlock()
+	if int(n) >= g.opts.MaxFailures {
+		d := fmt.Errorf("%w: %d failures in a row, the last: %w", ErrDisabled, n, err)
+		if g.disabled.CompareAndSwap(nil, &d) {
+			g.opts.Logger.Error("wasm plugin disabled", "plugin", g.opts.Name, "failures", n, "err", err)
+		}
+	}
+}
+
+// acquire counts a call in flight; release ends it.
+func (g *generation) release() {
+	if g.refs.Add(-1) == 0 && g.retired.Load() {
+		g.shutdown()
+	}
+}
+
+// retire marks the generation replaced: it closes once its calls return.
+func (g *generation) retire() {
+	g.retired.Store(true)
+	if g.refs.Load() == 0 {
+		g.shutdown()
+	}
+}
+
+// shutdown closes the runtime (and every instance in it) and the compiled
+// code, once.
+func (g *generation) shutdown() {
+	g.closeOnce.Do(func() {
+		ctx := context.Background()
+		if g.rt != nil {
+			_ = g.rt.Close(ctx)
+		}
+		if g.compiled != nil {
+			_ = g.compiled.Close(ctx)
+		}
+		g.mu.Lock()
+		g.mu.idle, g.mu.live = nil, 0
+		g.mu.Unlock()
+		close(g.done)
+	})
+}

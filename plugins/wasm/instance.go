@@ -1,0 +1,202 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/rmq-go/rmq/sdk/abi"
+)
+
+// defaultBufferSize holds any batch within the limits: the largest filter
+// header and MaxBatchBytes of records, then the largest output.
+var defaultBufferSize = uint32(abi.OutOffset(abi.FilterHeaderLen(abi.MaxExpressionLen)+abi.MaxBatchBytes) +
+	abi.MaxBatchRecords*abi.TxnResultLen)
+
+// instance is one instantiated module. It serves one call at a time: the
+// pool hands it to a single goroutine.
+type instance struct {
+	mod    api.Module
+	mem    api.Memory
+	buffer api.Function // broker_buffer
+	kindFn api.Function // the kind's function
+	stderr *capture
+
+	stack [4]uint64 // reused by every CallWithStack
+
+	buf    uint32 // the guest buffer's address
+	bufCap uint32 // its size
+	calls  int
+
+	records []abi.FilterRecord // scratch for one filter batch
+}
+
+// callError is a failed call, classified.
+type callError struct {
+	err      error // wraps ErrTrap or ErrTimeout
+	timeout  bool
+	poisoned bool // the instance must be discarded
+	stderr   string
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// call runs fn with the instance's stack, whose first entries the caller
+// set. A failure poisons the instance: wazero leaves a module that trapped
+// or was interrupted in no state to serve again.
+func (in *instance) call(ctx context.Context, fn api.Function) error {
+	in.calls++
+	in.stderr.reset()
+	err := fn.CallWithStack(ctx, in.stack[:])
+	if err == nil {
+		return nil
+	}
+	ce := &callError{poisoned: true, stderr: in.stderr.String()}
+	var exit *sys.ExitError
+	switch {
+	case errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled):
+		ce.timeout = true
+		ce.err = wrapf(ErrTimeout, "%s: %v", fn.Definition().Name(), err)
+	case errors.As(err, &exit):
+		ce.err = wrapf(ErrTrap, "%s: module exited with code %d", fn.Definition().Name(), exit.ExitCode())
+	default:
+		// wazero appends a wasm stack trace; the guest's own stderr says more.
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		ce.err = wrapf(ErrTrap, "%s: %s", fn.Definition().Name(), msg)
+	}
+	return ce
+}
+
+// ensureBuffer makes the guest buffer hold at least n bytes.
+func (in *instance) ensureBuffer(ctx context.Context, n uint32) error {
+	if n <= in.bufCap {
+		return nil
+	}
+	in.stack[0] = api.EncodeU32(n)
+	if err := in.call(ctx, in.buffer); err != nil {
+		return err
+	}
+	ptr := api.DecodeU32(in.stack[0])
+	if ptr == 0 || uint64(ptr)+uint64(n) > uint64(in.mem.Size()) {
+		return wrapf(ErrOutput, "broker_buffer(%d) returned %#x, outside the module's %d bytes of memory", n, ptr, in.mem.Size())
+	}
+	in.buf, in.bufCap = ptr, n
+	return nil
+}
+
+// view returns n bytes of the guest buffer from off. The view is valid until
+// the next call, which may grow (and move) the memory.
+func (in *instance) view(off, n uint32) []byte {
+	b, ok := in.mem.Read(in.buf+off, n)
+	if !ok {
+		// ensureBuffer checked the bounds and memory never shrinks.
+		panic(fmt.Sprintf("wasm: guest buffer %#x+%d outside memory", in.buf+off, n))
+	}
+	return b[:n:n]
+}
+
+// guestError reads the message a non-OK status left in the buffer.
+func (in *instance) guestError(s abi.Status) error {
+	msg := abi.ReadError(in.view(0, min(in.bufCap, 4+abi.MaxErrorLen)))
+	var sentinel error
+	switch s {
+	case abi.StatusNotImplemented:
+		sentinel = ErrKind
+	case abi.StatusBadExpression:
+		sentinel = ErrExpression
+	case abi.StatusBadConfig:
+		sentinel = ErrInit
+	case abi.StatusFailed, abi.StatusBadInput:
+		sentinel = ErrFailed
+	default:
+		return wrapf(ErrOutput, "unknown status %d", s)
+	}
+	return wrapf(sentinel, "%v: %s", s, msg)
+}
+
+// init passes the plugin's config to broker_init.
+func (in *instance) init(ctx context.Context, fn api.Function, config []byte) error {
+	if err := in.ensureBuffer(ctx, uint32(max(len(config), 4+abi.MaxErrorLen))); err != nil {
+		return err
+	}
+	copy(in.view(0, uint32(len(config))), config)
+	in.stack[0], in.stack[1] = api.EncodeU32(in.buf), api.EncodeU32(uint32(len(config)))
+	if err := in.call(ctx, fn); err != nil {
+		return err
+	}
+	if s := abi.Status(api.DecodeI32(in.stack[0])); s != abi.StatusOK {
+		return in.guestError(s)
+	}
+	return nil
+}
+
+// packed calls a () → i64 export returning PackPtrLen and copies the bytes
+// it points at, at most limit of them.
+func (in *instance) packed(ctx context.Context, fn api.Function, limit uint32) ([]byte, error) {
+	if err := in.call(ctx, fn); err != nil {
+		return nil, err
+	}
+	v := int64(in.stack[0])
+	if v == 0 {
+		return nil, nil
+	}
+	ptr, n := abi.UnpackPtrLen(v)
+	if n > limit {
+		return nil, wrapf(ErrOutput, "%s returned %d bytes, more than %d", fn.Definition().Name(), n, limit)
+	}
+	b, ok := in.mem.Read(ptr, n)
+	if !ok {
+		return nil, wrapf(ErrOutput, "%s returned %#x+%d, outside memory", fn.Definition().Name(), ptr, n)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// batch runs a filter or txn-check call over the inLen input bytes already
+// in the buffer, with outLen zeroed output bytes after them, and returns
+// the output.
+func (in *instance) batch(ctx context.Context, inLen, count, outLen uint32) ([]byte, error) {
+	outOff := uint32(abi.OutOffset(int(inLen)))
+	clear(in.view(outOff, outLen))
+	in.stack[0], in.stack[1], in.stack[2], in.stack[3] =
+		api.EncodeU32(in.buf), api.EncodeU32(inLen), api.EncodeU32(count), api.EncodeU32(in.buf+outOff)
+	if err := in.call(ctx, in.kindFn); err != nil {
+		return nil, err
+	}
+	if s := abi.Status(api.DecodeI32(in.stack[0])); s != abi.StatusOK {
+		return nil, in.guestError(s)
+	}
+	return in.view(outOff, outLen), nil
+}
+
+// allocate runs broker_allocate over the inLen input bytes in the buffer
+// and returns the indices' bytes, copied.
+func (in *instance) allocate(ctx context.Context, inLen uint32, queues int) ([]byte, error) {
+	in.stack[0], in.stack[1] = api.EncodeU32(in.buf), api.EncodeU32(inLen)
+	if err := in.call(ctx, in.kindFn); err != nil {
+		return nil, err
+	}
+	v := int64(in.stack[0])
+	if v < 0 {
+		return nil, in.guestError(abi.Status(-v))
+	}
+	ptr, n := abi.UnpackPtrLen(v)
+	if uint64(n) > uint64(queues) {
+		return nil, wrapf(ErrOutput, "broker_allocate returned %d indices for %d queues", n, queues)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	b, ok := in.mem.Read(ptr, n*4)
+	if !ok {
+		return nil, wrapf(ErrOutput, "broker_allocate returned %#x+%d, outside memory", ptr, n*4)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// close releases the instance's module.
+func (in *instance) close(ctx context.Context) { _ = in.mod.Close(ctx) }
