@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 )
 
 // DefaultMaxFrameSize is the largest frame accepted when no limit is
@@ -123,14 +124,34 @@ func ReadFrame(r *bufio.Reader, maxFrame int, buf []byte) ([]byte, error) {
 	}
 	if int64(cap(buf)) >= n {
 		buf = buf[:n]
-	} else {
-		buf = make([]byte, n)
-	}
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, unexpectedEOF(err)
 		}
-		return nil, err
+		return buf, nil
+	}
+	// Grow with the bytes that actually arrive, so a length prefix alone
+	// cannot make the reader allocate up to maxFrame.
+	size := int(n)
+	buf = buf[:0]
+	for len(buf) < size {
+		chunk := min(size-len(buf), max(len(buf), readChunk))
+		buf = slices.Grow(buf, chunk)
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return nil, unexpectedEOF(err)
+		}
 	}
 	return buf, nil
+}
+
+// readChunk is the first allocation for a frame that does not fit the
+// caller's buffer; the buffer then doubles as bytes arrive.
+const readChunk = 64 << 10
+
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -428,4 +429,31 @@ func TestCodeNames(t *testing.T) {
 	// The constants work as int16 codes without conversion.
 	var c int16 = SendMessage
 	_ = NewResponse(&Command{Code: c}, PullNotFound, "")
+}
+
+func TestReadFrameGrowsWithData(t *testing.T) {
+	// A large frame read without a buffer arrives whole.
+	big := sendRequest(SerializeJSON)
+	big.Body = bytes.Repeat([]byte("0123456789"), 50_000)
+	stream, err := AppendFrame(nil, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := ReadFrame(bufio.NewReader(bytes.NewReader(stream)), 0, nil)
+	if err != nil || !bytes.Equal(frame, stream[4:]) {
+		t.Fatalf("big frame: %d bytes, %v", len(frame), err)
+	}
+	// A length prefix claiming 16 MiB, backed by 10 bytes, does not make the
+	// reader allocate 16 MiB.
+	lie := append([]byte{0x01, 0x00, 0x00, 0x00}, make([]byte, 10)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = ReadFrame(bufio.NewReader(bytes.NewReader(lie)), 0, nil)
+	runtime.ReadMemStats(&after)
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("short frame: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("reading 10 bytes of a 16 MiB frame allocated %d bytes", grew)
+	}
 }

@@ -1,0 +1,138 @@
+// Package remoting owns the RocketMQ 4.x "remoting" protocol: the frame
+// codec with both header serializations (JSON and ROCKETMQ binary),
+// [Command], the request and response code tables, a TCP [Server] that runs
+// handlers per request code, and a [Client] that matches responses to
+// requests by opaque and serves requests that servers send back.
+//
+// It knows nothing of topics, stores or routes; the broker and the name
+// server register handlers on a Server. It imports only core/message and the
+// standard library.
+//
+// # Frame
+//
+// All integers are big-endian.
+//
+//	+------+-----------+---------------------------------------------------+
+//	| size | field     | meaning                                           |
+//	+------+-----------+---------------------------------------------------+
+//	|  4   | length    | bytes after this field: 4 + headerLen + bodyLen   |
+//	|  1   | type      | header serialization: 0 JSON, 1 ROCKETMQ          |
+//	|  3   | headerLen | header length, 24-bit unsigned                    |
+//	|  h   | header    | the header in that serialization                  |
+//	|  n   | body      | raw bytes, possibly empty                         |
+//	+------+-----------+---------------------------------------------------+
+//
+// [ReadFrame] returns everything after the length field; [DecodeFrame] takes
+// that; [AppendFrame] writes the whole frame.
+//
+// # JSON header (type 0)
+//
+// One object. Clients send the keys in this order, which is also the order
+// this package writes them:
+//
+//	{"code":34,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{}}
+//
+//	+-----------+----------------------+-----------------------------------+
+//	| key       | JSON type            | meaning                           |
+//	+-----------+----------------------+-----------------------------------+
+//	| code      | integer (int16)      | request or response code          |
+//	| language  | string               | sender's language, e.g. "GO"      |
+//	| version   | integer (int16)      | sender's RocketMQ version ordinal |
+//	| opaque    | integer (int32)      | request id, echoed by responses   |
+//	| flag      | integer (int32)      | bit 0 response, bit 1 oneway      |
+//	| remark    | string or null       | error text in responses           |
+//	| extFields | object or null       | per-code header, string → string  |
+//	+-----------+----------------------+-----------------------------------+
+//
+// Reading follows encoding/json into a struct of those types: keys match
+// case-insensitively, unknown keys are skipped, null leaves a field empty,
+// a repeated extFields object adds to the earlier one. The Go client fails
+// to decode a whole frame when an extFields value is not a string, so every
+// value is written as a JSON string; on reading, numbers and booleans are
+// accepted and kept as their literal text.
+//
+// # ROCKETMQ header (type 1)
+//
+//	+------+-----------+---------------------------------------------------+
+//	| size | field     | meaning                                           |
+//	+------+-----------+---------------------------------------------------+
+//	|  2   | code      | int16                                             |
+//	|  1   | language  | JAVA 0, CPP 1, DOTNET 2, PYTHON 3, DELPHI 4,      |
+//	|      |           | ERLANG 5, RUBY 6, OTHER 7, HTTP 8, GO 9, PHP 10,  |
+//	|      |           | OMS 11, RUST 12                                   |
+//	|  2   | version   | int16                                             |
+//	|  4   | opaque    | int32                                             |
+//	|  4   | flag      | int32                                             |
+//	|  4   | remarkLen | int32 R ≥ 0                                       |
+//	|  R   | remark    | UTF-8 text                                        |
+//	|  4   | extLen    | int32 E ≥ 0, the size of the entries that follow  |
+//	|  E   | entries   | repeated: int16 key length, key, int32 value      |
+//	|      |           | length, value                                     |
+//	+------+-----------+---------------------------------------------------+
+//
+// The header must be used up exactly. A language name without a code is
+// written as OTHER.
+//
+// # Which serialization
+//
+// The Go client always sends JSON and reads both. A response goes out in
+// the serialization of its request. Requests the broker starts
+// ([Conn.Request], [Conn.Oneway]) go out in JSON. [Client.Invoke] uses
+// the request's SerializeType.
+//
+// # Connections
+//
+// Each connection has one reader goroutine, handler goroutines, and one
+// writer goroutine, all owned by the goroutine that serves the connection:
+//
+//   - The reader decodes frames one after another. A response is handed to
+//     the call waiting for its opaque; a request is handed to a handler
+//     goroutine (idle ones are reused, so their grown stacks are too). When
+//     MaxInflightPerConn handlers are running, the reader waits.
+//   - Handlers run concurrently and answer in any order; a handler may keep
+//     a request and answer later with [Conn.Reply].
+//   - Senders encode their frame into the connection's send queue under its
+//     lock; the writer takes everything queued at once and writes it with
+//     one vectored write, yielding once first so that frames about to be
+//     queued join the same write. Bodies above 64 KiB are written from the
+//     sender's slice instead of being copied.
+//
+// A malformed or oversize frame closes its connection only, logged with the
+// peer's address. A handler panic is recovered, logged, and answered with
+// SystemError.
+//
+// Lock order: Server.mu, then Conn.out. Conn.pending and Client.mu are
+// never held with another lock.
+//
+// # Closing
+//
+// Server.Shutdown and Client.Close may be called more than once, and so may
+// Conn.Close: a connection may close by itself at any moment (the peer, a
+// failed write), so its owner cannot know whether closing it again is a
+// mistake, and a shared client may be closed by each of its owners.
+//
+// # Invariants
+//
+//  1. Every frame is written whole and in the order its sender queued it;
+//     frames from different senders never interleave.
+//  2. A response carries its request's opaque, FlagResponse and
+//     serialization, whoever built it.
+//  3. Every JSON header this package writes has only string extFields
+//     values and is read by encoding/json as the Command it was written
+//     from (invalid UTF-8 aside, which becomes U+FFFD, as encoding/json
+//     writes it).
+//  4. Decoders never panic and never allocate in proportion to a length the
+//     input has not backed with bytes; a frame is allocated only up to the
+//     configured maximum.
+//  5. A decoded Command shares no bytes with the frame except Body, and the
+//     server's reader gives each request a Body of its own.
+//  6. A call waiting for a response ends exactly once: with its response,
+//     with ctx's error, or with ErrClosed when its connection goes, and a
+//     response delivered at the same moment wins.
+//  7. OnClose runs once per connection, after the connection is closed and
+//     its handlers have returned.
+//  8. Every goroutine is started and waited for by an owner: Serve's
+//     accept loop and each connection's serving goroutine by the Server,
+//     each connection's by the Client, the reader's handlers and writer by
+//     the connection's serving goroutine.
+package remoting

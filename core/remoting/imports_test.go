@@ -1,0 +1,36 @@
+package remoting
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestImports keeps the package where DESIGN.md §1 puts it: below the
+// store, the broker and the name server.
+func TestImports(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/rmq-go/rmq/"
+	allowed := map[string]bool{module + "core/remoting": true, module + "core/message": true}
+	for _, name := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(path, module) && !allowed[path] {
+				t.Errorf("%s imports %s", name, path)
+			}
+			if !strings.HasPrefix(path, module) && strings.Contains(strings.Split(path, "/")[0], ".") {
+				t.Errorf("%s imports %s; the package uses only the standard library", name, path)
+			}
+		}
+	}
+}
