@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -94,8 +95,7 @@ func (p *Plugin) failOpen() bool {
 // fill describes r for the guest without copying.
 func fill(fr *abi.FilterRecord, r message.Record, body bool) {
 	props := r.Properties()
-	tags, _ := props.Lookup(message.PropertyTags)
-	keys, _ := props.Lookup(message.PropertyKeys)
+	tags, keys := tagsAndKeys(props)
 	*fr = abi.FilterRecord{
 		QueueID:        r.QueueID(),
 		QueueOffset:    r.QueueOffset(),
@@ -111,6 +111,34 @@ func fill(fr *abi.FilterRecord, r message.Record, body bool) {
 	if body {
 		fr.Body, fr.HasBody = r.Body(), true
 	}
+}
+
+// tagsAndKeys returns the TAGS and KEYS properties of p in one pass, with
+// message.Properties.Lookup's rules: malformed pieces are skipped and the
+// last value of a key wins.
+func tagsAndKeys(p message.Properties) (tags, keys []byte) {
+	for rest := []byte(p); len(rest) > 0; {
+		piece := rest
+		if i := bytes.IndexByte(rest, 0x02); i >= 0 {
+			piece, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		// Both keys are four bytes long, so the separator must follow them.
+		if len(piece) < 5 || piece[4] != 0x01 {
+			continue
+		}
+		k, v := string(piece[:4]), piece[5:]
+		if (k != message.PropertyTags && k != message.PropertyKeys) || bytes.IndexByte(v, 0x01) >= 0 {
+			continue
+		}
+		if k == message.PropertyTags {
+			tags = v
+		} else {
+			keys = v
+		}
+	}
+	return tags, keys
 }
 
 // matchCall runs one broker_filter call over a prefix of batch and returns

@@ -1,0 +1,88 @@
+// Package wasm hosts the broker's WebAssembly plugins (ABI v1, defined in
+// package sdk/abi) on wazero: message filters, queue-allocation strategies
+// and transaction-check policies, each a module built with package sdk or
+// any toolchain that follows the ABI.
+//
+// Load turns Options into a *Plugin; a Registry loads a whole plugin list
+// (the broker's config) all or nothing and applies later lists as reloads.
+// A filter plugin yields a *Filter per subscription expression, which
+// satisfies the broker's Filter interface; Allocate and TxnCheck serve the
+// other kinds with plain types. No wazero type appears in the API.
+//
+// # Loading
+//
+//	read ─▶ size and sha256 check ─▶ compile (file cache) ─▶ validate exports
+//	and imports ─▶ instantiate (WASI, broker_v1) ─▶ _initialize ─▶ broker_init
+//	─▶ broker_info (kinds, body flag) ─▶ self-test vectors ─▶ serve
+//
+// Every step's failure is an *Error naming the plugin and wrapping one of the
+// package's sentinels: ErrHash, ErrModule, ErrABIVersion, ErrKind, ErrInit,
+// ErrSelfTest. Compiled code is cached under Options.CacheDir (a Registry's
+// CacheDir), so a restart or a reload of an unchanged module skips the
+// compiler.
+//
+// # Sandbox
+//
+// Each load gets its own wazero runtime with the plugin's memory limit. A
+// module may import only broker_v1 (log, now_ms) and the WASI functions Go's
+// wasip1 port links; socket functions are refused. No directory is
+// preopened, so file access fails; the environment is exactly Options.Env;
+// stdout is discarded; stderr is captured per call (its first KiB and last
+// 3 KiB) and attached to the error when the call traps. Clocks are real and
+// randomness comes from crypto/rand.
+//
+// # Calls
+//
+// Instances are pooled per plugin (at most PoolSize, created on demand);
+// each serves one call at a time with a reused stack and a guest buffer
+// sized once for the largest batch. Inputs are written straight into the
+// guest buffer and results read from it, so a filter batch allocates
+// nothing on the host. Batches are cut at abi.MaxBatchRecords records or
+// abi.MaxBatchBytes bytes; a larger record travels alone.
+//
+// An untrusted plugin's code is compiled with interruption checks and every
+// call runs under Options.Deadline. Those checks cost: a Go guest runs
+// several times slower untrusted than trusted (see the benchmarks).
+//
+// # Failures
+//
+//	+--------------------+---------------------------+-------------------------+
+//	| what happened      | error                     | instance                |
+//	+--------------------+---------------------------+-------------------------+
+//	| guest status ≠ OK  | ErrFailed, ErrExpression, | kept                    |
+//	|                    | ErrKind                   |                         |
+//	| unwritten result   | ErrOutput                 | kept                    |
+//	| panic, wasm trap,  | ErrTrap (+ stderr)        | closed, replaced after  |
+//	| out of memory      |                           | a backoff               |
+//	| deadline           | ErrTimeout                | closed, replaced        |
+//	| MaxFailures traps  | ErrDisabled on every call | all calls refused until |
+//	| or timeouts in row |                           | a reload                |
+//	+--------------------+---------------------------+-------------------------+
+//
+// An error is never a "no match": under PolicyHold a Filter returns it and
+// the broker holds the subscription; under PolicyOpen it is counted and the
+// failed records match. A failing allocator leaves the previous assignment
+// to the caller; a failing transaction policy means UNKNOWN.
+//
+// # Reload
+//
+// Reload (or Registry.Apply) builds the new module completely, including a
+// canary instance that passed init and the module's self-test vectors,
+// while the old one serves. The swap is one atomic pointer store; calls
+// already running finish on the old instances, and the old runtime closes
+// when the last of them returns. A refused reload leaves the old module
+// serving.
+//
+// # Invariants
+//
+//  1. An instance is used by one goroutine at a time; the pool's semaphore
+//     bounds live instances to PoolSize.
+//  2. A call that trapped or timed out never returns its instance to the
+//     pool.
+//  3. A generation's runtime is closed only after it is no longer current
+//     and its count of calls in flight is zero.
+//  4. Guest output is untrusted: every pointer and length from the guest is
+//     bounds-checked, every result byte is checked against the ABI.
+//  5. Guest pointers are below 2 GiB because memory is capped at 32768
+//     pages, which keeps packed i64 results non-negative.
+package wasm
