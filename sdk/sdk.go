@@ -28,11 +28,11 @@ type Initializer interface {
 // state is the module's one instance of everything. A wasm instance runs one
 // call at a time, so it needs no lock.
 var state struct {
-	filter     Filter
-	allocator  Allocator
-	txn        TxnPolicy
-	version    string
-	config     []byte
+	filter    Filter
+	allocator Allocator
+	txn       TxnPolicy
+	version   string
+	config    []byte
 
 	buf      []byte // the buffer broker_buffer hands out
 	info     []byte // the info block broker_info points at
