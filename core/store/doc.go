@@ -1,0 +1,87 @@
+// Package store keeps messages on disk: an append-only commit log of
+// segment files holding records in the stored-message layout, and a pebble
+// index holding consume queues, consumer offsets, progress checkpoints and
+// metadata.
+//
+// # Directory layout
+//
+//	<dir>/LOCK                       held while a Store is open
+//	<dir>/commitlog/<20-digit base>  segment files, named by base offset
+//	<dir>/index/                     the pebble database
+//
+// # Commit log
+//
+// The commit log is one logical byte space. Segment i covers
+// [i*SegmentSize, (i+1)*SegmentSize); a record never spans two segments. A
+// record's commit-log offset is its byte position in that space, so it is
+// unique, grows with time and names its segment by division. Each record is
+// framed as
+//
+//	+----------------------+-----------------------------------------------+
+//	| stored-message layout| exactly as served to clients (see message)    |
+//	| TOTALSIZE bytes      | PHYSICALOFFSET equals the frame's position     |
+//	+----------------------+-----------------------------------------------+
+//	| CRC-32C (4 bytes)    | over the whole record, big-endian              |
+//	+----------------------+-----------------------------------------------+
+//
+// The layout's own BODYCRC covers only the body; the trailing CRC-32C covers
+// every header and property bit as well. It sits outside the record so the
+// served bytes stay exactly the RocketMQ layout; a pull copies each record
+// without its trailer.
+//
+// A segment ends where its data ends: at a frame whose TOTALSIZE is 0 (zeros
+// never written, or a torn tail zeroed by recovery), at the end-of-segment
+// marker written when the next record does not fit
+//
+//	+-----------------+---------------------------+
+//	| 0 (4 bytes)     | BlankMagic (4 bytes)      |
+//	+-----------------+---------------------------+
+//
+// or at end of file.
+//
+// # Index keys
+//
+// All keys start with a one-byte kind. Topics never contain 0x00.
+//
+//	'q' topic 0x00 queueID(4) block(8)  → up to 64 consume-queue units of 20 bytes:
+//	                                       commit-log offset(8) size(4) tag code(8);
+//	                                       a unit of size 0 is a hole (a record lost
+//	                                       to corruption) and is skipped
+//	'Q' topic 0x00 queueID(4)           → queue registry: min offset(8)
+//	'c'                                 → dispatch checkpoint: commit-log offset(8)
+//	'p' name                            → progress value(8): consumer offsets and
+//	                                       scheduler positions (see SetProgress)
+//	'M' name                            → durable metadata (topic and group config)
+//
+// # Durability
+//
+// Consume-queue units are derived from the commit log. They are written
+// without fsync, full blocks as they fill and partial blocks every
+// CheckpointInterval together with the checkpoint, in one batch; startup
+// re-dispatches every record past the checkpoint. Progress values are
+// buffered and written with fsync every CheckpointInterval, so a crash
+// replays at most that much of them. Metadata is written with fsync before
+// PutMeta returns.
+//
+// With FlushSync (the default) Append returns only after an fsync covers its
+// records; the flusher starts the next fsync as soon as the previous one
+// returns, so concurrent appends share fsyncs (group commit). With
+// FlushAsync, Append returns once its records are written to the file, and
+// fsync runs every FlushInterval.
+//
+// # Invariants
+//
+//  1. A record is visible to readers (in a consume queue) only after it is
+//     durable under FlushSync, or written to the file under FlushAsync.
+//  2. Nothing before the first invalid frame of the last segment is ever
+//     removed by recovery; a torn or corrupt tail is zeroed, never
+//     truncated into valid data. An invalid frame followed by valid ones is
+//     reported with its offset and skipped, and the records after it stay
+//     readable.
+//  3. A record is returned to a reader only after its CRC-32C verified.
+//  4. Queue offsets of one queue are assigned in commit-log order without
+//     gaps, except for holes left by records lost to corruption.
+//  5. A failed write or fsync rolls the log back to the last durable offset
+//     and fails every append that was not yet acknowledged; acknowledged
+//     records are never rolled back.
+package store

@@ -1,0 +1,27 @@
+package store
+
+import "errors"
+
+// Errors returned by the store. Compare with errors.Is.
+var (
+	// ErrClosed is returned by calls on a closed Store.
+	ErrClosed = errors.New("store: closed")
+	// ErrCorruption marks every failure caused by bytes on disk that do not
+	// hold what they should: a record whose checksum does not match, a
+	// malformed frame, an index unit pointing nowhere.
+	ErrCorruption = errors.New("store: corruption")
+	// ErrNotFound is returned when no record, unit or value exists at the
+	// requested position or key.
+	ErrNotFound = errors.New("store: not found")
+	// ErrOffsetGone is returned when a commit-log offset lies below the
+	// oldest retained segment.
+	ErrOffsetGone = errors.New("store: offset deleted by retention")
+	// ErrTooLarge is returned when an append cannot fit in one segment.
+	ErrTooLarge = errors.New("store: append larger than a segment")
+	// ErrFailed is returned by appends after a write or fsync failure that
+	// could not be rolled back; the store serves reads but takes no writes
+	// until it is reopened.
+	ErrFailed = errors.New("store: failed, read-only until reopened")
+	// ErrLocked is returned by Open when another Store holds the directory.
+	ErrLocked = errors.New("store: directory in use")
+)

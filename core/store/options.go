@@ -1,0 +1,171 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rmq-go/rmq/core/message"
+)
+
+// FlushMode says when an append counts as done.
+type FlushMode int
+
+const (
+	// FlushSync acknowledges an append after the fsync that covers it
+	// (group commit). The default.
+	FlushSync FlushMode = iota
+	// FlushAsync acknowledges an append once it is written to the file and
+	// fsyncs every FlushInterval; a crash may lose that much.
+	FlushAsync
+)
+
+// String returns "sync" or "async".
+func (m FlushMode) String() string {
+	switch m {
+	case FlushSync:
+		return "sync"
+	case FlushAsync:
+		return "async"
+	}
+	return fmt.Sprintf("FlushMode(%d)", int(m))
+}
+
+// ParseFlushMode parses "sync" or "async".
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch s {
+	case "sync", "":
+		return FlushSync, nil
+	case "async":
+		return FlushAsync, nil
+	}
+	return 0, fmt.Errorf("store: unknown flush mode %q (want sync or async)", s)
+}
+
+// Defaults for Options fields left zero.
+const (
+	DefaultSegmentSize        = 1 << 30
+	DefaultFlushInterval      = 500 * time.Millisecond
+	DefaultCheckpointInterval = time.Second
+	DefaultRetention          = 72 * time.Hour
+	DefaultRetentionInterval  = time.Minute
+	DefaultDiskHighWater      = 0.90
+	DefaultMaxPendingBytes    = 64 << 20
+
+	// minSegmentSize keeps room for at least one small record.
+	minSegmentSize = 4 << 10
+)
+
+// Options configures a Store. Zero values mean the documented default.
+type Options struct {
+	// Dir holds the commit log and the index. Required.
+	Dir string
+	// FS is the filesystem every file goes through. Default vfs.Default.
+	// Tests pass a crashable in-memory filesystem or an error-injecting one.
+	FS vfs.FS
+	// SegmentSize is the size of a commit-log segment. Default 1 GiB. It is
+	// fixed for the life of a data directory: opening with another size is
+	// an error.
+	SegmentSize int64
+	// Flush is FlushSync (default) or FlushAsync.
+	Flush FlushMode
+	// FlushInterval is the fsync interval under FlushAsync. Default 500 ms.
+	FlushInterval time.Duration
+	// CheckpointInterval is how often partial consume-queue blocks, the
+	// dispatch checkpoint and progress values are persisted. Default 1 s.
+	CheckpointInterval time.Duration
+	// Retention is how long a segment is kept after its last write.
+	// Default 72 h. Negative keeps segments forever.
+	Retention time.Duration
+	// RetentionInterval is how often retention runs. Default 1 min.
+	RetentionInterval time.Duration
+	// DiskHighWater is the fraction of the disk in use above which the
+	// oldest segments are deleted before their retention ends. Default 0.90.
+	// Negative disables it.
+	DiskHighWater float64
+	// MaxPendingBytes bounds the bytes appended but not yet written; an
+	// append waits while it is exceeded. Default 64 MiB.
+	MaxPendingBytes int
+	// TagCode computes the tag code kept in a record's consume-queue unit.
+	// It must depend on the record alone, since recovery calls it again.
+	// Default: message.TagHash of the TAGS property.
+	TagCode func(r message.Record) int64
+	// OnArrive is called after records become visible, once per queue that
+	// received records, with the queue's new max offset. It runs on the
+	// flusher goroutine and must not block.
+	OnArrive func(topic string, queueID int32, maxOffset int64)
+	// Logger receives the store's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// withDefaults returns a copy of o with defaults filled in, or every problem
+// found.
+func (o Options) withDefaults() (Options, error) {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.RetentionInterval == 0 {
+		o.RetentionInterval = DefaultRetentionInterval
+	}
+	if o.DiskHighWater == 0 {
+		o.DiskHighWater = DefaultDiskHighWater
+	}
+	if o.MaxPendingBytes == 0 {
+		o.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if o.TagCode == nil {
+		o.TagCode = DefaultTagCode
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("store: Options.Dir is required"))
+	}
+	if o.SegmentSize < minSegmentSize {
+		errs = append(errs, fmt.Errorf("store: SegmentSize %d is below the minimum %d", o.SegmentSize, minSegmentSize))
+	}
+	if o.Flush != FlushSync && o.Flush != FlushAsync {
+		errs = append(errs, fmt.Errorf("store: unknown flush mode %d", int(o.Flush)))
+	}
+	if o.FlushInterval < 0 || o.CheckpointInterval < 0 || o.RetentionInterval < 0 {
+		errs = append(errs, errors.New("store: intervals must not be negative"))
+	}
+	if o.DiskHighWater > 1 {
+		errs = append(errs, fmt.Errorf("store: DiskHighWater %v is above 1", o.DiskHighWater))
+	}
+	if o.MaxPendingBytes < 0 {
+		errs = append(errs, errors.New("store: MaxPendingBytes must not be negative"))
+	}
+	return o, errors.Join(errs...)
+}
+
+// DefaultTagCode is the default Options.TagCode: the tag hash of the TAGS
+// property, 0 without one.
+func DefaultTagCode(r message.Record) int64 {
+	tag, ok := r.Properties().Lookup(message.PropertyTags)
+	if !ok {
+		return 0
+	}
+	return message.TagHashBytes(tag)
+}

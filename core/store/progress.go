@@ -1,0 +1,247 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// SetProgress records a progress value (a consumer offset, a scheduler
+// position). Values are kept in memory and written with fsync every
+// CheckpointInterval, so a crash loses at most that much of them.
+func (s *Store) SetProgress(name string, v int64) {
+	s.progress.Lock()
+	if old, ok := s.progress.values[name]; !ok || old != v {
+		s.progress.values[name] = v
+		s.progress.dirty[name] = struct{}{}
+	}
+	s.progress.Unlock()
+}
+
+// Progress returns a progress value.
+func (s *Store) Progress(name string) (int64, bool) {
+	s.progress.Lock()
+	defer s.progress.Unlock()
+	v, ok := s.progress.values[name]
+	return v, ok
+}
+
+// DeleteProgress removes every progress value whose name starts with
+// prefix.
+func (s *Store) DeleteProgress(prefix string) {
+	s.progress.Lock()
+	defer s.progress.Unlock()
+	for name := range s.progress.values {
+		if strings.HasPrefix(name, prefix) {
+			delete(s.progress.values, name)
+			s.progress.dirty[name] = struct{}{} // dirty and absent: deleted at the next checkpoint
+		}
+	}
+}
+
+// EachProgress calls fn for every progress value whose name starts with
+// prefix, in no particular order.
+func (s *Store) EachProgress(prefix string, fn func(name string, v int64)) {
+	s.progress.Lock()
+	type kv struct {
+		k string
+		v int64
+	}
+	var found []kv
+	for name, v := range s.progress.values {
+		if strings.HasPrefix(name, prefix) {
+			found = append(found, kv{name, v})
+		}
+	}
+	s.progress.Unlock()
+	for _, e := range found {
+		fn(e.k, e.v)
+	}
+}
+
+// consumerOffsetName is the progress name of a consumer offset.
+func consumerOffsetName(group, topic string, queueID int32) string {
+	return "o/" + group + "\x00" + topic + "\x00" + strconv.Itoa(int(queueID))
+}
+
+// CommitOffset records a consumer group's next offset for a queue.
+func (s *Store) CommitOffset(group, topic string, queueID int32, off int64) {
+	s.SetProgress(consumerOffsetName(group, topic, queueID), off)
+}
+
+// ConsumerOffset returns a consumer group's committed offset for a queue.
+func (s *Store) ConsumerOffset(group, topic string, queueID int32) (int64, bool) {
+	return s.Progress(consumerOffsetName(group, topic, queueID))
+}
+
+// ConsumerOffsetEntry is one committed consumer offset.
+type ConsumerOffsetEntry struct {
+	Group   string
+	Topic   string
+	QueueID int32
+	Offset  int64
+}
+
+// ConsumerOffsets lists the committed offsets of a group ("" for all).
+func (s *Store) ConsumerOffsets(group string) []ConsumerOffsetEntry {
+	prefix := "o/"
+	if group != "" {
+		prefix += group + "\x00"
+	}
+	var out []ConsumerOffsetEntry
+	s.EachProgress(prefix, func(name string, v int64) {
+		parts := strings.Split(name[2:], "\x00")
+		if len(parts) != 3 {
+			return
+		}
+		id, err := strconv.Atoi(parts[2])
+		if err != nil {
+			return
+		}
+		out = append(out, ConsumerOffsetEntry{Group: parts[0], Topic: parts[1], QueueID: int32(id), Offset: v})
+	})
+	return out
+}
+
+// DeleteConsumerOffsets removes a group's offsets for a topic ("" for all
+// topics).
+func (s *Store) DeleteConsumerOffsets(group, topic string) {
+	prefix := "o/" + group + "\x00"
+	if topic != "" {
+		prefix += topic + "\x00"
+	}
+	s.DeleteProgress(prefix)
+}
+
+// PutMeta stores a metadata value durably (fsync before returning).
+func (s *Store) PutMeta(name string, value []byte) error {
+	if err := s.db.Set(metaKey(name), value, pebble.Sync); err != nil {
+		return fmt.Errorf("store: write metadata %q: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteMeta removes a metadata value durably.
+func (s *Store) DeleteMeta(name string) error {
+	if err := s.db.Delete(metaKey(name), pebble.Sync); err != nil {
+		return fmt.Errorf("store: delete metadata %q: %w", name, err)
+	}
+	return nil
+}
+
+// Meta returns a metadata value, or ErrNotFound.
+func (s *Store) Meta(name string) ([]byte, error) {
+	v, closer, err := s.db.Get(metaKey(name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("%w: metadata %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read metadata %q: %w", name, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+// EachMeta calls fn for every metadata value whose name starts with
+// prefix, in name order, stopping at the first error.
+func (s *Store) EachMeta(prefix string, fn func(name string, value []byte) error) error {
+	lo := metaKey(prefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("store: read metadata: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := fn(string(it.Key()[1:]), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// checkpointLoop persists the index periodically.
+func (s *Store) checkpointLoop() {
+	t := time.NewTicker(s.opts.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		if err := s.checkpoint(false); err != nil {
+			s.log.Error("index checkpoint failed", "err", err)
+		}
+	}
+}
+
+// checkpoint writes the partial consume-queue blocks, the dispatch
+// checkpoint and dirty progress values in one batch. The checkpoint never
+// passes the durable end of the log, so everything before it survives a
+// crash in both the log and the index.
+func (s *Store) checkpoint(final bool) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+
+	s.cq.Lock()
+	var written []*queue
+	for _, q := range s.cq.queues {
+		if !q.registered {
+			b.Set(queueRegKey(q.key), int64Value(q.min), nil)
+		}
+		if q.dirty {
+			b.Set(blockKey(q.key, q.openNo), q.open, nil)
+		}
+		if q.dirty || !q.registered {
+			written = append(written, q)
+		}
+	}
+	ck := min(s.cq.dispatched, s.durable.Load())
+	if s.opts.Flush == FlushAsync && final {
+		ck = s.cq.dispatched // Close synced the log first
+	}
+	for _, q := range written {
+		q.dirty, q.registered = false, true
+	}
+	s.cq.Unlock()
+	b.Set(checkpointKey, int64Value(ck), nil)
+
+	s.progress.Lock()
+	names := make([]string, 0, len(s.progress.dirty))
+	for name := range s.progress.dirty {
+		if v, ok := s.progress.values[name]; ok {
+			b.Set(progressKey(name), int64Value(v), nil)
+		} else {
+			b.Delete(progressKey(name), nil)
+		}
+		names = append(names, name)
+	}
+	clear(s.progress.dirty)
+	s.progress.Unlock()
+
+	opts := pebble.NoSync
+	if len(names) > 0 || final {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
+		// Put everything back so the next checkpoint retries it.
+		s.cq.Lock()
+		for _, q := range written {
+			q.dirty, q.registered = true, false
+		}
+		s.cq.Unlock()
+		s.progress.Lock()
+		for _, name := range names {
+			s.progress.dirty[name] = struct{}{}
+		}
+		s.progress.Unlock()
+		return fmt.Errorf("store: write index checkpoint: %w", err)
+	}
+	s.lastCkpt.Store(ck)
+	return nil
+}

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/rmq-go/rmq/core/message"
+)
+
+// maxReadSpan bounds one coalesced read of adjacent records.
+const maxReadSpan = 1 << 20
+
+// QueueOffsets returns the first retained and the next offset of a queue.
+// A queue that never received a message has both 0.
+func (s *Store) QueueOffsets(topic string, queueID int32) (minOff, maxOff int64) {
+	s.cq.RLock()
+	defer s.cq.RUnlock()
+	if q := s.cq.queues[queueKey{topic, queueID}]; q != nil {
+		return q.min, q.next
+	}
+	return 0, 0
+}
+
+// MaxOffset returns the offset the next message of the queue will get.
+func (s *Store) MaxOffset(topic string, queueID int32) int64 {
+	_, m := s.QueueOffsets(topic, queueID)
+	return m
+}
+
+// MinOffset returns the first retained offset of the queue.
+func (s *Store) MinOffset(topic string, queueID int32) int64 {
+	m, _ := s.QueueOffsets(topic, queueID)
+	return m
+}
+
+// QueueInfo describes one consume queue.
+type QueueInfo struct {
+	Topic     string
+	QueueID   int32
+	MinOffset int64
+	MaxOffset int64
+}
+
+// Queues lists every consume queue.
+func (s *Store) Queues() []QueueInfo {
+	s.cq.RLock()
+	defer s.cq.RUnlock()
+	out := make([]QueueInfo, 0, len(s.cq.queues))
+	for k, q := range s.cq.queues {
+		out = append(out, QueueInfo{Topic: k.topic, QueueID: k.id, MinOffset: q.min, MaxOffset: q.next})
+	}
+	return out
+}
+
+// Units appends to dst up to max units of the queue, starting at offset
+// from. It returns fewer (or none) at the end of the queue. Units with Size
+// 0 are holes: positions whose record was lost to corruption. An offset
+// below the queue's min offset gives ErrOffsetGone.
+func (s *Store) Units(topic string, queueID int32, from int64, max int, dst []Unit) ([]Unit, error) {
+	k := queueKey{topic, queueID}
+	for max > 0 {
+		s.cq.RLock()
+		q := s.cq.queues[k]
+		if q == nil || from >= q.next {
+			s.cq.RUnlock()
+			return dst, nil
+		}
+		if from < q.min {
+			s.cq.RUnlock()
+			return dst, fmt.Errorf("%w: %s/%d offset %d is below the min offset %d", ErrOffsetGone, topic, queueID, from, q.min)
+		}
+		end := min(q.next, from+int64(max), (from/blockUnits+1)*blockUnits)
+		no := from / blockUnits
+		if blk := q.memBlock(no); blk != nil {
+			dst = appendUnits(dst, blk, no, from, end)
+			s.cq.RUnlock()
+		} else {
+			s.cq.RUnlock()
+			var err error
+			if dst, err = s.indexUnits(k, no, from, end, dst); err != nil {
+				return dst, err
+			}
+		}
+		max -= int(end - from)
+		from = end
+	}
+	return dst, nil
+}
+
+func appendUnits(dst []Unit, blk []byte, no, from, end int64) []Unit {
+	for off := from; off < end; off++ {
+		at := int(off-no*blockUnits) * unitLen
+		if at+unitLen > len(blk) {
+			dst = append(dst, Unit{QueueOffset: off}) // past a short block: a hole
+			continue
+		}
+		dst = append(dst, getUnit(blk[at:], off))
+	}
+	return dst
+}
+
+func (s *Store) indexUnits(k queueKey, no, from, end int64, dst []Unit) ([]Unit, error) {
+	v, closer, err := s.db.Get(blockKey(k, no))
+	if errors.Is(err, pebble.ErrNotFound) {
+		// Retention may have removed it since the min offset was read.
+		if from < s.MinOffset(k.topic, k.id) {
+			return dst, fmt.Errorf("%w: %s/%d offset %d", ErrOffsetGone, k.topic, k.id, from)
+		}
+		return dst, fmt.Errorf("%w: %s/%d: index block %d is missing", ErrCorruption, k.topic, k.id, no)
+	}
+	if err != nil {
+		return dst, fmt.Errorf("store: read index: %w", err)
+	}
+	defer closer.Close()
+	if len(v)%unitLen != 0 || len(v) > blockLen {
+		return dst, fmt.Errorf("%w: %s/%d: index block %d has %d bytes", ErrCorruption, k.topic, k.id, no, len(v))
+	}
+	return appendUnits(dst, v, no, from, end), nil
+}
+
+// ReadRecords reads the records of units, in order, and calls fn with each.
+// Adjacent records are read together. A record that fails its checksum, or
+// a hole, is reported to fn as an error wrapping ErrCorruption and counted;
+// fn decides whether to go on. The record passed to fn aliases a buffer
+// that is reused after fn returns. buf is scratch space (may be nil); the
+// grown buffer is returned for reuse.
+func (s *Store) ReadRecords(units []Unit, buf []byte, fn func(u Unit, r message.Record, err error) error) ([]byte, error) {
+	for i := 0; i < len(units); {
+		u := units[i]
+		if u.Size <= 0 {
+			s.stats.Corruptions.Add(1)
+			if err := fn(u, nil, fmt.Errorf("%w: queue offset %d: record lost (hole)", ErrCorruption, u.QueueOffset)); err != nil {
+				return buf, err
+			}
+			i++
+			continue
+		}
+		// Extend the span over records that follow each other in the log.
+		j := i + 1
+		span := int64(u.Size) + trailerLen
+		for j < len(units) {
+			n := units[j]
+			if n.Size <= 0 || n.CommitLogOffset != u.CommitLogOffset+span || span+int64(n.Size)+trailerLen > maxReadSpan ||
+				n.CommitLogOffset/s.opts.SegmentSize != u.CommitLogOffset/s.opts.SegmentSize {
+				break
+			}
+			span += int64(n.Size) + trailerLen
+			j++
+		}
+		if int64(cap(buf)) < span {
+			buf = make([]byte, span)
+		}
+		buf = buf[:span]
+		if err := s.cl.readAt(buf, u.CommitLogOffset); err != nil {
+			return buf, err
+		}
+		at := int64(0)
+		for _, v := range units[i:j] {
+			n := int64(v.Size) + trailerLen
+			rec, err := checkFrame(buf[at:at+n], v.CommitLogOffset)
+			if err != nil {
+				s.reportCorruption(err)
+			}
+			if err := fn(v, rec, err); err != nil {
+				return buf, err
+			}
+			at += n
+		}
+		i = j
+	}
+	return buf, nil
+}
+
+func (s *Store) reportCorruption(err error) {
+	s.stats.Corruptions.Add(1)
+	s.log.Error("CORRUPT RECORD: not served", "err", err)
+}
+
+// ReadRecordAt reads the record at a commit-log offset, verifying its
+// checksum. The result is a new buffer.
+func (s *Store) ReadRecordAt(off int64) (message.Record, error) {
+	if off < 0 {
+		return nil, fmt.Errorf("%w: commit-log offset %d", ErrNotFound, off)
+	}
+	if off >= s.written.Load() {
+		return nil, fmt.Errorf("%w: commit-log offset %d is past the end", ErrNotFound, off)
+	}
+	var head [8]byte
+	if err := s.cl.readAt(head[:], off); err != nil {
+		return nil, err
+	}
+	size := int64(int32(binary.BigEndian.Uint32(head[:])))
+	if size < message.MinRecordLen || off%s.opts.SegmentSize+size+trailerLen > s.opts.SegmentSize ||
+		binary.BigEndian.Uint32(head[4:]) != message.MagicCode {
+		return nil, fmt.Errorf("%w: no record starts at commit-log offset %d", ErrNotFound, off)
+	}
+	frame := make([]byte, size+trailerLen)
+	if err := s.cl.readAt(frame, off); err != nil {
+		return nil, err
+	}
+	rec, err := checkFrame(frame, off)
+	if err != nil {
+		s.reportCorruption(err)
+		return nil, err
+	}
+	return rec, nil
+}
+
+// OffsetForTimestamp returns the first offset of the queue whose record was
+// stored at or after ts (ms); the max offset if every record is older, and
+// 0 for an empty queue.
+func (s *Store) OffsetForTimestamp(topic string, queueID int32, ts int64) (int64, error) {
+	lo, hi := s.QueueOffsets(topic, queueID)
+	var buf []byte
+	var units []Unit
+	// Invariant: records before lo are older than ts, records at and after
+	// hi are not.
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		var err error
+		units, err = s.Units(topic, queueID, mid, 1, units[:0])
+		if err != nil {
+			return 0, err
+		}
+		if len(units) == 0 {
+			return 0, fmt.Errorf("%w: %s/%d offset %d", ErrNotFound, topic, queueID, mid)
+		}
+		older := true
+		if units[0].Size > 0 {
+			buf, err = s.ReadRecords(units, buf, func(_ Unit, r message.Record, rerr error) error {
+				if rerr == nil {
+					older = r.StoreTimestamp() < ts
+				}
+				return nil
+			})
+			if err != nil {
+				return 0, err
+			}
+		}
+		if older {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// CommitLogOffsets returns the first retained offset of the commit log and
+// the offset after its last record.
+func (s *Store) CommitLogOffsets() (minOff, maxOff int64) {
+	return s.cl.minOffset(), s.written.Load()
+}

@@ -1,0 +1,634 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/rmq-go/rmq/core/message"
+)
+
+// Store is an open data directory. Its methods are safe for concurrent use.
+//
+// Lock order (see LOCKING.md): mu → cq; commitLog.mu and progress.mu are
+// leaves.
+type Store struct {
+	opts Options
+	log  *slog.Logger
+	db   *pebble.DB
+	lock io.Closer
+	cl   *commitLog
+
+	// mu guards the append side: offsets being handed out and the round
+	// being filled.
+	mu struct {
+		sync.Mutex
+		next         int64 // where the next frame goes
+		pending      *round
+		pendingBytes int
+		queues       map[queueKey]*queue
+		failed       error
+		closed       bool
+		spare        *round // a drained round kept for reuse
+	}
+	space *sync.Cond // on mu: signalled when pendingBytes drops
+
+	// cq guards the dispatched side: consume-queue state readers see.
+	cq struct {
+		sync.RWMutex
+		queues     map[queueKey]*queue
+		dispatched int64 // every record before this offset is in a queue
+	}
+
+	written atomic.Int64 // end of the data written to segment files
+	durable atomic.Int64 // end of the data covered by an fsync
+
+	progress struct {
+		sync.Mutex
+		values map[string]int64
+		dirty  map[string]struct{}
+	}
+
+	flushMu  sync.Mutex // serialises fsync of the active segment with rollback
+	active   *segment   // segment being written; owned by the flusher
+	kick     chan struct{}
+	quit     chan struct{}
+	closing  sync.Once
+	wg       sync.WaitGroup
+	stats    Stats
+	lastCkpt atomic.Int64 // the checkpoint last persisted
+}
+
+// Stats are running counters, read with Store.Stats.
+type Stats struct {
+	Appends       atomic.Int64 // records appended
+	Rounds        atomic.Int64 // flush rounds (writes + fsync)
+	Fsyncs        atomic.Int64
+	Corruptions   atomic.Int64 // invalid records found on read or startup
+	SegmentsFreed atomic.Int64 // segments deleted by retention
+}
+
+// round is a group of appends written and synced together.
+type round struct {
+	chunks []chunk
+	units  []pendingUnit
+	end    int64 // log offset after the last frame
+	bytes  int
+	done   chan struct{}
+	err    error
+}
+
+// chunk is a run of frames contiguous in one segment.
+type chunk struct {
+	off int64
+	buf []byte
+}
+
+type pendingUnit struct {
+	q     *queue
+	qoff  int64
+	off   int64
+	size  int32
+	chunk int // index in round.chunks
+	at    int // position of the record in the chunk's buf
+}
+
+// Open opens or creates the data directory, recovers the commit log and
+// the index, and starts the background goroutines.
+func Open(opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{opts: opts, log: opts.Logger.With("component", "store"), kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	s.space = sync.NewCond(&s.mu)
+	s.mu.queues = make(map[queueKey]*queue)
+	s.cq.queues = make(map[queueKey]*queue)
+	s.progress.values = make(map[string]int64)
+	s.progress.dirty = make(map[string]struct{})
+
+	fs := opts.FS
+	if err := fs.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: create %s: %w", opts.Dir, err)
+	}
+	s.lock, err = fs.Lock(fs.PathJoin(opts.Dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, opts.Dir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeFiles()
+		}
+	}()
+	s.db, err = pebble.Open(fs.PathJoin(opts.Dir, "index"), &pebble.Options{
+		FS:     fs,
+		Logger: pebbleLogger{s},
+		Cache:  nil,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: open index: %w", err)
+	}
+	s.cl, err = openCommitLog(fs, fs.PathJoin(opts.Dir, "commitlog"), opts.SegmentSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	ok = true
+	s.goTracked(s.flushLoop)
+	s.goTracked(s.checkpointLoop)
+	if opts.Flush == FlushAsync {
+		s.goTracked(s.syncLoop)
+	}
+	if opts.Retention > 0 || opts.DiskHighWater > 0 {
+		s.goTracked(s.retentionLoop)
+	}
+	return s, nil
+}
+
+func (s *Store) goTracked(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+// Close flushes everything appended, persists the index and closes the
+// files. Appends that race with Close fail with ErrClosed. Calling Close
+// twice panics.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		panic("store: Close called twice")
+	}
+	s.mu.closed = true
+	s.space.Broadcast()
+	s.mu.Unlock()
+	close(s.quit)
+	s.wg.Wait()
+	var errs []error
+	if s.opts.Flush == FlushAsync {
+		errs = append(errs, s.syncActive())
+	}
+	errs = append(errs, s.checkpoint(true))
+	errs = append(errs, s.closeFiles())
+	return errors.Join(errs...)
+}
+
+func (s *Store) closeFiles() error {
+	var errs []error
+	if s.cl != nil {
+		errs = append(errs, s.cl.close())
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() *Stats { return &s.stats }
+
+// Append stores msgs as one atomic, contiguous run and returns once they
+// are durable (FlushSync) or written (FlushAsync). Each message's Topic and
+// QueueID say where it goes; Append sets its QueueOffset, CommitLogOffset
+// and StoreTimestamp. Nothing of a failed Append is stored.
+func (s *Store) Append(msgs []*message.Message) error {
+	total := 0
+	for _, m := range msgs {
+		if len(m.Topic) > message.MaxTopicLen {
+			return message.ErrTopicTooLong
+		}
+		if len(m.Properties) > message.MaxPropertiesLen {
+			return message.ErrPropertiesTooLong
+		}
+		total += m.RecordLen() + trailerLen
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if int64(total)+blankLen > s.opts.SegmentSize {
+		return fmt.Errorf("%w: %d bytes in a segment of %d", ErrTooLarge, total, s.opts.SegmentSize)
+	}
+
+	s.mu.Lock()
+	for s.mu.pendingBytes > s.opts.MaxPendingBytes && !s.mu.closed && s.mu.failed == nil {
+		s.space.Wait()
+	}
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if err := s.mu.failed; err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	r := s.mu.pending
+	if r == nil {
+		r = s.newRoundLocked()
+		s.mu.pending = r
+	}
+	segSize := s.opts.SegmentSize
+	if pos := s.mu.next % segSize; pos+int64(total)+blankLen > segSize {
+		// Mark the end of this segment and start the next one.
+		at := s.mu.next
+		buf := r.chunkFor(at)
+		buf = binary.BigEndian.AppendUint32(buf, 0)
+		buf = binary.BigEndian.AppendUint32(buf, BlankMagic)
+		r.setLast(buf)
+		r.bytes += blankLen
+		s.mu.next = at - pos + segSize
+	}
+	now := s.opts.Now().UnixMilli()
+	for _, m := range msgs {
+		q := s.queueLocked(queueKey{m.Topic, m.QueueID})
+		m.QueueOffset = q.assigned
+		m.CommitLogOffset = s.mu.next
+		m.StoreTimestamp = now
+		buf := r.chunkFor(s.mu.next)
+		at := len(buf)
+		buf, _ = message.AppendRecord(buf, m) // sizes were checked above
+		size := len(buf) - at
+		buf = binary.BigEndian.AppendUint32(buf, frameCRC(buf[at:]))
+		r.setLast(buf)
+		r.units = append(r.units, pendingUnit{q: q, qoff: q.assigned, off: s.mu.next, size: int32(size), chunk: len(r.chunks) - 1, at: at})
+		q.assigned++
+		s.mu.next += int64(size + trailerLen)
+	}
+	r.end = s.mu.next
+	r.bytes += total
+	s.mu.pendingBytes += total
+	s.mu.Unlock()
+	s.stats.Appends.Add(int64(len(msgs)))
+
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	<-r.done
+	return r.err
+}
+
+// queueLocked returns the queue for k, creating it. s.mu must be held.
+func (s *Store) queueLocked(k queueKey) *queue {
+	if q := s.mu.queues[k]; q != nil {
+		return q
+	}
+	q := newQueue(k)
+	s.cq.Lock()
+	s.cq.queues[k] = q
+	s.cq.Unlock()
+	s.mu.queues[k] = q
+	return q
+}
+
+func (s *Store) newRoundLocked() *round {
+	r := s.mu.spare
+	s.mu.spare = nil
+	if r == nil {
+		r = &round{}
+	}
+	r.done = make(chan struct{})
+	return r
+}
+
+// chunkFor returns the buffer to append a frame at off to, starting a new
+// chunk when off does not continue the last one.
+func (r *round) chunkFor(off int64) []byte {
+	if n := len(r.chunks); n > 0 {
+		c := &r.chunks[n-1]
+		if c.off+int64(len(c.buf)) == off {
+			return c.buf
+		}
+	}
+	if cap(r.chunks) > len(r.chunks) {
+		r.chunks = r.chunks[:len(r.chunks)+1]
+		c := &r.chunks[len(r.chunks)-1]
+		c.off, c.buf = off, c.buf[:0]
+		return c.buf
+	}
+	r.chunks = append(r.chunks, chunk{off: off})
+	return nil
+}
+
+func (r *round) setLast(buf []byte) { r.chunks[len(r.chunks)-1].buf = buf }
+
+// flushLoop writes rounds, syncs them under FlushSync, and dispatches them
+// to the consume queues. It is the only writer of segment files.
+func (s *Store) flushLoop() {
+	for {
+		select {
+		case <-s.kick:
+		case <-s.quit:
+			// Drain what is pending so Close loses nothing appended.
+			for s.flushOnce() {
+			}
+			return
+		}
+		for s.flushOnce() {
+		}
+	}
+}
+
+// flushOnce handles the pending round, if any, and reports whether there
+// was one.
+func (s *Store) flushOnce() bool {
+	s.mu.Lock()
+	r := s.mu.pending
+	s.mu.pending = nil
+	if r != nil {
+		s.mu.pendingBytes -= r.bytes
+		s.space.Broadcast()
+	}
+	s.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	s.stats.Rounds.Add(1)
+	err := s.writeRound(r)
+	if err == nil && s.opts.Flush == FlushSync {
+		err = s.syncActive()
+	}
+	if err != nil {
+		s.rollback(r, err)
+		return true
+	}
+	s.written.Store(r.end)
+	if s.opts.Flush == FlushSync {
+		s.durable.Store(r.end)
+	}
+	s.dispatchRound(r)
+	close(r.done)
+	s.recycle(r)
+	return true
+}
+
+// recycle keeps r's buffers for the next round. Appenders may still read
+// r.err, so the round itself is not reused.
+func (s *Store) recycle(r *round) {
+	spare := &round{chunks: r.chunks[:0], units: r.units[:0]}
+	for i := range r.chunks {
+		spare.chunks = append(spare.chunks, chunk{buf: r.chunks[i].buf[:0]})
+	}
+	spare.chunks = spare.chunks[:0]
+	r.chunks, r.units = nil, nil
+	s.mu.Lock()
+	if s.mu.spare == nil {
+		s.mu.spare = spare
+	}
+	s.mu.Unlock()
+}
+
+// writeRound writes r's chunks to their segments.
+func (s *Store) writeRound(r *round) error {
+	for _, c := range r.chunks {
+		seg, err := s.activeFor(c.off)
+		if err != nil {
+			return err
+		}
+		if _, err := seg.f.WriteAt(c.buf, c.off-seg.base); err != nil {
+			return fmt.Errorf("store: write segment %s: %w", seg.name, err)
+		}
+	}
+	return nil
+}
+
+// activeFor returns the segment for off, making it the active one. The
+// previous active segment is synced before data goes to a new one, so a
+// segment is complete on disk before its successor holds anything.
+func (s *Store) activeFor(off int64) (*segment, error) {
+	base := off - off%s.opts.SegmentSize
+	if s.active != nil && s.active.base == base {
+		return s.active, nil
+	}
+	if s.active != nil {
+		if err := s.syncActive(); err != nil {
+			return nil, err
+		}
+	}
+	seg, _, err := s.cl.segment(base)
+	if err != nil {
+		return nil, err
+	}
+	s.flushMu.Lock()
+	s.active = seg
+	s.flushMu.Unlock()
+	return seg, nil
+}
+
+// syncActive fsyncs the active segment.
+func (s *Store) syncActive() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if s.active == nil {
+		return nil
+	}
+	s.stats.Fsyncs.Add(1)
+	if err := s.active.f.SyncData(); err != nil {
+		return fmt.Errorf("store: fsync segment %s: %w", s.active.name, err)
+	}
+	return nil
+}
+
+// syncLoop fsyncs every FlushInterval under FlushAsync.
+func (s *Store) syncLoop() {
+	t := time.NewTicker(s.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		end := s.written.Load()
+		if end == s.durable.Load() {
+			continue
+		}
+		if err := s.syncActive(); err != nil {
+			// What an fsync failure leaves on disk is unknown, and records
+			// it covered were acknowledged already: stop taking writes.
+			s.fail(fmt.Errorf("%w: %v", ErrFailed, err))
+			continue
+		}
+		s.durable.Store(end)
+	}
+}
+
+func (s *Store) fail(err error) {
+	s.log.Error("store stopped taking writes", "err", err)
+	s.mu.Lock()
+	if s.mu.failed == nil {
+		s.mu.failed = err
+	}
+	s.space.Broadcast()
+	s.mu.Unlock()
+}
+
+// rollback undoes a round whose write or fsync failed: it fails r and every
+// round appended after it, hands their offsets out again, and zeroes what
+// may have reached the file.
+func (s *Store) rollback(r *round, cause error) {
+	s.log.Error("commit-log write failed; rolling back unacknowledged appends", "err", cause, "from", s.written.Load())
+	s.mu.Lock()
+	later := s.mu.pending
+	s.mu.pending = nil
+	if later != nil {
+		s.mu.pendingBytes -= later.bytes
+	}
+	good := s.written.Load()
+	s.mu.next = good
+	s.cq.RLock()
+	for _, q := range s.mu.queues {
+		q.assigned = q.next
+	}
+	s.cq.RUnlock()
+	if err := s.zeroTail(good, r.end); err != nil {
+		s.log.Error("rollback failed; the store takes no more writes", "err", err)
+		if s.mu.failed == nil {
+			s.mu.failed = fmt.Errorf("%w: %v (after %v)", ErrFailed, err, cause)
+		}
+	}
+	s.space.Broadcast()
+	s.mu.Unlock()
+	for _, x := range []*round{r, later} {
+		if x == nil {
+			continue
+		}
+		x.err = fmt.Errorf("store: append not stored: %w", cause)
+		close(x.done)
+	}
+}
+
+// zeroTail overwrites [from, to) of the log with zeros, as far as the
+// files reach, and syncs them, so recovery never finds a frame there.
+func (s *Store) zeroTail(from, to int64) error {
+	for off := from; off < to; {
+		base := off - off%s.opts.SegmentSize
+		end := min(to, base+s.opts.SegmentSize)
+		s.cl.mu.RLock()
+		seg := s.cl.segmentLocked(off)
+		s.cl.mu.RUnlock()
+		if seg != nil {
+			fi, err := seg.f.Stat()
+			if err != nil {
+				return err
+			}
+			if size := base + fi.Size(); size > off {
+				zeros := make([]byte, min(end, size)-off)
+				if _, err := seg.f.WriteAt(zeros, off-base); err != nil {
+					return err
+				}
+				if err := seg.f.SyncData(); err != nil {
+					return err
+				}
+			}
+		}
+		off = end
+	}
+	return nil
+}
+
+// dispatchRound adds r's units to their consume queues, making the records
+// visible, and writes completed blocks to the index.
+func (s *Store) dispatchRound(r *round) {
+	var b *pebble.Batch
+	s.cq.Lock()
+	for i := range r.units {
+		u := &r.units[i]
+		rec := message.Record(r.chunks[u.chunk].buf[u.at : u.at+int(u.size)])
+		unit := Unit{QueueOffset: u.qoff, CommitLogOffset: u.off, Size: u.size, TagCode: s.opts.TagCode(rec)}
+		if full := s.putUnitLocked(u.q, unit); full != nil {
+			if b == nil {
+				b = s.db.NewBatch()
+			}
+			b.Set(blockKey(u.q.key, u.q.prevNo), full, nil)
+		}
+	}
+	s.cq.dispatched = r.end
+	if b != nil {
+		if err := b.Commit(pebble.NoSync); err != nil {
+			// The units stay in memory and the checkpoint will not move
+			// past them until a checkpoint batch succeeds.
+			s.log.Error("index write failed", "err", err)
+		}
+		b.Close()
+	}
+	s.cq.Unlock()
+	if s.opts.OnArrive == nil {
+		for i := range r.units {
+			r.units[i].q.arrivals = false
+		}
+		return
+	}
+	for i := range r.units {
+		q := r.units[i].q
+		if q.arrivals {
+			q.arrivals = false
+			s.cq.RLock()
+			next := q.next
+			s.cq.RUnlock()
+			s.opts.OnArrive(q.key.topic, q.key.id, next)
+		}
+	}
+}
+
+// putUnitLocked stores u in q's open block. When that completes the block,
+// it returns the block's bytes for the index (the block moves to q.prev).
+// s.cq must be held for writing.
+func (s *Store) putUnitLocked(q *queue, u Unit) []byte {
+	var full []byte
+	no := u.QueueOffset / blockUnits
+	if no < q.openNo {
+		return nil // an older block, already complete in the index
+	}
+	if no > q.openNo {
+		// The open block ends early (holes at its end, or a block the
+		// recovery scan started past); close it and move on.
+		full = q.rotate(no)
+	}
+	at := int(u.QueueOffset%blockUnits) * unitLen
+	if n := len(q.open); n < at+unitLen {
+		q.open = q.open[:at+unitLen]
+		clear(q.open[n:at]) // units skipped over are holes
+	}
+	putUnit(q.open[at:], u)
+	q.dirty = true
+	q.arrivals = true
+	if u.QueueOffset >= q.next {
+		q.next = u.QueueOffset + 1
+	}
+	if len(q.open) == blockLen {
+		full = q.rotate(q.openNo + 1)
+	}
+	return full
+}
+
+// rotate completes the open block and opens block no, returning the
+// completed block's bytes.
+func (q *queue) rotate(no int64) []byte {
+	done, spare := q.open, q.prev
+	q.prev, q.prevNo = done, q.openNo
+	if spare == nil {
+		spare = make([]byte, 0, blockLen)
+	}
+	// Readers copy units out under the lock, so the old prev can be reused.
+	q.open, q.openNo, q.dirty = spare[:0], no, false
+	if len(done) == 0 {
+		q.prevNo = -1
+		return nil
+	}
+	return done
+}
