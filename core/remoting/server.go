@@ -20,7 +20,9 @@ import (
 // oneway request is dropped.
 //
 // Handlers run concurrently, one goroutine per request; req and its Body
-// belong to the handler.
+// belong to the handler. A handler should not wait for a response on its
+// own connection: while the in-flight limit is reached the reader does not
+// read, so that response would not arrive before ctx ends.
 type Handler func(c *Conn, req *Command) *Command
 
 // ServerOptions configures a Server. The zero value of each field means its
