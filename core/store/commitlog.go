@@ -26,7 +26,39 @@ const (
 	blankLen = 8
 	// segmentNameLen is the number of digits in a segment file name.
 	segmentNameLen = 20
+
+	// RoundMagic marks the round marker that begins each group of frames
+	// written and synced together.
+	RoundMagic uint32 = 0x524D5144
+	// markerLen is the marker's TOTALSIZE: size, magic, start, flags.
+	markerLen      = 4 + 4 + 8 + 4
+	markerFrameLen = markerLen + trailerLen
+	// markerSync says the round was written under FlushSync: it was written
+	// only after every earlier round's fsync returned.
+	markerSync uint32 = 1
 )
+
+// appendMarker appends a round marker for a round starting at off.
+func appendMarker(dst []byte, off int64, flags uint32) []byte {
+	at := len(dst)
+	dst = binary.BigEndian.AppendUint32(dst, markerLen)
+	dst = binary.BigEndian.AppendUint32(dst, RoundMagic)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(off))
+	dst = binary.BigEndian.AppendUint32(dst, flags)
+	return binary.BigEndian.AppendUint32(dst, frameCRC(dst[at:]))
+}
+
+// checkMarker reports whether frame is a valid round marker written at off,
+// and its flags.
+func checkMarker(frame []byte, off int64) (uint32, bool) {
+	if len(frame) != markerFrameLen || binary.BigEndian.Uint32(frame) != markerLen ||
+		binary.BigEndian.Uint32(frame[4:]) != RoundMagic ||
+		int64(binary.BigEndian.Uint64(frame[8:])) != off ||
+		binary.BigEndian.Uint32(frame[markerLen:]) != frameCRC(frame[:markerLen]) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(frame[16:]), true
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -54,8 +86,8 @@ func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 
 // openCommitLog opens every segment in dir.
 func openCommitLog(fs vfs.FS, dir string, segSize int64) (*commitLog, error) {
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("store: create %s: %w", dir, err)
+	if err := mkdirSynced(fs, dir); err != nil {
+		return nil, err
 	}
 	names, err := fs.List(dir)
 	if err != nil {
@@ -202,4 +234,26 @@ func checkFrame(frame []byte, off int64) (message.Record, error) {
 		return nil, fmt.Errorf("%w: commit-log offset %d: record says it belongs at %d", ErrCorruption, off, rec.CommitLogOffset())
 	}
 	return rec, nil
+}
+
+// mkdirSynced creates dir and its parents and syncs each of them, so the
+// new directory entries survive a crash.
+func mkdirSynced(fs vfs.FS, dir string) error {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("store: create %s: %w", dir, err)
+	}
+	for d := dir; ; d = fs.PathDir(d) {
+		f, err := fs.OpenDir(d)
+		if err != nil {
+			return fmt.Errorf("store: open %s: %w", d, err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("store: sync %s: %w", d, err)
+		}
+		if parent := fs.PathDir(d); parent == d || parent == "" {
+			return nil
+		}
+	}
 }

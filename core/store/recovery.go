@@ -136,10 +136,15 @@ func (s *Store) loadProgress() error {
 }
 
 // scan verifies and re-dispatches every frame from offset from to the end
-// of the log and returns where valid data ends. An invalid frame followed
-// by valid ones is reported and skipped; an invalid frame with nothing
-// valid after it is a torn tail, zeroed (with any segment after it
-// removed), and ends the log.
+// of the log and returns where valid data ends.
+//
+// An invalid frame is the torn tail of the log unless a later round proves
+// otherwise: under FlushSync a round is written only after the fsync of
+// every earlier one returned, so a valid FlushSync round marker after the
+// invalid frame means the frame's round was durable and the frame is
+// corruption. Corruption is reported and skipped, and scanning resumes at
+// the next valid frame. A torn tail is zeroed, with any segment after it
+// removed, and ends the log.
 func (s *Store) scan(from int64, b *pebble.Batch) (end int64, records int, err error) {
 	s.cl.mu.RLock()
 	segs := append([]*segment(nil), s.cl.segs...)
@@ -158,11 +163,11 @@ func (s *Store) scan(from int64, b *pebble.Batch) (end int64, records int, err e
 		if err != nil {
 			return 0, records, fmt.Errorf("store: stat segment %s: %w", seg.name, err)
 		}
-		fsize := fi.Size()
+		fsize := min(fi.Size(), segSize)
 		r := bufio.NewReaderSize(io.NewSectionReader(seg.f, off-seg.base, max(0, fsize-(off-seg.base))), 1<<20)
 		for {
 			pos := off - seg.base
-			if pos+blankLen > fsize || pos+blankLen > segSize {
+			if pos+blankLen > fsize {
 				break // the segment's data ends
 			}
 			head, err := r.Peek(8)
@@ -175,8 +180,7 @@ func (s *Store) scan(from int64, b *pebble.Batch) (end int64, records int, err e
 				off = segEnd
 				break
 			}
-			var rec message.Record
-			if size >= message.MinRecordLen && magic == message.MagicCode && pos+size+trailerLen <= min(fsize, segSize) {
+			if size >= markerLen && pos+size+trailerLen <= fsize && (magic == message.MagicCode || magic == RoundMagic) {
 				n := int(size + trailerLen)
 				if cap(frame) < n {
 					frame = make([]byte, n)
@@ -185,22 +189,24 @@ func (s *Store) scan(from int64, b *pebble.Batch) (end int64, records int, err e
 				if _, err := io.ReadFull(r, frame); err != nil {
 					return 0, records, fmt.Errorf("store: read segment %s: %w", seg.name, err)
 				}
-				rec, err = checkFrame(frame, off)
-				if err == nil {
+				if magic == RoundMagic {
+					if _, ok := checkMarker(frame, off); ok {
+						off += size + trailerLen
+						continue
+					}
+				} else if rec, err := checkFrame(frame, off); err == nil {
 					s.redispatch(rec, off, b)
 					records++
 					off += size + trailerLen
 					continue
 				}
 			}
-			// An invalid frame: skip it if valid data follows, else it is
-			// the torn tail.
-			next, found, err := s.resync(segs[i:], off)
+			next, corrupt, err := s.classify(segs[i:], off)
 			if err != nil {
 				return 0, records, err
 			}
-			if !found {
-				s.log.Warn("commit log: torn or corrupt tail cut", "segment", seg.name, "offset", off, "bytes", fsize-pos)
+			if !corrupt {
+				s.log.Warn("commit log: torn tail cut", "segment", seg.name, "offset", off, "bytes", fsize-pos)
 				if err := s.cutTail(segs[i:], off); err != nil {
 					return 0, records, err
 				}
@@ -209,21 +215,116 @@ func (s *Store) scan(from int64, b *pebble.Batch) (end int64, records int, err e
 			s.stats.Corruptions.Add(1)
 			s.log.Error("CORRUPT COMMIT LOG: invalid data skipped; the records after it stay readable",
 				"from", off, "to", next, "bytes", next-off)
+			off = next
 			if next >= segEnd {
-				off = next
 				break
 			}
-			off = next
 			r.Reset(io.NewSectionReader(seg.f, off-seg.base, fsize-(off-seg.base)))
 		}
 		if i == len(segs)-1 {
 			return off, records, nil
 		}
-		if off < segEnd {
-			off = segEnd
-		}
+		off = max(off, segEnd)
 	}
 	return off, records, nil
+}
+
+// classify decides what the invalid frame at off is. It returns
+// corrupt=true with the offset of the next valid frame when a later
+// FlushSync round marker proves the frame's round was durable; otherwise
+// the frame begins the torn tail.
+func (s *Store) classify(segs []*segment, off int64) (next int64, corrupt bool, err error) {
+	next, found, err := s.findFrame(segs, off, false)
+	if err != nil || !found {
+		return 0, false, err
+	}
+	_, proven, err := s.findFrame(segs, off, true)
+	if err != nil || !proven {
+		return 0, false, err
+	}
+	return next, true, nil
+}
+
+// findFrame looks for the first valid frame after off, in segs[0] past off
+// and in the later segments; with syncMarker, only for a FlushSync round
+// marker.
+func (s *Store) findFrame(segs []*segment, off int64, syncMarker bool) (int64, bool, error) {
+	var magics [][]byte
+	if !syncMarker {
+		magics = append(magics, binary.BigEndian.AppendUint32(nil, message.MagicCode))
+	}
+	magics = append(magics, binary.BigEndian.AppendUint32(nil, RoundMagic))
+	win := make([]byte, resyncWindow+8)
+	for i, seg := range segs {
+		fi, err := seg.f.Stat()
+		if err != nil {
+			return 0, false, err
+		}
+		fsize := min(fi.Size(), s.opts.SegmentSize)
+		start := int64(0)
+		if i == 0 {
+			start = off - seg.base + 1
+		}
+		// A candidate frame starts 4 bytes before its magic code.
+		for w := max(0, start-4); w < fsize; w += resyncWindow {
+			n, err := seg.f.ReadAt(win[:min(int64(len(win)), fsize-w)], w)
+			if err != nil && err != io.EOF {
+				return 0, false, err
+			}
+			best := int64(-1)
+			for _, magic := range magics {
+				buf := win[:n]
+				for j := 0; ; {
+					k := bytes.Index(buf[j:], magic)
+					if k < 0 {
+						break
+					}
+					c := w + int64(j+k) - 4
+					j += k + 1
+					if c < start || (best >= 0 && c >= best) {
+						continue
+					}
+					if ok, err := s.validFrameAt(seg, c, fsize, syncMarker); err != nil {
+						return 0, false, err
+					} else if ok {
+						best = c
+						break
+					}
+				}
+			}
+			if best >= 0 {
+				return seg.base + best, true, nil
+			}
+		}
+	}
+	return 0, false, nil
+}
+
+// validFrameAt reports whether a valid frame (a record or a round marker;
+// with syncMarker, a FlushSync round marker) starts at c in seg.
+func (s *Store) validFrameAt(seg *segment, c, fsize int64, syncMarker bool) (bool, error) {
+	var head [8]byte
+	if _, err := seg.f.ReadAt(head[:], c); err != nil {
+		return false, nil
+	}
+	size := int64(int32(binary.BigEndian.Uint32(head[:])))
+	magic := binary.BigEndian.Uint32(head[4:])
+	if size < markerLen || c+size+trailerLen > fsize {
+		return false, nil
+	}
+	frame := make([]byte, size+trailerLen)
+	if _, err := seg.f.ReadAt(frame, c); err != nil {
+		return false, nil
+	}
+	if magic == RoundMagic {
+		flags, ok := checkMarker(frame, seg.base+c)
+		return ok && (!syncMarker || flags&markerSync != 0), nil
+	}
+	if syncMarker {
+		return false, nil
+	}
+	_, err := checkFrame(frame, seg.base+c)
+	return err == nil, nil
 }
 
 // redispatch puts a recovered record into its queue.
@@ -239,59 +340,6 @@ func (s *Store) redispatch(rec message.Record, off int64, b *pebble.Batch) {
 		b.Set(blockKey(k, q.prevNo), full, nil)
 	}
 	q.arrivals = false
-}
-
-// resync looks for the first valid frame after off, in segs[0] past off
-// and in the later segments.
-func (s *Store) resync(segs []*segment, off int64) (int64, bool, error) {
-	magic := binary.BigEndian.AppendUint32(nil, message.MagicCode)
-	win := make([]byte, resyncWindow+8)
-	for i, seg := range segs {
-		fi, err := seg.f.Stat()
-		if err != nil {
-			return 0, false, err
-		}
-		fsize := min(fi.Size(), s.opts.SegmentSize)
-		start := int64(0)
-		if i == 0 {
-			start = off - seg.base + 1
-		}
-		// A candidate frame starts 4 bytes before a magic code.
-		for w := start; w < fsize; w += resyncWindow {
-			n, err := seg.f.ReadAt(win[:min(int64(len(win)), fsize-w)], w)
-			if err != nil && err != io.EOF {
-				return 0, false, err
-			}
-			buf := win[:n]
-			for j := 0; ; {
-				k := bytes.Index(buf[j:], magic)
-				if k < 0 {
-					break
-				}
-				j += k + 1
-				c := w + int64(j-1) - 4
-				if c < start {
-					continue
-				}
-				var head [4]byte
-				if _, err := seg.f.ReadAt(head[:], c); err != nil {
-					continue
-				}
-				size := int64(int32(binary.BigEndian.Uint32(head[:])))
-				if size < message.MinRecordLen || c+size+trailerLen > fsize {
-					continue
-				}
-				frame := make([]byte, size+trailerLen)
-				if _, err := seg.f.ReadAt(frame, c); err != nil {
-					continue
-				}
-				if _, err := checkFrame(frame, seg.base+c); err == nil {
-					return seg.base + c, true, nil
-				}
-			}
-		}
-	}
-	return 0, false, nil
 }
 
 // cutTail zeroes segs[0] from off to its end and removes the segments

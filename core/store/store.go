@@ -55,14 +55,16 @@ type Store struct {
 		dirty  map[string]struct{}
 	}
 
-	flushMu  sync.Mutex // serialises fsync of the active segment with rollback
-	active   *segment   // segment being written; owned by the flusher
-	kick     chan struct{}
-	quit     chan struct{}
-	closing  sync.Once
-	wg       sync.WaitGroup
-	stats    Stats
-	lastCkpt atomic.Int64 // the checkpoint last persisted
+	flushMu     sync.Mutex // guards active against the async sync loop
+	active      *segment   // segment being written; set by the flusher
+	dirtyEnd    int64      // end of bytes a rolled-back round may have left; owned by the flusher
+	markerFlags uint32     // flags of this run's round markers
+	kick        chan struct{}
+	quit        chan struct{}
+	closing     sync.Once
+	wg          sync.WaitGroup
+	stats       Stats
+	lastCkpt    atomic.Int64 // the checkpoint last persisted
 }
 
 // Stats are running counters, read with Store.Stats.
@@ -76,12 +78,14 @@ type Stats struct {
 
 // round is a group of appends written and synced together.
 type round struct {
-	chunks []chunk
-	units  []pendingUnit
-	end    int64 // log offset after the last frame
-	bytes  int
-	done   chan struct{}
-	err    error
+	segSize int64
+	start   int64 // log offset of the round's marker
+	chunks  []chunk
+	units   []pendingUnit
+	end     int64 // log offset after the last frame
+	bytes   int
+	done    chan struct{}
+	err     error
 }
 
 // chunk is a run of frames contiguous in one segment.
@@ -107,6 +111,9 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{opts: opts, log: opts.Logger.With("component", "store"), kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	if opts.Flush == FlushSync {
+		s.markerFlags = markerSync
+	}
 	s.space = sync.NewCond(&s.mu)
 	s.mu.queues = make(map[queueKey]*queue)
 	s.cq.queues = make(map[queueKey]*queue)
@@ -114,8 +121,8 @@ func Open(opts Options) (*Store, error) {
 	s.progress.dirty = make(map[string]struct{})
 
 	fs := opts.FS
-	if err := fs.MkdirAll(opts.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("store: create %s: %w", opts.Dir, err)
+	if err := mkdirSynced(fs, opts.Dir); err != nil {
+		return nil, err
 	}
 	s.lock, err = fs.Lock(fs.PathJoin(opts.Dir, "LOCK"))
 	if err != nil {
@@ -240,18 +247,15 @@ func (s *Store) Append(msgs []*message.Message) error {
 	if r == nil {
 		r = s.newRoundLocked()
 		s.mu.pending = r
-	}
-	segSize := s.opts.SegmentSize
-	if pos := s.mu.next % segSize; pos+int64(total)+blankLen > segSize {
-		// Mark the end of this segment and start the next one.
+		// Every round begins with a marker (see doc.go).
+		s.rollLocked(r, markerFrameLen)
 		at := s.mu.next
-		buf := r.chunkFor(at)
-		buf = binary.BigEndian.AppendUint32(buf, 0)
-		buf = binary.BigEndian.AppendUint32(buf, BlankMagic)
-		r.setLast(buf)
-		r.bytes += blankLen
-		s.mu.next = at - pos + segSize
+		r.setLast(appendMarker(r.chunkFor(at), at, s.markerFlags))
+		r.start = at
+		r.bytes += markerFrameLen
+		s.mu.next += markerFrameLen
 	}
+	s.rollLocked(r, total)
 	now := s.opts.Now().UnixMilli()
 	for _, m := range msgs {
 		q := s.queueLocked(queueKey{m.Topic, m.QueueID})
@@ -295,22 +299,40 @@ func (s *Store) queueLocked(k queueKey) *queue {
 	return q
 }
 
+// rollLocked moves s.mu.next to the next segment, ending the current one
+// with a blank marker, when n more bytes would not fit. s.mu must be held.
+func (s *Store) rollLocked(r *round, n int) {
+	segSize := s.opts.SegmentSize
+	pos := s.mu.next % segSize
+	if pos+int64(n)+blankLen <= segSize {
+		return
+	}
+	at := s.mu.next
+	buf := r.chunkFor(at)
+	buf = binary.BigEndian.AppendUint32(buf, 0)
+	buf = binary.BigEndian.AppendUint32(buf, BlankMagic)
+	r.setLast(buf)
+	r.bytes += blankLen
+	s.mu.next = at - pos + segSize
+}
+
 func (s *Store) newRoundLocked() *round {
 	r := s.mu.spare
 	s.mu.spare = nil
 	if r == nil {
 		r = &round{}
 	}
+	r.segSize = s.opts.SegmentSize
 	r.done = make(chan struct{})
 	return r
 }
 
 // chunkFor returns the buffer to append a frame at off to, starting a new
-// chunk when off does not continue the last one.
+// chunk when off does not continue the last one or begins a segment.
 func (r *round) chunkFor(off int64) []byte {
 	if n := len(r.chunks); n > 0 {
 		c := &r.chunks[n-1]
-		if c.off+int64(len(c.buf)) == off {
+		if c.off+int64(len(c.buf)) == off && off%r.segSize != 0 {
 			return c.buf
 		}
 	}
@@ -367,6 +389,7 @@ func (s *Store) flushOnce() bool {
 		return true
 	}
 	s.written.Store(r.end)
+	s.dirtyEnd = 0
 	if s.opts.Flush == FlushSync {
 		s.durable.Store(r.end)
 	}
@@ -394,6 +417,13 @@ func (s *Store) recycle(r *round) {
 
 // writeRound writes r's chunks to their segments.
 func (s *Store) writeRound(r *round) error {
+	if s.dirtyEnd > r.chunks[0].off {
+		// A rolled-back round may have left bytes past where this one
+		// starts; they go in the same fsync as this round's data.
+		if err := s.zeroTail(r.chunks[0].off, s.dirtyEnd); err != nil {
+			return err
+		}
+	}
 	for _, c := range r.chunks {
 		seg, err := s.activeFor(c.off)
 		if err != nil {
@@ -478,29 +508,24 @@ func (s *Store) fail(err error) {
 }
 
 // rollback undoes a round whose write or fsync failed: it fails r and every
-// round appended after it, hands their offsets out again, and zeroes what
-// may have reached the file.
+// round appended after it and hands their offsets out again. What may have
+// reached the file is zeroed by the next round's write, in the same fsync
+// as that round's data, so no later recovery can find it.
 func (s *Store) rollback(r *round, cause error) {
-	s.log.Error("commit-log write failed; rolling back unacknowledged appends", "err", cause, "from", s.written.Load())
+	s.log.Error("commit-log write failed; unacknowledged appends rolled back", "err", cause, "at", s.written.Load())
 	s.mu.Lock()
 	later := s.mu.pending
 	s.mu.pending = nil
 	if later != nil {
 		s.mu.pendingBytes -= later.bytes
 	}
-	good := s.written.Load()
-	s.mu.next = good
+	s.mu.next = s.written.Load()
 	s.cq.RLock()
 	for _, q := range s.mu.queues {
 		q.assigned = q.next
 	}
 	s.cq.RUnlock()
-	if err := s.zeroTail(good, r.end); err != nil {
-		s.log.Error("rollback failed; the store takes no more writes", "err", err)
-		if s.mu.failed == nil {
-			s.mu.failed = fmt.Errorf("%w: %v (after %v)", ErrFailed, err, cause)
-		}
-	}
+	s.dirtyEnd = max(s.dirtyEnd, r.end)
 	s.space.Broadcast()
 	s.mu.Unlock()
 	for _, x := range []*round{r, later} {
@@ -513,7 +538,7 @@ func (s *Store) rollback(r *round, cause error) {
 }
 
 // zeroTail overwrites [from, to) of the log with zeros, as far as the
-// files reach, and syncs them, so recovery never finds a frame there.
+// files reach, so recovery never finds a frame there. The caller syncs.
 func (s *Store) zeroTail(from, to int64) error {
 	for off := from; off < to; {
 		base := off - off%s.opts.SegmentSize
@@ -529,10 +554,7 @@ func (s *Store) zeroTail(from, to int64) error {
 			if size := base + fi.Size(); size > off {
 				zeros := make([]byte, min(end, size)-off)
 				if _, err := seg.f.WriteAt(zeros, off-base); err != nil {
-					return err
-				}
-				if err := seg.f.SyncData(); err != nil {
-					return err
+					return fmt.Errorf("store: zero segment %s: %w", seg.name, err)
 				}
 			}
 		}

@@ -1,8 +1,10 @@
 package store_test
 
 import (
-	"log/slog"
 	"io"
+	"log/slog"
+	"os"
+	"runtime"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -10,7 +12,12 @@ import (
 	"github.com/rmq-go/rmq/core/store/storetest"
 )
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLogger() *slog.Logger {
+	if os.Getenv("STORE_DEBUG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func TestContract(t *testing.T) {
 	for _, flush := range []store.FlushMode{store.FlushSync, store.FlushAsync} {
@@ -26,3 +33,5 @@ func TestContract(t *testing.T) {
 		})
 	}
 }
+
+func runtimeYield() { runtime.Gosched() }

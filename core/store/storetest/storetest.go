@@ -34,6 +34,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ManyBlocks", testManyBlocks},
 		{"Reopen", testReopen},
 		{"SegmentRoll", testSegmentRoll},
+		{"SegmentExactlyFull", testSegmentExactlyFull},
 		{"Concurrent", testConcurrent},
 		{"OffsetForTimestamp", testOffsetForTimestamp},
 		{"ProgressAndMeta", testProgressAndMeta},
@@ -457,5 +458,49 @@ func testRetention(t *testing.T, cfg Config) {
 	}
 	if lmin, _ := s.CommitLogOffsets(); lmin == 0 {
 		t.Fatal("commit-log min offset did not move")
+	}
+}
+
+// testSegmentExactlyFull fills a segment up to the last bytes that still
+// leave room for its end marker, then rolls.
+func testSegmentExactlyFull(t *testing.T, cfg Config) {
+	o := cfg.Options(t)
+	o.SegmentSize = 8 << 10
+	const frameOverhead = 24 + 4 // a round marker before each record, CRC after it
+	for _, slack := range []int{8, 9, 12, 40} {
+		o := o
+		if o.FS == nil {
+			o.Dir = t.TempDir()
+		} else {
+			o.Dir = fmt.Sprintf("%s-%d", o.Dir, slack)
+		}
+		s := Open(t, o)
+		first := Msg("F", 0, "first")
+		appendOne(t, s, first)
+		used := int(first.CommitLogOffset) + first.RecordLen() + 4
+		probe := Msg("F", 0, "")
+		probe.Properties = nil
+		fill := int(o.SegmentSize) - slack - used - frameOverhead - probe.RecordLen()
+		m := Msg("F", 0, string(bytes.Repeat([]byte("f"), fill)))
+		m.Properties = nil
+		appendOne(t, s, m)
+		if end := m.CommitLogOffset + int64(m.RecordLen()) + 4; end != o.SegmentSize-int64(slack) {
+			t.Fatalf("slack %d: first segment ends at %d", slack, end)
+		}
+		next := Msg("F", 0, "next")
+		appendOne(t, s, next)
+		if next.CommitLogOffset < o.SegmentSize {
+			t.Fatalf("slack %d: record at %d did not roll", slack, next.CommitLogOffset)
+		}
+		want := fmt.Sprint([]string{"first", string(m.Body), "next"})
+		if got := ReadQueue(t, s, "F", 0, 0); fmt.Sprint(got) != want {
+			t.Fatalf("slack %d: read %d messages", slack, len(got))
+		}
+		s.Close()
+		s = Open(t, o)
+		if got := ReadQueue(t, s, "F", 0, 0); fmt.Sprint(got) != want {
+			t.Fatalf("slack %d: after reopen read %d messages", slack, len(got))
+		}
+		s.Close()
 	}
 }
