@@ -33,6 +33,15 @@ func exportFilter(in unsafe.Pointer, n, count uint32, out unsafe.Pointer) int32 
 	return int32(runFilter(unsafe.Slice((*byte)(in), n), count, unsafe.Slice((*byte)(out), count)))
 }
 
+//go:wasmexport broker_filter_keys
+func exportFilterKeys(in unsafe.Pointer, n uint32) int64 {
+	keys, s := runFilterKeys(unsafe.Slice((*byte)(in), n))
+	if s != abi.StatusOK {
+		return -int64(s)
+	}
+	return packSlice(keys)
+}
+
 //go:wasmexport broker_allocate
 func exportAllocate(in unsafe.Pointer, n uint32) int64 {
 	out, s := runAllocate(unsafe.Slice((*byte)(in), n))

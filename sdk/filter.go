@@ -28,6 +28,16 @@ type Matcher interface {
 	Match(m *Message) (bool, error)
 }
 
+// PropertyReader is a Matcher that reads only some properties. The broker
+// then sends, for that expression, only the properties named by
+// PropertyKeys (an empty list: none), which spares the matcher scanning the
+// rest; Message.Properties and Message.Property see just those. Tags and
+// Keys are unaffected.
+type PropertyReader interface {
+	Matcher
+	PropertyKeys() []string
+}
+
 // FilterFunc adapts a function to Filter.
 type FilterFunc func(expression string) (Matcher, error)
 
@@ -103,4 +113,31 @@ func runFilter(in []byte, count uint32, out []byte) abi.Status {
 		}
 	}
 	return abi.StatusOK
+}
+
+// runFilterKeys is broker_filter_keys: it returns the key list of the
+// expression in the header at in, or nil if the matcher reads every
+// property.
+func runFilterKeys(in []byte) ([]byte, abi.Status) {
+	if state.filter == nil {
+		return nil, fail(abi.StatusNotImplemented, "this module registers no filter")
+	}
+	expr, _, err := abi.ReadFilterHeader(in)
+	if err != nil {
+		return nil, fail(abi.StatusBadInput, "filter batch header does not parse")
+	}
+	c := matcher(expr)
+	if c.err != nil {
+		return nil, fail(abi.StatusBadExpression, c.err.Error())
+	}
+	pr, ok := c.m.(PropertyReader)
+	if !ok {
+		return nil, abi.StatusOK
+	}
+	b, err := abi.AppendKeyList(state.keys[:0], pr.PropertyKeys())
+	if err != nil {
+		return nil, fail(abi.StatusFailed, fmt.Sprintf("PropertyKeys: more than %d keys, or one too long", abi.MaxFilterKeys))
+	}
+	state.keys = b
+	return b, abi.StatusOK
 }

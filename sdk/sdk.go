@@ -38,6 +38,7 @@ var state struct {
 	info     []byte // the info block broker_info points at
 	allocOut []byte // indices broker_allocate points at
 	tests    []byte // the self-test blob broker_selftest points at
+	keys     []byte // the key list broker_filter_keys points at
 
 	msg  Message     // the view every filter record is read into
 	half HalfMessage // the view every half message is read into

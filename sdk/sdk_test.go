@@ -207,3 +207,30 @@ func TestProperties(t *testing.T) {
 		t.Fatalf("Each saw %v", keys)
 	}
 }
+
+type keyedMatcher struct{ Matcher }
+
+func (keyedMatcher) PropertyKeys() []string { return []string{"region", "TAGS"} }
+
+func TestRunFilterKeys(t *testing.T) {
+	reset(t)
+	RegisterFilter(FilterFunc(func(expr string) (Matcher, error) {
+		m, err := tagFilter{}.Compile(expr)
+		if expr == "keyed" {
+			return keyedMatcher{m}, err
+		}
+		return m, err
+	}))
+	buffer(1 << 10)
+	keys, s := runFilterKeys(abi.AppendFilterHeader(nil, "keyed"))
+	got, err := abi.ReadKeyList(keys)
+	if s != abi.StatusOK || err != nil || strings.Join(got, ",") != "region,TAGS" {
+		t.Fatalf("keyed: %v %q %v", s, got, err)
+	}
+	if keys, s := runFilterKeys(abi.AppendFilterHeader(nil, "A")); s != abi.StatusOK || keys != nil {
+		t.Fatalf("all properties: %v %q", s, keys)
+	}
+	if _, s := runFilterKeys(abi.AppendFilterHeader(nil, "")); s != abi.StatusBadExpression {
+		t.Fatalf("bad expression: %v", s)
+	}
+}

@@ -29,6 +29,18 @@
 // served bytes stay exactly the RocketMQ layout; a pull copies each record
 // without its trailer.
 //
+// Each group of frames written and synced together (a round) begins with a
+// round marker:
+//
+//	+----------------+----------------+-------------------+-----------+----------+
+//	| 20 (4 bytes)   | RoundMagic (4) | round start (8)   | flags (4) | CRC-32C  |
+//	+----------------+----------------+-------------------+-----------+----------+
+//
+// Flag 1 says the round was written under FlushSync, that is, only after
+// the fsync of every earlier round returned. Recovery relies on it: an
+// invalid frame followed somewhere by a valid FlushSync marker lies in a
+// round that was durable, so it is corruption to skip, not a torn tail.
+//
 // A segment ends where its data ends: at a frame whose TOTALSIZE is 0 (zeros
 // never written, or a torn tail zeroed by recovery), at the end-of-segment
 // marker written when the next record does not fit
@@ -73,15 +85,19 @@
 //
 //  1. A record is visible to readers (in a consume queue) only after it is
 //     durable under FlushSync, or written to the file under FlushAsync.
-//  2. Nothing before the first invalid frame of the last segment is ever
-//     removed by recovery; a torn or corrupt tail is zeroed, never
-//     truncated into valid data. An invalid frame followed by valid ones is
-//     reported with its offset and skipped, and the records after it stay
-//     readable.
+//  2. Recovery removes nothing before the first invalid frame past the
+//     checkpoint, and removes it only when it is a torn tail (no later
+//     FlushSync round); the tail is zeroed, never truncated into valid data.
+//     An invalid frame in a durable round is reported with its offset and
+//     skipped, and the records after it stay readable; its queue position
+//     becomes a hole.
 //  3. A record is returned to a reader only after its CRC-32C verified.
 //  4. Queue offsets of one queue are assigned in commit-log order without
 //     gaps, except for holes left by records lost to corruption.
-//  5. A failed write or fsync rolls the log back to the last durable offset
-//     and fails every append that was not yet acknowledged; acknowledged
-//     records are never rolled back.
+//  5. A failed write or fsync fails every append not yet acknowledged and
+//     hands its offsets out again; the bytes it may have left are zeroed by
+//     the next round's write, inside that round's fsync. Acknowledged
+//     records are never rolled back. Under FlushAsync an fsync failure,
+//     which may have lost acknowledged records, stops the store taking
+//     writes (ErrFailed).
 package store

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rmq-go/rmq/core/store"
@@ -35,3 +37,5 @@ func TestContract(t *testing.T) {
 }
 
 func runtimeYield() { runtime.Gosched() }
+
+func slicesSort(d []time.Duration) { slices.Sort(d) }

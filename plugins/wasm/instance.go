@@ -33,6 +33,7 @@ type instance struct {
 	calls  int
 
 	records []abi.FilterRecord // scratch for one filter batch
+	props   []byte             // scratch for the batch's projected properties
 }
 
 // callError is a failed call, classified.

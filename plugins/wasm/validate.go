@@ -62,8 +62,9 @@ var wasiAllowed = map[string]bool{
 
 // moduleShape is what validation learned about a module.
 type moduleShape struct {
-	hasInfo     bool
-	hasSelfTest bool
+	hasInfo       bool
+	hasSelfTest   bool
+	hasFilterKeys bool
 }
 
 // validateModule checks a compiled module's imports and exports against ABI
@@ -120,6 +121,7 @@ func validateModule(c wazero.CompiledModule, kind Kind) (moduleShape, error) {
 		{kindExport, kindSig, false, nil},
 		{abi.ExportInfo, sigPacked, true, &shape.hasInfo},
 		{abi.ExportSelfTest, sigPacked, true, &shape.hasSelfTest},
+		{abi.ExportFilterKeys, sigAllocate, true, &shape.hasFilterKeys},
 	}
 	for _, n := range need {
 		f, ok := fns[n.name]

@@ -38,6 +38,11 @@ const (
 	// ExportFilter is broker_filter(in i32, len i32, count i32, out i32) →
 	// status i32: one filter batch.
 	ExportFilter = "broker_filter"
+	// ExportFilterKeys is broker_filter_keys(in i32, len i32) → i64: for the
+	// expression in a filter batch header, 0 if the filter reads every
+	// property, PackPtrLen of a key list if it reads only those, or the
+	// negated status (a rejected expression).
+	ExportFilterKeys = "broker_filter_keys"
 	// ExportAllocate is broker_allocate(in i32, len i32) → i64: PackPtrLen of
 	// the assigned queue indices, or the negated status.
 	ExportAllocate = "broker_allocate"
@@ -77,6 +82,8 @@ const (
 	MaxSelfTestLen = 1 << 20
 	// MaxAllocateLen is the longest broker_allocate input.
 	MaxAllocateLen = 4 << 20
+	// MaxFilterKeys is the most property keys a filter can name.
+	MaxFilterKeys = 64
 )
 
 // Kinds is a set of extension kinds a module serves.

@@ -192,3 +192,22 @@ func TestPackAndErrors(t *testing.T) {
 		t.Fatal("status names")
 	}
 }
+
+func TestKeyList(t *testing.T) {
+	b, err := AppendKeyList(nil, []string{"a", "", "region"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := ReadKeyList(b)
+	if err != nil || !reflect.DeepEqual(keys, []string{"a", "", "region"}) {
+		t.Fatalf("keys %q, %v", keys, err)
+	}
+	for cut := 0; cut < len(b); cut++ {
+		if _, err := ReadKeyList(b[:cut]); !errors.Is(err, ErrLayout) {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+	}
+	if _, err := AppendKeyList(nil, make([]string, MaxFilterKeys+1)); !errors.Is(err, ErrLayout) {
+		t.Fatal("too many keys accepted")
+	}
+}

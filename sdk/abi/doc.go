@@ -20,6 +20,8 @@
 //	| broker_init       | (ptr, len i32) → status    | plugin config, once an instance |
 //	| broker_info       | () → i64 (optional)        | PackPtrLen of the info block    |
 //	| broker_filter     | (in, len, count, out i32)  | filter batch → status           |
+//	| broker_filter_keys| (in, len i32) → i64        | properties an expression reads  |
+//	|                   | (optional)                 | (see Property projection)       |
 //	| broker_allocate   | (in, len i32) → i64        | PackPtrLen of indices, or       |
 //	|                   |                            | −status                         |
 //	| broker_txn_check  | (in, len, count, out i32)  | half-message batch → status     |
@@ -100,6 +102,26 @@
 // output is count bytes at out, one per record: FilterNoMatch or FilterMatch.
 // A byte left at FilterUnset is an error, never a "no match". A call with
 // count 0 only checks the expression.
+//
+// # Property projection (broker_filter_keys)
+//
+// Scanning a properties string is the largest cost of a property filter
+// inside a guest, so a filter may name the properties an expression reads.
+// The input is a filter batch header (the expression) with no records; the
+// result is 0 (every property), a negated status, or PackPtrLen of:
+//
+//	+-------------+----------------------------------------------+
+//	| size        | field                                        |
+//	+-------------+----------------------------------------------+
+//	| 2           | key count n (≤ MaxFilterKeys)                |
+//	| n × (2+len) | keys: u16 length, bytes                      |
+//	+-------------+----------------------------------------------+
+//
+// The host then sends, in that expression's batches, only the pieces of
+// each properties string whose key (the bytes before the first 0x01) is
+// listed, in their order, so a lookup of a listed key reads as it would in
+// the whole string. The tags and keys fields still come from the whole
+// string. The host asks once per expression and module.
 //
 // # Transaction-check batch (broker_txn_check)
 //

@@ -153,3 +153,49 @@ func ReadFilterRecord(in []byte, r *FilterRecord) (rest []byte, err error) {
 	}
 	return in[n:], nil
 }
+
+// AppendKeyList appends the key list broker_filter_keys points at: a u16
+// count, then each key as a u16 length and its bytes. It returns ErrLayout
+// for more than MaxFilterKeys keys or a key longer than 65535 bytes.
+func AppendKeyList(dst []byte, keys []string) ([]byte, error) {
+	if len(keys) > MaxFilterKeys {
+		return dst, ErrLayout
+	}
+	dst = le.AppendUint16(dst, uint16(len(keys)))
+	for _, k := range keys {
+		if len(k) > maxField {
+			return dst, ErrLayout
+		}
+		dst = le.AppendUint16(dst, uint16(len(k)))
+		dst = append(dst, k...)
+	}
+	return dst, nil
+}
+
+// ReadKeyList decodes a key list. The keys are copies.
+func ReadKeyList(b []byte) ([]string, error) {
+	if len(b) < 2 {
+		return nil, ErrLayout
+	}
+	n := int(le.Uint16(b))
+	b = b[2:]
+	if n > MaxFilterKeys || 2*n > len(b) {
+		return nil, ErrLayout
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		if len(b) < 2 {
+			return nil, ErrLayout
+		}
+		k := int(le.Uint16(b))
+		if 2+k > len(b) {
+			return nil, ErrLayout
+		}
+		keys[i] = string(b[2 : 2+k])
+		b = b[2+k:]
+	}
+	if len(b) != 0 {
+		return nil, ErrLayout
+	}
+	return keys, nil
+}

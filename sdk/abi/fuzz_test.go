@@ -52,5 +52,6 @@ func FuzzPluginOutput(f *testing.F) {
 		_, _ = ReadVectors(b)
 		_, _ = ReadAllocateRequest(b)
 		_ = ReadError(b)
+		_, _ = ReadKeyList(b)
 	})
 }

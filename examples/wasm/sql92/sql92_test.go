@@ -1,0 +1,162 @@
+package main_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/examples/wasm/internal/guestbuild"
+	"github.com/rmq-go/rmq/filters/sql92"
+	"github.com/rmq-go/rmq/plugins/wasm"
+	"github.com/rmq-go/rmq/sdk"
+)
+
+// props are a typical message's properties: user and system ones mixed.
+func props(a int, region string) message.Properties {
+	return message.EncodeProperties(map[string]string{
+		"a":        fmt.Sprint(a),
+		"color":    "red",
+		"region":   region,
+		"price":    "19.99",
+		"TAGS":     "TagA",
+		"KEYS":     "order-20240101-0001",
+		"UNIQ_KEY": "7F0000010D2C18B4AAC2563B52E10000",
+		"WAIT":     "true",
+	})
+}
+
+func records(tb testing.TB, n int) []message.Record {
+	tb.Helper()
+	regions := []string{"eu-west-1", "us-east-1", "ap-south-1"}
+	out := make([]message.Record, n)
+	for i := range out {
+		m := message.Message{Topic: "orders", QueueOffset: int64(i), Body: []byte("{}"), Properties: props(40+i%60, regions[i%3])}
+		b, err := message.AppendRecord(nil, &m)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[i] = b
+	}
+	return out
+}
+
+func load(tb testing.TB, untrusted bool) *wasm.Plugin {
+	tb.Helper()
+	p, err := wasm.Load(tb.Context(), wasm.Options{Name: "sql92", Kind: wasm.KindFilter,
+		Module: guestbuild.Module(tb, "."), CacheDir: tb.TempDir(), Untrusted: untrusted, PoolSize: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close(tb.Context()) })
+	return p
+}
+
+var expressions = []string{
+	"a > 50 AND a <= 80 AND color = 'red'",
+	"a BETWEEN 50 AND 80 AND region IN ('eu-west-1', 'us-east-1')",
+	"TAGS = 'TagA' AND (a > 90 OR missing IS NOT NULL)",
+	"region STARTSWITH 'ap' OR a = 99",
+	"NOT (a > 60)",
+}
+
+// TestSameAsNative checks the guest against the native filter on every
+// record and expression.
+func TestSameAsNative(t *testing.T) {
+	p := load(t, false)
+	batch := records(t, 300)
+	for _, expr := range expressions {
+		native, err := sql92.Compile(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]bool, len(batch))
+		native.Match(batch, want)
+		f, err := p.Filter(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]bool, len(batch))
+		if err := f.Match(batch, got); err != nil {
+			t.Fatal(err)
+		}
+		matched := 0
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s, record %d: wasm %v, native %v", expr, i, got[i], want[i])
+			}
+			if got[i] {
+				matched++
+			}
+		}
+		if matched == 0 || matched == len(batch) {
+			t.Fatalf("%s matched %d of %d: not a useful case", expr, matched, len(batch))
+		}
+	}
+	// A syntax error comes back from the guest as the native one reads.
+	_, err := p.Filter("a > ")
+	_, nativeErr := sql92.Compile("a > ")
+	if !errors.Is(err, wasm.ErrExpression) || nativeErr == nil || !strings.Contains(err.Error(), nativeErr.Error()) {
+		t.Fatalf("syntax error: %v, native: %v", err, nativeErr)
+	}
+}
+
+func TestSelfTestsNative(t *testing.T) {
+	if err := sdk.CheckSelfTests(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkSQL92 compares the native filter with the same expression in
+// the guest, trusted and untrusted, at batch sizes 1, 32 and 256.
+func BenchmarkSQL92(b *testing.B) {
+	const expr = "a > 50 AND a <= 80 AND color = 'red'"
+	batch := records(b, 256)
+	native, err := sql92.Compile(expr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	type filter interface {
+		Match([]message.Record, []bool) error
+	}
+	impls := []struct {
+		name string
+		f    func(b *testing.B) filter
+	}{
+		{"native", func(*testing.B) filter { return native }},
+		{"wasm-trusted", func(b *testing.B) filter {
+			f, err := load(b, false).Filter(expr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}},
+		{"wasm-untrusted", func(b *testing.B) filter {
+			f, err := load(b, true).Filter(expr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}},
+	}
+	for _, impl := range impls {
+		b.Run(impl.name, func(b *testing.B) {
+			f := impl.f(b)
+			for _, size := range []int{1, 32, 256} {
+				b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+					out := make([]bool, size)
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := f.Match(batch[:size], out); err != nil {
+							b.Fatal(err)
+						}
+					}
+					perMsg := float64(b.Elapsed().Nanoseconds()) / float64(b.N*size)
+					b.ReportMetric(perMsg, "ns/msg")
+					b.ReportMetric(1e9/perMsg, "msgs/s")
+				})
+			}
+		})
+	}
+}
