@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/sdk/abi"
@@ -16,6 +17,14 @@ import (
 type Filter struct {
 	p    *Plugin
 	expr string
+	proj atomic.Pointer[projection] // what the serving module reads
+}
+
+// projection is the properties a module's filter reads for one expression.
+type projection struct {
+	seq  int      // the generation it was asked of
+	all  bool     // every property
+	keys [][]byte // else only these
 }
 
 // Filter checks expression with the plugin (which compiles it and reports a
@@ -29,18 +38,43 @@ func (p *Plugin) Filter(expression string) (*Filter, error) {
 		return nil, &Error{Plugin: p.name, Op: "filter", Err: wrapf(ErrExpression,
 			"expression of %d bytes is longer than %d", len(expression), abi.MaxExpressionLen)}
 	}
+	f := &Filter{p: p, expr: expression}
 	err := p.run(context.Background(), "filter", func(g *generation, inst *instance) (int, error) {
-		inLen := abi.FilterHeaderLen(len(expression))
-		abi.AppendFilterHeader(inst.view(0, uint32(inLen))[:0], expression)
-		ctx, cancel := g.callContext(context.Background(), g.opts.Deadline)
-		defer cancel()
-		_, err := inst.batch(ctx, uint32(inLen), 0, 0)
+		pr, err := checkExpression(g, inst, expression)
+		f.proj.Store(pr)
 		return 0, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Filter{p: p, expr: expression}, nil
+	return f, nil
+}
+
+// checkExpression has the module compile expr and returns what it reads:
+// broker_filter_keys if the module has it, else a batch of no records.
+func checkExpression(g *generation, inst *instance, expr string) (*projection, error) {
+	ctx, cancel := g.callContext(context.Background(), g.opts.Deadline)
+	defer cancel()
+	inLen := abi.FilterHeaderLen(len(expr))
+	abi.AppendFilterHeader(inst.view(0, uint32(inLen))[:0], expr)
+	pr := &projection{seq: g.seq, all: true}
+	if !g.shape.hasFilterKeys {
+		_, err := inst.batch(ctx, uint32(inLen), 0, 0)
+		return pr, err
+	}
+	b, err := inst.packedCall(ctx, inst.mod.ExportedFunction(abi.ExportFilterKeys), uint32(inLen))
+	if err != nil || b == nil {
+		return pr, err
+	}
+	keys, err := abi.ReadKeyList(b)
+	if err != nil {
+		return nil, wrapf(ErrOutput, "broker_filter_keys: %v", err)
+	}
+	pr.all, pr.keys = false, make([][]byte, len(keys))
+	for i, k := range keys {
+		pr.keys[i] = []byte(k)
+	}
+	return pr, nil
 }
 
 // Expression returns the expression f evaluates.
@@ -67,9 +101,18 @@ func (f *Filter) Match(batch []message.Record, out []bool) error {
 	}
 	done := 0
 	err := f.p.run(context.Background(), "filter", func(g *generation, inst *instance) (int, error) {
+		pr := f.proj.Load()
+		if pr == nil || pr.seq != g.seq {
+			// The module changed since the expression was checked.
+			var err error
+			if pr, err = checkExpression(g, inst, f.expr); err != nil {
+				return 0, err
+			}
+			f.proj.Store(pr)
+		}
 		body := g.info.Flags&abi.FlagFilterBody != 0
 		for done < len(batch) {
-			n, err := matchCall(g, inst, f.expr, batch[done:], out[done:], body)
+			n, err := matchCall(g, inst, f.expr, pr, batch[done:], out[done:], body)
 			if err != nil {
 				return done, err
 			}
@@ -92,8 +135,9 @@ func (p *Plugin) failOpen() bool {
 	return g != nil && g.opts.FailurePolicy == PolicyOpen
 }
 
-// fill describes r for the guest without copying.
-func fill(fr *abi.FilterRecord, r message.Record, body bool) {
+// fill describes r for the guest. The slices alias r, except projected
+// properties, which are appended to scratch.
+func fill(fr *abi.FilterRecord, r message.Record, body bool, pr *projection, scratch []byte) []byte {
 	props := r.Properties()
 	tags, keys := tagsAndKeys(props)
 	*fr = abi.FilterRecord{
@@ -108,9 +152,15 @@ func fill(fr *abi.FilterRecord, r message.Record, body bool) {
 		Keys:           keys,
 		Properties:     props,
 	}
+	if !pr.all {
+		start := len(scratch)
+		scratch = project(scratch, props, pr.keys)
+		fr.Properties = scratch[start:len(scratch):len(scratch)]
+	}
 	if body {
 		fr.Body, fr.HasBody = r.Body(), true
 	}
+	return scratch
 }
 
 // tagsAndKeys returns the TAGS and KEYS properties of p in one pass, with
@@ -141,25 +191,56 @@ func tagsAndKeys(p message.Properties) (tags, keys []byte) {
 	return tags, keys
 }
 
+// project appends to dst the pieces of p whose key is one of keys, in
+// order and whole (malformed ones too: the reader skips them as it would
+// in p), each ended by 0x02. Looking up a listed key in the result gives
+// what it gives in p.
+func project(dst []byte, p message.Properties, keys [][]byte) []byte {
+	for rest := []byte(p); len(rest) > 0; {
+		piece := rest
+		if i := bytes.IndexByte(rest, 0x02); i >= 0 {
+			piece, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		k := piece
+		if i := bytes.IndexByte(piece, 0x01); i >= 0 {
+			k = piece[:i]
+		}
+		for _, want := range keys {
+			if bytes.Equal(k, want) {
+				dst = append(dst, piece...)
+				dst = append(dst, 0x02)
+				break
+			}
+		}
+	}
+	return dst
+}
+
 // matchCall runs one broker_filter call over a prefix of batch and returns
 // how many records it covered.
-func matchCall(g *generation, inst *instance, expr string, batch []message.Record, out []bool, body bool) (int, error) {
+func matchCall(g *generation, inst *instance, expr string, pr *projection, batch []message.Record, out []bool, body bool) (int, error) {
 	inLen := abi.FilterHeaderLen(len(expr))
 	count := 0
+	scratch := inst.props[:0]
 	for count < len(batch) && count < abi.MaxBatchRecords {
 		fr := &inst.records[count]
-		fill(fr, batch[count], body)
+		before := scratch
+		scratch = fill(fr, batch[count], body, pr, scratch)
 		n := fr.EncodedLen()
 		if n < 0 {
 			return 0, wrapf(ErrFailed, "record at queue offset %d does not fit the filter layout", batch[count].QueueOffset())
 		}
 		// A record too large for a batch of its own travels alone.
 		if count > 0 && inLen+n > abi.MaxBatchBytes {
+			scratch = before
 			break
 		}
 		inLen += n
 		count++
 	}
+	inst.props = scratch
 	defer clear(inst.records[:count]) // drop the references into the caller's records
 	ctx, cancel := g.callContext(context.Background(), g.opts.Deadline)
 	defer cancel()

@@ -157,6 +157,29 @@ func (in *instance) packed(ctx context.Context, fn api.Function, limit uint32) (
 	return append([]byte(nil), b...), nil
 }
 
+// packedCall calls an (in, len) → i64 export over the inLen input bytes in
+// the buffer; the result is PackPtrLen of bytes it copies (nil for 0) or a
+// negated status.
+func (in *instance) packedCall(ctx context.Context, fn api.Function, inLen uint32) ([]byte, error) {
+	in.stack[0], in.stack[1] = api.EncodeU32(in.buf), api.EncodeU32(inLen)
+	if err := in.call(ctx, fn); err != nil {
+		return nil, err
+	}
+	v := int64(in.stack[0])
+	if v < 0 {
+		return nil, in.guestError(abi.Status(-v))
+	}
+	if v == 0 {
+		return nil, nil
+	}
+	ptr, n := abi.UnpackPtrLen(v)
+	b, ok := in.mem.Read(ptr, n)
+	if !ok || n > abi.MaxBatchBytes {
+		return nil, wrapf(ErrOutput, "%s returned %#x+%d, outside memory or too long", fn.Definition().Name(), ptr, n)
+	}
+	return append([]byte(nil), b...), nil
+}
+
 // batch runs a filter or txn-check call over the inLen input bytes already
 // in the buffer, with outLen zeroed output bytes after them, and returns
 // the output.

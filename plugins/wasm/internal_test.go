@@ -23,6 +23,23 @@ func FuzzTagsAndKeys(f *testing.F) {
 	})
 }
 
+func FuzzProject(f *testing.F) {
+	f.Add([]byte("a\x011\x02b\x012\x02a\x013\x02"), "a", "c")
+	f.Add([]byte("a\x01x\x01y\x02a\x02\x01\x02a"), "a", "")
+	f.Fuzz(func(t *testing.T, b []byte, k1, k2 string) {
+		p := message.Properties(b)
+		keys := [][]byte{[]byte(k1), []byte(k2)}
+		got := message.Properties(project(nil, p, keys))
+		for _, k := range []string{k1, k2} {
+			v1, ok1 := p.Lookup(k)
+			v2, ok2 := got.Lookup(k)
+			if ok1 != ok2 || !bytes.Equal(v1, v2) {
+				t.Fatalf("Lookup(%q) in %q: %q %v; projected %q: %q %v", k, b, v1, ok1, got, v2, ok2)
+			}
+		}
+	})
+}
+
 func TestHistogram(t *testing.T) {
 	for _, ns := range []uint64{0, 1, 3, 4, 7, 8, 9, 15, 16, 1000, 123456789, 1 << 62} {
 		i := bucketOf(ns)

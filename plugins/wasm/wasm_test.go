@@ -133,6 +133,29 @@ func TestFilterBodies(t *testing.T) {
 	}
 }
 
+func TestPropertyProjection(t *testing.T) {
+	p := load(t, wasm.Options{})
+	batch := records(t, 300, "A", "B")
+	out, err := match(t, p, "prop:region=eu", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range out {
+		if !ok {
+			t.Fatalf("record %d does not match", i)
+		}
+	}
+	// Tags still come from all the properties.
+	out, err = match(t, p, "B", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTags(t, batch, out, "B")
+	if out, err := match(t, p, "prop:region=us", batch); err != nil || out[0] {
+		t.Fatalf("region=us: %v, %v", out[0], err)
+	}
+}
+
 func TestExpressionRejected(t *testing.T) {
 	p := load(t, wasm.Options{})
 	_, err := p.Filter("reject")

@@ -6,7 +6,9 @@
 // the broker.
 //
 // Each distinct expression is compiled once per instance (the SDK caches
-// it); each message is evaluated against its properties in place.
+// it); each message is evaluated against its properties in place. The
+// matcher names the properties its expression refers to
+// (sdk.PropertyReader), so the broker sends only those.
 //
 // Build it with
 //

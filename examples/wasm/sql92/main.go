@@ -5,16 +5,26 @@ import (
 	"github.com/rmq-go/rmq/sdk"
 )
 
+// matcher evaluates one compiled expression.
+type matcher struct{ e *sql92.Expr }
+
+// Match evaluates the expression over the message's properties, which are
+// in the stored encoding sql92 reads; the conversion copies nothing.
+func (m matcher) Match(msg *sdk.Message) (bool, error) {
+	return m.e.Eval([]byte(msg.Properties())), nil
+}
+
+// PropertyKeys names the properties the expression refers to, so the
+// broker sends only those: scanning the rest would cost more than the
+// evaluation.
+func (m matcher) PropertyKeys() []string { return m.e.Properties() }
+
 func compile(expr string) (sdk.Matcher, error) {
 	e, err := sql92.Compile(expr)
 	if err != nil {
 		return nil, err
 	}
-	return sdk.MatcherFunc(func(m *sdk.Message) (bool, error) {
-		// The properties are in the stored encoding sql92 reads; the
-		// conversion to []byte copies nothing.
-		return e.Eval([]byte(m.Properties())), nil
-	}), nil
+	return matcher{e}, nil
 }
 
 func init() {

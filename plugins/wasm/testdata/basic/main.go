@@ -6,6 +6,8 @@
 //	A||B         matches messages tagged A or B ("*" matches all)
 //	body:TEXT    matches bodies containing TEXT (with config "body")
 //	env:K=V      matches all if the environment has K=V, none otherwise
+//	prop:K=V     matches property K = V, reading only K (and fails if the
+//	             host sends any other property)
 //	fs           matches all if reading a file fails (no filesystem)
 //	log          logs one line per batch and matches all
 //	reject       fails to compile
@@ -52,6 +54,26 @@ func (f *filter) Init(config []byte) error {
 
 var hoard [][]byte
 
+// keyed matches one property and declares it is all it reads.
+type keyed struct{ key, value string }
+
+func (k keyed) PropertyKeys() []string { return []string{k.key} }
+
+func (k keyed) Match(m *sdk.Message) (bool, error) {
+	var other string
+	m.Properties().Each(func(key, _ string) bool {
+		if key != k.key {
+			other = key
+		}
+		return other == ""
+	})
+	if other != "" {
+		return false, errors.New("host sent property " + other)
+	}
+	v, ok := m.Property(k.key)
+	return ok && v == k.value, nil
+}
+
 func (f *filter) Compile(expr string) (sdk.Matcher, error) {
 	all := sdk.MatcherFunc(func(*sdk.Message) (bool, error) { return true, nil })
 	switch {
@@ -95,6 +117,9 @@ func (f *filter) Compile(expr string) (sdk.Matcher, error) {
 			}
 			return bytes.Contains(m.Body(), text), nil
 		}), nil
+	case strings.HasPrefix(expr, "prop:"):
+		k, v, _ := strings.Cut(strings.TrimPrefix(expr, "prop:"), "=")
+		return keyed{key: k, value: v}, nil
 	case expr == "*":
 		return all, nil
 	}
