@@ -1,0 +1,134 @@
+package namesrv_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rmq-go/rmq/core/namesrv"
+	"github.com/rmq-go/rmq/core/remoting"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func start(t *testing.T, o namesrv.Options) (*namesrv.Server, string) {
+	t.Helper()
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := namesrv.New(o)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s, ln.Addr().String()
+}
+
+func register(t *testing.T, cl *remoting.Client, ns, name, addr string, topics ...namesrv.TopicConfig) {
+	t.Helper()
+	body := namesrv.RegisterBrokerBody{TopicConfigSerializeWrapper: namesrv.TopicConfigWrapper{TopicConfigTable: map[string]namesrv.TopicConfig{}}}
+	for _, tc := range topics {
+		body.TopicConfigSerializeWrapper.TopicConfigTable[tc.TopicName] = tc
+	}
+	b, _ := json.Marshal(body)
+	resp, err := cl.Invoke(context.Background(), ns, remoting.NewRequest(remoting.RegisterBroker, map[string]string{
+		"brokerName": name, "brokerAddr": addr, "clusterName": "C", "brokerId": "0", "compressed": "false",
+	}, b))
+	if err != nil || resp.Code != remoting.Success {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+}
+
+func route(t *testing.T, cl *remoting.Client, ns, topic string) *remoting.Command {
+	t.Helper()
+	resp, err := cl.Invoke(context.Background(), ns, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func TestRouteShape(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	_, ns := start(t, namesrv.Options{Now: clk.Now})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	register(t, cl, ns, "broker-a", "127.0.0.1:10911",
+		namesrv.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6},
+		namesrv.TopicConfig{TopicName: "TBW102", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 7})
+	resp := route(t, cl, ns, "T")
+	want := `{"orderTopicConf":"","queueDatas":[{"brokerName":"broker-a","readQueueNums":4,"writeQueueNums":4,"perm":6,"topicSysFlag":0}],` +
+		`"brokerDatas":[{"cluster":"C","brokerName":"broker-a","brokerAddrs":{"0":"127.0.0.1:10911"}}],"filterServerTable":{}}`
+	if resp.Code != remoting.Success || string(resp.Body) != want {
+		t.Fatalf("route = %d %s", resp.Code, resp.Body)
+	}
+	resp = route(t, cl, ns, "missing")
+	if resp.Code != remoting.TopicNotExist || len(resp.Body) != 0 || !strings.Contains(resp.Remark, "missing") {
+		t.Fatalf("missing topic: %d %q %s", resp.Code, resp.Remark, resp.Body)
+	}
+	// A retry topic nobody registered yet still resolves to the live masters.
+	resp = route(t, cl, ns, "%RETRY%g")
+	if resp.Code != remoting.Success || !strings.Contains(string(resp.Body), `"readQueueNums":1,"writeQueueNums":1,"perm":6`) {
+		t.Fatalf("retry route: %d %s", resp.Code, resp.Body)
+	}
+	// Expiry drops the broker and its routes.
+	clk.Add(3 * time.Minute)
+	if resp := route(t, cl, ns, "T"); resp.Code != remoting.TopicNotExist {
+		t.Fatalf("route after expiry: %d", resp.Code)
+	}
+}
+
+func TestTwoBrokers(t *testing.T) {
+	s, ns := start(t, namesrv.Options{DisableRetryRoutes: true})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	register(t, cl, ns, "broker-b", "127.0.0.1:2", namesrv.TopicConfig{TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6})
+	register(t, cl, ns, "broker-a", "127.0.0.1:1", namesrv.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6},
+		namesrv.TopicConfig{TopicName: "U", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6})
+	r, ok := s.Route("T")
+	if !ok || len(r.QueueDatas) != 2 || r.QueueDatas[0].BrokerName != "broker-a" || len(r.BrokerDatas) != 2 {
+		t.Fatalf("route %+v", r)
+	}
+	if got := strings.Join(s.Topics(), ","); got != "T,U" {
+		t.Fatalf("topics %s", got)
+	}
+	if resp := route(t, cl, ns, "%RETRY%g"); resp.Code != remoting.TopicNotExist {
+		t.Fatalf("retry route with the option off: %d", resp.Code)
+	}
+	// Re-registering without U removes it.
+	register(t, cl, ns, "broker-a", "127.0.0.1:1", namesrv.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6})
+	if _, ok := s.Route("U"); ok {
+		t.Fatal("U still routed after the broker dropped it")
+	}
+}
+
+func TestRegisterErrors(t *testing.T) {
+	_, ns := start(t, namesrv.Options{})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	resp, err := cl.Invoke(context.Background(), ns, remoting.NewRequest(remoting.RegisterBroker, map[string]string{"brokerName": "x"}, nil))
+	if err != nil || resp.Code != remoting.SystemError {
+		t.Fatalf("register without an address: %v %v", resp, err)
+	}
+	resp, _ = cl.Invoke(context.Background(), ns, remoting.NewRequest(remoting.RegisterBroker,
+		map[string]string{"brokerName": "x", "brokerAddr": "1.2.3.4:5", "brokerId": "0"}, []byte("{not json")))
+	if resp.Code != remoting.SystemError || !strings.Contains(resp.Remark, "bad body") {
+		t.Fatalf("bad body: %v", resp)
+	}
+}
