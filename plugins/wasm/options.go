@@ -63,6 +63,10 @@ type Options struct {
 	Name string
 	// Kind is the extension point the plugin serves. Required.
 	Kind Kind
+	// ExpressionType is, for a filter, the subscription expression type it
+	// serves ("CLASS", "GEO", or an override of "TAG" or "SQL92"). Default
+	// Name. Other kinds must leave it empty.
+	ExpressionType string
 	// Path is the module file. Exactly one of Path and Module is set.
 	Path string
 	// Module is the module's bytes, instead of Path.
@@ -107,6 +111,9 @@ type Options struct {
 
 // withDefaults returns a copy of o with its defaults filled in.
 func (o Options) withDefaults() Options {
+	if o.Kind == KindFilter && o.ExpressionType == "" {
+		o.ExpressionType = o.Name
+	}
 	if o.FailurePolicy == "" {
 		o.FailurePolicy = PolicyHold
 	}
@@ -143,6 +150,9 @@ func (o *Options) validate() error {
 	}
 	if _, _, ok := o.Kind.bit(); !ok {
 		bad("kind %q is not filter, allocate or txncheck", o.Kind)
+	}
+	if o.Kind != KindFilter && o.ExpressionType != "" {
+		bad("expression type %q is only for filters", o.ExpressionType)
 	}
 	if (o.Path == "") == (o.Module == nil) {
 		bad("exactly one of path and module must be set")

@@ -15,13 +15,14 @@ import (
 // instances. It is safe for concurrent use; Reload swaps the module under
 // running calls.
 type Plugin struct {
-	name   string
-	kind   Kind
-	cache  wazero.CompilationCache
-	owned  bool // the plugin closes cache
-	cur    atomic.Pointer[generation]
-	stats  counters
-	closed atomic.Bool
+	name     string
+	kind     Kind
+	exprType string
+	cache    wazero.CompilationCache
+	owned    bool // the plugin closes cache
+	cur      atomic.Pointer[generation]
+	stats    counters
+	closed   atomic.Bool
 
 	// reloadMu serializes Reload and Close.
 	reloadMu sync.Mutex
@@ -65,7 +66,7 @@ func openCache(dir string) (wazero.CompilationCache, error) {
 // load builds a plugin on a cache it does not own. o has its defaults and
 // is valid.
 func load(ctx context.Context, o Options, cache wazero.CompilationCache) (*Plugin, error) {
-	p := &Plugin{name: o.Name, kind: o.Kind, cache: cache}
+	p := &Plugin{name: o.Name, kind: o.Kind, exprType: o.ExpressionType, cache: cache}
 	g, err := p.prepare(ctx, o, 1, "load")
 	if err != nil {
 		return nil, err
@@ -98,20 +99,25 @@ func (p *Plugin) Name() string { return p.name }
 // Kind returns the plugin's kind.
 func (p *Plugin) Kind() Kind { return p.kind }
 
+// ExpressionType returns the subscription expression type a filter plugin
+// serves, or "" for other kinds.
+func (p *Plugin) ExpressionType() string { return p.exprType }
+
 // Reload replaces the plugin's module or options. The new module is
 // compiled, validated, started and self-tested while the current one keeps
 // serving; on success it is swapped in atomically and calls in flight finish
 // on the old instances, which close after them. On failure the current
 // module keeps serving and the error says why. Reload also clears a
-// disabled plugin. Name and Kind cannot change.
+// disabled plugin. Name, Kind and ExpressionType cannot change.
 func (p *Plugin) Reload(ctx context.Context, opts Options) error {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
 		return &Error{Plugin: p.name, Op: "reload", Err: err}
 	}
-	if o.Name != p.name || o.Kind != p.kind {
+	if o.Name != p.name || o.Kind != p.kind || o.ExpressionType != p.exprType {
 		return &Error{Plugin: p.name, Op: "reload", Err: wrapf(ErrOptions,
-			"reload cannot change name or kind (%q, %s) to (%q, %s)", p.name, p.kind, o.Name, o.Kind)}
+			"reload cannot change name, kind or expression type (%q, %s, %q) to (%q, %s, %q)",
+			p.name, p.kind, p.exprType, o.Name, o.Kind, o.ExpressionType)}
 	}
 	p.reloadMu.Lock()
 	defer p.reloadMu.Unlock()

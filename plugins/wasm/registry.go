@@ -45,7 +45,7 @@ type Registry struct {
 type ApplyReport struct {
 	Added     []string // loaded for the first time
 	Reloaded  []string // module or options changed, or cleared after being disabled
-	Removed   []string // no longer listed, or replaced by a plugin of another kind
+	Removed   []string // no longer listed, or replaced (another kind or expression type)
 	Unchanged []string
 }
 
@@ -68,6 +68,18 @@ func (r *Registry) Plugin(name string) *Plugin {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.mu.plugins[name]
+}
+
+// Filter returns the filter plugin serving an expression type, or nil.
+func (r *Registry) Filter(expressionType string) *Plugin {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, p := range r.mu.plugins {
+		if p.kind == KindFilter && p.exprType == expressionType {
+			return p
+		}
+	}
+	return nil
 }
 
 // Plugins returns the registry's plugins sorted by name.
@@ -106,7 +118,8 @@ type change struct {
 // validated, started and self-tested while the current ones keep serving.
 // If any spec fails, nothing changes and the error lists every failure,
 // each naming its plugin. Specs' CacheDir is ignored: the registry's cache
-// serves them all. A plugin replaced by one of another kind, or removed, is
+// serves them all. Two filters may not serve one expression type. A plugin
+// replaced by one of another kind or expression type, or removed, is
 // closed, so its Filters fail with ErrClosed.
 func (r *Registry) Apply(ctx context.Context, specs []Options) (ApplyReport, error) {
 	r.applyMu.Lock()
@@ -123,6 +136,7 @@ func (r *Registry) Apply(ctx context.Context, specs []Options) (ApplyReport, err
 		changes []change
 		errs    []error
 		listed  = make(map[string]bool, len(specs))
+		types   = make(map[string]string) // expression type → plugin name
 	)
 	for _, spec := range specs {
 		o := spec.withDefaults()
@@ -139,13 +153,21 @@ func (r *Registry) Apply(ctx context.Context, specs []Options) (ApplyReport, err
 			errs = append(errs, &Error{Plugin: o.Name, Op: "apply", Err: err})
 			continue
 		}
+		if o.Kind == KindFilter {
+			if other, dup := types[o.ExpressionType]; dup {
+				errs = append(errs, &Error{Plugin: o.Name, Op: "apply", Err: wrapf(ErrOptions,
+					"expression type %q is already served by plugin %q", o.ExpressionType, other)})
+				continue
+			}
+			types[o.ExpressionType] = o.Name
+		}
 		bin, err := readModule(&o)
 		if err != nil {
 			errs = append(errs, &Error{Plugin: o.Name, Op: "apply", Err: err})
 			continue
 		}
 		old := current[o.Name]
-		if old != nil && old.kind == o.Kind {
+		if old != nil && old.kind == o.Kind && old.exprType == o.ExpressionType {
 			g := old.cur.Load()
 			if g != nil && g.errDisabled() == nil && sameSpec(g.opts, g.hash, o, moduleHash(bin)) {
 				report.Unchanged = append(report.Unchanged, o.Name)
@@ -163,7 +185,7 @@ func (r *Registry) Apply(ctx context.Context, specs []Options) (ApplyReport, err
 			changes = append(changes, change{name: o.Name, old: old, gen: gen})
 			continue
 		}
-		p := &Plugin{name: o.Name, kind: o.Kind, cache: r.cache}
+		p := &Plugin{name: o.Name, kind: o.Kind, exprType: o.ExpressionType, cache: r.cache}
 		gen, err := p.prepareModule(ctx, o, bin, 1, "load")
 		if err != nil {
 			errs = append(errs, err)

@@ -102,7 +102,7 @@ func TestRegistry(t *testing.T) {
 	}
 	basic := guest(t, "basic")
 	specs := []wasm.Options{
-		{Name: "class", Kind: wasm.KindFilter, Path: basic},
+		{Name: "class", Kind: wasm.KindFilter, ExpressionType: "CLASS", Path: basic},
 		{Name: "avg", Kind: wasm.KindAllocate, Path: basic},
 	}
 	rep, err := reg.Apply(ctx(t), specs)
@@ -110,6 +110,9 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("first apply: %+v, %v", rep, err)
 	}
 	class := reg.Plugin("class")
+	if reg.Filter("CLASS") != class || class.ExpressionType() != "CLASS" || reg.Filter("class") != nil {
+		t.Fatal("expression type lookup")
+	}
 	f, err := class.Filter("A")
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +137,7 @@ func TestRegistry(t *testing.T) {
 	// A list with failures changes nothing and names every failing plugin.
 	bad := []wasm.Options{
 		{Name: "future", Kind: wasm.KindFilter, Path: guest(t, "abiv2")},
-		{Name: "class", Kind: wasm.KindFilter, Path: basic, Config: []byte("version=3")},
+		{Name: "class", Kind: wasm.KindFilter, ExpressionType: "CLASS", Path: basic, Config: []byte("version=3")},
 		{Name: "avg", Kind: wasm.KindAllocate, Path: basic, SHA256: strings.Repeat("0", 64)},
 	}
 	_, err = reg.Apply(ctx(t), bad)
@@ -148,6 +151,10 @@ func TestRegistry(t *testing.T) {
 	_, err = reg.Apply(ctx(t), append(specs, specs[0]))
 	if !errors.Is(err, wasm.ErrOptions) || !strings.Contains(err.Error(), "listed twice") {
 		t.Fatalf("duplicate: %v", err)
+	}
+	_, err = reg.Apply(ctx(t), append(specs, wasm.Options{Name: "other", Kind: wasm.KindFilter, ExpressionType: "CLASS", Path: basic}))
+	if !errors.Is(err, wasm.ErrOptions) || !strings.Contains(err.Error(), `already served by plugin "class"`) {
+		t.Fatalf("two filters for one type: %v", err)
 	}
 
 	// Dropping a plugin closes it; changing a plugin's kind replaces it.
