@@ -40,6 +40,15 @@ var guests sync.Map // name → *guestBuild
 // returns the module's path.
 func guest(tb testing.TB, name string) string {
 	tb.Helper()
+	path, err := buildGuest(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// buildGuest is guest without a testing.TB, for examples.
+func buildGuest(name string) (string, error) {
 	v, _ := guests.LoadOrStore(name, &guestBuild{})
 	b := v.(*guestBuild)
 	b.once.Do(func() {
@@ -55,10 +64,7 @@ func guest(tb testing.TB, name string) string {
 			b.err = fmt.Errorf("building %s: %v\n%s", name, err, out)
 		}
 	})
-	if b.err != nil {
-		tb.Fatal(b.err)
-	}
-	return b.path
+	return b.path, b.err
 }
 
 // guestBytes returns the module's bytes.

@@ -1,6 +1,3 @@
-// Package guestbuild builds the example plugins from source for their tests:
-// each test compiles its own example exactly as an operator would and loads
-// the result through plugins/wasm.
 package guestbuild
 
 import (
