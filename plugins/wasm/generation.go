@@ -386,7 +386,8 @@ func (g *generation) get(ctx context.Context) (*instance, error) {
 // one that served its RecycleAfter calls, is closed instead.
 func (g *generation) put(inst *instance, err error) {
 	poisoned := false
-	if ce, ok := err.(*callError); ok && ce.poisoned {
+	var ce *callError
+	if errors.As(err, &ce) && ce.poisoned {
 		poisoned = true
 		g.failed(err)
 	} else if g.failures.Load() != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +28,10 @@ type Plugin struct {
 	// reloadMu serializes Reload and Close.
 	reloadMu sync.Mutex
 
-	errMu   sync.Mutex
-	lastErr string
+	mu struct {
+		sync.Mutex
+		lastErr string // for Stats
+	}
 }
 
 // Load compiles, validates and starts a plugin. It returns once one instance
@@ -72,6 +75,7 @@ func load(ctx context.Context, o Options, cache wazero.CompilationCache) (*Plugi
 		return nil, err
 	}
 	p.cur.Store(g)
+	p.logServing(g)
 	return p, nil
 }
 
@@ -208,9 +212,9 @@ func (p *Plugin) wrap(op string, err error) error {
 
 // noteError remembers err for Stats.
 func (p *Plugin) noteError(err error) {
-	p.errMu.Lock()
-	p.lastErr = err.Error()
-	p.errMu.Unlock()
+	p.mu.Lock()
+	p.mu.lastErr = err.Error()
+	p.mu.Unlock()
 }
 
 // run takes an instance of the current generation, runs fn on it and
@@ -237,7 +241,8 @@ func (p *Plugin) run(ctx context.Context, op string, fn func(g *generation, inst
 	if err != nil {
 		p.stats.errors.Add(1)
 		var ce *callError
-		if errors.As(err, &ce) {
+		poisoned := errors.As(err, &ce)
+		if poisoned {
 			if ce.timeout {
 				p.stats.timeouts.Add(1)
 			} else {
@@ -246,7 +251,13 @@ func (p *Plugin) run(ctx context.Context, op string, fn func(g *generation, inst
 		}
 		err = p.wrap(op, err)
 		p.noteError(err)
-		g.opts.Logger.Warn("wasm plugin call failed", "plugin", p.name, "op", op, "err", err)
+		// Traps and timeouts are rare and bounded by the backoff; the
+		// plugin's own errors may come with every batch.
+		level := slog.LevelDebug
+		if poisoned {
+			level = slog.LevelWarn
+		}
+		g.opts.Logger.Log(ctx, level, "wasm plugin call failed", "plugin", p.name, "op", op, "err", err)
 		return err
 	}
 	return nil
@@ -264,9 +275,9 @@ func (p *Plugin) Stats() Stats {
 		Timeouts: p.stats.timeouts.Load(),
 		P99:      p.stats.latency.quantile(0.99),
 	}
-	p.errMu.Lock()
-	s.LastError = p.lastErr
-	p.errMu.Unlock()
+	p.mu.Lock()
+	s.LastError = p.mu.lastErr
+	p.mu.Unlock()
 	if g := p.cur.Load(); g != nil {
 		s.Version = g.info.PluginVersion
 		s.SHA256 = g.hash

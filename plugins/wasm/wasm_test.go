@@ -92,6 +92,25 @@ func TestFilter(t *testing.T) {
 	}
 }
 
+func TestRecycle(t *testing.T) {
+	p := load(t, wasm.Options{RecycleAfter: 2, PoolSize: 1})
+	f, err := p.Filter("A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := records(t, 300, "A", "B")
+	for range 5 {
+		out := make([]bool, len(batch))
+		if err := f.Match(batch, out); err != nil {
+			t.Fatal(err)
+		}
+		wantTags(t, batch, out, "A")
+	}
+	if s := p.Stats(); s.Instances > 1 || s.Errors != 0 {
+		t.Fatalf("stats: %+v", s)
+	}
+}
+
 func TestFilterBodies(t *testing.T) {
 	// Without "body" in the config the module gets no bodies and says so.
 	p := load(t, wasm.Options{})
