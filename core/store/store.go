@@ -64,6 +64,7 @@ type Store struct {
 	closing     sync.Once
 	wg          sync.WaitGroup
 	stats       Stats
+	arrive      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 	lastCkpt    atomic.Int64 // the checkpoint last persisted
 }
 
@@ -113,6 +114,9 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{opts: opts, log: opts.Logger.With("component", "store"), kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	if opts.Flush == FlushSync {
 		s.markerFlags = markerSync
+	}
+	if opts.OnArrive != nil {
+		s.arrive.Store(&opts.OnArrive)
 	}
 	s.space = sync.NewCond(&s.mu)
 	s.mu.queues = make(map[queueKey]*queue)
@@ -204,6 +208,15 @@ func (s *Store) closeFiles() error {
 		errs = append(errs, s.lock.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// SetArrivalHook replaces Options.OnArrive; nil removes it.
+func (s *Store) SetArrivalHook(fn func(topic string, queueID int32, maxOffset int64)) {
+	if fn == nil {
+		s.arrive.Store(nil)
+		return
+	}
+	s.arrive.Store(&fn)
 }
 
 // Stats returns the store's counters.
@@ -589,7 +602,8 @@ func (s *Store) dispatchRound(r *round) {
 		b.Close()
 	}
 	s.cq.Unlock()
-	if s.opts.OnArrive == nil {
+	arrive := s.arrive.Load()
+	if arrive == nil {
 		for i := range r.units {
 			r.units[i].q.arrivals = false
 		}
@@ -602,7 +616,7 @@ func (s *Store) dispatchRound(r *round) {
 			s.cq.RLock()
 			next := q.next
 			s.cq.RUnlock()
-			s.opts.OnArrive(q.key.topic, q.key.id, next)
+			(*arrive)(q.key.topic, q.key.id, next)
 		}
 	}
 }

@@ -1,0 +1,275 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultBrokerName        = "broker-a"
+	DefaultClusterName       = "DefaultCluster"
+	DefaultTopicQueueNums    = 8
+	DefaultMaxMessageSize    = 4 << 20
+	DefaultRegisterInterval  = 30 * time.Second
+	DefaultClientExpiry      = 120 * time.Second
+	DefaultMaxPullSuspend    = 25 * time.Second
+	DefaultPullMaxMsgs       = 32
+	DefaultPullMaxBytes      = 1 << 20
+	DefaultPullScanUnits     = 800
+	DefaultFilterCacheSize   = 4096
+	DefaultRegisterTimeout   = 3 * time.Second
+	defaultBrokerVersion     = 409
+	defaultHeartbeatSweepGap = 10 * time.Second
+)
+
+// Options configures a Broker. Zero values mean the documented default.
+type Options struct {
+	// Store holds the broker's messages, offsets and config. Required; the
+	// broker does not close it.
+	Store *store.Store
+	// BrokerName names this broker in routes. Default "broker-a".
+	BrokerName string
+	// ClusterName is the cluster this broker belongs to. Default
+	// "DefaultCluster".
+	ClusterName string
+	// AdvertiseAddr is the address clients dial, put in routes and in
+	// message ids. Default: the listener's address (an unspecified IP is
+	// replaced with 127.0.0.1).
+	AdvertiseAddr string
+	// NameServers are registered with at start, every RegisterInterval and
+	// whenever a topic changes.
+	NameServers []string
+	// RegisterInterval is the re-registration period. Default 30 s.
+	RegisterInterval time.Duration
+	// DisableAutoCreateTopic refuses sends to unknown topics with
+	// TOPIC_NOT_EXIST instead of creating them. Auto-creation is on by
+	// default.
+	DisableAutoCreateTopic bool
+	// DefaultTopicQueueNums is the queue count of TBW102, the template of
+	// auto-created topics. Default 8.
+	DefaultTopicQueueNums int
+	// MaxMessageSize bounds a message body. Default 4 MiB.
+	MaxMessageSize int
+	// ClientExpiry drops producers and consumers that stop heartbeating.
+	// Default 120 s.
+	ClientExpiry time.Duration
+	// MaxPullSuspend caps how long a pull is held. Default 25 s (clients
+	// ask for 20 s and time out at 30 s).
+	MaxPullSuspend time.Duration
+	// PullMaxBytes bounds the body of one pull response. Default 1 MiB.
+	PullMaxBytes int
+	// Filters maps subscription expression types ("TAG", "SQL92", plugin
+	// types) to their factories. An empty type means "TAG".
+	Filters map[string]FilterFactory
+	// DisablePropertyFilter refuses SQL92 subscriptions.
+	DisablePropertyFilter bool
+	// Logger receives the broker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.BrokerName == "" {
+		o.BrokerName = DefaultBrokerName
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = DefaultClusterName
+	}
+	if o.RegisterInterval == 0 {
+		o.RegisterInterval = DefaultRegisterInterval
+	}
+	if o.DefaultTopicQueueNums == 0 {
+		o.DefaultTopicQueueNums = DefaultTopicQueueNums
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.ClientExpiry == 0 {
+		o.ClientExpiry = DefaultClientExpiry
+	}
+	if o.MaxPullSuspend == 0 {
+		o.MaxPullSuspend = DefaultMaxPullSuspend
+	}
+	if o.PullMaxBytes == 0 {
+		o.PullMaxBytes = DefaultPullMaxBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	var errs []error
+	if o.Store == nil {
+		errs = append(errs, errors.New("broker: Options.Store is required"))
+	}
+	if o.DefaultTopicQueueNums < 1 || o.DefaultTopicQueueNums > maxQueueNums {
+		errs = append(errs, fmt.Errorf("broker: DefaultTopicQueueNums %d is outside 1..%d", o.DefaultTopicQueueNums, maxQueueNums))
+	}
+	if o.MaxMessageSize < 1 {
+		errs = append(errs, errors.New("broker: MaxMessageSize must be positive"))
+	}
+	if strings.ContainsAny(o.BrokerName, " ,:") || strings.ContainsAny(o.ClusterName, " ,:") {
+		errs = append(errs, errors.New("broker: broker and cluster names must not contain spaces, commas or colons"))
+	}
+	return o, errors.Join(errs...)
+}
+
+// Broker serves the RocketMQ broker protocol.
+type Broker struct {
+	opts  Options
+	log   *slog.Logger
+	store *store.Store
+	rs    *remoting.Server
+	nsc   *remoting.Client
+
+	addr      string         // advertised address
+	storeHost netip.AddrPort // advertised address as a STOREHOST
+
+	topics   *topicTable
+	clients  *clientTable
+	holds    *holdTable
+	filters  *filterCache
+	registerMu sync.Mutex // serialises registrations
+
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	stopping sync.Once
+	started  chan struct{}
+}
+
+// New validates opts and builds a broker; Serve starts it.
+func New(opts Options) (*Broker, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		opts:     opts,
+		log:      opts.Logger.With("component", "broker", "broker", opts.BrokerName),
+		store:    opts.Store,
+		quit:     make(chan struct{}),
+		started:  make(chan struct{}),
+	}
+	b.topics, err = loadTopics(b)
+	if err != nil {
+		return nil, err
+	}
+	b.clients = newClientTable(b)
+	b.holds = newHoldTable(b)
+	b.filters = newFilterCache(b, DefaultFilterCacheSize)
+	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger})
+	b.rs = remoting.NewServer(remoting.ServerOptions{
+		Logger:  opts.Logger,
+		OnClose: b.connClosed,
+	})
+	b.routes()
+	return b, nil
+}
+
+// routes registers the request handlers.
+func (b *Broker) routes() {
+	h := b.rs.Handle
+	h(remoting.SendMessage, b.handleSend)
+	h(remoting.SendMessageV2, b.handleSend)
+	h(remoting.SendBatchMessage, b.handleSend)
+	h(remoting.PullMessage, b.handlePull)
+	h(remoting.QueryConsumerOffset, b.handleQueryOffset)
+	h(remoting.UpdateConsumerOffset, b.handleUpdateOffset)
+	h(remoting.GetMaxOffset, b.handleMaxOffset)
+	h(remoting.GetMinOffset, b.handleMinOffset)
+	h(remoting.SearchOffsetByTimestamp, b.handleSearchOffset)
+	h(remoting.GetEarliestMsgStoretime, b.handleEarliestStoreTime)
+	h(remoting.HeartBeat, b.handleHeartbeat)
+	h(remoting.UnregisterClient, b.handleUnregister)
+	h(remoting.GetConsumerListByGroup, b.handleConsumerList)
+	h(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
+	h(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
+	h(remoting.ViewMessageByID, b.handleViewMessage)
+}
+
+// Serve serves connections on ln until Shutdown. The advertised address
+// defaults to ln's.
+func (b *Broker) Serve(ln net.Listener) error {
+	addr := b.opts.AdvertiseAddr
+	if addr == "" {
+		addr = advertised(ln.Addr())
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return fmt.Errorf("broker: advertise address %q: want ip:port (%v)", addr, err)
+	}
+	b.addr, b.storeHost = addr, ap
+	b.store.SetArrivalHook(b.holds.arrived)
+	b.goTracked(b.registerLoop)
+	b.goTracked(b.clients.sweepLoop)
+	close(b.started)
+	err = b.rs.Serve(ln)
+	if errors.Is(err, remoting.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// advertised turns a listener address into one clients can dial.
+func advertised(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	ip := ta.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	ap, _ := netip.AddrFromSlice(ip)
+	return netip.AddrPortFrom(ap.Unmap(), uint16(ta.Port)).String()
+}
+
+// Addr returns the advertised address once Serve has started.
+func (b *Broker) Addr() string {
+	<-b.started
+	return b.addr
+}
+
+func (b *Broker) goTracked(fn func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn()
+	}()
+}
+
+// Shutdown stops accepting, finishes in-flight requests (until ctx ends),
+// unregisters from the name servers and stops the background work. It does
+// not close the store. It is safe to call more than once.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	var err error
+	b.stopping.Do(func() {
+		close(b.quit)
+		b.holds.releaseAll()
+		err = b.rs.Shutdown(ctx)
+		b.wg.Wait()
+		b.unregister(ctx)
+		b.nsc.Close()
+	})
+	return err
+}
+
+func (b *Broker) now() time.Time { return b.opts.Now() }
+
+// response builds a response with a code and remark.
+func response(req *remoting.Command, code int16, format string, args ...any) *remoting.Command {
+	return remoting.NewResponse(req, code, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,369 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// Message models of consumer groups.
+const (
+	ModelClustering   = "CLUSTERING"
+	ModelBroadcasting = "BROADCASTING"
+)
+
+// Heartbeat body, as clients send it.
+type heartbeatData struct {
+	ClientID        string         `json:"clientID"`
+	ProducerDataSet []producerData `json:"producerDataSet"`
+	ConsumerDataSet []consumerData `json:"consumerDataSet"`
+}
+
+type producerData struct {
+	GroupName string `json:"groupName"`
+}
+
+type consumerData struct {
+	GroupName           string             `json:"groupName"`
+	ConsumeType         string             `json:"consumeType"`
+	MessageModel        string             `json:"messageModel"`
+	ConsumeFromWhere    string             `json:"consumeFromWhere"`
+	SubscriptionDataSet []subscriptionData `json:"subscriptionDataSet"`
+	UnitMode            bool               `json:"unitMode"`
+}
+
+type subscriptionData struct {
+	ClassFilterMode bool     `json:"classFilterMode"`
+	Topic           string   `json:"topic"`
+	SubString       string   `json:"subString"`
+	TagsSet         []string `json:"tagsSet"`
+	SubVersion      int64    `json:"subVersion"`
+	ExpressionType  string   `json:"expressionType"`
+}
+
+// subscription is a group's compiled subscription to one topic.
+type subscription struct {
+	topic   string
+	typ     string
+	expr    string
+	version int64
+	filter  Filter
+	err     error // the expression did not compile
+}
+
+// member is one client of a group.
+type member struct {
+	clientID string
+	conn     *remoting.Conn
+	lastSeen time.Time
+}
+
+type consumerGroup struct {
+	name        string
+	model       string
+	consumeType string
+	members     map[string]*member // by client id
+	subs        map[string]*subscription
+}
+
+// clientTable tracks producers and consumers from their heartbeats.
+type clientTable struct {
+	b  *Broker
+	mu sync.Mutex
+	// consumers by group, producers by group then client id.
+	consumers map[string]*consumerGroup
+	producers map[string]map[string]*member
+}
+
+func newClientTable(b *Broker) *clientTable {
+	return &clientTable{b: b, consumers: map[string]*consumerGroup{}, producers: map[string]map[string]*member{}}
+}
+
+func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var hb heartbeatData
+	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		return response(req, remoting.SystemError, "heartbeat: bad body: %v", err)
+	}
+	if hb.ClientID == "" {
+		return response(req, remoting.SystemError, "heartbeat: clientID is required")
+	}
+	now := b.now()
+	var problems []string
+	for _, cd := range hb.ConsumerDataSet {
+		subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))
+		for _, sd := range cd.SubscriptionDataSet {
+			sub := &subscription{topic: sd.Topic, typ: normalizeType(sd.ExpressionType), expr: sd.SubString, version: sd.SubVersion}
+			sub.filter, sub.err = b.filters.compile(sub.typ, sub.expr)
+			if sub.err != nil {
+				problems = append(problems, "group "+cd.GroupName+", topic "+sd.Topic+": "+sub.err.Error())
+			}
+			subs[sd.Topic] = sub
+		}
+		if cd.MessageModel != ModelBroadcasting {
+			b.ensureRetryTopic(cd.GroupName)
+		}
+		b.clients.registerConsumer(cd, subs, hb.ClientID, c, now)
+	}
+	for _, pd := range hb.ProducerDataSet {
+		b.clients.registerProducer(pd.GroupName, hb.ClientID, c, now)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	if len(problems) > 0 {
+		// The client logs the remark; pulls of the bad subscription are
+		// refused with SUBSCRIPTION_PARSE_FAILED naming the same problem.
+		resp.Code = remoting.SubscriptionParseFailed
+		resp.Remark = "heartbeat: bad subscription: " + problems[0]
+	}
+	return resp
+}
+
+// ensureRetryTopic creates a consumer group's retry topic so the route the
+// client looks up exists.
+func (b *Broker) ensureRetryTopic(group string) {
+	topic := RetryGroupTopicPrefix + group
+	if _, ok := b.topics.get(topic); ok {
+		return
+	}
+	if _, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW}); err != nil {
+		b.log.Warn("create retry topic", "topic", topic, "err", err)
+	}
+}
+
+func (t *clientTable) registerConsumer(cd consumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, now time.Time) {
+	t.mu.Lock()
+	g := t.consumers[cd.GroupName]
+	if g == nil {
+		g = &consumerGroup{name: cd.GroupName, members: map[string]*member{}}
+		t.consumers[cd.GroupName] = g
+	}
+	g.model, g.consumeType = cd.MessageModel, cd.ConsumeType
+	changed := false
+	m := g.members[clientID]
+	if m == nil {
+		m = &member{clientID: clientID}
+		g.members[clientID] = m
+		changed = true
+		t.b.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
+	}
+	m.conn, m.lastSeen = c, now
+	// The latest heartbeat's subscriptions replace the group's, keeping the
+	// compiled filter of an unchanged expression.
+	for topic, sub := range subs {
+		if old, ok := g.subs[topic]; ok && old.typ == sub.typ && old.expr == sub.expr && old.err == nil {
+			old.version = sub.version
+			subs[topic] = old
+		}
+	}
+	g.subs = subs
+	var notify []*remoting.Conn
+	if changed {
+		notify = g.connsLocked()
+	}
+	t.mu.Unlock()
+	t.notify(cd.GroupName, notify)
+}
+
+func (t *clientTable) registerProducer(group, clientID string, c *remoting.Conn, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.producers[group]
+	if g == nil {
+		g = map[string]*member{}
+		t.producers[group] = g
+	}
+	m := g[clientID]
+	if m == nil {
+		m = &member{clientID: clientID}
+		g[clientID] = m
+	}
+	m.conn, m.lastSeen = c, now
+}
+
+func (g *consumerGroup) connsLocked() []*remoting.Conn {
+	conns := make([]*remoting.Conn, 0, len(g.members))
+	for _, m := range g.members {
+		conns = append(conns, m.conn)
+	}
+	return conns
+}
+
+// notify tells a group's members that its membership changed, so they
+// rebalance at once.
+func (t *clientTable) notify(group string, conns []*remoting.Conn) {
+	for _, c := range conns {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			req := remoting.NewRequest(remoting.NotifyConsumerIdsChanged, map[string]string{"consumerGroup": group}, nil)
+			if err := c.Oneway(ctx, req); err != nil {
+				t.b.log.Debug("notify consumer ids changed", "group", group, "err", err)
+			}
+		}()
+	}
+}
+
+// subscription returns a group's subscription to topic.
+func (t *clientTable) subscription(group, topic string) (*subscription, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.consumers[group]
+	if g == nil {
+		return nil, false
+	}
+	s, ok := g.subs[topic]
+	return s, ok
+}
+
+// consumerIDs returns a group's client ids, sorted.
+func (t *clientTable) consumerIDs(group string) ([]string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.consumers[group]
+	if g == nil {
+		return nil, false
+	}
+	ids := make([]string, 0, len(g.members))
+	for id := range g.members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, true
+}
+
+// drop removes members matching fn and notifies the groups that changed.
+func (t *clientTable) drop(reason string, fn func(m *member) bool) {
+	type change struct {
+		group string
+		conns []*remoting.Conn
+	}
+	var changes []change
+	t.mu.Lock()
+	for name, g := range t.consumers {
+		removed := false
+		for id, m := range g.members {
+			if fn(m) {
+				delete(g.members, id)
+				removed = true
+				t.b.log.Info("consumer left", "group", name, "client", id, "reason", reason)
+			}
+		}
+		if len(g.members) == 0 {
+			delete(t.consumers, name)
+			continue
+		}
+		if removed {
+			changes = append(changes, change{name, g.connsLocked()})
+		}
+	}
+	for name, g := range t.producers {
+		for id, m := range g {
+			if fn(m) {
+				delete(g, id)
+			}
+		}
+		if len(g) == 0 {
+			delete(t.producers, name)
+		}
+	}
+	t.mu.Unlock()
+	for _, ch := range changes {
+		t.notify(ch.group, ch.conns)
+	}
+}
+
+// connClosed drops every client registered on a closed connection.
+func (b *Broker) connClosed(c *remoting.Conn) {
+	b.clients.drop("connection closed", func(m *member) bool { return m.conn == c })
+}
+
+// sweepLoop drops clients that stopped heartbeating.
+func (t *clientTable) sweepLoop() {
+	tick := time.NewTicker(min(defaultHeartbeatSweepGap, t.b.opts.ClientExpiry/4))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.b.quit:
+			return
+		case <-tick.C:
+		}
+		deadline := t.b.now().Add(-t.b.opts.ClientExpiry)
+		t.drop("heartbeat expired", func(m *member) bool { return m.lastSeen.Before(deadline) })
+	}
+}
+
+func (b *Broker) handleUnregister(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	id := req.Get("clientID")
+	pg, cg := req.Get("producerGroup"), req.Get("consumerGroup")
+	b.clients.mu.Lock()
+	if g := b.clients.producers[pg]; g != nil {
+		delete(g, id)
+	}
+	var conns []*remoting.Conn
+	if g := b.clients.consumers[cg]; g != nil {
+		if _, ok := g.members[id]; ok {
+			delete(g.members, id)
+			b.log.Info("consumer left", "group", cg, "client", id, "reason", "unregistered")
+			conns = g.connsLocked()
+			if len(g.members) == 0 {
+				delete(b.clients.consumers, cg)
+			}
+		}
+	}
+	b.clients.mu.Unlock()
+	b.clients.notify(cg, conns)
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleConsumerList(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	group := req.Get("consumerGroup")
+	ids, ok := b.clients.consumerIDs(group)
+	if !ok {
+		return response(req, remoting.SystemError, "no consumer in group %s", group)
+	}
+	body, _ := json.Marshal(struct {
+		ConsumerIDList []string `json:"consumerIdList"`
+	}{ids})
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// readOne reads the record at a queue offset.
+func (b *Broker) readOne(topic string, qid int32, off int64) (message.Record, error) {
+	units, err := b.store.Units(topic, qid, off, 1, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(units) == 0 {
+		return nil, store.ErrNotFound
+	}
+	var out message.Record
+	_, err = b.store.ReadRecords(units, nil, func(_ store.Unit, r message.Record, rerr error) error {
+		if rerr != nil {
+			return rerr
+		}
+		out = append(message.Record(nil), r...)
+		return nil
+	})
+	return out, err
+}
+
+func (b *Broker) handleViewMessage(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	off, err := req.Int64("offset")
+	if err != nil {
+		return response(req, remoting.SystemError, "view message: %v", err)
+	}
+	r, err := b.store.ReadRecordAt(off)
+	if err != nil {
+		return response(req, remoting.SystemError, "view message at %d: %v", off, err)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = r
+	return resp
+}

@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"sync"
+	"time"
+)
+
+// holdTable keeps pulls that found nothing new until a message arrives on
+// their queue or their suspend time ends (long polling).
+type holdTable struct {
+	b  *Broker
+	mu sync.Mutex
+	// held maps a queue to its held pulls.
+	held   map[holdKey]map[*heldPull]struct{}
+	closed bool
+}
+
+type holdKey struct {
+	topic string
+	queue int32
+}
+
+type heldPull struct {
+	p     *pullRequest
+	timer *time.Timer
+}
+
+func newHoldTable(b *Broker) *holdTable {
+	return &holdTable{b: b, held: map[holdKey]map[*heldPull]struct{}{}}
+}
+
+// hold parks p. It reports false when the broker is stopping. A message
+// that landed between the caller's check and the hold is not missed: the
+// queue is checked again once p is parked.
+func (t *holdTable) hold(p *pullRequest) bool {
+	k := holdKey{p.topic, p.queueID}
+	h := &heldPull{p: p}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return false
+	}
+	set := t.held[k]
+	if set == nil {
+		set = map[*heldPull]struct{}{}
+		t.held[k] = set
+	}
+	set[h] = struct{}{}
+	h.timer = time.AfterFunc(p.suspend, func() { t.release(k, h) })
+	t.mu.Unlock()
+	if t.b.store.MaxOffset(p.topic, p.queueID) > p.offset {
+		t.release(k, h)
+	}
+	return true
+}
+
+// arrived is the store's arrival hook: it releases the pulls held on the
+// queue that are now behind its max offset. It runs on the store's flusher,
+// so the pulls are answered on their own goroutines.
+func (t *holdTable) arrived(topic string, queue int32, maxOffset int64) {
+	k := holdKey{topic, queue}
+	t.mu.Lock()
+	set := t.held[k]
+	if len(set) == 0 {
+		t.mu.Unlock()
+		return
+	}
+	var ready []*heldPull
+	for h := range set {
+		if h.p.offset < maxOffset {
+			ready = append(ready, h)
+		}
+	}
+	t.mu.Unlock()
+	for _, h := range ready {
+		go t.release(k, h)
+	}
+}
+
+// release answers h unless someone else already did.
+func (t *holdTable) release(k holdKey, h *heldPull) {
+	if !t.remove(k, h) {
+		return
+	}
+	p := h.p
+	select {
+	case <-p.conn.Done():
+		return
+	default:
+	}
+	resp := t.b.pull(p, false)
+	if err := p.conn.Reply(p.req, resp); err != nil {
+		t.b.log.Debug("held pull answered on a closed connection", "topic", p.topic, "queue", p.queueID, "err", err)
+	}
+}
+
+func (t *holdTable) remove(k holdKey, h *heldPull) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	set := t.held[k]
+	if _, ok := set[h]; !ok {
+		return false
+	}
+	delete(set, h)
+	if len(set) == 0 {
+		delete(t.held, k)
+	}
+	h.timer.Stop()
+	return true
+}
+
+// releaseAll answers every held pull now; used at shutdown.
+func (t *holdTable) releaseAll() {
+	t.mu.Lock()
+	t.closed = true
+	var all []struct {
+		k holdKey
+		h *heldPull
+	}
+	for k, set := range t.held {
+		for h := range set {
+			all = append(all, struct {
+				k holdKey
+				h *heldPull
+			}{k, h})
+		}
+	}
+	t.mu.Unlock()
+	for _, e := range all {
+		t.release(e.k, e.h)
+	}
+}
+
+// count returns the number of held pulls.
+func (t *holdTable) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, set := range t.held {
+		n += len(set)
+	}
+	return n
+}

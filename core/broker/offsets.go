@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/rmq-go/rmq/core/remoting"
+)
+
+func offsetResponse(req *remoting.Command, off int64) *remoting.Command {
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.ExtFields = map[string]string{"offset": strconv.FormatInt(off, 10)}
+	return resp
+}
+
+func queueArgs(req *remoting.Command) (string, int32, error) {
+	topic := req.Get("topic")
+	qid, err := req.Int32("queueId")
+	if err == nil && topic == "" {
+		err = errors.New("topic is required")
+	}
+	return topic, qid, err
+}
+
+func (b *Broker) handleQueryOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	topic, qid, err := queueArgs(req)
+	group := req.Get("consumerGroup")
+	if err != nil || group == "" {
+		return response(req, remoting.SystemError, "query consumer offset: consumerGroup, topic and queueId are required")
+	}
+	if off, ok := b.store.ConsumerOffset(group, topic, qid); ok {
+		return offsetResponse(req, off)
+	}
+	// Nothing committed: a queue that never lost a message to retention
+	// starts at 0, as a young RocketMQ broker answers; otherwise the client
+	// decides from its consume-from-where setting.
+	if b.store.MinOffset(topic, qid) == 0 {
+		return offsetResponse(req, 0)
+	}
+	return response(req, remoting.QueryNotFound, "no committed offset for group %s on %s/%d", group, topic, qid)
+}
+
+func (b *Broker) handleUpdateOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	topic, qid, err := queueArgs(req)
+	group := req.Get("consumerGroup")
+	off, oerr := req.Int64("commitOffset")
+	if err != nil || oerr != nil || group == "" || off < 0 {
+		return response(req, remoting.SystemError, "update consumer offset: consumerGroup, topic, queueId and a non-negative commitOffset are required")
+	}
+	b.store.CommitOffset(group, topic, qid, off)
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// The Go client reads `offset` from these answers without checking the
+// code, so every answer carries it.
+
+func (b *Broker) handleMaxOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	topic, qid, err := queueArgs(req)
+	if err != nil {
+		resp := offsetResponse(req, 0)
+		resp.Code, resp.Remark = remoting.SystemError, "get max offset: "+err.Error()
+		return resp
+	}
+	return offsetResponse(req, b.store.MaxOffset(topic, qid))
+}
+
+func (b *Broker) handleMinOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	topic, qid, err := queueArgs(req)
+	if err != nil {
+		resp := offsetResponse(req, 0)
+		resp.Code, resp.Remark = remoting.SystemError, "get min offset: "+err.Error()
+		return resp
+	}
+	return offsetResponse(req, b.store.MinOffset(topic, qid))
+}
+
+func (b *Broker) handleSearchOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	topic, qid, err := queueArgs(req)
+	ts, terr := req.Int64("timestamp")
+	if err != nil || terr != nil {
+		resp := offsetResponse(req, 0)
+		resp.Code, resp.Remark = remoting.SystemError, "search offset: topic, queueId and timestamp are required"
+		return resp
+	}
+	off, err := b.store.OffsetForTimestamp(topic, qid, ts)
+	if err != nil {
+		b.log.Warn("search offset by timestamp", "topic", topic, "queue", qid, "err", err)
+		off = b.store.MaxOffset(topic, qid)
+	}
+	return offsetResponse(req, off)
+}
+
+func (b *Broker) handleEarliestStoreTime(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	topic, qid, err := queueArgs(req)
+	if err != nil {
+		return response(req, remoting.SystemError, "get earliest store time: %v", err)
+	}
+	minOff, maxOff := b.store.QueueOffsets(topic, qid)
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.ExtFields = map[string]string{"timestamp": "0"}
+	if minOff < maxOff {
+		if r, err := b.readOne(topic, qid, minOff); err == nil {
+			resp.ExtFields["timestamp"] = strconv.FormatInt(r.StoreTimestamp(), 10)
+		}
+	}
+	return resp
+}

@@ -1,0 +1,251 @@
+package broker
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// Pull request sysFlag bits.
+const (
+	pullCommitOffset = 0x1 // commitOffset carries the consumer's offset
+	pullSuspend      = 0x2 // the pull may be held until a message arrives
+	pullSubscription = 0x4 // the request carries its own subscription
+)
+
+// matchBatch is how many records a filter sees per Match call.
+const matchBatch = 32
+
+// pullRequest is a parsed PULL_MESSAGE.
+type pullRequest struct {
+	conn       *remoting.Conn
+	req        *remoting.Command
+	group      string
+	topic      string
+	queueID    int32
+	offset     int64
+	maxMsgs    int
+	sysFlag    int32
+	suspend    time.Duration
+	filter     Filter
+	filterName string // "TYPE expression", for errors
+}
+
+func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	p := &pullRequest{conn: c, req: req, group: req.Get("consumerGroup"), topic: req.Get("topic")}
+	var errs []error
+	var err error
+	p.queueID, err = req.Int32("queueId")
+	errs = append(errs, err)
+	p.offset, err = req.Int64("queueOffset")
+	errs = append(errs, err)
+	maxMsgs, err := req.Int32Or("maxMsgNums", DefaultPullMaxMsgs)
+	errs = append(errs, err)
+	p.sysFlag, err = req.Int32Or("sysFlag", 0)
+	errs = append(errs, err)
+	commit, err := req.Int64Or("commitOffset", 0)
+	errs = append(errs, err)
+	suspendMS, err := req.Int64Or("suspendTimeoutMillis", 0)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return response(req, remoting.SystemError, "pull: %v", err)
+	}
+	// The lite pull consumer sends 0 unless told otherwise: that means the
+	// default batch, not one message.
+	p.maxMsgs = int(maxMsgs)
+	if p.maxMsgs <= 0 {
+		p.maxMsgs = DefaultPullMaxMsgs
+	}
+	p.maxMsgs = min(p.maxMsgs, 1024)
+	p.suspend = min(time.Duration(suspendMS)*time.Millisecond, b.opts.MaxPullSuspend)
+
+	tc, ok := b.topics.get(p.topic)
+	if !ok {
+		return response(req, remoting.TopicNotExist, "pull: topic %s does not exist", p.topic)
+	}
+	if tc.Perm&permRead == 0 {
+		return response(req, remoting.NoPermission, "pull: topic %s is not readable (perm %d)", p.topic, tc.Perm)
+	}
+	if p.queueID < 0 || int(p.queueID) >= tc.ReadQueueNums {
+		return response(req, remoting.SystemError, "pull: queue %d does not exist in topic %s (%d read queues)", p.queueID, p.topic, tc.ReadQueueNums)
+	}
+	code, err := b.pullFilter(p)
+	if err != nil {
+		return response(req, code, "pull: %v", err)
+	}
+	if p.sysFlag&pullCommitOffset != 0 && p.group != "" && commit >= 0 {
+		b.store.CommitOffset(p.group, p.topic, p.queueID, commit)
+	}
+	return b.pull(p, p.sysFlag&pullSuspend != 0 && p.suspend > 0)
+}
+
+// pullFilter resolves the subscription a pull applies: the request's own
+// when it carries one, else the group's from its heartbeats.
+func (b *Broker) pullFilter(p *pullRequest) (int16, error) {
+	typ, expr := p.req.Get("expressionType"), p.req.Get("subscription")
+	if p.sysFlag&pullSubscription == 0 {
+		sub, ok := b.clients.subscription(p.group, p.topic)
+		if !ok {
+			return remoting.SubscriptionNotExist, errors.New("consumer group " + p.group + " has no subscription to " + p.topic + " (no heartbeat yet?)")
+		}
+		if sub.err != nil {
+			return remoting.SubscriptionParseFailed, sub.err
+		}
+		p.filter, p.filterName = sub.filter, sub.typ+" "+sub.expr
+		return 0, nil
+	}
+	f, err := b.filters.compile(typ, expr)
+	if err != nil {
+		return remoting.SubscriptionParseFailed, err
+	}
+	p.filter, p.filterName = f, typ+" "+expr
+	return 0, nil
+}
+
+// pull runs one pull and answers it, or holds it when allowed and nothing
+// is there yet.
+func (b *Broker) pull(p *pullRequest, mayHold bool) *remoting.Command {
+	minOff, maxOff := b.store.QueueOffsets(p.topic, p.queueID)
+	o := p.offset
+	switch {
+	case maxOff == 0 && o != 0, o < minOff, o > maxOff:
+		next := minOff
+		if o > maxOff {
+			next = maxOff
+		}
+		return pullResponse(p.req, remoting.PullOffsetMoved, next, minOff, maxOff, nil)
+	case o == maxOff:
+		if mayHold && b.holds.hold(p) {
+			return nil // answered when a message arrives or the hold times out
+		}
+		return pullResponse(p.req, remoting.PullNotFound, o, minOff, maxOff, nil)
+	}
+	body, next, err := b.readMatching(p)
+	switch {
+	case len(body) > 0:
+		return pullResponse(p.req, remoting.Success, next, minOff, b.store.MaxOffset(p.topic, p.queueID), body)
+	case err != nil:
+		return pullResponse(p.req, remoting.SystemError, next, minOff, maxOff, nil, err.Error())
+	case next == p.offset:
+		return pullResponse(p.req, remoting.PullNotFound, next, minOff, maxOff, nil)
+	}
+	return pullResponse(p.req, remoting.PullRetryImmediately, next, minOff, maxOff, nil)
+}
+
+// readMatching scans the queue from p.offset and returns the stored bytes
+// of the messages the filter accepts, and the offset after the last unit
+// it scanned. A filter error stops the scan before the batch that failed,
+// so no offset moves past a message that was not filtered.
+func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err error) {
+	next = p.offset
+	var (
+		units   []store.Unit
+		cand    []store.Unit
+		scanned int
+		size    int
+	)
+scan:
+	for len(cand) < p.maxMsgs && scanned < DefaultPullScanUnits {
+		units, err = b.store.Units(p.topic, p.queueID, next, 64, units[:0])
+		if err != nil {
+			if errors.Is(err, store.ErrOffsetGone) {
+				break // retention moved the queue; the next pull is told
+			}
+			return nil, next, err
+		}
+		if len(units) == 0 {
+			break
+		}
+		for _, u := range units {
+			next = u.QueueOffset + 1
+			scanned++
+			if u.Size == 0 {
+				b.log.Error("skipping a message lost to corruption", "topic", p.topic, "queue", p.queueID, "offset", u.QueueOffset)
+				continue
+			}
+			if !p.filter.MatchTagHash(u.TagCode) {
+				continue
+			}
+			cand = append(cand, u)
+			size += int(u.Size)
+			if len(cand) == p.maxMsgs || size >= b.opts.PullMaxBytes {
+				break scan
+			}
+		}
+	}
+	if len(cand) == 0 {
+		return nil, next, nil
+	}
+
+	body = make([]byte, 0, size)
+	spans := make([]span, 0, len(cand))
+	kept := cand[:0]
+	_, err = b.store.ReadRecords(cand, nil, func(u store.Unit, r message.Record, rerr error) error {
+		if rerr != nil {
+			// Reported by the store; never served. The offset moves past it.
+			return nil
+		}
+		at := len(body)
+		body = append(body, r...)
+		spans = append(spans, span{at, len(body)})
+		kept = append(kept, u)
+		return nil
+	})
+	if err != nil {
+		return nil, p.offset, err
+	}
+	if !p.filter.NeedsRecord() || len(spans) == 0 {
+		return body, next, nil
+	}
+	recs := make([]message.Record, len(spans))
+	for i, s := range spans {
+		recs[i] = message.Record(body[s.at:s.end])
+	}
+	match := make([]bool, len(recs))
+	for i := 0; i < len(recs); i += matchBatch {
+		j := min(i+matchBatch, len(recs))
+		if ferr := p.filter.Match(recs[i:j], match[i:j]); ferr != nil {
+			b.filters.failed(p.filterName, ferr)
+			// Serve what matched before this batch; resume at its first
+			// message.
+			body, next = compact(body, spans[:i], match[:i]), kept[i].QueueOffset
+			return body, next, errors.New("filter " + p.filterName + " failed: " + ferr.Error())
+		}
+	}
+	return compact(body, spans, match), next, nil
+}
+
+// span is a record's place in a pull body.
+type span struct{ at, end int }
+
+// compact keeps the matching records of body, in order, in place.
+func compact(body []byte, spans []span, match []bool) []byte {
+	out := body[:0]
+	for i, s := range spans {
+		if match[i] {
+			out = append(out, body[s.at:s.end]...)
+		}
+	}
+	return out
+}
+
+func pullResponse(req *remoting.Command, code int16, next, minOff, maxOff int64, body []byte, remark ...string) *remoting.Command {
+	resp := remoting.NewResponse(req, code, "")
+	if len(remark) > 0 {
+		resp.Remark = remark[0]
+	}
+	resp.ExtFields = map[string]string{
+		"nextBeginOffset":      strconv.FormatInt(next, 10),
+		"minOffset":            strconv.FormatInt(minOff, 10),
+		"maxOffset":            strconv.FormatInt(maxOff, 10),
+		"suggestWhichBrokerId": "0",
+	}
+	resp.Body = body
+	return resp
+}
+
+const permRead = 4

@@ -1,0 +1,270 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	"github.com/rmq-go/rmq/core/namesrv"
+	"github.com/rmq-go/rmq/core/remoting"
+)
+
+// TopicConfig is a topic's configuration: queue counts and permissions.
+type TopicConfig = namesrv.TopicConfig
+
+// Names and limits of topics.
+const (
+	// AutoCreateTopicKey is the template topic of auto-created topics.
+	AutoCreateTopicKey = "TBW102"
+	// RetryGroupTopicPrefix prefixes a group's retry topic.
+	RetryGroupTopicPrefix = "%RETRY%"
+	// DLQGroupTopicPrefix prefixes a group's dead-letter topic.
+	DLQGroupTopicPrefix = "%DLQ%"
+	// ScheduleTopic holds delayed messages until they are due.
+	ScheduleTopic = "SCHEDULE_TOPIC_XXXX"
+	// HalfTopic holds transactional half messages.
+	HalfTopic = "RMQ_SYS_TRANS_HALF_TOPIC"
+	// OpHalfTopic records transaction outcomes.
+	OpHalfTopic = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+
+	maxTopicLen  = 127
+	maxQueueNums = 1024
+	topicMetaKey = "topic/"
+	permRW       = namesrv.PermRead | namesrv.PermWrite
+)
+
+// ErrBadTopic is returned for a topic name clients may not use.
+var ErrBadTopic = errors.New("broker: invalid topic")
+
+// ValidateTopic checks a topic name: 1 to 127 characters of
+// [%|a-zA-Z0-9_-].
+func ValidateTopic(topic string) error {
+	if topic == "" {
+		return fmt.Errorf("%w: the topic name is empty", ErrBadTopic)
+	}
+	if len(topic) > maxTopicLen {
+		return fmt.Errorf("%w: %q is longer than %d characters", ErrBadTopic, topic[:20]+"…", maxTopicLen)
+	}
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '%' || c == '|' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q holds %q; allowed are letters, digits, %%, |, _ and -", ErrBadTopic, topic, c)
+		}
+	}
+	return nil
+}
+
+// systemTopic reports whether clients may not send to topic directly.
+func systemTopic(topic string) bool {
+	return topic == ScheduleTopic || topic == HalfTopic || topic == OpHalfTopic
+}
+
+// topicTable is the broker's topic configuration, persisted in the store.
+type topicTable struct {
+	b       *Broker
+	mu      sync.RWMutex
+	topics  map[string]TopicConfig
+	version namesrv.DataVersion
+}
+
+func loadTopics(b *Broker) (*topicTable, error) {
+	t := &topicTable{b: b, topics: map[string]TopicConfig{}}
+	err := b.store.EachMeta(topicMetaKey, func(name string, v []byte) error {
+		var tc TopicConfig
+		if err := json.Unmarshal(v, &tc); err != nil {
+			return fmt.Errorf("broker: topic config %s: %w", name, err)
+		}
+		t.topics[tc.TopicName] = tc
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := b.opts.DefaultTopicQueueNums
+	if _, ok := t.topics[AutoCreateTopicKey]; !ok || b.opts.DisableAutoCreateTopic {
+		tc := TopicConfig{TopicName: AutoCreateTopicKey, ReadQueueNums: n, WriteQueueNums: n, Perm: permRW | namesrv.PermInherit, TopicFilterType: "SINGLE_TAG"}
+		if b.opts.DisableAutoCreateTopic {
+			tc.Perm = permRW
+		}
+		if err := t.persist(tc); err != nil {
+			return nil, err
+		}
+		t.topics[tc.TopicName] = tc
+	}
+	t.version = namesrv.DataVersion{Timestamp: b.now().UnixMilli()}
+	return t, nil
+}
+
+func (t *topicTable) persist(tc TopicConfig) error {
+	v, err := json.Marshal(tc)
+	if err != nil {
+		return err
+	}
+	return t.b.store.PutMeta(topicMetaKey+tc.TopicName, v)
+}
+
+func (t *topicTable) get(topic string) (TopicConfig, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	tc, ok := t.topics[topic]
+	return tc, ok
+}
+
+// snapshot returns a copy of the table and its version.
+func (t *topicTable) snapshot() (map[string]TopicConfig, namesrv.DataVersion) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return maps.Clone(t.topics), t.version
+}
+
+// put creates or replaces a topic durably and registers it with the name
+// servers before returning.
+func (t *topicTable) put(tc TopicConfig) error {
+	if err := checkTopicConfig(tc); err != nil {
+		return err
+	}
+	if tc.TopicFilterType == "" {
+		tc.TopicFilterType = "SINGLE_TAG"
+	}
+	t.mu.Lock()
+	if old, ok := t.topics[tc.TopicName]; ok && old == tc {
+		t.mu.Unlock()
+		return nil
+	}
+	if err := t.persist(tc); err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	t.topics[tc.TopicName] = tc
+	t.version.Counter++
+	t.version.Timestamp = t.b.now().UnixMilli()
+	t.mu.Unlock()
+	t.b.log.Info("topic saved", "topic", tc.TopicName, "read_queues", tc.ReadQueueNums, "write_queues", tc.WriteQueueNums, "perm", tc.Perm)
+	t.b.registerNow()
+	return nil
+}
+
+// ensure returns the topic, creating it with tc when it does not exist.
+func (t *topicTable) ensure(tc TopicConfig) (TopicConfig, error) {
+	if old, ok := t.get(tc.TopicName); ok {
+		return old, nil
+	}
+	if err := t.put(tc); err != nil {
+		return TopicConfig{}, err
+	}
+	got, _ := t.get(tc.TopicName)
+	return got, nil
+}
+
+func (t *topicTable) delete(topic string) error {
+	t.mu.Lock()
+	if _, ok := t.topics[topic]; !ok {
+		t.mu.Unlock()
+		return nil
+	}
+	if err := t.b.store.DeleteMeta(topicMetaKey + topic); err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	delete(t.topics, topic)
+	t.version.Counter++
+	t.mu.Unlock()
+	t.b.log.Info("topic deleted", "topic", topic)
+	t.b.registerNow()
+	return nil
+}
+
+func checkTopicConfig(tc TopicConfig) error {
+	var errs []error
+	if err := ValidateTopic(tc.TopicName); err != nil {
+		errs = append(errs, err)
+	}
+	if tc.ReadQueueNums < 1 || tc.ReadQueueNums > maxQueueNums || tc.WriteQueueNums < 1 || tc.WriteQueueNums > maxQueueNums {
+		errs = append(errs, fmt.Errorf("broker: topic %s: queue counts must be 1..%d (read %d, write %d)",
+			tc.TopicName, maxQueueNums, tc.ReadQueueNums, tc.WriteQueueNums))
+	}
+	if tc.Perm&^(namesrv.PermPriority|permRW|namesrv.PermInherit) != 0 {
+		errs = append(errs, fmt.Errorf("broker: topic %s: unknown permission bits in %d", tc.TopicName, tc.Perm))
+	}
+	return errors.Join(errs...)
+}
+
+// autoCreate creates topic from the template named by defaultTopic, as a
+// send to an unknown topic does.
+func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicConfig, int16, error) {
+	if strings.HasPrefix(topic, RetryGroupTopicPrefix) || strings.HasPrefix(topic, DLQGroupTopicPrefix) {
+		tc, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW})
+		return tc, remoting.SystemError, err
+	}
+	if b.opts.DisableAutoCreateTopic {
+		return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist and auto-creation is off", topic)
+	}
+	if defaultTopic == "" {
+		defaultTopic = AutoCreateTopicKey
+	}
+	tmpl, ok := b.topics.get(defaultTopic)
+	if !ok || tmpl.Perm&namesrv.PermInherit == 0 {
+		return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist and %s cannot be inherited from", topic, defaultTopic)
+	}
+	n := tmpl.WriteQueueNums
+	if queueNums > 0 && queueNums < n {
+		n = queueNums
+	}
+	tc, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: tmpl.Perm &^ namesrv.PermInherit})
+	return tc, remoting.SystemError, err
+}
+
+func (b *Broker) handleCreateTopic(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	tc := TopicConfig{TopicName: req.Get("topic"), TopicFilterType: req.Get("topicFilterType")}
+	var errs []error
+	var err error
+	tc.ReadQueueNums, err = intField(req, "readQueueNums", 8)
+	errs = append(errs, err)
+	tc.WriteQueueNums, err = intField(req, "writeQueueNums", 8)
+	errs = append(errs, err)
+	tc.Perm, err = intField(req, "perm", permRW)
+	errs = append(errs, err)
+	tc.TopicSysFlag, err = intField(req, "topicSysFlag", 0)
+	errs = append(errs, err)
+	tc.Order, err = req.BoolOr("order", false)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return response(req, remoting.SystemError, "%v", err)
+	}
+	if tc.TopicName == AutoCreateTopicKey || systemTopic(tc.TopicName) {
+		return response(req, remoting.NoPermission, "topic %s is reserved", tc.TopicName)
+	}
+	if err := b.topics.put(tc); err != nil {
+		return response(req, remoting.SystemError, "%v", err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleDeleteTopic(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	topic := req.Get("topic")
+	if topic == AutoCreateTopicKey || systemTopic(topic) {
+		return response(req, remoting.NoPermission, "topic %s is reserved", topic)
+	}
+	if err := b.topics.delete(topic); err != nil {
+		return response(req, remoting.SystemError, "%v", err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func intField(req *remoting.Command, key string, def int) (int, error) {
+	v, err := req.Int32Or(key, int32(def))
+	return int(v), err
+}
+
+// Topics returns a copy of the topic table.
+func (b *Broker) Topics() map[string]TopicConfig {
+	m, _ := b.topics.snapshot()
+	return m
+}
+
+// CreateTopic creates or updates a topic, as UPDATE_AND_CREATE_TOPIC does.
+func (b *Broker) CreateTopic(tc TopicConfig) error { return b.topics.put(tc) }
+

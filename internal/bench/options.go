@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors of this package.
+var (
+	// ErrInvalidOptions is returned, wrapped with every problem found, when
+	// Options do not describe a run. Nothing is sent.
+	ErrInvalidOptions = errors.New("bench: invalid options")
+	// ErrRefused is returned when the broker answers a setup request
+	// (creating the topic, reading a queue's offsets) with a code other than
+	// SUCCESS, or with a header that does not parse. The run does not start.
+	ErrRefused = errors.New("bench: broker refused")
+	// ErrTimeout is recorded for a request that got no response within
+	// Options.Timeout. It counts as an error of the run, which goes on.
+	ErrTimeout = errors.New("bench: no response in time")
+)
+
+// Defaults of Options.
+const (
+	DefaultBroker    = "127.0.0.1:10911"
+	DefaultTopic     = "BenchTopic"
+	DefaultQueues    = 8
+	DefaultGroup     = "bench"
+	DefaultConns     = 64
+	DefaultInFlight  = 1
+	DefaultSize      = 1024
+	DefaultBatch     = 1
+	DefaultDuration  = 10 * time.Second
+	DefaultPullBatch = 32
+	DefaultProgress  = time.Second
+	DefaultTimeout   = 3 * time.Second
+)
+
+// Broker limits the options are checked against.
+const (
+	// maxMessageSize is RocketMQ's default maxMessageSize: the largest body
+	// of one message, and of one batch request.
+	maxMessageSize = 4 << 20
+	// maxNameLen bounds topic and group names (the stored topic length is
+	// one byte).
+	maxNameLen = 127
+)
+
+// Options configures a run of Produce or Consume. The zero value of each
+// field means its default, so Options{} benchmarks the local broker.
+type Options struct {
+	// Broker is the broker's address; default "127.0.0.1:10911".
+	Broker string
+	// Topic is the topic to write and read; default "BenchTopic". Produce
+	// first creates it (or updates it) with Queues read and write queues.
+	Topic string
+	// Queues is the topic's queue count; default 8. Produce spreads
+	// requests over the queues round robin; Consume reads every one.
+	Queues int
+	// Group is the producer group of sends and the consumer group of pulls;
+	// default "bench".
+	Group string
+	// Conns is the number of TCP connections; default 64. Each has its own
+	// remoting.Client, since a Client keeps one connection per address.
+	Conns int
+	// InFlight is the number of requests outstanding on each connection;
+	// default 1. Produce keeps Conns×InFlight requests in flight. Consume
+	// pulls each queue one request at a time, so at most Queues.
+	InFlight int
+	// Size is the body length of each message in bytes; default 1024, at
+	// most 4 MiB.
+	Size int
+	// Batch is the number of messages per send request; default 1. One is
+	// sent as SEND_MESSAGE (10), more as SEND_BATCH_MESSAGE (320). A batch
+	// body may not exceed 4 MiB.
+	Batch int
+	// Rate is the target number of messages per second over all
+	// connections; 0 (the default) sends as fast as responses come back.
+	Rate int
+	// Duration bounds the run. Produce defaults to 10 s when Count is 0 and
+	// to no limit otherwise; Consume defaults to no limit (it stops when it
+	// has caught up).
+	Duration time.Duration
+	// Count stops Produce after this many messages have been sent (answered
+	// or failed) and Consume after this many have been read; 0 means no
+	// count limit.
+	Count int64
+	// PullBatch is the maxMsgNums of each pull; default 32.
+	PullBatch int
+	// Progress is the interval between progress lines; default 1 s.
+	// Negative disables them.
+	Progress time.Duration
+	// Timeout bounds each request; default 3 s (the clients' send timeout).
+	// A request unanswered for about that long is abandoned and counted as
+	// an error.
+	Timeout time.Duration
+}
+
+// withDefaults returns a copy of o with zero fields set to their defaults
+// for Produce (consume false) or Consume.
+func (o Options) withDefaults(consume bool) Options {
+	if o.Broker == "" {
+		o.Broker = DefaultBroker
+	}
+	if o.Topic == "" {
+		o.Topic = DefaultTopic
+	}
+	if o.Queues == 0 {
+		o.Queues = DefaultQueues
+	}
+	if o.Group == "" {
+		o.Group = DefaultGroup
+	}
+	if o.Conns == 0 {
+		o.Conns = DefaultConns
+	}
+	if o.InFlight == 0 {
+		o.InFlight = DefaultInFlight
+	}
+	if o.Size == 0 {
+		o.Size = DefaultSize
+	}
+	if o.Batch == 0 {
+		o.Batch = DefaultBatch
+	}
+	if o.Duration == 0 && o.Count == 0 && !consume {
+		o.Duration = DefaultDuration
+	}
+	if o.PullBatch == 0 {
+		o.PullBatch = DefaultPullBatch
+	}
+	if o.Progress == 0 {
+		o.Progress = DefaultProgress
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return o
+}
+
+// validate reports every problem of o, which has its defaults filled in,
+// in one error wrapping ErrInvalidOptions.
+func (o *Options) validate() error {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if err := checkName(o.Topic); err != "" {
+		bad("Topic %q %s", o.Topic, err)
+	}
+	if err := checkName(o.Group); err != "" {
+		bad("Group %q %s", o.Group, err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Queues", o.Queues}, {"Conns", o.Conns}, {"InFlight", o.InFlight}, {"Size", o.Size}, {"Batch", o.Batch}, {"PullBatch", o.PullBatch}} {
+		if f.v < 0 {
+			bad("%s %d is negative", f.name, f.v)
+		}
+	}
+	if o.Size > maxMessageSize {
+		bad("Size %d exceeds the broker's 4 MiB message limit", o.Size)
+	}
+	if o.Size > 0 && o.Batch > 0 && int64(o.Size)*int64(o.Batch) > maxMessageSize {
+		bad("a batch of %d × %d bytes exceeds the broker's 4 MiB message limit", o.Batch, o.Size)
+	}
+	if o.Rate < 0 {
+		bad("Rate %d is negative", o.Rate)
+	}
+	if o.Duration < 0 {
+		bad("Duration %v is negative", o.Duration)
+	}
+	if o.Count < 0 {
+		bad("Count %d is negative", o.Count)
+	}
+	if o.Timeout < 0 {
+		bad("Timeout %v is negative", o.Timeout)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// checkName applies RocketMQ's rule for topic and group names: 1 to 127
+// characters from [%|a-zA-Z0-9_-]. It returns what is wrong, or "".
+func checkName(s string) string {
+	if len(s) > maxNameLen {
+		return fmt.Sprintf("is longer than %d bytes", maxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '%' || c == '|' || c == '_' || c == '-' {
+			continue
+		}
+		return fmt.Sprintf("has %q; names use only letters, digits and %%|_-", c)
+	}
+	return ""
+}

@@ -1,0 +1,157 @@
+// Package brokertest runs a whole broker in-process for tests and builds
+// official RocketMQ Go clients pointed at it.
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+func init() {
+	// The official client logs every rebalance and heartbeat; keep tests
+	// readable.
+	rlog.SetLogLevel("error")
+}
+
+// Env is a running broker with an embedded name server.
+type Env struct {
+	*server.Server
+	Config server.Config
+}
+
+// Logger returns a logger that is silent unless RMQ_TEST_LOG is set.
+func Logger() *slog.Logger {
+	if os.Getenv("RMQ_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Start runs a broker on free ports with its data in a temporary
+// directory. mutate may change the config first. The broker is shut down
+// when the test ends.
+func Start(t testing.TB, mutate ...func(*server.Config)) *Env {
+	t.Helper()
+	cfg := server.Config{
+		DataDir:       t.TempDir(),
+		Listen:        "127.0.0.1:0",
+		NamesrvListen: "127.0.0.1:0",
+		Logger:        Logger(),
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	return StartConfig(t, cfg)
+}
+
+// StartConfig runs a broker with cfg as given.
+func StartConfig(t testing.TB, cfg server.Config) *Env {
+	t.Helper()
+	s, err := server.Start(cfg)
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	e := &Env{Server: s, Config: cfg}
+	t.Cleanup(func() { e.Stop(t) })
+	return e
+}
+
+// Stop shuts the broker down; it is safe to call more than once.
+func (e *Env) Stop(t testing.TB) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+}
+
+// Restart stops the broker and starts it again on the same data
+// directory and addresses.
+func (e *Env) Restart(t testing.TB) *Env {
+	t.Helper()
+	e.Stop(t)
+	cfg := e.Config
+	cfg.Listen = e.BrokerAddr
+	if cfg.NamesrvListen != "" {
+		cfg.NamesrvListen = e.NamesrvAddr
+	}
+	return StartConfig(t, cfg)
+}
+
+var seq atomic.Int64
+
+// Name returns a name unique within the test process.
+func Name(prefix string) string {
+	return fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), seq.Add(1))
+}
+
+// Resolver points official clients at the embedded name server.
+func (e *Env) Resolver() primitive.NsResolver {
+	return primitive.NewPassthroughResolver([]string{e.NamesrvAddr})
+}
+
+// Producer starts an official producer with its own client instance.
+func (e *Env) Producer(t testing.TB, opts ...producer.Option) rocketmq.Producer {
+	t.Helper()
+	all := append([]producer.Option{
+		producer.WithNsResolver(e.Resolver()),
+		producer.WithGroupName(Name("pg")),
+		producer.WithInstanceName(Name("producer")),
+		producer.WithRetry(2),
+	}, opts...)
+	p, err := rocketmq.NewProducer(all...)
+	if err != nil {
+		t.Fatalf("new producer: %v", err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatalf("start producer: %v", err)
+	}
+	t.Cleanup(func() { p.Shutdown() })
+	return p
+}
+
+// PushConsumer builds an official push consumer with its own client
+// instance; the caller subscribes and starts it. It is shut down when the
+// test ends.
+func (e *Env) PushConsumer(t testing.TB, group string, opts ...consumer.Option) rocketmq.PushConsumer {
+	t.Helper()
+	all := append([]consumer.Option{
+		consumer.WithNsResolver(e.Resolver()),
+		consumer.WithGroupName(group),
+		consumer.WithInstance(Name("consumer")),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	}, opts...)
+	c, err := rocketmq.NewPushConsumer(all...)
+	if err != nil {
+		t.Fatalf("new push consumer: %v", err)
+	}
+	t.Cleanup(func() { c.Shutdown() })
+	return c
+}
+
+// Wait waits for ch to deliver or fails the test after timeout.
+func Wait[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+	var zero T
+	return zero
+}

@@ -1,0 +1,197 @@
+// Package server assembles a runnable broker from its parts: the store,
+// the embedded name server, the broker and the filters. cmd/broker maps
+// flags and the config file onto Config; tests use it to run the whole
+// thing in-process.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/namesrv"
+	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/filters/sql92"
+	"github.com/rmq-go/rmq/filters/tag"
+)
+
+// Config is everything a broker process runs with.
+type Config struct {
+	// DataDir holds the store.
+	DataDir string
+	// Listen is the broker's address; "127.0.0.1:0" picks a free port.
+	Listen string
+	// Advertise is the address clients dial; default: Listen's address.
+	Advertise string
+	// NamesrvListen runs an embedded name server there; empty runs none.
+	NamesrvListen string
+	// NameServers are external name servers to register with (the
+	// embedded one is added automatically).
+	NameServers []string
+	// Store configures the store; Dir and Logger are filled in.
+	Store store.Options
+	// Broker configures the broker; Store, NameServers, Filters and
+	// Logger are filled in.
+	Broker broker.Options
+	// Namesrv configures the embedded name server.
+	Namesrv namesrv.Options
+	// Logger receives every component's logs.
+	Logger *slog.Logger
+}
+
+// Server is a running broker process.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	Store  *store.Store
+	Broker *broker.Broker
+	NS     *namesrv.Server
+
+	// BrokerAddr and NamesrvAddr are where they listen.
+	BrokerAddr  string
+	NamesrvAddr string
+
+	wg       sync.WaitGroup
+	errs     chan error
+	shutdown sync.Once
+}
+
+// Start opens the store, starts the embedded name server and the broker,
+// and returns once both accept connections.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("server: a data directory is required")
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 2)}
+
+	var nsLn net.Listener
+	if cfg.NamesrvListen != "" {
+		ln, err := net.Listen("tcp", cfg.NamesrvListen)
+		if err != nil {
+			return nil, fmt.Errorf("name server: listen on %s: %w", cfg.NamesrvListen, err)
+		}
+		nsLn = ln
+		s.NamesrvAddr = ln.Addr().String()
+	}
+	brokerLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		if nsLn != nil {
+			nsLn.Close()
+		}
+		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
+	}
+	closeListeners := func() {
+		brokerLn.Close()
+		if nsLn != nil {
+			nsLn.Close()
+		}
+	}
+
+	so := cfg.Store
+	so.Dir = cfg.DataDir
+	if so.Logger == nil {
+		so.Logger = cfg.Logger
+	}
+	s.Store, err = store.Open(so)
+	if err != nil {
+		closeListeners()
+		return nil, err
+	}
+
+	if nsLn != nil {
+		no := cfg.Namesrv
+		if no.Logger == nil {
+			no.Logger = cfg.Logger
+		}
+		s.NS = namesrv.New(no)
+		s.serve(func() error { return s.NS.Serve(nsLn) })
+	}
+
+	bo := cfg.Broker
+	bo.Store = s.Store
+	bo.AdvertiseAddr = cfg.Advertise
+	bo.NameServers = append([]string(nil), cfg.NameServers...)
+	if s.NamesrvAddr != "" {
+		bo.NameServers = append(bo.NameServers, s.NamesrvAddr)
+	}
+	if bo.Logger == nil {
+		bo.Logger = cfg.Logger
+	}
+	if bo.Filters == nil {
+		bo.Filters = DefaultFilters()
+	}
+	s.Broker, err = broker.New(bo)
+	if err != nil {
+		s.stopNamesrv()
+		brokerLn.Close()
+		s.Store.Close()
+		return nil, err
+	}
+	s.serve(func() error { return s.Broker.Serve(brokerLn) })
+	s.BrokerAddr = s.Broker.Addr()
+	return s, nil
+}
+
+func (s *Server) serve(fn func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := fn(); err != nil {
+			s.errs <- err
+		}
+	}()
+}
+
+// Err delivers the first error a listener stops with.
+func (s *Server) Err() <-chan error { return s.errs }
+
+func (s *Server) stopNamesrv() {
+	if s.NS != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.NS.Shutdown(ctx)
+	}
+}
+
+// Shutdown stops accepting, finishes in-flight requests (until ctx ends),
+// flushes and closes the store. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	s.shutdown.Do(func() {
+		errs = append(errs, s.Broker.Shutdown(ctx))
+		if s.NS != nil {
+			errs = append(errs, s.NS.Shutdown(ctx))
+		}
+		s.wg.Wait()
+		errs = append(errs, s.Store.Close())
+	})
+	return errors.Join(errs...)
+}
+
+// DefaultFilters are the built-in expression types: TAG and SQL92.
+func DefaultFilters() map[string]broker.FilterFactory {
+	sqlCache := sql92.NewCache(4096)
+	return map[string]broker.FilterFactory{
+		broker.ExpressionTag: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
+			return tag.Compile(expr)
+		}),
+		broker.ExpressionSQL92: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
+			return sqlCache.Compile(expr)
+		}),
+	}
+}
+
+// DataPath returns a path inside the data directory.
+func (s *Server) DataPath(elem ...string) string {
+	return filepath.Join(append([]string{s.cfg.DataDir}, elem...)...)
+}
+
