@@ -385,10 +385,8 @@ func (g *generation) get(ctx context.Context) (*instance, error) {
 // put returns an instance to the pool after a call. A poisoned instance, or
 // one that served its RecycleAfter calls, is closed instead.
 func (g *generation) put(inst *instance, err error) {
-	poisoned := false
-	var ce *callError
-	if errors.As(err, &ce) && ce.poisoned {
-		poisoned = true
+	poisoned := err != nil && isPoisoned(err)
+	if poisoned {
 		g.failed(err)
 	} else if g.failures.Load() != 0 {
 		g.failures.Store(0)
@@ -404,6 +402,12 @@ func (g *generation) put(inst *instance, err error) {
 		g.mu.Unlock()
 	}
 	<-g.sem
+}
+
+// isPoisoned reports whether err left its instance unusable.
+func isPoisoned(err error) bool {
+	var ce *callError
+	return errors.As(err, &ce) && ce.poisoned
 }
 
 // failed counts a trap, a timeout or a failed start, delays the next

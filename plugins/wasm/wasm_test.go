@@ -543,3 +543,13 @@ func TestClose(t *testing.T) {
 	}()
 	_ = p.Close(ctx(t))
 }
+
+// brokerFilter mirrors core/broker.Filter, which this package must not
+// import: a *wasm.Filter is usable wherever the broker wants a Filter.
+type brokerFilter interface {
+	MatchTagHash(hash int64) bool
+	NeedsRecord() bool
+	Match(batch []message.Record, out []bool) error
+}
+
+var _ brokerFilter = (*wasm.Filter)(nil)
