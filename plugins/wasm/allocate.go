@@ -44,13 +44,11 @@ func (p *Plugin) Allocate(ctx context.Context, req AllocateRequest) ([]int, erro
 	}
 	var idx []int
 	err = p.run(ctx, "allocate", func(g *generation, inst *instance) (int, error) {
-		cctx, cancel := g.callContext(ctx, g.opts.Deadline)
-		defer cancel()
-		if err := inst.ensureBuffer(cctx, uint32(len(in))); err != nil {
+		if err := inst.ensureBuffer(ctx, uint32(len(in))); err != nil {
 			return 0, err
 		}
 		copy(inst.view(0, uint32(len(in))), in)
-		out, err := inst.allocate(cctx, uint32(len(in)), len(req.Queues))
+		out, err := inst.allocate(ctx, uint32(len(in)), len(req.Queues))
 		if err != nil {
 			return 0, err
 		}

@@ -211,21 +211,17 @@ func (g *generation) instantiateHost(ctx context.Context) error {
 	return err
 }
 
-// callContext returns the context for one call: the caller's, bounded by
-// the deadline when the plugin is untrusted.
-func (g *generation) callContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if !g.opts.Untrusted {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
-}
-
 // newInstance instantiates and initializes one instance.
 func (g *generation) newInstance(ctx context.Context) (*instance, error) {
-	ctx, cancel := g.callContext(ctx, initDeadline)
-	defer cancel()
+	ictx := ctx
+	if g.opts.Untrusted {
+		// _initialize runs inside InstantiateModule: bound it by the context.
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(ctx, initDeadline)
+		defer cancel()
+	}
 	stderr := &capture{}
-	mod, err := g.rt.InstantiateModule(ctx, g.compiled, g.modCfg.WithStderr(stderr))
+	mod, err := g.rt.InstantiateModule(ictx, g.compiled, g.modCfg.WithStderr(stderr))
 	if err != nil {
 		return nil, &callError{err: wrapf(ErrInit, "instantiate: %v", err), poisoned: true, stderr: stderr.String()}
 	}
@@ -238,6 +234,9 @@ func (g *generation) newInstance(ctx context.Context) (*instance, error) {
 	}
 	_, kindExport, _ := g.opts.Kind.bit()
 	inst.kindFn = mod.ExportedFunction(kindExport)
+	if g.opts.Untrusted {
+		inst.watch(initDeadline)
+	}
 	if err := inst.init(ctx, mod.ExportedFunction(abi.ExportInit), g.opts.Config); err != nil {
 		inst.close(ctx)
 		return nil, initError(err)
@@ -245,6 +244,9 @@ func (g *generation) newInstance(ctx context.Context) (*instance, error) {
 	if err := inst.ensureBuffer(ctx, defaultBufferSize); err != nil {
 		inst.close(ctx)
 		return nil, initError(err)
+	}
+	if g.opts.Untrusted {
+		inst.deadline = g.opts.Deadline
 	}
 	inst.calls = 0
 	return inst, nil
@@ -265,8 +267,6 @@ func initError(err error) error {
 
 // readInfo reads and checks the module's info block.
 func (g *generation) readInfo(ctx context.Context, inst *instance) error {
-	ctx, cancel := g.callContext(ctx, g.opts.Deadline)
-	defer cancel()
 	b, err := inst.packed(ctx, inst.mod.ExportedFunction(abi.ExportInfo), abi.MaxInfoLen)
 	if err != nil {
 		return err
@@ -284,8 +284,6 @@ func (g *generation) readInfo(ctx context.Context, inst *instance) error {
 
 // selfTest replays the module's vectors of the plugin's kind through inst.
 func (g *generation) selfTest(ctx context.Context, inst *instance) error {
-	ctx, cancel := g.callContext(ctx, initDeadline)
-	defer cancel()
 	blob, err := inst.packed(ctx, inst.mod.ExportedFunction(abi.ExportSelfTest), abi.MaxSelfTestLen)
 	if err != nil || blob == nil {
 		return err

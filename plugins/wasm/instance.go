@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
@@ -32,6 +33,12 @@ type instance struct {
 	bufCap uint32 // its size
 	calls  int
 
+	// deadline bounds each call of an untrusted plugin; timer closes the
+	// module when it passes, which stops the running code at its next
+	// interruption check. Zero for a trusted plugin.
+	deadline time.Duration
+	timer    *time.Timer
+
 	records []abi.FilterRecord // scratch for one filter batch
 	props   []byte             // scratch for the batch's projected properties
 }
@@ -47,13 +54,35 @@ type callError struct {
 func (e *callError) Error() string { return e.err.Error() }
 func (e *callError) Unwrap() error { return e.err }
 
+// watch arms the instance's deadline: each call from now on must finish
+// within d.
+func (in *instance) watch(d time.Duration) {
+	in.deadline = d
+	mod := in.mod
+	in.timer = time.AfterFunc(time.Hour, func() {
+		_ = mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
+	})
+	in.timer.Stop()
+}
+
 // call runs fn with the instance's stack, whose first entries the caller
 // set. A failure poisons the instance: wazero leaves a module that trapped
 // or was interrupted in no state to serve again.
+//
+// An untrusted call is bounded by a reused timer rather than a context with
+// a deadline, which would cost wazero a goroutine per call.
 func (in *instance) call(ctx context.Context, fn api.Function) error {
 	in.calls++
 	in.stderr.reset()
+	if in.timer != nil {
+		in.timer.Reset(in.deadline)
+	}
 	err := fn.CallWithStack(ctx, in.stack[:])
+	if in.timer != nil && !in.timer.Stop() && err == nil {
+		// The deadline passed as the call returned: the module is being
+		// closed, so its results cannot be trusted.
+		err = sys.NewExitError(sys.ExitCodeDeadlineExceeded)
+	}
 	if err == nil {
 		return nil
 	}
@@ -223,4 +252,9 @@ func (in *instance) allocate(ctx context.Context, inLen uint32, queues int) ([]b
 }
 
 // close releases the instance's module.
-func (in *instance) close(ctx context.Context) { _ = in.mod.Close(ctx) }
+func (in *instance) close(ctx context.Context) {
+	if in.timer != nil {
+		in.timer.Stop()
+	}
+	_ = in.mod.Close(ctx)
+}

@@ -102,16 +102,14 @@ func txnCall(ctx context.Context, g *generation, inst *instance, nowMs int64, ms
 	}
 	count := len(hs)
 	outLen := count * abi.TxnResultLen
-	cctx, cancel := g.callContext(ctx, g.opts.Deadline)
-	defer cancel()
-	if err := inst.ensureBuffer(cctx, uint32(abi.OutOffset(inLen)+outLen)); err != nil {
+	if err := inst.ensureBuffer(ctx, uint32(abi.OutOffset(inLen)+outLen)); err != nil {
 		return 0, err
 	}
 	dst := abi.AppendTxnHeader(inst.view(0, uint32(inLen))[:0], nowMs)
 	for i := range hs {
 		dst = abi.AppendHalfMessage(dst, &hs[i])
 	}
-	res, err := inst.batch(cctx, uint32(inLen), uint32(count), uint32(outLen))
+	res, err := inst.batch(ctx, uint32(inLen), uint32(count), uint32(outLen))
 	if err != nil {
 		return 0, err
 	}
