@@ -213,6 +213,9 @@ func (b *Broker) Serve(ln net.Listener) error {
 	}
 	b.addr, b.storeHost = addr, ap
 	b.store.SetArrivalHook(b.holds.arrived)
+	// Register before anyone is told the broker is up, so a client started
+	// right after finds its routes.
+	b.registerAll()
 	b.goTracked(b.registerLoop)
 	b.goTracked(b.clients.sweepLoop)
 	close(b.started)

@@ -367,3 +367,9 @@ func (b *Broker) handleViewMessage(c *remoting.Conn, req *remoting.Command) *rem
 	resp.Body = r
 	return resp
 }
+
+// ConsumerIDs returns the client ids of a consumer group's live members.
+func (b *Broker) ConsumerIDs(group string) []string {
+	ids, _ := b.clients.consumerIDs(group)
+	return ids
+}

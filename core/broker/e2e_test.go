@@ -133,3 +133,236 @@ func TestSendKindsAndPushConsume(t *testing.T) {
 		}
 	}
 }
+
+func sendN(t *testing.T, p interface {
+	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
+}, topic, prefix string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(fmt.Sprintf("%s-%d", prefix, i)))); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+}
+
+// TestAutoCreateTopic sends to a topic nobody created: the producer falls
+// back to TBW102's route, the broker creates the topic, and a consumer
+// started afterwards finds it.
+func TestAutoCreateTopic(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("Auto")
+	if _, ok := env.Broker.Topics()[topic]; ok {
+		t.Fatal("topic exists before the first send")
+	}
+	p := env.Producer(t)
+	sendN(t, p, topic, "auto", 5)
+	tc, ok := env.Broker.Topics()[topic]
+	if !ok || tc.WriteQueueNums != 4 || tc.Perm != 6 {
+		t.Fatalf("auto-created topic: %+v, %v", tc, ok)
+	}
+	col := newCollector(5)
+	c := env.PushConsumer(t, brokertest.Name("cg"))
+	c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Wait(t, col.done, 30*time.Second, "auto-created topic's messages")
+}
+
+// TestConsumerResumesFromCommittedOffset stops a consumer group after it
+// consumed and committed, sends more, and checks the restarted group starts
+// exactly at the committed offsets.
+func TestConsumerResumesFromCommittedOffset(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("Resume")
+	createTopic(t, env, topic, 2)
+	p := env.Producer(t)
+	group := brokertest.Name("cg")
+	sendN(t, p, topic, "first", 20)
+
+	col := newCollector(20)
+	c := env.PushConsumer(t, group)
+	c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Wait(t, col.done, 30*time.Second, "first batch")
+	// Shutdown sends the consumed offsets as oneway requests just before
+	// it closes its connections. The last listener call may still be
+	// finishing when Shutdown starts, so a message or two may stay
+	// uncommitted; what matters is where the restarted group begins.
+	if err := c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	committed := map[int32]int64{}
+	sum := func() int64 {
+		var n int64
+		for q := int32(0); q < 2; q++ {
+			committed[q], _ = env.Store.ConsumerOffset(group, topic, q)
+			n += committed[q]
+		}
+		return n
+	}
+	brokertest.Eventually(t, 10*time.Second, "offsets committed at shutdown", func() bool { return sum() >= 18 })
+	sum()
+
+	sendN(t, p, topic, "second", 10)
+	redelivered := 20 - int(committed[0]+committed[1])
+	col2 := newCollector(10 + redelivered)
+	c2 := env.PushConsumer(t, group)
+	c2.Subscribe(topic, consumer.MessageSelector{}, col2.listener(bodyKey))
+	if err := c2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Wait(t, col2.done, 30*time.Second, "second batch")
+	for body, m := range col2.seen {
+		if body[:6] == "first-" && m.QueueOffset < committed[int32(m.Queue.QueueId)] {
+			t.Errorf("restarted group received %q at offset %d, before the committed %d", body, m.QueueOffset, committed[int32(m.Queue.QueueId)])
+		}
+	}
+}
+
+// TestTwoConsumersSplitQueues runs two consumers in one group: they divide
+// the queues and together receive every message once.
+func TestTwoConsumersSplitQueues(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("Split")
+	createTopic(t, env, topic, 4)
+	group := brokertest.Name("cg")
+	p := env.Producer(t)
+	var (
+		mu         sync.Mutex
+		col        *collector
+		byConsumer = map[string]map[int]bool{}
+	)
+	for _, name := range []string{"a", "b"} {
+		c := env.PushConsumer(t, group)
+		c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			mu.Lock()
+			for _, m := range msgs {
+				if byConsumer[name] == nil {
+					byConsumer[name] = map[int]bool{}
+				}
+				byConsumer[name][m.Queue.QueueId] = true
+			}
+			cur := col
+			mu.Unlock()
+			return cur.listener(bodyKey)(ctx, msgs...)
+		})
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	brokertest.Eventually(t, 10*time.Second, "both consumers registered", func() bool { return len(env.Broker.ConsumerIDs(group)) == 2 })
+	// A first round lets the rebalance that followed the second consumer's
+	// arrival finish; the split is checked on the second.
+	for round, n := range []int{40, 200} {
+		mu.Lock()
+		col = newCollector(n)
+		clear(byConsumer)
+		mu.Unlock()
+		sendN(t, p, topic, fmt.Sprint("split", round), n)
+		brokertest.Wait(t, col.done, 60*time.Second, "all messages across both consumers")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for q := 0; q < 4; q++ {
+		if byConsumer["a"][q] && byConsumer["b"][q] {
+			t.Errorf("queue %d consumed by both consumers", q)
+		}
+	}
+	if len(byConsumer["a"]) == 0 || len(byConsumer["b"]) == 0 {
+		t.Errorf("queues not split: a=%v b=%v", byConsumer["a"], byConsumer["b"])
+	}
+}
+
+// TestBroadcasting runs two broadcasting consumers in one group: each
+// receives every message.
+func TestBroadcasting(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("Broadcast")
+	createTopic(t, env, topic, 2)
+	group := brokertest.Name("cg")
+	var cols []*collector
+	for i := 0; i < 2; i++ {
+		col := newCollector(30)
+		cols = append(cols, col)
+		c := env.PushConsumer(t, group, consumer.WithConsumerModel(consumer.BroadCasting))
+		c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey))
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := env.Producer(t)
+	sendN(t, p, topic, "bc", 30)
+	for i, col := range cols {
+		brokertest.Wait(t, col.done, 30*time.Second, fmt.Sprintf("broadcast consumer %d", i))
+	}
+}
+
+// TestLitePullConsumer polls every message with the lite pull consumer.
+func TestLitePullConsumer(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("Pull")
+	createTopic(t, env, topic, 2)
+	p := env.Producer(t)
+	sendN(t, p, topic, "pull", 40)
+
+	c, err := consumer.NewPullConsumer(
+		consumer.WithNsResolver(env.Resolver()),
+		consumer.WithGroupName(brokertest.Name("pull")),
+		consumer.WithInstance(brokertest.Name("pullc")),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe(topic, consumer.MessageSelector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	seen := map[string]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen) < 40 && time.Now().Before(deadline) {
+		cr, err := c.Poll(context.Background(), 2*time.Second)
+		if err != nil {
+			if consumer.IsNoNewMsgError(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		for _, m := range cr.GetMsgList() {
+			seen[string(m.Body)] = true
+		}
+		c.ACK(context.Background(), cr, consumer.ConsumeSuccess)
+	}
+	if len(seen) != 40 {
+		t.Fatalf("polled %d of 40 messages", len(seen))
+	}
+}
+
+// TestRestartKeepsMessages produces, restarts the broker on the same data
+// directory, and consumes everything.
+func TestRestartKeepsMessages(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("Restart")
+	createTopic(t, env, topic, 4)
+	p := env.Producer(t)
+	sendN(t, p, topic, "kept", 100)
+	p.Shutdown()
+
+	env = env.Restart(t)
+	if _, ok := env.Broker.Topics()[topic]; !ok {
+		t.Fatal("topic lost in the restart")
+	}
+	col := newCollector(100)
+	c := env.PushConsumer(t, brokertest.Name("cg"))
+	c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Wait(t, col.done, 30*time.Second, "messages after the restart")
+}

@@ -9,10 +9,8 @@ import (
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
-// registerLoop registers with the name servers at start and every
-// RegisterInterval.
+// registerLoop registers with the name servers every RegisterInterval.
 func (b *Broker) registerLoop() {
-	b.registerAll()
 	t := time.NewTicker(b.opts.RegisterInterval)
 	defer t.Stop()
 	for {

@@ -155,3 +155,18 @@ func Wait[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) 
 	var zero T
 	return zero
 }
+
+// Eventually polls cond until it holds or fails the test after timeout. It
+// is for state another process or goroutine changes without telling the
+// test (a oneway request applied by the broker, say), not a stand-in for an
+// event the test could wait on.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
