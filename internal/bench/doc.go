@@ -1,0 +1,120 @@
+// Package bench is the load generator behind `broker bench produce` and
+// `broker bench consume`. It drives a broker only over the wire, with
+// core/remoting clients, exactly as RocketMQ clients do, so it measures
+// any broker that speaks the protocol: this one, a Java broker, or a build
+// of this one under test. It never imports the broker, the store or the
+// name server.
+//
+// [Produce] creates a topic and sends messages to it from many connections
+// at once, optionally paced to a rate; [Consume] reads a topic back from
+// each queue's min offset to the max offset it had at the start. Both print
+// a progress line per interval and return a [Summary]: message and byte
+// rates, errors, and latency percentiles from a [Histogram].
+//
+// # Requests
+//
+// Setup, before the clock starts (a failure ends the run with an error):
+//
+//	+------+-------------------------+------------------------------------------+
+//	| code | request                 | extFields                                |
+//	+------+-------------------------+------------------------------------------+
+//	|  17  | UPDATE_AND_CREATE_TOPIC | topic, defaultTopic=TBW102,              |
+//	|      | (Produce)               | readQueueNums=writeQueueNums=Queues,     |
+//	|      |                         | perm=6, topicFilterType=SINGLE_TAG,      |
+//	|      |                         | topicSysFlag=0, order=false              |
+//	|  30  | GET_MAX_OFFSET          | topic, queueId. Produce sends one per    |
+//	|      |                         | connection so the dials happen before    |
+//	|      |                         | the clock starts; Consume one per queue. |
+//	|  31  | GET_MIN_OFFSET          | topic, queueId (Consume, one per queue)  |
+//	+------+-------------------------+------------------------------------------+
+//
+// SEND_MESSAGE (10), when Batch is 1, carries the header the Go client
+// sends, every value a string:
+//
+//	+-----------------------+-------------------------------------------------+
+//	| key                   | value                                           |
+//	+-----------------------+-------------------------------------------------+
+//	| producerGroup         | Group                                           |
+//	| topic                 | Topic                                           |
+//	| defaultTopic          | TBW102                                          |
+//	| defaultTopicQueueNums | 4                                               |
+//	| queueId               | round robin over the Queues, shared by workers  |
+//	| sysFlag               | 0 (bodies are never compressed)                 |
+//	| bornTimestamp         | wall clock, ms                                  |
+//	| flag                  | 0                                               |
+//	| properties            | TAGS=bench, UNIQ_KEY=a fresh id per message     |
+//	| reconsumeTimes        | 0                                               |
+//	| unitMode              | false                                           |
+//	| maxReconsumeTimes     | 0                                               |
+//	| batch                 | false                                           |
+//	+-----------------------+-------------------------------------------------+
+//
+// SEND_BATCH_MESSAGE (320), when Batch is more than 1, carries the same
+// values under the one-letter V2 keys a (producerGroup) to m (batch=true),
+// with i (properties) empty, and a body of Batch entries in the layout of
+// core/message's batch body, each with the same properties as a single
+// message. The Go client leaves UNIQ_KEY out of batch entries and the Java
+// client puts it in; the bench follows Java, so the broker's id handling is
+// part of what is measured.
+//
+// PULL_MESSAGE (11): consumerGroup=Group, topic, queueId, queueOffset,
+// maxMsgNums=min(PullBatch, what is left of the queue), sysFlag=4,
+// commitOffset=0, suspendTimeoutMillis=0, subscription=*, subVersion=0,
+// expressionType=TAG. The sysFlag has only the subscription bit: the
+// subscription comes with the request, so no heartbeat has to register the
+// group first; without the suspend bit a caught-up queue answers at once
+// instead of being held; without the commit bit no consumer offset is
+// written. SUCCESS bodies are split and validated with
+// message.DecodeRecords; the next pull starts at nextBeginOffset.
+// PULL_NOT_FOUND ends the queue, PULL_RETRY_IMMEDIATELY moves on to
+// nextBeginOffset, PULL_OFFSET_MOVED counts as an error and moves on too.
+//
+// # Measurement
+//
+// Produce keeps Conns×InFlight workers, each sending one request at a time
+// on its connection's client. Consume runs one worker per queue, at most
+// Conns×InFlight, since a queue's pulls follow one another.
+//
+//   - Latency is per request, from handing it to the client to reading its
+//     response, in a per-worker Histogram merged for progress lines and the
+//     summary. Requests answered with an error code are included.
+//   - Messages counts messages the broker acknowledged (Produce) or returned
+//     (Consume); Bytes counts their bodies; MB/s is in 10^6 bytes per second.
+//   - Elapsed runs from the first request to the last response, so setup
+//     and dials are outside it.
+//   - The rate is the run's: when responses are slow, paced workers fall
+//     behind the schedule rather than open more requests (the closed-loop
+//     model of most load generators), and latency does not include the time
+//     a request waited for its slot.
+//
+// # Pacing and timeouts
+//
+// Rate is kept by one pacer shared by all workers, a token bucket written
+// as a schedule of slots (see pacer). A run that falls behind may catch up
+// by at most 10 ms of slots at once. The pacer reads a clock interface so
+// tests run it on virtual time and count requests instead of timing them.
+//
+// Each request is bounded by Timeout through a watchdog goroutine that
+// cancels the worker's context when its request has waited too long,
+// rather than a context with a deadline per request, which would cost a
+// timer and several allocations per message.
+//
+// # Invariants
+//
+//  1. Every goroutine a run starts has ended when Produce or Consume
+//     returns, and every client is closed.
+//  2. Each request counts once in Requests: answered or failed. A request
+//     cut short by the caller's context does not count.
+//  3. A worker reuses its request's extFields map and body only after
+//     Invoke has returned, by which time the client has encoded them. A
+//     batch body whose call failed without a response is dropped, since the
+//     connection may still hold it unsent; the single-message body is
+//     shared by all workers and never written after setup.
+//  4. Under Count, Produce attempts exactly Count messages (the last batch
+//     may be short) and Consume reads at most Count.
+//  5. Over any window W, a paced run sends at most Rate×(W+10 ms) messages
+//     plus one request's worth.
+//  6. A Histogram uses fixed memory; each percentile it reports is at least
+//     the true one and within 1/128 of it (exact below 256 ns), and Max is
+//     exact.
+package bench
