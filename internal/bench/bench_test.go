@@ -50,7 +50,7 @@ func (b *syncBuffer) String() string {
 
 // testOptions are small settings for runs against the fake broker.
 func testOptions(addr string) Options {
-	return Options{Broker: addr, Conns: 8, InFlight: 2, Size: 100, Progress: -1, Timeout: 10 * time.Second}
+	return Options{Broker: addr, Conns: 8, InFlight: 2, Size: 100, Timeout: 10 * time.Second}
 }
 
 func TestProduceCount(t *testing.T) {
@@ -80,9 +80,13 @@ func TestProduceCount(t *testing.T) {
 	if sum.P50 <= 0 || sum.P50 > sum.P99 || sum.P99 > sum.Max {
 		t.Errorf("latencies out of order: %+v", sum)
 	}
-	for _, want := range []string{"produce to " + fb.addr, "messages  1000 in", "requests  1000, 0 errors", "p99.9"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+	want := "produce to " + fb.addr + " topic BenchTopic (8 queues): 8 conns × 2 in flight, 100-byte messages, batch 1, rate unlimited, for 1000 messages\n"
+	if out.String() != want {
+		t.Errorf("output %q, want %q", out.String(), want)
+	}
+	for _, want := range []string{"messages  1000 in", "requests  1000, 0 errors", "p99.9"} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}
 	}
 }
@@ -129,8 +133,7 @@ func TestProduceErrorCodes(t *testing.T) {
 	fb.sendCode.Store(remoting.SystemError)
 	opts := testOptions(fb.addr)
 	opts.Count = 100
-	var out syncBuffer
-	sum, err := Produce(context.Background(), opts, &out)
+	sum, err := Produce(context.Background(), opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +143,40 @@ func TestProduceErrorCodes(t *testing.T) {
 	if len(sum.ErrorSamples) != 1 || sum.ErrorSamples[0] != "SYSTEM_ERROR: fake failure" {
 		t.Errorf("ErrorSamples %q, want the one remark", sum.ErrorSamples)
 	}
-	if !strings.Contains(out.String(), "error     SYSTEM_ERROR: fake failure") {
-		t.Errorf("summary lacks the error:\n%s", out.String())
+	if !strings.Contains(sum.String(), "error     SYSTEM_ERROR: fake failure") {
+		t.Errorf("summary lacks the error:\n%s", sum)
+	}
+}
+
+// TestProduceProgress holds the first send until a progress line is out,
+// so the line is checked without depending on how fast the run goes.
+func TestProduceProgress(t *testing.T) {
+	fb := startFake(t, true)
+	var out syncBuffer
+	var once sync.Once
+	fb.onSend = func() {
+		once.Do(func() {
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+				if strings.Contains(out.String(), " msgs/s ") {
+					return
+				}
+			}
+			t.Error("no progress line within 10 s")
+		})
+	}
+	opts := testOptions(fb.addr)
+	opts.Count, opts.Progress = 100, 5*time.Millisecond
+	if _, err := Produce(context.Background(), opts, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "produce to ") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) != 9 || f[2] != "msgs/s" || f[4] != "MB/s" || f[6] != "errors" || f[7] != "p99" {
+			t.Errorf("progress line %q", l)
+		}
 	}
 }
 
@@ -314,7 +349,7 @@ func TestOptionsInvalid(t *testing.T) {
 	if !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("Produce returned %v, want ErrInvalidOptions", err)
 	}
-	for _, want := range []string{"Topic", "Conns", "Size", "Rate"} {
+	for _, want := range []string{"Topic", "Conns", "Size", "Rate", "Progress"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
@@ -328,7 +363,7 @@ func TestOptionsInvalid(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	p := Options{}.withDefaults(false)
 	if p.Broker != DefaultBroker || p.Topic != DefaultTopic || p.Conns != 64 || p.InFlight != 1 || p.Size != 1024 ||
-		p.Batch != 1 || p.Duration != 10*time.Second || p.Progress != time.Second || p.Queues != 8 || p.PullBatch != 32 {
+		p.Batch != 1 || p.Duration != 10*time.Second || p.Progress != 0 || p.Queues != 8 || p.PullBatch != 32 {
 		t.Errorf("produce defaults: %+v", p)
 	}
 	if d := (Options{Count: 5}).withDefaults(false).Duration; d != 0 {

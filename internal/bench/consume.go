@@ -46,9 +46,7 @@ func consume(ctx context.Context, opts Options, out io.Writer, clk clock) (Summa
 	fmt.Fprintln(s.out, c.header(nworkers))
 	c.remaining.Store(opts.Count)
 	s.run(nil, c.loop)
-	sum := s.summary()
-	fmt.Fprint(s.out, sum)
-	return sum, ctx.Err()
+	return s.summary(), ctx.Err()
 }
 
 // consumer is the shared state of a Consume run's workers.

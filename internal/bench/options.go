@@ -33,7 +33,7 @@ const (
 	DefaultBatch     = 1
 	DefaultDuration  = 10 * time.Second
 	DefaultPullBatch = 32
-	DefaultProgress  = time.Second
+	DefaultProgress  = time.Second // the CLI's; a zero Options.Progress means none
 	DefaultTimeout   = 3 * time.Second
 )
 
@@ -88,8 +88,10 @@ type Options struct {
 	Count int64
 	// PullBatch is the maxMsgNums of each pull; default 32.
 	PullBatch int
-	// Progress is the interval between progress lines; default 1 s.
-	// Negative disables them.
+	// Progress is the interval between progress lines; 0 means none.
+	// Unlike the other fields its zero turns the feature off: a program
+	// that embeds a run gets no periodic output unless it asks. The CLI
+	// asks for DefaultProgress.
 	Progress time.Duration
 	// Timeout bounds each request; default 3 s (the clients' send timeout).
 	// A request unanswered for about that long is abandoned and counted as
@@ -130,9 +132,6 @@ func (o Options) withDefaults(consume bool) Options {
 	if o.PullBatch == 0 {
 		o.PullBatch = DefaultPullBatch
 	}
-	if o.Progress == 0 {
-		o.Progress = DefaultProgress
-	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
@@ -172,6 +171,9 @@ func (o *Options) validate() error {
 	}
 	if o.Count < 0 {
 		bad("Count %d is negative", o.Count)
+	}
+	if o.Progress < 0 {
+		bad("Progress %v is negative", o.Progress)
 	}
 	if o.Timeout < 0 {
 		bad("Timeout %v is negative", o.Timeout)

@@ -33,8 +33,9 @@ const propsHead = message.PropertyTags + "\x01" + benchTag + "\x02" + message.Pr
 // Produce creates Options.Topic on the broker and sends messages to it
 // until Duration has passed or Count messages have been sent, from
 // Conns×InFlight concurrent requests, paced to Rate when it is set. It
-// writes a header line, a progress line every Progress, and the summary to
-// out (which may be nil), and returns the summary.
+// writes a line describing the run and then a progress line every Progress
+// to out (which may be nil), and returns the summary for the caller to
+// print.
 //
 // Errors of individual requests are counted in the summary, not returned.
 // The error is ErrInvalidOptions, or a failure to set the run up (the
@@ -66,9 +67,7 @@ func produce(ctx context.Context, opts Options, out io.Writer, clk clock) (Summa
 			p.pacer = newPacer(clk, opts.Rate, s.start)
 		}
 	}, p.loop)
-	sum := s.summary()
-	fmt.Fprint(s.out, sum)
-	return sum, ctx.Err()
+	return s.summary(), ctx.Err()
 }
 
 // createTopic creates or updates the topic with Queues read and write
