@@ -40,9 +40,8 @@ const (
 // and pool of instances. A reload builds a new generation and swaps it in;
 // the old one closes when its last call returns.
 type generation struct {
-	p        *Plugin
 	opts     Options // with defaults
-	seq      int     // 1 for the first load
+	seq      int     // 1 for the first module served, set when published
 	hash     string  // sha256 of the module, hex
 	info     abi.Info
 	shape    moduleShape
@@ -99,8 +98,8 @@ func moduleHash(b []byte) string {
 
 // newGeneration compiles, validates and canaries a module: on success it has
 // one initialized instance in its pool and is ready to serve.
-func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte, seq int) (_ *generation, err error) {
-	g := &generation{p: p, opts: opts, seq: seq, hash: moduleHash(bin), done: make(chan struct{})}
+func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte) (_ *generation, err error) {
+	g := &generation{opts: opts, hash: moduleHash(bin), done: make(chan struct{})}
 	if opts.SHA256 != "" && opts.SHA256 != g.hash {
 		return nil, wrapf(ErrHash, "module has sha256 %s, config expects %s", g.hash, opts.SHA256)
 	}

@@ -25,8 +25,9 @@ type Plugin struct {
 	stats    counters
 	closed   atomic.Bool
 
-	// reloadMu serializes Reload and Close.
+	// reloadMu serializes Reload and Close and guards seq.
 	reloadMu sync.Mutex
+	seq      int // of the last generation published
 
 	mu struct {
 		sync.Mutex
@@ -70,27 +71,26 @@ func openCache(dir string) (wazero.CompilationCache, error) {
 // is valid.
 func load(ctx context.Context, o Options, cache wazero.CompilationCache) (*Plugin, error) {
 	p := &Plugin{name: o.Name, kind: o.Kind, exprType: o.ExpressionType, cache: cache}
-	g, err := p.prepare(ctx, o, 1, "load")
+	g, err := p.prepare(ctx, o, "load")
 	if err != nil {
 		return nil, err
 	}
-	p.cur.Store(g)
-	p.logServing(g)
+	p.publish(g)
 	return p, nil
 }
 
 // prepare reads and builds a generation, wrapping errors for op.
-func (p *Plugin) prepare(ctx context.Context, o Options, seq int, op string) (*generation, error) {
+func (p *Plugin) prepare(ctx context.Context, o Options, op string) (*generation, error) {
 	bin, err := readModule(&o)
 	if err != nil {
 		return nil, p.wrap(op, err)
 	}
-	return p.prepareModule(ctx, o, bin, seq, op)
+	return p.prepareModule(ctx, o, bin, op)
 }
 
 // prepareModule builds a generation from the module's bytes.
-func (p *Plugin) prepareModule(ctx context.Context, o Options, bin []byte, seq int, op string) (*generation, error) {
-	g, err := newGeneration(ctx, p, o, bin, seq)
+func (p *Plugin) prepareModule(ctx context.Context, o Options, bin []byte, op string) (*generation, error) {
+	g, err := newGeneration(ctx, p, o, bin)
 	if err != nil {
 		return nil, p.wrap(op, err)
 	}
@@ -129,25 +129,23 @@ func (p *Plugin) Reload(ctx context.Context, opts Options) error {
 	if old == nil {
 		return &Error{Plugin: p.name, Op: "reload", Err: ErrClosed}
 	}
-	g, err := p.prepare(ctx, o, old.seq+1, "reload")
+	g, err := p.prepare(ctx, o, "reload")
 	if err != nil {
 		p.noteError(err)
 		return err
 	}
-	p.swap(g)
+	p.publish(g)
 	return nil
 }
 
-// swap makes g current and retires the generation it replaces.
-func (p *Plugin) swap(g *generation) {
+// publish numbers g, makes it current and retires the generation it
+// replaces. The caller holds reloadMu, or owns p alone.
+func (p *Plugin) publish(g *generation) {
+	p.seq++
+	g.seq = p.seq
 	if old := p.cur.Swap(g); old != nil {
 		old.retire()
 	}
-	p.logServing(g)
-}
-
-// logServing reports that g serves the plugin.
-func (p *Plugin) logServing(g *generation) {
 	g.opts.Logger.Info("wasm plugin serving", "plugin", p.name, "kind", p.kind,
 		"generation", g.seq, "sha256", g.hash, "version", g.info.PluginVersion)
 }

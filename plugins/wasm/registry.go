@@ -108,8 +108,8 @@ func (r *Registry) Stats() []Stats {
 type change struct {
 	name string
 	old  *Plugin     // the plugin being reloaded or replaced
-	gen  *generation // a new generation for old
-	add  *Plugin     // a new plugin
+	add  *Plugin     // a new plugin, or nil to reload old
+	gen  *generation // the module to publish in add, or else in old
 }
 
 // Apply makes specs the registry's plugin list, all or nothing. New plugins
@@ -173,11 +173,7 @@ func (r *Registry) Apply(ctx context.Context, specs []Options) (ApplyReport, err
 				report.Unchanged = append(report.Unchanged, o.Name)
 				continue
 			}
-			seq := 1
-			if g != nil {
-				seq = g.seq + 1
-			}
-			gen, err := old.prepareModule(ctx, o, bin, seq, "reload")
+			gen, err := old.prepareModule(ctx, o, bin, "reload")
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -186,22 +182,16 @@ func (r *Registry) Apply(ctx context.Context, specs []Options) (ApplyReport, err
 			continue
 		}
 		p := &Plugin{name: o.Name, kind: o.Kind, exprType: o.ExpressionType, cache: r.cache}
-		gen, err := p.prepareModule(ctx, o, bin, 1, "load")
+		gen, err := p.prepareModule(ctx, o, bin, "load")
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		p.cur.Store(gen)
-		changes = append(changes, change{name: o.Name, old: old, add: p})
+		changes = append(changes, change{name: o.Name, old: old, add: p, gen: gen})
 	}
 	if len(errs) > 0 {
 		for _, c := range changes {
-			if c.gen != nil {
-				c.gen.shutdown()
-			}
-			if c.add != nil {
-				_ = c.add.Close(ctx)
-			}
+			c.gen.shutdown()
 		}
 		return ApplyReport{}, errors.Join(errs...)
 	}
@@ -209,21 +199,20 @@ func (r *Registry) Apply(ctx context.Context, specs []Options) (ApplyReport, err
 	var retire []*Plugin
 	r.mu.Lock()
 	for _, c := range changes {
-		switch {
-		case c.gen != nil:
+		if c.add == nil {
 			c.old.reloadMu.Lock()
-			c.old.swap(c.gen)
+			c.old.publish(c.gen)
 			c.old.reloadMu.Unlock()
 			report.Reloaded = append(report.Reloaded, c.name)
-		default:
-			if c.old != nil {
-				retire = append(retire, c.old)
-				report.Removed = append(report.Removed, c.name)
-			}
-			c.add.logServing(c.add.cur.Load())
-			r.mu.plugins[c.name] = c.add
-			report.Added = append(report.Added, c.name)
+			continue
 		}
+		if c.old != nil {
+			retire = append(retire, c.old)
+			report.Removed = append(report.Removed, c.name)
+		}
+		c.add.publish(c.gen)
+		r.mu.plugins[c.name] = c.add
+		report.Added = append(report.Added, c.name)
 	}
 	for name, p := range current {
 		if !listed[name] {
