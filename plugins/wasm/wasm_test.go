@@ -173,6 +173,20 @@ func TestPropertyProjection(t *testing.T) {
 	if out, err := match(t, p, "prop:region=us", batch); err != nil || out[0] {
 		t.Fatalf("region=us: %v, %v", out[0], err)
 	}
+
+	// After a reload the filter asks the new module again what it reads.
+	f, err := p.Filter("prop:region=eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Reload(ctx(t), wasm.Options{Name: "basic", Kind: wasm.KindFilter, Path: guest(t, "basic"),
+		CacheDir: cacheDir, Config: []byte("version=2")}); err != nil {
+		t.Fatal(err)
+	}
+	out = make([]bool, len(batch))
+	if err := f.Match(batch, out); err != nil || !out[0] || p.Stats().Generation != 2 {
+		t.Fatalf("after reload: %v, %v, generation %d", out[0], err, p.Stats().Generation)
+	}
 }
 
 func TestExpressionRejected(t *testing.T) {
