@@ -17,6 +17,9 @@ const (
 	// maxErrorSamples is how many distinct error texts a run keeps for its
 	// summary.
 	maxErrorSamples = 5
+	// maxHistograms bounds the latency histograms of a run, so memory does
+	// not grow with Conns×InFlight; workers share them round robin.
+	maxHistograms = 16
 	// failureBackoff is how long a worker waits after a request failed
 	// without a response (a refused dial, a lost connection), so a dead
 	// broker is not hammered in a tight loop.
@@ -33,6 +36,7 @@ type session struct {
 	ctx     context.Context // the caller's; ends the run early when done
 	clients []*remoting.Client
 	workers []*worker
+	hists   []*lockedHistogram // send-to-response latency of answered requests
 
 	// origin is the wall time request ages are measured from by the
 	// timeout watchdog, which keeps real time even under a virtual clock.
@@ -69,8 +73,11 @@ func newSession(ctx context.Context, opts Options, out io.Writer, clk clock, ncl
 	for range nclients {
 		s.clients = append(s.clients, remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.Timeout, Logger: quiet}))
 	}
+	for range min(nworkers, maxHistograms) {
+		s.hists = append(s.hists, new(lockedHistogram))
+	}
 	for i := range nworkers {
-		w := &worker{s: s, client: s.clients[i%nclients]}
+		w := &worker{s: s, client: s.clients[i%nclients], hist: s.hists[i%len(s.hists)]}
 		w.renew()
 		s.workers = append(s.workers, w)
 	}
@@ -163,13 +170,25 @@ func (s *session) failed(resp *remoting.Command, err error) {
 	}
 }
 
+// lockedHistogram is a Histogram shared by several workers.
+type lockedHistogram struct {
+	mu sync.Mutex
+	h  Histogram
+}
+
+func (l *lockedHistogram) record(d time.Duration) {
+	l.mu.Lock()
+	l.h.Record(d)
+	l.mu.Unlock()
+}
+
 // mergeLatencies fills h with every worker's latencies so far.
 func (s *session) mergeLatencies(h *Histogram) {
 	h.Reset()
-	for _, w := range s.workers {
-		w.hist.Lock()
-		h.Merge(&w.hist.h)
-		w.hist.Unlock()
+	for _, l := range s.hists {
+		l.mu.Lock()
+		h.Merge(&l.h)
+		l.mu.Unlock()
 	}
 }
 
@@ -267,10 +286,7 @@ type worker struct {
 	// them by the time it returns.
 	req remoting.Command
 
-	hist struct {
-		sync.Mutex
-		h Histogram // send-to-response latency of every answered request
-	}
+	hist *lockedHistogram // where its latencies go, shared with other workers
 
 	// sentAt is the wall time (ns since the session's origin, plus one) at
 	// which the request in flight was sent, 0 when none is, and -1 once
@@ -324,9 +340,7 @@ func (w *worker) invoke() (*remoting.Command, error) {
 	}
 	s.requests.Add(1)
 	if err == nil {
-		w.hist.Lock()
-		w.hist.h.Record(lat)
-		w.hist.Unlock()
+		w.hist.record(lat)
 	}
 	return resp, err
 }

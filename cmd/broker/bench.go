@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rmq-go/rmq/internal/bench"
+)
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
+		fmt.Fprint(stderr, "Usage: broker bench produce|consume [flags]\n")
+		return 2
+	}
+	mode := args[0]
+	fs := pflag.NewFlagSet("broker bench "+mode, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o bench.Options
+	fs.StringVar(&o.Broker, "broker", bench.DefaultBroker, "broker address")
+	fs.StringVar(&o.Topic, "topic", bench.DefaultTopic, "topic (produce creates it)")
+	fs.IntVar(&o.Queues, "queues", bench.DefaultQueues, "queues of the topic")
+	fs.StringVar(&o.Group, "group", bench.DefaultGroup, "producer or consumer group")
+	fs.IntVar(&o.Conns, "conns", bench.DefaultConns, "TCP connections")
+	fs.IntVar(&o.InFlight, "inflight", bench.DefaultInFlight, "requests in flight per connection")
+	fs.IntVar(&o.Size, "size", bench.DefaultSize, "message body bytes")
+	fs.IntVar(&o.Batch, "batch", bench.DefaultBatch, "messages per send request (>1 sends batches)")
+	fs.IntVar(&o.Rate, "rate", 0, "target msgs/s over all connections; 0 = as fast as possible")
+	fs.DurationVar(&o.Duration, "duration", 0, "run time (produce default 10s)")
+	fs.Int64Var(&o.Count, "count", 0, "stop after this many messages")
+	fs.IntVar(&o.PullBatch, "pull-batch", bench.DefaultPullBatch, "messages per pull (consume)")
+	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "progress line interval; 0 disables")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	run := bench.Produce
+	if mode == "consume" {
+		run = bench.Consume
+	}
+	sum, err := run(ctx, o, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker bench:", err)
+		return 1
+	}
+	if sum.Errors > 0 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,240 @@
+// Command broker runs an rmq-go broker, by default with an embedded name
+// server:
+//
+//	broker [flags]              run a broker (and a name server)
+//	broker namesrv [flags]      run a name server alone
+//	broker bench produce|consume [flags]
+//	                            load-generate against a broker
+//
+// Run "broker -h" or "broker <command> -h" for the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rmq-go/rmq/core/namesrv"
+	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "namesrv":
+			return runNamesrv(args[1:], stdout, stderr)
+		case "bench":
+			return runBench(args[1:], stdout, stderr)
+		case "help":
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+	}
+	return runBroker(args, stdout, stderr)
+}
+
+const usage = `Usage:
+  broker [flags]                        run a broker with an embedded name server
+  broker namesrv [flags]                run a name server alone
+  broker bench produce|consume [flags]  load-generate against a broker
+
+Run "broker <command> -h" for the flags of a command.
+`
+
+// shutdownTimeout bounds a graceful shutdown.
+const shutdownTimeout = 30 * time.Second
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runBroker(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("broker", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		listen     = fs.String("listen", "127.0.0.1:10911", "broker listen address")
+		advertise  = fs.String("advertise", "", "address clients dial (default: the listen address)")
+		nsListen   = fs.String("namesrv-listen", "127.0.0.1:9876", "embedded name server address; empty disables it")
+		nameserver = fs.StringSlice("namesrv", nil, "external name servers to register with (host:port, repeatable or comma-separated)")
+		dataDir    = fs.String("data-dir", "./data", "data directory")
+		flush      = fs.String("flush", "sync", "flush mode: sync (ack after fsync, group commit) or async (fsync on an interval)")
+		configPath = fs.String("config", "", "YAML config file; flags override it")
+		logLevel   = fs.String("log-level", "info", "log level: debug, info, warn or error")
+	)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker [flags]\n\nRuns a broker with an embedded name server.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "broker: unknown command %q\n%s", fs.Arg(0), usage)
+		return 2
+	}
+
+	cfg := server.Config{Listen: *listen, NamesrvListen: *nsListen, DataDir: *dataDir}
+	var fc fileConfig
+	if *configPath != "" {
+		var err error
+		if fc, err = loadConfigFile(*configPath); err != nil {
+			fmt.Fprintln(stderr, "broker:", err)
+			return 2
+		}
+		if err := fc.apply(&cfg); err != nil {
+			fmt.Fprintln(stderr, "broker:", err)
+			return 2
+		}
+		if fc.LogLevel != "" && !fs.Changed("log-level") {
+			*logLevel = fc.LogLevel
+		}
+	}
+	// Flags given on the command line win over the file.
+	if fs.Changed("listen") || cfg.Listen == "" {
+		cfg.Listen = *listen
+	}
+	if fs.Changed("advertise") {
+		cfg.Advertise = *advertise
+	}
+	if fs.Changed("namesrv-listen") || fc.NamesrvListen == nil {
+		cfg.NamesrvListen = *nsListen
+	}
+	if fs.Changed("namesrv") {
+		cfg.NameServers = *nameserver
+	}
+	if fs.Changed("data-dir") || cfg.DataDir == "" {
+		cfg.DataDir = *dataDir
+	}
+	if fs.Changed("flush") || fc.Flush == "" {
+		m, err := store.ParseFlushMode(*flush)
+		if err != nil {
+			fmt.Fprintln(stderr, "broker: --flush:", err)
+			return 2
+		}
+		cfg.Store.Flush = m
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker:", err)
+		return 2
+	}
+	cfg.Logger = log
+	if cfg.NamesrvListen == "" && len(cfg.NameServers) == 0 {
+		log.Warn("no name server: the embedded one is off and --namesrv names none; clients will not find this broker")
+	}
+
+	srv, err := server.Start(cfg)
+	if err != nil {
+		log.Error("broker failed to start", "err", err)
+		return 1
+	}
+	for _, tc := range fc.topics() {
+		if err := srv.Broker.CreateTopic(tc); err != nil {
+			log.Error("pre-create topic", "topic", tc.TopicName, "err", err)
+			shutdown(srv, log)
+			return 1
+		}
+	}
+	nsInfo := "off"
+	if srv.NamesrvAddr != "" {
+		nsInfo = srv.NamesrvAddr
+	}
+	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
+		"data_dir", cfg.DataDir, "flush", cfg.Store.Flush.String())
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+	case err := <-srv.Err():
+		log.Error("listener failed", "err", err)
+		shutdown(srv, log)
+		return 1
+	}
+	if !shutdown(srv, log) {
+		return 1
+	}
+	return 0
+}
+
+func shutdown(srv *server.Server, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Error("shutdown", "err", err)
+		return false
+	}
+	log.Info("stopped")
+	return true
+}
+
+func runNamesrv(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("broker namesrv", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:9876", "name server listen address")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	expiry := fs.Duration("broker-expiry", namesrv.DefaultBrokerExpiry, "drop a broker that has not registered for this long")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker namesrv:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Error("listen", "addr", *listen, "err", err)
+		return 1
+	}
+	ns := namesrv.New(namesrv.Options{BrokerExpiry: *expiry, Logger: log})
+	errc := make(chan error, 1)
+	go func() { errc <- ns.Serve(ln) }()
+	log.Info("name server started", "listen", ln.Addr().String())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+	case err := <-errc:
+		log.Error("name server failed", "err", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := ns.Shutdown(ctx); err != nil {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}
