@@ -76,10 +76,10 @@
 // Conns×InFlight, since a queue's pulls follow one another.
 //
 //   - Latency is per request, from handing it to the client to reading its
-//     response, in Histograms shared by up to 16 workers each and merged for
+//     response. Workers share at most 16 Histograms round robin, merged for
 //     progress lines and the summary, so their memory (about 31 KiB each)
-//     does not grow with the number of workers. Requests answered with an
-//     error code are included.
+//     does not grow with Conns×InFlight. Requests answered with an error
+//     code are included.
 //   - Messages counts messages the broker acknowledged (Produce) or returned
 //     (Consume); Bytes counts their bodies; MB/s is in 10^6 bytes per second.
 //   - Elapsed runs from the first request to the last response, so setup

@@ -172,13 +172,15 @@ func (s *session) failed(resp *remoting.Command, err error) {
 
 // lockedHistogram is a Histogram shared by several workers.
 type lockedHistogram struct {
-	mu sync.Mutex
-	h  Histogram
+	mu struct {
+		sync.Mutex
+		h Histogram
+	}
 }
 
 func (l *lockedHistogram) record(d time.Duration) {
 	l.mu.Lock()
-	l.h.Record(d)
+	l.mu.h.Record(d)
 	l.mu.Unlock()
 }
 
@@ -187,7 +189,7 @@ func (s *session) mergeLatencies(h *Histogram) {
 	h.Reset()
 	for _, l := range s.hists {
 		l.mu.Lock()
-		h.Merge(&l.h)
+		h.Merge(&l.mu.h)
 		l.mu.Unlock()
 	}
 }
