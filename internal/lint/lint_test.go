@@ -1,0 +1,167 @@
+// Package lint holds the architecture test: the import rules of DESIGN.md
+// §1, checked on every non-test Go file of the module.
+package lint
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/rmq-go/rmq"
+
+// rule forbids packages under from (a module-relative prefix) to import
+// anything matching one of the prefixes in deny. Prefixes without a dot
+// are module-relative.
+type rule struct {
+	from string
+	deny []string
+	// only, when set, allows just these prefixes (plus the standard
+	// library) and denies everything else.
+	only []string
+}
+
+var rules = []rule{
+	{from: "core/message", only: []string{}},
+	{from: "core/remoting", deny: []string{"core/store", "core/broker", "core/namesrv"}},
+	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},
+	{from: "core/namesrv", deny: []string{"core/store", "core/broker"}},
+	{from: "core/broker", deny: []string{"plugins", "filters", "cmd", "github.com/tetratelabs/wazero", "github.com/nats-io", "github.com/spf13/pflag"}},
+	{from: "filters", only: []string{"core/message"}},
+	{from: "plugins/wasm", deny: []string{"core/store", "core/remoting", "core/namesrv", "core/broker"}},
+	{from: "plugins/natsbridge", deny: []string{"core/store", "github.com/tetratelabs/wazero"}},
+	{from: "sdk", deny: []string{"core", "plugins", "github.com/tetratelabs/wazero"}},
+	{from: "client", deny: []string{"core/broker", "core/store", "plugins"}},
+	{from: "examples/wasm", deny: []string{"core"}},
+	{from: "", deny: []string{"cmd"}},
+}
+
+func TestImportRules(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found: %v", err)
+	}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "data") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for _, r := range rules {
+				if !under(rel, r.from) {
+					continue
+				}
+				if msg := r.check(rel, p); msg != "" {
+					t.Errorf("%s imports %s: %s", filepath.ToSlash(mustRel(root, path)), p, msg)
+				}
+			}
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 20 {
+		t.Fatalf("only %d files checked; is the walk broken?", checked)
+	}
+}
+
+func (r rule) check(rel, imp string) string {
+	if r.only != nil {
+		if !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+			return "" // the standard library
+		}
+		for _, ok := range r.only {
+			if matches(imp, ok) {
+				return ""
+			}
+		}
+		if strings.HasPrefix(imp, module+"/") && matches(imp, r.from) {
+			return "" // its own subpackages
+		}
+		return "packages under " + r.from + " may import only the standard library and " + strings.Join(r.only, ", ")
+	}
+	for _, d := range r.deny {
+		if matches(imp, d) && !(r.from == "" && under(rel, "cmd")) {
+			return "packages under " + orRoot(r.from) + " must not import " + d
+		}
+	}
+	return ""
+}
+
+func orRoot(s string) string {
+	if s == "" {
+		return "the module"
+	}
+	return s
+}
+
+// matches reports whether import path imp is prefix or under it.
+func matches(imp, prefix string) bool {
+	if !strings.Contains(strings.SplitN(prefix, "/", 2)[0], ".") {
+		prefix = module + "/" + prefix
+	}
+	return imp == prefix || strings.HasPrefix(imp, prefix+"/")
+}
+
+func under(rel, prefix string) bool {
+	return prefix == "" || rel == prefix || strings.HasPrefix(rel, prefix+"/")
+}
+
+func mustRel(root, p string) string {
+	r, _ := filepath.Rel(root, p)
+	return r
+}
+
+// TestRuleCatchesViolation proves the checker fails on a forbidden import.
+func TestRuleCatchesViolation(t *testing.T) {
+	for _, c := range []struct {
+		rel, imp string
+		bad      bool
+	}{
+		{"core/store", module + "/core/broker", true},
+		{"core/store", module + "/core/message", false},
+		{"filters/sql92", "strings", false},
+		{"filters/sql92", module + "/core/message", false},
+		{"filters/sql92", module + "/core/store", true},
+		{"filters/sql92", "github.com/x/y", true},
+		{"core/broker", "github.com/nats-io/nats.go", true},
+		{"core/message", module + "/core/remoting", true},
+		{"internal/server", module + "/cmd/broker", true},
+	} {
+		bad := false
+		for _, r := range rules {
+			if under(c.rel, r.from) && r.check(c.rel, c.imp) != "" {
+				bad = true
+			}
+		}
+		if bad != c.bad {
+			t.Errorf("%s importing %s: flagged=%v, want %v", c.rel, c.imp, bad, c.bad)
+		}
+	}
+}
