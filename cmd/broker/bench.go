@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -36,12 +37,26 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.Count, "count", 0, "stop after this many messages")
 	fs.IntVar(&o.PullBatch, "pull-batch", bench.DefaultPullBatch, "messages per pull (consume)")
 	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "progress line interval; 0 disables")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "broker bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "broker bench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -50,10 +65,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		run = bench.Consume
 	}
 	sum, err := run(ctx, o, stdout)
-	if err != nil {
+	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "broker bench:", err)
 		return 1
 	}
+	fmt.Fprint(stdout, sum.String())
 	if sum.Errors > 0 {
 		return 1
 	}

@@ -43,6 +43,7 @@ type storeConfig struct {
 	Retention         time.Duration `yaml:"retention"`
 	RetentionInterval time.Duration `yaml:"retentionInterval"`
 	DiskHighWater     float64       `yaml:"diskHighWater"`
+	Prealloc          byteSize      `yaml:"prealloc"`
 }
 
 // topicConfig pre-creates a topic at startup.
@@ -140,6 +141,7 @@ func (fc fileConfig) apply(cfg *server.Config) error {
 	cfg.Store.Retention = fc.Store.Retention
 	cfg.Store.RetentionInterval = fc.Store.RetentionInterval
 	cfg.Store.DiskHighWater = fc.Store.DiskHighWater
+	cfg.Store.Prealloc = int64(fc.Store.Prealloc)
 	var errs []error
 	for i, t := range fc.Topics {
 		if err := broker.ValidateTopic(t.Name); err != nil {

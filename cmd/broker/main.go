@@ -16,6 +16,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -80,6 +82,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		flush      = fs.String("flush", "sync", "flush mode: sync (ack after fsync, group commit) or async (fsync on an interval)")
 		configPath = fs.String("config", "", "YAML config file; flags override it")
 		logLevel   = fs.String("log-level", "info", "log level: debug, info, warn or error")
+		pprofAddr  = fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on this address; empty disables")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: broker [flags]\n\nRuns a broker with an embedded name server.\n\nFlags:\n%s", fs.FlagUsages())
@@ -146,6 +149,16 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		log.Warn("no name server: the embedded one is off and --namesrv names none; clients will not find this broker")
 	}
 
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			log.Error("pprof listen", "addr", *pprofAddr, "err", err)
+			return 1
+		}
+		defer ln.Close()
+		go http.Serve(ln, nil) // the default mux carries net/http/pprof
+		log.Info("serving profiles", "addr", ln.Addr().String())
+	}
 	srv, err := server.Start(cfg)
 	if err != nil {
 		log.Error("broker failed to start", "err", err)

@@ -18,46 +18,48 @@ import (
 func BenchmarkAppend(b *testing.B) {
 	body := string(bytes.Repeat([]byte("x"), 1024))
 	for _, flush := range []store.FlushMode{store.FlushSync, store.FlushAsync} {
-		for _, inflight := range []int{1, 256} {
+		for _, inflight := range []int{1, 64, 256} {
 			for _, batch := range []int{1, 32} {
-				b.Run(fmt.Sprintf("flush=%v/inflight=%d/batch=%d", flush, inflight, batch), func(b *testing.B) {
-					s := storetest.Open(b, store.Options{Dir: b.TempDir(), Flush: flush, Logger: quietLogger()})
-					defer s.Close()
-					var next atomic.Int64
-					var wg sync.WaitGroup
-					lat := make([]time.Duration, 0, b.N)
-					var latMu sync.Mutex
-					b.SetBytes(int64(1024 * batch))
-					b.ResetTimer()
-					start := time.Now()
-					for w := 0; w < inflight; w++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							msgs := make([]*message.Message, batch)
-							var mine []time.Duration
-							for next.Add(1) <= int64(b.N) {
-								for i := range msgs {
-									msgs[i] = storetest.Msg("bench", int32(w%8), body)
+				for _, prealloc := range []int64{-1, 0} {
+					b.Run(fmt.Sprintf("flush=%v/inflight=%d/batch=%d/prealloc=%v", flush, inflight, batch, prealloc >= 0), func(b *testing.B) {
+						s := storetest.Open(b, store.Options{Dir: b.TempDir(), Flush: flush, Prealloc: prealloc, Logger: quietLogger()})
+						defer s.Close()
+						var next atomic.Int64
+						var wg sync.WaitGroup
+						lat := make([]time.Duration, 0, b.N)
+						var latMu sync.Mutex
+						b.SetBytes(int64(1024 * batch))
+						b.ResetTimer()
+						start := time.Now()
+						for w := 0; w < inflight; w++ {
+							wg.Add(1)
+							go func() {
+								defer wg.Done()
+								msgs := make([]*message.Message, batch)
+								var mine []time.Duration
+								for next.Add(1) <= int64(b.N) {
+									for i := range msgs {
+										msgs[i] = storetest.Msg("bench", int32(w%8), body)
+									}
+									t0 := time.Now()
+									if err := s.Append(msgs); err != nil {
+										b.Error(err)
+										return
+									}
+									mine = append(mine, time.Since(t0))
 								}
-								t0 := time.Now()
-								if err := s.Append(msgs); err != nil {
-									b.Error(err)
-									return
-								}
-								mine = append(mine, time.Since(t0))
-							}
-							latMu.Lock()
-							lat = append(lat, mine...)
-							latMu.Unlock()
-						}()
-					}
-					wg.Wait()
-					el := time.Since(start)
-					b.ReportMetric(float64(b.N*batch)/el.Seconds(), "msgs/s")
-					b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-µs")
-					b.ReportMetric(float64(s.Stats().Fsyncs.Load())/el.Seconds(), "fsyncs/s")
-				})
+								latMu.Lock()
+								lat = append(lat, mine...)
+								latMu.Unlock()
+							}()
+						}
+						wg.Wait()
+						el := time.Since(start)
+						b.ReportMetric(float64(b.N*batch)/el.Seconds(), "msgs/s")
+						b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-µs")
+						b.ReportMetric(float64(s.Stats().Fsyncs.Load())/el.Seconds(), "fsyncs/s")
+					})
+				}
 			}
 		}
 	}

@@ -88,6 +88,12 @@ type Options struct {
 	// MaxPendingBytes bounds the bytes appended but not yet written; an
 	// append waits while it is exceeded. Default 64 MiB.
 	MaxPendingBytes int
+	// Prealloc is how far ahead of the data the active segment is kept
+	// written with zeros (and synced), so that fsyncs cover data only and
+	// not a growing file size. Zero or negative disables it (the default):
+	// on the disks measured so far, the zeroing cost more CPU and p99
+	// latency than the cheaper fsyncs saved.
+	Prealloc int64
 	// TagCode computes the tag code kept in a record's consume-queue unit.
 	// It must depend on the record alone, since recovery calls it again.
 	// Default: message.TagHash of the TAGS property.

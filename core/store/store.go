@@ -35,7 +35,7 @@ type Store struct {
 		queues       map[queueKey]*queue
 		failed       error
 		closed       bool
-		spare        *round // a drained round kept for reuse
+		spares       []*round // drained rounds kept for their buffers
 	}
 	space *sync.Cond // on mu: signalled when pendingBytes drops
 
@@ -64,6 +64,7 @@ type Store struct {
 	closing     sync.Once
 	wg          sync.WaitGroup
 	stats       Stats
+	prealloc    *preallocator // nil when disabled
 	arrive      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 	lastCkpt    atomic.Int64 // the checkpoint last persisted
 }
@@ -76,6 +77,13 @@ type Stats struct {
 	Corruptions   atomic.Int64 // invalid records found on read or startup
 	SegmentsFreed atomic.Int64 // segments deleted by retention
 }
+
+// Round buffer reuse: a few drained rounds are kept so steady appends do
+// not allocate their buffers again.
+const (
+	maxSpareRounds  = 4
+	initialChunkCap = 256 << 10
+)
 
 // round is a group of appends written and synced together.
 type round struct {
@@ -154,6 +162,10 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	ok = true
+	if opts.Prealloc > 0 {
+		s.prealloc = newPreallocator(s, opts.Prealloc)
+		s.goTracked(s.prealloc.loop)
+	}
 	s.goTracked(s.flushLoop)
 	s.goTracked(s.checkpointLoop)
 	if opts.Flush == FlushAsync {
@@ -330,9 +342,10 @@ func (s *Store) rollLocked(r *round, n int) {
 }
 
 func (s *Store) newRoundLocked() *round {
-	r := s.mu.spare
-	s.mu.spare = nil
-	if r == nil {
+	var r *round
+	if n := len(s.mu.spares); n > 0 {
+		r, s.mu.spares = s.mu.spares[n-1], s.mu.spares[:n-1]
+	} else {
 		r = &round{}
 	}
 	r.segSize = s.opts.SegmentSize
@@ -355,8 +368,8 @@ func (r *round) chunkFor(off int64) []byte {
 		c.off, c.buf = off, c.buf[:0]
 		return c.buf
 	}
-	r.chunks = append(r.chunks, chunk{off: off})
-	return nil
+	r.chunks = append(r.chunks, chunk{off: off, buf: make([]byte, 0, initialChunkCap)})
+	return r.chunks[len(r.chunks)-1].buf
 }
 
 func (r *round) setLast(buf []byte) { r.chunks[len(r.chunks)-1].buf = buf }
@@ -422,8 +435,8 @@ func (s *Store) recycle(r *round) {
 	spare.chunks = spare.chunks[:0]
 	r.chunks, r.units = nil, nil
 	s.mu.Lock()
-	if s.mu.spare == nil {
-		s.mu.spare = spare
+	if len(s.mu.spares) < maxSpareRounds {
+		s.mu.spares = append(s.mu.spares, spare)
 	}
 	s.mu.Unlock()
 }
@@ -441,6 +454,9 @@ func (s *Store) writeRound(r *round) error {
 		seg, err := s.activeFor(c.off)
 		if err != nil {
 			return err
+		}
+		if s.prealloc != nil {
+			s.prealloc.reserve(seg, c.off-seg.base, c.off-seg.base+int64(len(c.buf)))
 		}
 		if _, err := seg.f.WriteAt(c.buf, c.off-seg.base); err != nil {
 			return fmt.Errorf("store: write segment %s: %w", seg.name, err)
