@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
@@ -74,6 +75,9 @@ type Options struct {
 	Filters map[string]FilterFactory
 	// DisablePropertyFilter refuses SQL92 subscriptions.
 	DisablePropertyFilter bool
+	// DisableNotifyConsumerIDsChanged stops telling consumers at once when
+	// their group's membership changes; they still rebalance every 20 s.
+	DisableNotifyConsumerIDsChanged bool
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -143,6 +147,8 @@ type Broker struct {
 	holds    *holdTable
 	filters  *filterCache
 	registerMu sync.Mutex // serialises registrations
+	notifyOff  atomic.Bool
+	pulled     sync.Map // pullKey → struct{}: queues each group has pulled
 
 	quit     chan struct{}
 	wg       sync.WaitGroup
@@ -163,6 +169,7 @@ func New(opts Options) (*Broker, error) {
 		quit:     make(chan struct{}),
 		started:  make(chan struct{}),
 	}
+	b.notifyOff.Store(opts.DisableNotifyConsumerIDsChanged)
 	b.topics, err = loadTopics(b)
 	if err != nil {
 		return nil, err

@@ -163,7 +163,13 @@ func (t *clientTable) registerConsumer(cd consumerData, subs map[string]*subscri
 	g.subs = subs
 	var notify []*remoting.Conn
 	if changed {
-		notify = g.connsLocked()
+		// The newcomer rebalances on its own as it starts; the others
+		// learn of it now.
+		for id, other := range g.members {
+			if id != clientID {
+				notify = append(notify, other.conn)
+			}
+		}
 	}
 	t.mu.Unlock()
 	t.notify(cd.GroupName, notify)
@@ -196,6 +202,9 @@ func (g *consumerGroup) connsLocked() []*remoting.Conn {
 // notify tells a group's members that its membership changed, so they
 // rebalance at once.
 func (t *clientTable) notify(group string, conns []*remoting.Conn) {
+	if t.b.notifyOff.Load() {
+		return
+	}
 	for _, c := range conns {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -373,3 +382,7 @@ func (b *Broker) ConsumerIDs(group string) []string {
 	ids, _ := b.clients.consumerIDs(group)
 	return ids
 }
+
+// SetNotifyConsumerIDsChanged turns NOTIFY_CONSUMER_IDS_CHANGED on or off.
+// Without it, consumers still rebalance every 20 s.
+func (b *Broker) SetNotifyConsumerIDsChanged(on bool) { b.notifyOff.Store(!on) }

@@ -118,13 +118,12 @@ func TestSendKindsAndPushConsume(t *testing.T) {
 	}
 
 	col := newCollector(len(want))
-	c := env.PushConsumer(t, brokertest.Name("cg"))
+	group := brokertest.Name("cg")
+	c := env.PushConsumer(t, group)
 	if err := c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	env.StartConsumer(t, c, group, true, topic)
 	brokertest.Wait(t, col.done, 30*time.Second, "all messages")
 	for body, m := range want {
 		got := col.seen[body]
@@ -161,11 +160,10 @@ func TestAutoCreateTopic(t *testing.T) {
 		t.Fatalf("auto-created topic: %+v, %v", tc, ok)
 	}
 	col := newCollector(5)
-	c := env.PushConsumer(t, brokertest.Name("cg"))
+	group := brokertest.Name("cg")
+	c := env.PushConsumer(t, group)
 	c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey))
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	env.StartConsumer(t, c, group, true, topic)
 	brokertest.Wait(t, col.done, 30*time.Second, "auto-created topic's messages")
 }
 
@@ -183,9 +181,7 @@ func TestConsumerResumesFromCommittedOffset(t *testing.T) {
 	col := newCollector(20)
 	c := env.PushConsumer(t, group)
 	c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey))
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	env.StartConsumer(t, c, group, true, topic)
 	brokertest.Wait(t, col.done, 30*time.Second, "first batch")
 	// Shutdown sends the consumed offsets as oneway requests just before
 	// it closes its connections. The last listener call may still be
@@ -211,9 +207,7 @@ func TestConsumerResumesFromCommittedOffset(t *testing.T) {
 	col2 := newCollector(10 + redelivered)
 	c2 := env.PushConsumer(t, group)
 	c2.Subscribe(topic, consumer.MessageSelector{}, col2.listener(bodyKey))
-	if err := c2.Start(); err != nil {
-		t.Fatal(err)
-	}
+	env.StartConsumer(t, c2, group, true, topic)
 	brokertest.Wait(t, col2.done, 30*time.Second, "second batch")
 	for body, m := range col2.seen {
 		if body[:6] == "first-" && m.QueueOffset < committed[int32(m.Queue.QueueId)] {
@@ -249,9 +243,7 @@ func TestTwoConsumersSplitQueues(t *testing.T) {
 			mu.Unlock()
 			return cur.listener(bodyKey)(ctx, msgs...)
 		})
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
+		env.StartConsumer(t, c, group, true, topic)
 	}
 	brokertest.Eventually(t, 10*time.Second, "both consumers registered", func() bool { return len(env.Broker.ConsumerIDs(group)) == 2 })
 	// A first round lets the rebalance that followed the second consumer's
@@ -289,9 +281,7 @@ func TestBroadcasting(t *testing.T) {
 		cols = append(cols, col)
 		c := env.PushConsumer(t, group, consumer.WithConsumerModel(consumer.BroadCasting))
 		c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey))
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
+		env.StartConsumer(t, c, group, false, topic)
 	}
 	p := env.Producer(t)
 	sendN(t, p, topic, "bc", 30)
@@ -308,9 +298,10 @@ func TestLitePullConsumer(t *testing.T) {
 	p := env.Producer(t)
 	sendN(t, p, topic, "pull", 40)
 
+	group := brokertest.Name("pull")
 	c, err := consumer.NewPullConsumer(
 		consumer.WithNsResolver(env.Resolver()),
-		consumer.WithGroupName(brokertest.Name("pull")),
+		consumer.WithGroupName(group),
 		consumer.WithInstance(brokertest.Name("pullc")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	)
@@ -359,10 +350,9 @@ func TestRestartKeepsMessages(t *testing.T) {
 		t.Fatal("topic lost in the restart")
 	}
 	col := newCollector(100)
-	c := env.PushConsumer(t, brokertest.Name("cg"))
+	group := brokertest.Name("cg")
+	c := env.PushConsumer(t, group)
 	c.Subscribe(topic, consumer.MessageSelector{}, col.listener(bodyKey))
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	env.StartConsumer(t, c, group, true, topic)
 	brokertest.Wait(t, col.done, 30*time.Second, "messages after the restart")
 }

@@ -77,6 +77,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err != nil {
 		return response(req, code, "pull: %v", err)
 	}
+	b.notePull(p.group, p.topic, p.queueID)
 	if p.sysFlag&pullCommitOffset != 0 && p.group != "" && commit >= 0 {
 		b.store.CommitOffset(p.group, p.topic, p.queueID, commit)
 	}
@@ -249,3 +250,24 @@ func pullResponse(req *remoting.Command, code int16, next, minOff, maxOff int64,
 }
 
 const permRead = 4
+
+// pullKey names a queue a consumer group pulls.
+type pullKey struct {
+	group, topic string
+	queue        int32
+}
+
+// notePull records that a group pulls a queue.
+func (b *Broker) notePull(group, topic string, queue int32) {
+	k := pullKey{group, topic, queue}
+	if _, ok := b.pulled.Load(k); !ok {
+		b.pulled.Store(k, struct{}{})
+	}
+}
+
+// Pulled reports whether consumer group has pulled the queue since the
+// broker started.
+func (b *Broker) Pulled(group, topic string, queue int32) bool {
+	_, ok := b.pulled.Load(pullKey{group, topic, queue})
+	return ok
+}

@@ -122,8 +122,8 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 		if len(req.Body) > b.opts.MaxMessageSize {
 			return response(req, remoting.MessageIllegal, "send: body of %d bytes exceeds the %d-byte limit", len(req.Body), b.opts.MaxMessageSize)
 		}
-		m := b.newMessage(c, &h, qid, req.Body, message.Properties(h.properties))
-		if m.Properties, err = b.storedProperties(m.Properties); err != nil {
+		m := b.newMessage(c, &h, qid, req.Body, nil)
+		if m.Properties, err = b.storedPropertiesString(h.properties); err != nil {
 			return response(req, remoting.MessageIllegal, "send: %v", err)
 		}
 		msgs = []*message.Message{m}
@@ -159,6 +159,27 @@ func (b *Broker) storedProperties(p message.Properties) (message.Properties, err
 	if !p.Has(message.PropertyCluster) {
 		p = p.With(message.PropertyCluster, b.opts.ClusterName)
 	}
+	if len(p) > message.MaxPropertiesLen {
+		return nil, message.ErrPropertiesTooLong
+	}
+	return p, nil
+}
+
+// storedPropertiesString is storedProperties for the header's string,
+// copying it once.
+func (b *Broker) storedPropertiesString(props string) (message.Properties, error) {
+	if strings.Contains(props, message.PropertyWaitStoreOK) || strings.Contains(props, message.PropertyCluster) {
+		return b.storedProperties(message.Properties(props))
+	}
+	p := make(message.Properties, 0, len(props)+len(message.PropertyCluster)+len(b.opts.ClusterName)+2)
+	p = append(p, props...)
+	if len(p) > 0 && p[len(p)-1] != 2 {
+		p = append(p, 2)
+	}
+	p = append(p, message.PropertyCluster...)
+	p = append(p, 1)
+	p = append(p, b.opts.ClusterName...)
+	p = append(p, 2)
 	if len(p) > message.MaxPropertiesLen {
 		return nil, message.ErrPropertiesTooLong
 	}

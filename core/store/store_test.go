@@ -28,6 +28,11 @@ func TestContract(t *testing.T) {
 				return store.Options{Dir: t.TempDir(), Flush: flush, Logger: quietLogger()}
 			}})
 		})
+		t.Run("fs=os/prealloc/flush="+flush.String(), func(t *testing.T) {
+			storetest.Run(t, storetest.Config{Options: func(t testing.TB) store.Options {
+				return store.Options{Dir: t.TempDir(), Flush: flush, Prealloc: 1 << 20, Logger: quietLogger()}
+			}})
+		})
 		t.Run("fs=mem/flush="+flush.String(), func(t *testing.T) {
 			storetest.Run(t, storetest.Config{Options: func(t testing.TB) store.Options {
 				return store.Options{Dir: "/data", FS: vfs.NewCrashableMem(), Flush: flush, Logger: quietLogger()}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,6 +141,7 @@ func (e *Env) PushConsumer(t testing.TB, group string, opts ...consumer.Option) 
 		t.Fatalf("new push consumer: %v", err)
 	}
 	t.Cleanup(func() { c.Shutdown() })
+	e.quietTeardown(t)
 	return c
 }
 
@@ -169,4 +171,43 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// quietTeardown stops membership notifications before the test's clients
+// shut down. The official client reads a flag without synchronisation when
+// a notification races its Shutdown, which the race detector reports; the
+// notifications are of no use at teardown anyway. Cleanups run last-in
+// first-out, so this runs before any client registered so far stops.
+func (e *Env) quietTeardown(t testing.TB) {
+	t.Cleanup(func() { e.Broker.SetNotifyConsumerIDsChanged(false) })
+}
+
+// StartConsumer starts an official push consumer and waits until it pulls
+// every queue of topics (and, for clustering groups, its retry topic), so
+// its start-up rebalance is over. The official client's Start leaves that
+// rebalance running in the background, and a Shutdown that overlaps it is
+// a data race inside the client; waiting also makes tests independent of
+// how quickly the client settles.
+func (e *Env) StartConsumer(t testing.TB, c rocketmq.PushConsumer, group string, clustering bool, topics ...string) {
+	t.Helper()
+	if err := c.Start(); err != nil {
+		t.Fatalf("start consumer: %v", err)
+	}
+	if clustering {
+		topics = append(topics, "%RETRY%"+group)
+	}
+	Eventually(t, 30*time.Second, "the consumer to pull every queue of "+strings.Join(topics, ", "), func() bool {
+		for _, topic := range topics {
+			tc, ok := e.Broker.Topics()[topic]
+			if !ok {
+				return false
+			}
+			for q := int32(0); q < int32(tc.ReadQueueNums); q++ {
+				if !e.Broker.Pulled(group, topic, q) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
