@@ -149,6 +149,7 @@ type Broker struct {
 	registerMu sync.Mutex // serialises registrations
 	notifyOff  atomic.Bool
 	pulled     sync.Map // pullKey → struct{}: queues each group has pulled
+	admin      adminTable
 
 	quit     chan struct{}
 	wg       sync.WaitGroup
@@ -183,6 +184,7 @@ func New(opts Options) (*Broker, error) {
 		OnClose: b.connClosed,
 	})
 	b.routes()
+	b.registerBuiltinAdmin()
 	return b, nil
 }
 
@@ -205,6 +207,7 @@ func (b *Broker) routes() {
 	h(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
 	h(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
 	h(remoting.ViewMessageByID, b.handleViewMessage)
+	h(AdminCode, b.handleAdmin)
 }
 
 // Serve serves connections on ln until Shutdown. The advertised address

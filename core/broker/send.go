@@ -127,6 +127,11 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 			return response(req, remoting.MessageIllegal, "send: %v", err)
 		}
 		msgs = []*message.Message{m}
+		extra, code, err := b.transform(m, &h)
+		if err != nil {
+			return response(req, code, "send: %v", err)
+		}
+		msgs = append(msgs, extra...)
 	}
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)

@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rmq-go/rmq/core/remoting"
+)
+
+// AdminCode is the request code of this broker's own admin commands
+// (`broker admin …`). RocketMQ clients never send it. The command name is
+// the extField "command"; arguments and results are JSON bodies.
+const AdminCode = 30000
+
+// adminTimeout bounds one admin command.
+const adminTimeout = 30 * time.Second
+
+// AdminHandler runs one admin command. args is the request body (JSON,
+// possibly empty); the result is encoded as the response body.
+type AdminHandler func(ctx context.Context, args json.RawMessage) (any, error)
+
+// ErrUnknownCommand is returned for an admin command nobody registered.
+var ErrUnknownCommand = errors.New("broker: unknown admin command")
+
+type adminTable struct {
+	mu       sync.RWMutex
+	handlers map[string]AdminHandler
+}
+
+// HandleAdmin registers an admin command. Components wired around the
+// broker (plugins, the NATS bridge) add theirs; registering a name twice
+// replaces the handler.
+func (b *Broker) HandleAdmin(name string, h AdminHandler) {
+	b.admin.mu.Lock()
+	defer b.admin.mu.Unlock()
+	if b.admin.handlers == nil {
+		b.admin.handlers = map[string]AdminHandler{}
+	}
+	b.admin.handlers[name] = h
+}
+
+// AdminCommands lists the registered admin commands.
+func (b *Broker) AdminCommands() []string {
+	b.admin.mu.RLock()
+	defer b.admin.mu.RUnlock()
+	var names []string
+	for n := range b.admin.handlers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// RunAdmin runs an admin command in-process.
+func (b *Broker) RunAdmin(ctx context.Context, name string, args json.RawMessage) (any, error) {
+	b.admin.mu.RLock()
+	h := b.admin.handlers[name]
+	b.admin.mu.RUnlock()
+	if h == nil {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownCommand, name, b.AdminCommands())
+	}
+	return h(ctx, args)
+}
+
+func (b *Broker) handleAdmin(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	res, err := b.RunAdmin(ctx, req.Get("command"), req.Body)
+	if err != nil {
+		return response(req, remoting.SystemError, "%v", err)
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return response(req, remoting.SystemError, "encode result: %v", err)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// registerBuiltinAdmin adds the broker's own admin commands.
+func (b *Broker) registerBuiltinAdmin() {
+	b.HandleAdmin("topics.list", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		return b.Topics(), nil
+	})
+	b.HandleAdmin("offsets.list", func(ctx context.Context, args json.RawMessage) (any, error) {
+		var a struct {
+			Group string `json:"group"`
+		}
+		if err := decodeArgs(args, &a); err != nil {
+			return nil, err
+		}
+		return b.store.ConsumerOffsets(a.Group), nil
+	})
+}
+
+// decodeArgs decodes admin arguments strictly; empty args are allowed.
+func decodeArgs(args json.RawMessage, v any) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(args, v); err != nil {
+		return fmt.Errorf("bad arguments: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package broker
+
+import (
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
+)
+
+// transform reroutes a single sent message that is not stored where it was
+// sent, in this order:
+//
+//  1. a half message (TRAN_MSG=true) goes to the half topic (txn.go);
+//  2. a retry that reached its limit goes to the dead-letter topic
+//     (retry.go);
+//  3. a delayed or timed message goes to the schedule (delay.go).
+//
+// It may add messages to store in the same write (an outbox event), and
+// returns a response code and error when the message is refused.
+func (b *Broker) transform(m *message.Message, h *sendHeader) (extra []*message.Message, code int16, err error) {
+	if m.Properties.Get(message.PropertyTransactionPrepared) == "true" {
+		return nil, remoting.Success, b.toHalf(m)
+	}
+	if isRetryTopic(m.Topic) {
+		if extra, done, err := b.retryLimit(m, h); done || err != nil {
+			return extra, remoting.SystemError, err
+		}
+	}
+	if code, err := b.toSchedule(m); err != nil {
+		return nil, code, err
+	}
+	return nil, remoting.Success, nil
+}
