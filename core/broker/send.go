@@ -133,10 +133,14 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 		}
 		msgs = append(msgs, extra...)
 	}
+	sent := len(msgs) // the client's messages; any after them are the broker's own (outbox events)
+	if req.Code != remoting.SendBatchMessage {
+		sent = 1
+	}
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)
 	}
-	return b.sendResponse(req, msgs)
+	return b.sendResponse(req, msgs[:sent])
 }
 
 // newMessage builds a stored message from a send header.
