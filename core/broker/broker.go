@@ -78,6 +78,18 @@ type Options struct {
 	// DisableNotifyConsumerIDsChanged stops telling consumers at once when
 	// their group's membership changes; they still rebalance every 20 s.
 	DisableNotifyConsumerIDsChanged bool
+	// DelayLevels are the delays of levels 1, 2, …; default
+	// DefaultDelayLevels. The store must be opened with TagCode(levels).
+	DelayLevels []time.Duration
+	// MaxTimerDelay bounds how far ahead a timed message may be due.
+	// Default 72 h.
+	MaxTimerDelay time.Duration
+	// Outbox writes an event to the outbox topic (EventsTopic) with every
+	// retry and dead-letter move, for readers such as the NATS bridge.
+	Outbox bool
+	// EventSink, if set, is told of every retry and dead-letter event as it
+	// is stored; setting it turns the outbox on.
+	EventSink EventSink
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -112,10 +124,21 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if len(o.DelayLevels) == 0 {
+		o.DelayLevels, _ = ParseDelayLevels(DefaultDelayLevels)
+	}
+	if o.MaxTimerDelay == 0 {
+		o.MaxTimerDelay = DefaultMaxTimerDelay
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	var errs []error
+	for i, d := range o.DelayLevels {
+		if d < time.Second {
+			errs = append(errs, fmt.Errorf("broker: delay level %d is %v; levels are at least 1s", i+1, d))
+		}
+	}
 	if o.Store == nil {
 		errs = append(errs, errors.New("broker: Options.Store is required"))
 	}
@@ -148,6 +171,9 @@ type Broker struct {
 	filters  *filterCache
 	registerMu sync.Mutex // serialises registrations
 	notifyOff  atomic.Bool
+	levels     []time.Duration // delay levels, from Options
+	events     eventsSignal
+	sched      chan struct{} // cap 1: wake the scheduler
 	pulled     sync.Map // pullKey → struct{}: queues each group has pulled
 	admin      adminTable
 
@@ -171,6 +197,8 @@ func New(opts Options) (*Broker, error) {
 		started:  make(chan struct{}),
 	}
 	b.notifyOff.Store(opts.DisableNotifyConsumerIDsChanged)
+	b.levels = opts.DelayLevels
+	b.sched = make(chan struct{}, 1)
 	b.topics, err = loadTopics(b)
 	if err != nil {
 		return nil, err
@@ -222,7 +250,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		return fmt.Errorf("broker: advertise address %q: want ip:port (%v)", addr, err)
 	}
 	b.addr, b.storeHost = addr, ap
-	b.store.SetArrivalHook(b.holds.arrived)
+	b.store.SetArrivalHook(b.arrived)
 	// Register before anyone is told the broker is up, so a client started
 	// right after finds its routes.
 	b.registerAll()
@@ -285,4 +313,18 @@ func (b *Broker) now() time.Time { return b.opts.Now() }
 // response builds a response with a code and remark.
 func response(req *remoting.Command, code int16, format string, args ...any) *remoting.Command {
 	return remoting.NewResponse(req, code, fmt.Sprintf(format, args...))
+}
+
+// arrived is the store's arrival hook.
+func (b *Broker) arrived(topic string, queue int32, maxOffset int64) {
+	b.holds.arrived(topic, queue, maxOffset)
+	switch topic {
+	case ScheduleTopic, TimerTopic:
+		select {
+		case b.sched <- struct{}{}:
+		default:
+		}
+	case EventsTopic:
+		b.events.fire()
+	}
 }

@@ -29,6 +29,9 @@ const (
 	HalfTopic = "RMQ_SYS_TRANS_HALF_TOPIC"
 	// OpHalfTopic records transaction outcomes.
 	OpHalfTopic = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+	// TimerTopic holds timed messages (TIMER_DELIVER_MS and friends) until
+	// they are due.
+	TimerTopic = "RMQ_SYS_TIMER_TOPIC"
 
 	maxTopicLen  = 127
 	maxQueueNums = 1024
@@ -59,7 +62,7 @@ func ValidateTopic(topic string) error {
 
 // systemTopic reports whether clients may not send to topic directly.
 func systemTopic(topic string) bool {
-	return topic == ScheduleTopic || topic == HalfTopic || topic == OpHalfTopic
+	return topic == ScheduleTopic || topic == HalfTopic || topic == OpHalfTopic || topic == TimerTopic || topic == EventsTopic
 }
 
 // topicTable is the broker's topic configuration, persisted in the store.

@@ -164,6 +164,10 @@ func (s *Store) EachMeta(prefix string, fn func(name string, value []byte) error
 	return it.Error()
 }
 
+// Checkpoint persists the index now: partial consume-queue blocks, the
+// dispatch checkpoint and progress values (with fsync when any changed).
+func (s *Store) Checkpoint() error { return s.checkpoint(false) }
+
 // checkpointLoop persists the index periodically.
 func (s *Store) checkpointLoop() {
 	t := time.NewTicker(s.opts.CheckpointInterval)

@@ -1,0 +1,278 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// DLQSelector picks dead letters of one group: one message by id or by
+// queue offset, or every message stored in a time range.
+type DLQSelector struct {
+	Group string `json:"group"`
+	// MsgID matches the message id clients saw (UNIQ_KEY), the original
+	// message id, or the dead letter's offsetMsgId.
+	MsgID string `json:"msgId,omitempty"`
+	// QueueOffset, when set, picks the dead letter at that offset of the
+	// group's dead-letter queue 0.
+	QueueOffset *int64 `json:"queueOffset,omitempty"`
+	// From and To bound the time the dead letter was stored (zero: open).
+	From time.Time `json:"from,omitzero"`
+	To   time.Time `json:"to,omitzero"`
+	// Limit caps the number of messages; default 100 for lists, no limit
+	// for resends of a range.
+	Limit int `json:"limit,omitempty"`
+}
+
+// DeadLetter is one message in a dead-letter topic.
+type DeadLetter struct {
+	QueueOffset    int64             `json:"queueOffset"`
+	MsgID          string            `json:"msgId"`
+	OffsetMsgID    string            `json:"offsetMsgId"`
+	OriginMsgID    string            `json:"originMsgId,omitempty"`
+	Topic          string            `json:"topic"`
+	Tags           string            `json:"tags,omitempty"`
+	Keys           string            `json:"keys,omitempty"`
+	ReconsumeTimes int32             `json:"reconsumeTimes"`
+	StoredAt       time.Time         `json:"storedAt"`
+	BodySize       int               `json:"bodySize"`
+	Properties     map[string]string `json:"properties,omitempty"`
+}
+
+// Resend targets.
+const (
+	ResendOrigin = "origin" // the message's original topic
+	ResendRetry  = "retry"  // the group's retry topic, consumed at once
+)
+
+// Resent reports one dead letter sent again.
+type Resent struct {
+	QueueOffset int64  `json:"queueOffset"` // in the dead-letter queue
+	OldMsgID    string `json:"oldMsgId"`
+	NewMsgID    string `json:"newMsgId"`
+	Topic       string `json:"topic"`
+	QueueID     int32  `json:"queueId"`
+}
+
+// ErrNoDeadLetter is returned when a selector matches nothing.
+var ErrNoDeadLetter = errors.New("broker: no matching dead letter")
+
+// ListDLQ lists a group's dead letters matching sel.
+func (b *Broker) ListDLQ(sel DLQSelector) ([]DeadLetter, error) {
+	limit := sel.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []DeadLetter
+	err := b.eachDeadLetter(sel, limit, func(r message.Record) error {
+		var m message.Message
+		r.Decode(&m)
+		out = append(out, DeadLetter{
+			QueueOffset:    m.QueueOffset,
+			MsgID:          msgID(&m),
+			OffsetMsgID:    message.OffsetMsgID(m.StoreHost, m.CommitLogOffset),
+			OriginMsgID:    m.Properties.Get(message.PropertyOriginMessageID),
+			Topic:          originTopic(&m),
+			Tags:           m.Properties.Get(message.PropertyTags),
+			Keys:           m.Properties.Get(message.PropertyKeys),
+			ReconsumeTimes: m.ReconsumeTimes,
+			StoredAt:       time.UnixMilli(m.StoreTimestamp),
+			BodySize:       len(m.Body),
+			Properties:     m.Properties.Map(),
+		})
+		return nil
+	})
+	return out, err
+}
+
+// ResendDLQ sends the dead letters matching sel again, each as a new
+// message, to their original topic or to the group's retry topic. The dead
+// letters stay where they are.
+func (b *Broker) ResendDLQ(sel DLQSelector, target string) ([]Resent, error) {
+	if target != ResendOrigin && target != ResendRetry {
+		return nil, fmt.Errorf("broker: resend target %q: want %q or %q", target, ResendOrigin, ResendRetry)
+	}
+	limit := sel.Limit
+	if limit <= 0 && sel.MsgID == "" && sel.QueueOffset == nil {
+		limit = int(^uint(0) >> 1)
+	} else if limit <= 0 {
+		limit = 1
+	}
+	var out []Resent
+	err := b.eachDeadLetter(sel, limit, func(r message.Record) error {
+		var old message.Message
+		r.Decode(&old)
+		m := b.resendMessage(&old, sel.Group, target)
+		tc, err := b.resendTopic(m.Topic)
+		if err != nil {
+			return err
+		}
+		m.QueueID = int32(old.QueueOffset % int64(tc.WriteQueueNums))
+		if err := b.store.Append([]*message.Message{m}); err != nil {
+			return fmt.Errorf("resend %s: %w", msgID(&old), err)
+		}
+		out = append(out, Resent{QueueOffset: old.QueueOffset, OldMsgID: msgID(&old), NewMsgID: msgID(m), Topic: m.Topic, QueueID: m.QueueID})
+		b.log.Info("dead letter resent", "group", sel.Group, "old_msg_id", msgID(&old), "new_msg_id", msgID(m), "topic", m.Topic)
+		return nil
+	})
+	if err == nil && len(out) == 0 {
+		err = fmt.Errorf("%w in group %s", ErrNoDeadLetter, sel.Group)
+	}
+	return out, err
+}
+
+// resendMessage builds the new message for a dead letter: the same body,
+// flag, keys, tags and user properties, a new UNIQ_KEY, the dead letter's
+// id kept in ORIGIN_MESSAGE_ID, and a fresh retry count.
+func (b *Broker) resendMessage(old *message.Message, group, target string) *message.Message {
+	props := old.Properties.Without(message.PropertyDelayLevel, message.PropertyRealTopic, message.PropertyRealQueueID,
+		message.PropertyRetryTopic, message.PropertyTransactionPrepared, message.PropertyMaxReconsumeTimes)
+	origin := old.Properties.Get(message.PropertyOriginMessageID)
+	if origin == "" {
+		origin = msgID(old)
+	}
+	props = props.With(message.PropertyOriginMessageID, origin).With(message.PropertyUniqKey, message.NewUniqID())
+	topic := originTopic(old)
+	if target == ResendRetry {
+		topic = RetryGroupTopicPrefix + group
+		props = props.With(message.PropertyRetryTopic, originTopic(old))
+	}
+	return &message.Message{
+		Topic:         topic,
+		Flag:          old.Flag,
+		SysFlag:       old.SysFlag &^ message.SysFlagTxMask,
+		BornTimestamp: b.now().UnixMilli(),
+		BornHost:      b.storeHost,
+		StoreHost:     b.storeHost,
+		Body:          old.Body,
+		Properties:    props,
+	}
+}
+
+func (b *Broker) resendTopic(topic string) (TopicConfig, error) {
+	if tc, ok := b.topics.get(topic); ok {
+		return tc, nil
+	}
+	tc, _, err := b.autoCreate(topic, AutoCreateTopicKey, 0)
+	return tc, err
+}
+
+// eachDeadLetter calls fn for each dead letter of sel.Group matching sel,
+// in queue order, up to limit.
+func (b *Broker) eachDeadLetter(sel DLQSelector, limit int, fn func(r message.Record) error) error {
+	if sel.Group == "" {
+		return errors.New("broker: a consumer group is required")
+	}
+	topic := DLQGroupTopicPrefix + sel.Group
+	tc, ok := b.topics.get(topic)
+	if !ok {
+		return fmt.Errorf("%w: group %s has no dead-letter topic", ErrNoDeadLetter, sel.Group)
+	}
+	n := 0
+	for q := int32(0); q < int32(tc.ReadQueueNums) && n < limit; q++ {
+		minOff, maxOff := b.store.QueueOffsets(topic, q)
+		from, to := minOff, maxOff
+		if sel.QueueOffset != nil {
+			if q != 0 {
+				break
+			}
+			from, to = *sel.QueueOffset, *sel.QueueOffset+1
+			if from < minOff || from >= maxOff {
+				return fmt.Errorf("%w at offset %d (the queue holds %d..%d)", ErrNoDeadLetter, from, minOff, maxOff)
+			}
+		} else if !sel.From.IsZero() {
+			off, err := b.store.OffsetForTimestamp(topic, q, sel.From.UnixMilli())
+			if err != nil {
+				return err
+			}
+			from = off
+		}
+		var buf []byte
+		for off := from; off < to && n < limit; {
+			units, err := b.store.Units(topic, q, off, 64, nil)
+			if err != nil {
+				return err
+			}
+			if len(units) == 0 {
+				break
+			}
+			stop := false
+			buf, err = b.store.ReadRecords(units, buf, func(u store.Unit, r message.Record, rerr error) error {
+				if rerr != nil || stop || n >= limit {
+					return nil
+				}
+				if !sel.To.IsZero() && r.StoreTimestamp() > sel.To.UnixMilli() {
+					stop = true
+					return nil
+				}
+				if sel.MsgID != "" && !matchesID(r, sel.MsgID) {
+					return nil
+				}
+				n++
+				return fn(append(message.Record(nil), r...))
+			})
+			if err != nil {
+				return err
+			}
+			if stop {
+				break
+			}
+			off = units[len(units)-1].QueueOffset + 1
+		}
+	}
+	return nil
+}
+
+func matchesID(r message.Record, id string) bool {
+	p := r.Properties()
+	return p.Get(message.PropertyUniqKey) == id || p.Get(message.PropertyOriginMessageID) == id ||
+		message.OffsetMsgID(r.StoreHost(), r.CommitLogOffset()) == id
+}
+
+// msgID is the id clients see: UNIQ_KEY, else the offsetMsgId.
+func msgID(m *message.Message) string {
+	if id := m.Properties.Get(message.PropertyUniqKey); id != "" {
+		return id
+	}
+	return message.OffsetMsgID(m.StoreHost, m.CommitLogOffset)
+}
+
+// originTopic is the topic a retried or dead message first went to.
+func originTopic(m *message.Message) string {
+	if t := m.Properties.Get(message.PropertyRetryTopic); t != "" {
+		return t
+	}
+	if t := m.Properties.Get(message.PropertyRealTopic); t != "" && !isRetryTopic(t) {
+		return t
+	}
+	return m.Topic
+}
+
+func (b *Broker) registerDLQAdmin() {
+	b.HandleAdmin("dlq.list", func(ctx context.Context, args json.RawMessage) (any, error) {
+		var sel DLQSelector
+		if err := decodeArgs(args, &sel); err != nil {
+			return nil, err
+		}
+		return b.ListDLQ(sel)
+	})
+	b.HandleAdmin("dlq.resend", func(ctx context.Context, args json.RawMessage) (any, error) {
+		var a struct {
+			DLQSelector
+			Target string `json:"target"`
+		}
+		if err := decodeArgs(args, &a); err != nil {
+			return nil, err
+		}
+		if a.Target == "" {
+			a.Target = ResendOrigin
+		}
+		return b.ResendDLQ(a.DLQSelector, a.Target)
+	})
+}
+
