@@ -235,6 +235,9 @@ func (b *Broker) routes() {
 	h(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
 	h(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
 	h(remoting.ViewMessageByID, b.handleViewMessage)
+	h(remoting.ConsumerSendMsgBack, b.handleSendBack)
+	h(remoting.UpdateAndCreateSubscriptionGroup, b.handleUpdateGroup)
+	h(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroups)
 	h(AdminCode, b.handleAdmin)
 }
 
@@ -254,7 +257,9 @@ func (b *Broker) Serve(ln net.Listener) error {
 	// Register before anyone is told the broker is up, so a client started
 	// right after finds its routes.
 	b.registerAll()
+	b.store.SetRetentionFloor(b.retentionFloor)
 	b.goTracked(b.registerLoop)
+	b.goTracked(b.scheduleLoop)
 	b.goTracked(b.clients.sweepLoop)
 	close(b.started)
 	err = b.rs.Serve(ln)

@@ -126,12 +126,11 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 // ensureRetryTopic creates a consumer group's retry topic so the route the
 // client looks up exists.
 func (b *Broker) ensureRetryTopic(group string) {
-	topic := RetryGroupTopicPrefix + group
-	if _, ok := b.topics.get(topic); ok {
+	if _, ok := b.topics.get(RetryGroupTopicPrefix + group); ok {
 		return
 	}
-	if _, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW}); err != nil {
-		b.log.Warn("create retry topic", "topic", topic, "err", err)
+	if _, err := b.ensureRetry(group); err != nil {
+		b.log.Warn("create retry topic", "group", group, "err", err)
 	}
 }
 

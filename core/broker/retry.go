@@ -1,15 +1,274 @@
 package broker
 
 import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
 )
+
+// DefaultMaxReconsumeTimes is how often a message is retried before it
+// goes to the dead-letter topic.
+const DefaultMaxReconsumeTimes = 16
+
+// retryBaseLevel is added to a message's reconsume times to pick the delay
+// level of its next retry when the consumer leaves it to the broker.
+const retryBaseLevel = 3
 
 func isRetryTopic(topic string) bool { return strings.HasPrefix(topic, RetryGroupTopicPrefix) }
 
-// retryLimit moves a retry sent as an ordinary message to the dead-letter
-// topic when it reached its group's limit.
-func (b *Broker) retryLimit(m *message.Message, h *sendHeader) (extra []*message.Message, done bool, err error) {
-	return nil, false, nil
+// SubscriptionGroupConfig is a consumer group's configuration, as
+// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP sets it.
+type SubscriptionGroupConfig struct {
+	GroupName                      string `json:"groupName"`
+	ConsumeEnable                  bool   `json:"consumeEnable"`
+	ConsumeFromMinEnable           bool   `json:"consumeFromMinEnable"`
+	ConsumeBroadcastEnable         bool   `json:"consumeBroadcastEnable"`
+	RetryQueueNums                 int    `json:"retryQueueNums"`
+	RetryMaxTimes                  int    `json:"retryMaxTimes"`
+	BrokerID                       int64  `json:"brokerId"`
+	WhichBrokerWhenConsumeSlowly   int64  `json:"whichBrokerWhenConsumeSlowly"`
+	NotifyConsumerIdsChangedEnable bool   `json:"notifyConsumerIdsChangedEnable"`
 }
+
+const groupMetaKey = "group/"
+
+// defaultGroupConfig is what a group without explicit configuration gets.
+func defaultGroupConfig(group string) SubscriptionGroupConfig {
+	return SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true, ConsumeFromMinEnable: true, ConsumeBroadcastEnable: true,
+		RetryQueueNums: 1, RetryMaxTimes: DefaultMaxReconsumeTimes, WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true}
+}
+
+// groupConfig returns a group's configuration and whether it was set
+// explicitly.
+func (b *Broker) groupConfig(group string) (SubscriptionGroupConfig, bool) {
+	v, err := b.store.Meta(groupMetaKey + group)
+	if err != nil {
+		return defaultGroupConfig(group), false
+	}
+	var gc SubscriptionGroupConfig
+	if err := json.Unmarshal(v, &gc); err != nil {
+		b.log.Error("subscription group config unreadable; using defaults", "group", group, "err", err)
+		return defaultGroupConfig(group), false
+	}
+	return gc, true
+}
+
+// PutGroupConfig creates or replaces a group's configuration durably.
+func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
+	if gc.GroupName == "" {
+		return fmt.Errorf("broker: a group name is required")
+	}
+	if gc.RetryQueueNums < 1 || gc.RetryQueueNums > maxQueueNums {
+		return fmt.Errorf("broker: group %s: retryQueueNums %d is outside 1..%d", gc.GroupName, gc.RetryQueueNums, maxQueueNums)
+	}
+	if gc.RetryMaxTimes < 0 {
+		return fmt.Errorf("broker: group %s: retryMaxTimes must not be negative", gc.GroupName)
+	}
+	v, _ := json.Marshal(gc)
+	if err := b.store.PutMeta(groupMetaKey+gc.GroupName, v); err != nil {
+		return err
+	}
+	// Grow the retry topic to the configured queue count.
+	topic := RetryGroupTopicPrefix + gc.GroupName
+	if tc, ok := b.topics.get(topic); ok && tc.WriteQueueNums != gc.RetryQueueNums {
+		tc.ReadQueueNums, tc.WriteQueueNums = gc.RetryQueueNums, gc.RetryQueueNums
+		return b.topics.put(tc)
+	}
+	return nil
+}
+
+func (b *Broker) handleUpdateGroup(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	gc := defaultGroupConfig("")
+	if err := json.Unmarshal(req.Body, &gc); err != nil {
+		return response(req, remoting.SystemError, "subscription group config: bad body: %v", err)
+	}
+	if err := b.PutGroupConfig(gc); err != nil {
+		return response(req, remoting.SystemError, "%v", err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleAllGroups(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	table := map[string]SubscriptionGroupConfig{}
+	b.store.EachMeta(groupMetaKey, func(name string, v []byte) error {
+		var gc SubscriptionGroupConfig
+		if json.Unmarshal(v, &gc) == nil {
+			table[gc.GroupName] = gc
+		}
+		return nil
+	})
+	body, _ := json.Marshal(map[string]any{"subscriptionGroupTable": table, "dataVersion": map[string]int64{"timestamp": b.now().UnixMilli()}})
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// maxReconsume is the retry limit for a group: the consumer's own, capped
+// by the group's configuration when an operator set one.
+func (b *Broker) maxReconsume(group string, fromClient int32, hasClient bool) int32 {
+	gc, explicit := b.groupConfig(group)
+	switch {
+	case hasClient && fromClient >= 0 && explicit:
+		return min(fromClient, int32(gc.RetryMaxTimes))
+	case hasClient && fromClient >= 0:
+		return fromClient
+	}
+	return int32(gc.RetryMaxTimes)
+}
+
+// ensureDLQ creates a group's dead-letter topic, readable and writable so
+// operators and consumers can drain it.
+func (b *Broker) ensureDLQ(group string) (TopicConfig, error) {
+	return b.topics.ensure(TopicConfig{TopicName: DLQGroupTopicPrefix + group, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW})
+}
+
+// ensureRetry creates a group's retry topic with the group's queue count.
+func (b *Broker) ensureRetry(group string) (TopicConfig, error) {
+	gc, _ := b.groupConfig(group)
+	return b.topics.ensure(TopicConfig{TopicName: RetryGroupTopicPrefix + group, ReadQueueNums: gc.RetryQueueNums, WriteQueueNums: gc.RetryQueueNums, Perm: permRW})
+}
+
+func (b *Broker) handleSendBack(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	group := req.Get("group")
+	off, err := req.Int64("offset")
+	if group == "" || err != nil {
+		return response(req, remoting.SystemError, "send back: group and a commit-log offset are required")
+	}
+	delayLevel, err := req.Int32Or("delayLevel", 0)
+	if err != nil {
+		return response(req, remoting.SystemError, "send back: %v", err)
+	}
+	clientMax, hasMax := int32(0), req.Get("maxReconsumeTimes") != ""
+	if hasMax {
+		if clientMax, err = req.Int32("maxReconsumeTimes"); err != nil {
+			return response(req, remoting.SystemError, "send back: %v", err)
+		}
+	}
+	rec, err := b.store.ReadRecordAt(off)
+	if err != nil {
+		// The client falls back to sending the message itself.
+		return response(req, remoting.SystemError, "send back: look message by offset %d failed: %v", off, err)
+	}
+	var orig message.Message
+	rec.Decode(&orig)
+	msgs, err := b.sendBack(&orig, group, delayLevel, b.maxReconsume(group, clientMax, hasMax), req.Get("originMsgId"), "consumer asked for a retry")
+	if err != nil {
+		return response(req, remoting.SystemError, "send back: %v", err)
+	}
+	if err := b.store.Append(msgs); err != nil {
+		return b.storeError(req, err)
+	}
+	b.afterEvents(msgs)
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// sendBack builds the messages for a failed delivery: a new message in the
+// group's retry topic, parked in the schedule until its delay passes, or
+// in its dead-letter topic once the retries are used up (or when the
+// consumer asks with a negative level); plus, with the outbox on, the
+// event that describes the move.
+func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTimes int32, originID, reason string) ([]*message.Message, error) {
+	props := orig.Properties
+	if !props.Has(message.PropertyRetryTopic) {
+		props = props.With(message.PropertyRetryTopic, orig.Topic)
+	}
+	if !props.Has(message.PropertyOriginMessageID) {
+		if originID == "" {
+			originID = msgID(orig)
+		}
+		props = props.With(message.PropertyOriginMessageID, originID)
+	}
+	props = props.Without(message.PropertyDelayLevel, message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyTransactionPrepared)
+	m := &message.Message{
+		Flag:           orig.Flag,
+		SysFlag:        orig.SysFlag &^ message.SysFlagTxMask,
+		BornTimestamp:  orig.BornTimestamp,
+		BornHost:       orig.BornHost,
+		StoreHost:      b.storeHost,
+		ReconsumeTimes: orig.ReconsumeTimes + 1,
+		Body:           orig.Body,
+	}
+	ev := eventRecord{
+		Group: group, Topic: props.Get(message.PropertyRetryTopic), MsgID: msgID(orig), OriginMsgID: props.Get(message.PropertyOriginMessageID),
+		QueueID: orig.QueueID, QueueOffset: orig.QueueOffset, ReconsumeTimes: orig.ReconsumeTimes + 1, MaxReconsumeTimes: maxTimes, Reason: reason,
+	}
+	if orig.ReconsumeTimes >= maxTimes || delayLevel < 0 {
+		tc, err := b.ensureDLQ(group)
+		if err != nil {
+			return nil, err
+		}
+		m.Topic, m.QueueID, m.Properties = tc.TopicName, rand.Int32N(int32(tc.WriteQueueNums)), props
+		ev.Kind = EventDLQ
+		if delayLevel < 0 {
+			ev.Reason = "consumer gave up (delay level < 0)"
+		} else {
+			ev.Reason = fmt.Sprintf("reconsumed %d times, the limit is %d", orig.ReconsumeTimes, maxTimes)
+		}
+		b.log.Info("message moved to the dead-letter topic", "group", group, "msg_id", ev.MsgID, "topic", ev.Topic, "reconsume_times", orig.ReconsumeTimes)
+	} else {
+		tc, err := b.ensureRetry(group)
+		if err != nil {
+			return nil, err
+		}
+		level := int(delayLevel)
+		if level == 0 {
+			level = retryBaseLevel + int(orig.ReconsumeTimes)
+		}
+		level = min(level, len(b.levels))
+		m.Topic, m.QueueID = tc.TopicName, rand.Int32N(int32(tc.WriteQueueNums))
+		m.Properties = props.With(message.PropertyDelayLevel, strconv.Itoa(level))
+		if _, err := b.toSchedule(m); err != nil {
+			return nil, err
+		}
+		ev.Kind, ev.DelayLevel = EventRetry, int32(level)
+		ev.NextAttemptMS = b.now().Add(b.levelDelay(level)).UnixMilli()
+	}
+	msgs := []*message.Message{m}
+	if b.outboxOn() {
+		msgs = append(msgs, b.newEvent(ev, m))
+	}
+	return msgs, nil
+}
+
+// retryLimit applies the retry rules to a failed message that its consumer
+// sent back as an ordinary send to %RETRY%<group> (the client's fallback
+// when CONSUMER_SEND_MSG_BACK fails): once the retries are used up it goes
+// to the dead-letter topic instead. The client has already counted this
+// failure in reconsumeTimes, so the limit is passed when it exceeds the
+// maximum, as with send-back. With the outbox on it returns the event to
+// store after the message.
+func (b *Broker) retryLimit(m *message.Message, h *sendHeader) (*eventRecord, error) {
+	group := strings.TrimPrefix(m.Topic, RetryGroupTopicPrefix)
+	maxTimes := b.maxReconsume(group, h.maxReconsumeTimes, h.hasMaxReconsume && h.maxReconsumeTimes > 0)
+	ev := &eventRecord{Group: group, Topic: m.Properties.Get(message.PropertyRetryTopic),
+		MsgID: msgIDOf(m), OriginMsgID: m.Properties.Get(message.PropertyOriginMessageID),
+		ReconsumeTimes: m.ReconsumeTimes, MaxReconsumeTimes: maxTimes, QueueID: -1, QueueOffset: -1}
+	if m.ReconsumeTimes <= maxTimes {
+		level, _ := strconv.Atoi(m.Properties.Get(message.PropertyDelayLevel))
+		ev.Kind, ev.DelayLevel, ev.Reason = EventRetry, int32(level), "consumer sent the message back itself"
+		if level > 0 {
+			ev.NextAttemptMS = b.now().Add(b.levelDelay(level)).UnixMilli()
+		}
+	} else {
+		tc, err := b.ensureDLQ(group)
+		if err != nil {
+			return nil, err
+		}
+		m.Topic, m.QueueID = tc.TopicName, 0
+		m.Properties = m.Properties.Without(message.PropertyDelayLevel, message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS)
+		b.log.Info("message moved to the dead-letter topic", "group", group, "msg_id", ev.MsgID, "reconsume_times", m.ReconsumeTimes)
+		ev.Kind = EventDLQ
+		ev.Reason = fmt.Sprintf("reconsumed %d times, the limit is %d", m.ReconsumeTimes-1, maxTimes)
+	}
+	if !b.outboxOn() {
+		return nil, nil
+	}
+	return ev, nil
+}
+
+func msgIDOf(m *message.Message) string { return m.Properties.Get(message.PropertyUniqKey) }

@@ -19,13 +19,18 @@ func (b *Broker) transform(m *message.Message, h *sendHeader) (extra []*message.
 	if m.Properties.Get(message.PropertyTransactionPrepared) == "true" {
 		return nil, remoting.Success, b.toHalf(m)
 	}
+	var ev *eventRecord
 	if isRetryTopic(m.Topic) {
-		if extra, done, err := b.retryLimit(m, h); done || err != nil {
-			return extra, remoting.SystemError, err
+		if ev, err = b.retryLimit(m, h); err != nil {
+			return nil, remoting.SystemError, err
 		}
 	}
 	if code, err := b.toSchedule(m); err != nil {
 		return nil, code, err
 	}
-	return nil, remoting.Success, nil
+	if ev != nil {
+		// The event records the message in its final form.
+		extra = append(extra, b.newEvent(*ev, m))
+	}
+	return extra, remoting.Success, nil
 }

@@ -42,6 +42,11 @@ func (s *Store) RunRetention() (int, error) {
 		if oldest.base >= s.written.Load()-s.written.Load()%s.opts.SegmentSize {
 			break // the active segment
 		}
+		if f := s.floor.Load(); f != nil {
+			if keep := (*f)(); keep >= 0 && keep < oldest.base+s.opts.SegmentSize {
+				break // holds something the broker still needs
+			}
+		}
 		fi, err := oldest.f.Stat()
 		if err != nil {
 			return deleted, fmt.Errorf("store: stat %s: %w", oldest.name, err)

@@ -65,6 +65,7 @@ type Store struct {
 	wg          sync.WaitGroup
 	stats       Stats
 	prealloc    *preallocator // nil when disabled
+	floor       atomic.Pointer[func() int64]
 	arrive      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 	lastCkpt    atomic.Int64 // the checkpoint last persisted
 }

@@ -98,6 +98,13 @@ func Start(cfg Config) (*Server, error) {
 
 	so := cfg.Store
 	so.Dir = cfg.DataDir
+	if so.TagCode == nil {
+		levels := cfg.Broker.DelayLevels
+		if len(levels) == 0 {
+			levels, _ = broker.ParseDelayLevels(broker.DefaultDelayLevels)
+		}
+		so.TagCode = broker.TagCode(levels)
+	}
 	if so.Logger == nil {
 		so.Logger = cfg.Logger
 	}

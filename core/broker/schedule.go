@@ -1,0 +1,304 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// Scheduling.
+//
+// Delayed messages wait in SCHEDULE_TOPIC_XXXX, queue level-1. Every
+// message of a level waits as long, so each queue is due in order: the
+// scheduler delivers from the head of each queue while the head is due and
+// keeps the next offset per level as a progress value ("sched/level/N").
+// The unit's tag code holds the due time, so the queue is scanned without
+// reading the commit log.
+//
+// Timed messages (any due time up to MaxTimerDelay) wait in TimerTopic,
+// queue 0, in arrival order. An indexer turns each unit into two keys in
+// the index: "t" due(8) offset(8) orders them by due time, "u" offset(8)
+// finds the oldest pending one. The scheduler walks the "t" keys up to now,
+// delivers, and deletes both keys. Nothing per pending timer lives in
+// memory. The keys are written without fsync; the indexer's progress
+// ("sched/timer/indexed") is written later in the index's order, so after
+// a crash the indexer re-adds what it may have lost.
+//
+// After a crash a message may be delivered once more (its delivery was
+// stored but the progress or key deletion was not), never lost.
+const (
+	scheduleBatch     = 128
+	schedulePoll      = time.Second // wake up at least this often
+	scheduleRetryWait = time.Second // after a failed re-put
+	levelProgressName = "sched/level/"
+	timerIndexedName  = "sched/timer/indexed"
+	timerDueKey       = 't'
+	timerPendingKey   = 'u'
+)
+
+func timerKey(due, qoff int64) []byte {
+	k := make([]byte, 17)
+	k[0] = timerDueKey
+	binary.BigEndian.PutUint64(k[1:], uint64(due))
+	binary.BigEndian.PutUint64(k[9:], uint64(qoff))
+	return k
+}
+
+func pendingKey(qoff int64) []byte {
+	k := make([]byte, 9)
+	k[0] = timerPendingKey
+	binary.BigEndian.PutUint64(k[1:], uint64(qoff))
+	return k
+}
+
+// scheduleLoop delivers delayed and timed messages when they are due.
+func (b *Broker) scheduleLoop() {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		next := b.runSchedule()
+		wait := schedulePoll
+		if !next.IsZero() {
+			wait = min(max(time.Until(next), time.Millisecond), schedulePoll)
+		}
+		t.Reset(wait)
+		select {
+		case <-b.quit:
+			return
+		case <-b.sched:
+			if !t.Stop() {
+				<-t.C
+			}
+		case <-t.C:
+		}
+	}
+}
+
+// runSchedule delivers everything due and returns when the next message
+// is due (zero when nothing is pending).
+func (b *Broker) runSchedule() time.Time {
+	now := b.now()
+	var next time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for level := 1; level <= len(b.levels); level++ {
+		t, err := b.deliverLevel(level, now)
+		if err != nil {
+			b.log.Error("delayed delivery failed; retrying", "level", level, "err", err)
+			t = now.Add(scheduleRetryWait)
+		}
+		earliest(t)
+	}
+	if err := b.indexTimers(); err != nil {
+		b.log.Error("timer index failed; retrying", "err", err)
+		earliest(now.Add(scheduleRetryWait))
+	}
+	t, err := b.deliverTimers(now)
+	if err != nil {
+		b.log.Error("timed delivery failed; retrying", "err", err)
+		t = now.Add(scheduleRetryWait)
+	}
+	earliest(t)
+	return next
+}
+
+// deliverLevel delivers the due head of one level's queue and returns when
+// its next message is due.
+func (b *Broker) deliverLevel(level int, now time.Time) (time.Time, error) {
+	q := int32(level - 1)
+	name := levelProgressName + strconv.Itoa(level)
+	minOff, maxOff := b.store.QueueOffsets(ScheduleTopic, q)
+	from, _ := b.store.Progress(name)
+	from = max(from, minOff)
+	var units []store.Unit
+	for from < maxOff {
+		var err error
+		units, err = b.store.Units(ScheduleTopic, q, from, scheduleBatch, units[:0])
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(units) == 0 {
+			break
+		}
+		due := 0
+		for due < len(units) && (units[due].Size == 0 || units[due].TagCode <= now.UnixMilli()) {
+			due++
+		}
+		if due > 0 {
+			if err := b.redeliver(ScheduleTopic, units[:due]); err != nil {
+				return time.Time{}, err
+			}
+			from = units[due-1].QueueOffset + 1
+			b.store.SetProgress(name, from)
+		}
+		if due < len(units) {
+			return time.UnixMilli(units[due].TagCode), nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// indexTimers adds the index keys of timed messages stored since the last
+// call.
+func (b *Broker) indexTimers() error {
+	minOff, maxOff := b.store.QueueOffsets(TimerTopic, 0)
+	from, _ := b.store.Progress(timerIndexedName)
+	from = max(from, minOff)
+	var units []store.Unit
+	for from < maxOff {
+		var err error
+		units, err = b.store.Units(TimerTopic, 0, from, 256, units[:0])
+		if err != nil || len(units) == 0 {
+			return err
+		}
+		keys := make([][]byte, 0, 2*len(units))
+		for _, u := range units {
+			if u.Size > 0 {
+				keys = append(keys, timerKey(u.TagCode, u.QueueOffset), pendingKey(u.QueueOffset))
+			}
+		}
+		if err := b.store.PutKeys(keys...); err != nil {
+			return err
+		}
+		from = units[len(units)-1].QueueOffset + 1
+		b.store.SetProgress(timerIndexedName, from)
+	}
+	return nil
+}
+
+// deliverTimers delivers every timed message due by now and returns when
+// the next one is due.
+func (b *Broker) deliverTimers(now time.Time) (time.Time, error) {
+	for {
+		var due []int64
+		var next time.Time
+		err := b.store.ScanKeys([]byte{timerDueKey}, nil, func(k []byte) bool {
+			at := int64(binary.BigEndian.Uint64(k[1:]))
+			if at > now.UnixMilli() {
+				next = time.UnixMilli(at)
+				return false
+			}
+			due = append(due, at, int64(binary.BigEndian.Uint64(k[9:])))
+			return len(due) < 2*scheduleBatch
+		})
+		if err != nil || len(due) == 0 {
+			return next, err
+		}
+		units := make([]store.Unit, 0, len(due)/2)
+		keys := make([][]byte, 0, len(due))
+		for i := 0; i < len(due); i += 2 {
+			us, err := b.store.Units(TimerTopic, 0, due[i+1], 1, nil)
+			if err == nil && len(us) == 1 {
+				units = append(units, us[0])
+			} else {
+				b.log.Error("timed message lost before delivery", "offset", due[i+1], "err", err)
+			}
+			keys = append(keys, timerKey(due[i], due[i+1]), pendingKey(due[i+1]))
+		}
+		if err := b.redeliver(TimerTopic, units); err != nil {
+			return time.Time{}, err
+		}
+		if err := b.store.DeleteKeys(keys...); err != nil {
+			return time.Time{}, err
+		}
+	}
+}
+
+// redeliver stores copies of parked messages in their real topics, in one
+// append. A failed append leaves the progress where it was, so the
+// messages are tried again, not skipped.
+func (b *Broker) redeliver(parking string, units []store.Unit) error {
+	msgs := make([]*message.Message, 0, len(units))
+	_, err := b.store.ReadRecords(units, nil, func(u store.Unit, r message.Record, rerr error) error {
+		if rerr != nil {
+			b.log.Error("parked message unreadable; skipped", "topic", parking, "offset", u.QueueOffset, "err", rerr)
+			return nil
+		}
+		if m := b.unpark(bytes.Clone(r)); m != nil {
+			msgs = append(msgs, m)
+		}
+		return nil
+	})
+	if err != nil || len(msgs) == 0 {
+		return err
+	}
+	if err := b.store.Append(msgs); err != nil {
+		return fmt.Errorf("re-put %d messages: %w", len(msgs), err)
+	}
+	return nil
+}
+
+// unpark builds the copy of a parked message for its real topic: DELAY
+// removed, REAL_TOPIC and REAL_QID kept, everything else as sent.
+func (b *Broker) unpark(r message.Record) *message.Message {
+	var old message.Message
+	r.Decode(&old)
+	topic := old.Properties.Get(message.PropertyRealTopic)
+	qid, err := strconv.Atoi(old.Properties.Get(message.PropertyRealQueueID))
+	if topic == "" || err != nil {
+		b.log.Error("parked message without REAL_TOPIC/REAL_QID; dropped", "topic", old.Topic, "offset", old.QueueOffset)
+		return nil
+	}
+	tc, ok := b.topics.get(topic)
+	if !ok {
+		var cerr error
+		if tc, _, cerr = b.autoCreate(topic, AutoCreateTopicKey, 0); cerr != nil {
+			b.log.Warn("parked message's topic could not be created; storing anyway", "topic", topic, "err", cerr)
+			tc = TopicConfig{WriteQueueNums: qid + 1}
+		}
+	}
+	if n := max(tc.ReadQueueNums, tc.WriteQueueNums); qid >= n {
+		qid %= n
+	}
+	return &message.Message{
+		Topic:                     topic,
+		QueueID:                   int32(qid),
+		Flag:                      old.Flag,
+		SysFlag:                   old.SysFlag,
+		BornTimestamp:             old.BornTimestamp,
+		BornHost:                  old.BornHost,
+		StoreHost:                 b.storeHost,
+		ReconsumeTimes:            old.ReconsumeTimes,
+		PreparedTransactionOffset: old.PreparedTransactionOffset,
+		Body:                      old.Body,
+		Properties:                old.Properties.Without(message.PropertyDelayLevel),
+	}
+}
+
+// retentionFloor is the lowest commit-log offset retention must keep: the
+// oldest message still waiting for its delay or time.
+func (b *Broker) retentionFloor() int64 {
+	floor := int64(-1)
+	keep := func(topic string, q int32, off int64) {
+		us, err := b.store.Units(topic, q, off, 1, nil)
+		if err != nil || len(us) == 0 || us[0].Size == 0 {
+			return
+		}
+		if floor < 0 || us[0].CommitLogOffset < floor {
+			floor = us[0].CommitLogOffset
+		}
+	}
+	for level := 1; level <= len(b.levels); level++ {
+		q := int32(level - 1)
+		from, _ := b.store.Progress(levelProgressName + strconv.Itoa(level))
+		if _, maxOff := b.store.QueueOffsets(ScheduleTopic, q); from < maxOff {
+			keep(ScheduleTopic, q, from)
+		}
+	}
+	if from, _ := b.store.Progress(timerIndexedName); from < b.store.MaxOffset(TimerTopic, 0) {
+		keep(TimerTopic, 0, from)
+	}
+	b.store.ScanKeys([]byte{timerPendingKey}, nil, func(k []byte) bool {
+		keep(TimerTopic, 0, int64(binary.BigEndian.Uint64(k[1:])))
+		return false
+	})
+	return floor
+}

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// kindKeys prefixes keys that components above the store keep in the
+// index (a time-ordered timer index, for example).
+const kindKeys = 'x'
+
+// PutKeys adds keys (with empty values) to the index. They are written
+// without fsync, for state that can be rebuilt from the commit log: a
+// progress value set after the put is durable only with the keys before it.
+func (s *Store) PutKeys(keys ...[]byte) error { return s.keyBatch(keys, false) }
+
+// DeleteKeys removes keys added with PutKeys, without fsync.
+func (s *Store) DeleteKeys(keys ...[]byte) error { return s.keyBatch(keys, true) }
+
+func (s *Store) keyBatch(keys [][]byte, del bool) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, k := range keys {
+		full := append([]byte{kindKeys}, k...)
+		if del {
+			b.Delete(full, nil)
+		} else {
+			b.Set(full, nil, nil)
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: write keys: %w", err)
+	}
+	return nil
+}
+
+// ScanKeys calls fn, in key order, for each key added with PutKeys that
+// starts with prefix and is not below from, until fn returns false. The
+// key passed to fn is only valid during the call.
+func (s *Store) ScanKeys(prefix, from []byte, fn func(key []byte) bool) error {
+	lo := append([]byte{kindKeys}, prefix...)
+	start := append([]byte{kindKeys}, from...)
+	if bytes.Compare(start, lo) < 0 {
+		start = lo
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("store: read keys: %w", err)
+	}
+	defer it.Close()
+	for it.SeekGE(start); it.Valid(); it.Next() {
+		if !fn(it.Key()[1:]) {
+			break
+		}
+	}
+	return it.Error()
+}
+
+// SetRetentionFloor makes retention keep every segment holding the offset
+// fn returns or anything after it (a pending delayed message, say); fn
+// returns -1 when nothing needs keeping. nil removes the floor.
+func (s *Store) SetRetentionFloor(fn func() int64) {
+	if fn == nil {
+		s.floor.Store(nil)
+		return
+	}
+	s.floor.Store(&fn)
+}
