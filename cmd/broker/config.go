@@ -27,6 +27,8 @@ type fileConfig struct {
 	DataDir              string        `yaml:"dataDir"`
 	Flush                string        `yaml:"flush"`
 	LogLevel             string        `yaml:"logLevel"`
+	DelayLevels          string        `yaml:"delayLevels"`
+	MaxTimerDelay        time.Duration `yaml:"maxTimerDelay"`
 	BrokerName           string        `yaml:"brokerName"`
 	ClusterName          string        `yaml:"clusterName"`
 	AutoCreateTopic      *bool         `yaml:"autoCreateTopic"`
@@ -136,6 +138,14 @@ func (fc fileConfig) apply(cfg *server.Config) error {
 	}
 	cfg.Broker.DefaultTopicQueueNums = fc.DefaultTopicQueues
 	cfg.Broker.MaxMessageSize = int(fc.MaxMessageSize)
+	cfg.Broker.MaxTimerDelay = fc.MaxTimerDelay
+	if fc.DelayLevels != "" {
+		levels, err := broker.ParseDelayLevels(fc.DelayLevels)
+		if err != nil {
+			return fmt.Errorf("config: delayLevels: %w", err)
+		}
+		cfg.Broker.DelayLevels = levels
+	}
 	cfg.Store.SegmentSize = int64(fc.Store.SegmentSize)
 	cfg.Store.FlushInterval = fc.Store.FlushInterval
 	cfg.Store.Retention = fc.Store.Retention

@@ -26,6 +26,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/server"
@@ -83,6 +84,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		configPath = fs.String("config", "", "YAML config file; flags override it")
 		logLevel   = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		pprofAddr  = fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on this address; empty disables")
+		delays     = fs.String("delay-levels", broker.DefaultDelayLevels, "delay of each level, space-separated, units s, m, h or d")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: broker [flags]\n\nRuns a broker with an embedded name server.\n\nFlags:\n%s", fs.FlagUsages())
@@ -145,6 +147,14 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Logger = log
+	if fs.Changed("delay-levels") {
+		levels, err := broker.ParseDelayLevels(*delays)
+		if err != nil {
+			fmt.Fprintln(stderr, "broker: --delay-levels:", err)
+			return 2
+		}
+		cfg.Broker.DelayLevels = levels
+	}
 	if cfg.NamesrvListen == "" && len(cfg.NameServers) == 0 {
 		log.Warn("no name server: the embedded one is off and --namesrv names none; clients will not find this broker")
 	}
