@@ -2,6 +2,8 @@ package broker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,14 +20,46 @@ type filterCache struct {
 	b   *Broker
 	max int
 
-	mu       sync.Mutex
-	compiled map[string]Filter
+	mu        sync.Mutex
+	compiled  map[string]Filter
+	factories map[string]FilterFactory // by expression type; starts as Options.Filters
+	epoch     uint64                   // bumped by setFactory: a compile that straddles it is not cached
 
 	errors atomic.Int64 // filter failures during pulls
 }
 
 func newFilterCache(b *Broker, max int) *filterCache {
-	return &filterCache{b: b, max: max, compiled: map[string]Filter{}}
+	return &filterCache{b: b, max: max, compiled: map[string]Filter{}, factories: maps.Clone(b.opts.Filters)}
+}
+
+// SetFilterFactory makes f serve expression type typ from now on, or with f
+// nil removes the type, and drops the filters compiled for typ from the
+// cache, so the next subscription of that type compiles through f.
+// Subscriptions already compiled keep the Filter they hold: a factory whose
+// filters must follow later changes (a reloaded plugin) returns filters
+// that do.
+func (b *Broker) SetFilterFactory(typ string, f FilterFactory) {
+	b.filters.setFactory(normalizeType(typ), f)
+}
+
+func (c *filterCache) setFactory(typ string, f FilterFactory) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f == nil {
+		delete(c.factories, typ)
+	} else {
+		if c.factories == nil {
+			c.factories = map[string]FilterFactory{}
+		}
+		c.factories[typ] = f
+	}
+	prefix := typ + "\x00"
+	for k := range c.compiled {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.compiled, k)
+		}
+	}
+	c.epoch++
 }
 
 // normalizeType maps "" to TAG and upper-cases the type.
@@ -46,6 +80,8 @@ func (c *filterCache) compile(typ, expr string) (Filter, error) {
 	key := typ + "\x00" + expr
 	c.mu.Lock()
 	f, ok := c.compiled[key]
+	factory, known := c.factories[typ]
+	epoch := c.epoch
 	c.mu.Unlock()
 	if ok {
 		return f, nil
@@ -53,8 +89,7 @@ func (c *filterCache) compile(typ, expr string) (Filter, error) {
 	if typ == ExpressionSQL92 && c.b.opts.DisablePropertyFilter {
 		return nil, fmt.Errorf("this broker does not filter by SQL92 (enablePropertyFilter is off)")
 	}
-	factory, ok := c.b.opts.Filters[typ]
-	if !ok {
+	if !known {
 		return nil, fmt.Errorf("unknown expression type %q (this broker knows %s)", typ, c.knownTypes())
 	}
 	f, err := factory.Compile(expr)
@@ -62,19 +97,20 @@ func (c *filterCache) compile(typ, expr string) (Filter, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if len(c.compiled) >= c.max {
-		clear(c.compiled) // rare: more distinct subscriptions than the cache holds
+	if c.epoch == epoch {
+		if len(c.compiled) >= c.max {
+			clear(c.compiled) // rare: more distinct subscriptions than the cache holds
+		}
+		c.compiled[key] = f
 	}
-	c.compiled[key] = f
 	c.mu.Unlock()
 	return f, nil
 }
 
 func (c *filterCache) knownTypes() string {
-	var names []string
-	for n := range c.b.opts.Filters {
-		names = append(names, n)
-	}
+	c.mu.Lock()
+	names := slices.Sorted(maps.Keys(c.factories))
+	c.mu.Unlock()
 	if len(names) == 0 {
 		return "none"
 	}
