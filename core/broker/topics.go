@@ -198,8 +198,12 @@ func checkTopicConfig(tc TopicConfig) error {
 // autoCreate creates topic from the template named by defaultTopic, as a
 // send to an unknown topic does.
 func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicConfig, int16, error) {
-	if strings.HasPrefix(topic, RetryGroupTopicPrefix) || strings.HasPrefix(topic, DLQGroupTopicPrefix) {
-		tc, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW})
+	if group, ok := strings.CutPrefix(topic, RetryGroupTopicPrefix); ok {
+		tc, err := b.ensureRetry(group)
+		return tc, remoting.SystemError, err
+	}
+	if group, ok := strings.CutPrefix(topic, DLQGroupTopicPrefix); ok {
+		tc, err := b.ensureDLQ(group)
 		return tc, remoting.SystemError, err
 	}
 	if b.opts.DisableAutoCreateTopic {
