@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -37,6 +38,39 @@ func (s *Store) keyBatch(keys [][]byte, del bool) error {
 		return fmt.Errorf("store: write keys: %w", err)
 	}
 	return nil
+}
+
+// KV is a key and value kept with PutValues.
+type KV struct{ Key, Value []byte }
+
+// PutValues sets keys to values in the index, without fsync, like PutKeys.
+func (s *Store) PutValues(kvs ...KV) error {
+	if len(kvs) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, kv := range kvs {
+		b.Set(append([]byte{kindKeys}, kv.Key...), kv.Value, nil)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: write keys: %w", err)
+	}
+	return nil
+}
+
+// Value appends the value of a key set with PutValues to dst; ok is false
+// when the key does not exist.
+func (s *Store) Value(key, dst []byte) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(append([]byte{kindKeys}, key...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return dst, false, nil
+	}
+	if err != nil {
+		return dst, false, fmt.Errorf("store: read key: %w", err)
+	}
+	defer closer.Close()
+	return append(dst, v...), true, nil
 }
 
 // ScanKeys calls fn, in key order, for each key added with PutKeys that

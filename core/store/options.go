@@ -53,6 +53,7 @@ const (
 	DefaultRetentionInterval  = time.Minute
 	DefaultDiskHighWater      = 0.90
 	DefaultMaxPendingBytes    = 64 << 20
+	DefaultIndexCacheSize     = 64 << 20
 
 	// minSegmentSize keeps room for at least one small record.
 	minSegmentSize = 4 << 10
@@ -94,6 +95,8 @@ type Options struct {
 	// on the disks measured so far, the zeroing cost more CPU and p99
 	// latency than the cheaper fsyncs saved.
 	Prealloc int64
+	// IndexCacheSize is the index's block cache. Default 64 MiB.
+	IndexCacheSize int64
 	// TagCode computes the tag code kept in a record's consume-queue unit.
 	// It must depend on the record alone, since recovery calls it again.
 	// Default: message.TagHash of the TAGS property.
@@ -134,6 +137,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxPendingBytes == 0 {
 		o.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if o.IndexCacheSize == 0 {
+		o.IndexCacheSize = DefaultIndexCacheSize
 	}
 	if o.TagCode == nil {
 		o.TagCode = DefaultTagCode

@@ -147,10 +147,12 @@ func Open(opts Options) (*Store, error) {
 			s.closeFiles()
 		}
 	}()
+	cache := pebble.NewCache(opts.IndexCacheSize)
+	defer cache.Unref() // the DB holds its own reference
 	s.db, err = pebble.Open(fs.PathJoin(opts.Dir, "index"), &pebble.Options{
 		FS:     fs,
 		Logger: pebbleLogger{s},
-		Cache:  nil,
+		Cache:  cache,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: open index: %w", err)
