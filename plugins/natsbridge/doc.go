@@ -1,0 +1,118 @@
+// Package natsbridge publishes the broker's retry and dead-letter events to
+// NATS — JetStream by default, or core NATS — at least once, and serves
+// dead-letter resends over NATS.
+//
+// It owns the outbox reader and its durable cursor, the subject and header
+// mapping, the in-flight window and the resend service. It reads the
+// broker only through the small interfaces it declares (Source,
+// Resender), which *broker.Broker satisfies; the broker never calls it,
+// so no send, pull or retry ever waits on NATS.
+//
+// # Subjects
+//
+//	<prefix>.<cluster>.<kind>.<group>.<topic>
+//
+//	prefix   SubjectPrefix, as configured (default "rmq")
+//	cluster  the cluster name, escaped
+//	kind     "retry" or "dlq"
+//	group    the consumer group without %RETRY% or %DLQ%, escaped
+//	topic    the message's original topic, escaped
+//
+// Escaping (EscapeToken, undone by UnescapeToken) keeps each name one
+// token of A-Z a-z 0-9 _ -: any other byte b is written _XX (two
+// upper-case hex digits: '.' is _2E, '%' is _25, a space _20), and '_'
+// stands for itself except before two upper-case hex digits, where it is
+// written _5F. Names made of letters, digits, '_' and '-' are unchanged.
+// The raw names are in the headers too.
+//
+// The resend service listens on <prefix>.<cluster>.ctl.resend; a
+// provisioned stream captures <prefix>.<cluster>.retry.> and
+// <prefix>.<cluster>.dlq.> only, never the service's subject.
+//
+// # Headers
+//
+//	Nats-Msg-Id              <cluster>-<broker>-<epoch>-<outbox offset>
+//	Nats-Expected-Stream     the expected stream (JetStream mode)
+//	Rmq-Event                retry | dlq
+//	Rmq-Event-Time           when the move was stored (RFC 3339, UTC, ms)
+//	Rmq-Group                the consumer group
+//	Rmq-Topic                the original topic
+//	Rmq-Msg-Id               the message id the consumer saw
+//	Rmq-Origin-Msg-Id        the id of the first delivery (if known)
+//	Rmq-Keys, Rmq-Tags       KEYS and TAGS (if set)
+//	Rmq-Queue-Id             queue of the failed delivery (-1: unknown)
+//	Rmq-Queue-Offset         its offset in that queue (-1: unknown)
+//	Rmq-Reconsume-Times      failed attempts so far
+//	Rmq-Max-Reconsume-Times  the limit that applied
+//	Rmq-Delay-Level          retry only: the delay level chosen
+//	Rmq-Next-Attempt-At      retry only: when the next attempt is due
+//	Rmq-Reason               why the message moved
+//	Rmq-Body-Truncated       the body's full size, when it was cut
+//	Rmq-Body-Missing         "true" when the moved message is gone
+//	Rmq-Prop-<name>          each allow-listed user property present
+//
+// The payload is the message body (decompressed), cut to BodyCap (default
+// 256 KiB) and to what the server's max payload leaves after the headers.
+// Header values have control characters replaced by spaces.
+//
+// The epoch is a random number created once per store and kept as a
+// durable counter: a store recreated from scratch restarts outbox offsets
+// at 0 under a new epoch, so its ids never collide with the old store's
+// within the dedupe window.
+//
+// # At least once
+//
+// The outbox is a queue in the broker's store: each retry or dead-letter
+// move and its event are written in one append, so an event exists if and
+// only if its move happened, and it is as durable as the move. The bridge
+// keeps a cursor, a durable counter in the same store, with these
+// invariants:
+//
+//  1. Every outbox event below the cursor was acknowledged (JetStream: a
+//     publish ack, new or duplicate; core: a flush round trip after the
+//     publish), left out by the filters, or unreadable.
+//  2. The cursor moves only over a contiguous run of such events (the
+//     window, window.go); an ack for a later event waits for the earlier
+//     ones.
+//  3. The durable cursor is never ahead of the in-memory one: it is
+//     written (with fsync) every CursorInterval and at shutdown, from the
+//     in-memory value.
+//  4. On any error — a failed or timed-out publish, a negative ack, a read
+//     error, a lost connection — the bridge stops publishing, lets the
+//     publishes in flight settle (each has a timeout), rewinds to the
+//     cursor and, after a backoff, publishes again from there with the
+//     same message ids.
+//
+// So every event at or above the durable cursor is published again after
+// any failure or restart, and each is published until acknowledged: none
+// is lost unless retention removes it first (counted as expired and
+// logged as a range; retention never waits for the bridge). Republished
+// events carry the same Nats-Msg-Id, so a stream whose duplicate window
+// covers the replay (the time from a first publish to its republish: a
+// publish timeout plus a backoff, or a broker restart) stores each event
+// once. Core NATS has no deduplication: subscribers may see an event
+// twice.
+//
+// The connection reconnects forever and buffers nothing while
+// disconnected (the outbox is the buffer), so a publish during an outage
+// fails at once and the bridge waits for the connection.
+//
+// # Resend over NATS
+//
+// A request on <prefix>.<cluster>.ctl.resend carries a ResendRequest
+// (group, msgId or queueOffset, target, idempotency key) and is answered
+// with a ResendReply holding the new message id. It resends through the
+// same path as `broker admin dlq resend`. Keys are kept durably in the
+// store for ResendKeyTTL (default 24 h):
+//
+//  1. The key is claimed (written with fsync) before the resend and marked
+//     done with the reply after it.
+//  2. A request whose key is done gets the first reply again, marked
+//     duplicate; one whose key was claimed but never marked done (the
+//     broker stopped in between) is refused as interrupted rather than
+//     risk a second resend; one whose key was used for a different request
+//     is refused.
+//  3. A request that finds no dead letter frees its key.
+//
+// Who may resend is decided by NATS subject permissions.
+package natsbridge
