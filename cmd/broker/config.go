@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -15,28 +17,32 @@ import (
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/server"
+	"github.com/rmq-go/rmq/plugins/wasm"
 )
 
 // fileConfig is the YAML config file. Every key is optional; unknown keys
 // are errors. Flags override it.
 type fileConfig struct {
-	Listen               string        `yaml:"listen"`
-	Advertise            string        `yaml:"advertise"`
-	NamesrvListen        *string       `yaml:"namesrvListen"`
-	Namesrv              []string      `yaml:"namesrv"`
-	DataDir              string        `yaml:"dataDir"`
-	Flush                string        `yaml:"flush"`
-	LogLevel             string        `yaml:"logLevel"`
-	DelayLevels          string        `yaml:"delayLevels"`
-	MaxTimerDelay        time.Duration `yaml:"maxTimerDelay"`
-	BrokerName           string        `yaml:"brokerName"`
-	ClusterName          string        `yaml:"clusterName"`
-	AutoCreateTopic      *bool         `yaml:"autoCreateTopic"`
-	DefaultTopicQueues   int           `yaml:"defaultTopicQueueNums"`
-	EnablePropertyFilter *bool         `yaml:"enablePropertyFilter"`
-	MaxMessageSize       byteSize      `yaml:"maxMessageSize"`
-	Store                storeConfig   `yaml:"store"`
-	Topics               []topicConfig `yaml:"topics"`
+	Listen               string         `yaml:"listen"`
+	Advertise            string         `yaml:"advertise"`
+	NamesrvListen        *string        `yaml:"namesrvListen"`
+	Namesrv              []string       `yaml:"namesrv"`
+	DataDir              string         `yaml:"dataDir"`
+	Flush                string         `yaml:"flush"`
+	LogLevel             string         `yaml:"logLevel"`
+	DelayLevels          string         `yaml:"delayLevels"`
+	MaxTimerDelay        time.Duration  `yaml:"maxTimerDelay"`
+	BrokerName           string         `yaml:"brokerName"`
+	ClusterName          string         `yaml:"clusterName"`
+	AutoCreateTopic      *bool          `yaml:"autoCreateTopic"`
+	DefaultTopicQueues   int            `yaml:"defaultTopicQueueNums"`
+	EnablePropertyFilter *bool          `yaml:"enablePropertyFilter"`
+	MaxMessageSize       byteSize       `yaml:"maxMessageSize"`
+	Store                storeConfig    `yaml:"store"`
+	Topics               []topicConfig  `yaml:"topics"`
+	Plugins              []pluginConfig `yaml:"plugins"`
+
+	dir string // the file's directory: relative module paths start there
 }
 
 type storeConfig struct {
@@ -101,6 +107,7 @@ func loadConfigFile(path string) (fileConfig, error) {
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
+	fc.dir = filepath.Dir(path)
 	return fc, nil
 }
 
@@ -153,6 +160,9 @@ func (fc fileConfig) apply(cfg *server.Config) error {
 	cfg.Store.DiskHighWater = fc.Store.DiskHighWater
 	cfg.Store.Prealloc = int64(fc.Store.Prealloc)
 	var errs []error
+	plugins, err := fc.plugins()
+	errs = append(errs, err)
+	cfg.Plugins = plugins
 	for i, t := range fc.Topics {
 		if err := broker.ValidateTopic(t.Name); err != nil {
 			errs = append(errs, fmt.Errorf("config: topics[%d]: %w", i, err))
@@ -179,4 +189,136 @@ func (fc fileConfig) topics() []broker.TopicConfig {
 		out = append(out, broker.TopicConfig{TopicName: t.Name, ReadQueueNums: q, WriteQueueNums: q, Perm: perm, Order: t.Order})
 	}
 	return out
+}
+
+// pluginConfig is one entry of the plugin list; it maps onto a
+// server.Plugin (wasm.Options and the groups).
+type pluginConfig struct {
+	Name   string `yaml:"name"`
+	Kind   string `yaml:"kind"`   // filter, allocate or txncheck
+	Module string `yaml:"module"` // the .wasm file, relative to the config file's directory
+	SHA256 string `yaml:"sha256"` // optional: refuse any other module
+	// Config is passed to the module's broker_init: a string as its
+	// bytes, any other value (a map, a list, a number) encoded as JSON.
+	Config yaml.Node         `yaml:"config"`
+	Env    map[string]string `yaml:"env"`
+	// Trusted plugins run without a deadline; "trusted: false" bounds each
+	// call by limits.deadline, at a cost in speed. Default true.
+	Trusted *bool        `yaml:"trusted"`
+	Limits  pluginLimits `yaml:"limits"`
+	// ExpressionType is, for a filter, the subscription expression type it
+	// serves (default: the name, upper-cased); TAG or SQL92 replace the
+	// built-in filter.
+	ExpressionType string `yaml:"expressionType"`
+	// FailurePolicy is, for a filter, hold (default: the subscription waits
+	// at the failed message) or open (the failed batch matches).
+	FailurePolicy string `yaml:"failurePolicy"`
+	// Groups are, for allocate, the consumer groups and, for txncheck, the
+	// producer groups the plugin serves; none makes it the default.
+	Groups []string `yaml:"groups"`
+}
+
+type pluginLimits struct {
+	MemoryPages   uint32        `yaml:"memoryPages"`   // 64 KiB pages per instance; default 256
+	Deadline      time.Duration `yaml:"deadline"`      // per call, untrusted only; default 100ms
+	MaxBinarySize byteSize      `yaml:"maxBinarySize"` // default 32MiB
+	PoolSize      int           `yaml:"poolSize"`      // instances; default GOMAXPROCS
+	MaxFailures   int           `yaml:"maxFailures"`   // traps in a row that disable it; default 5
+	RecycleAfter  int           `yaml:"recycleAfter"`  // calls per instance; default never
+}
+
+// plugins maps the plugin list onto the server's. It checks what only the
+// file knows (the config value's encoding, which keys fit which kind);
+// package wasm and the server check the rest when the list is applied,
+// naming the plugin too.
+func (fc fileConfig) plugins() ([]server.Plugin, error) {
+	var (
+		out  []server.Plugin
+		errs []error
+	)
+	for i, pc := range fc.Plugins {
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("config: plugin %q (plugins[%d]): %s", pc.Name, i, fmt.Sprintf(format, args...)))
+		}
+		kind := wasm.Kind(pc.Kind)
+		if pc.Module == "" {
+			bad("module is required: the path of the .wasm file")
+		}
+		if kind != wasm.KindFilter && (pc.ExpressionType != "" || pc.FailurePolicy != "") {
+			bad("expressionType and failurePolicy are for filter plugins, not %q", pc.Kind)
+		}
+		if kind == wasm.KindFilter && len(pc.Groups) > 0 {
+			bad("groups are for allocate and txncheck plugins; a filter serves its expressionType")
+		}
+		untrusted := pc.Trusted != nil && !*pc.Trusted
+		if !untrusted && pc.Limits.Deadline != 0 {
+			bad("limits.deadline bounds untrusted plugins only; add trusted: false")
+		}
+		config, err := pluginConfigBytes(&pc.Config)
+		if err != nil {
+			bad("config: %v", err)
+		}
+		path := pc.Module
+		if path != "" && !filepath.IsAbs(path) && fc.dir != "" {
+			path = filepath.Join(fc.dir, path)
+		}
+		out = append(out, server.Plugin{
+			Options: wasm.Options{
+				Name:           pc.Name,
+				Kind:           kind,
+				ExpressionType: pc.ExpressionType,
+				Path:           path,
+				SHA256:         pc.SHA256,
+				Config:         config,
+				Env:            pc.Env,
+				FailurePolicy:  wasm.Policy(pc.FailurePolicy),
+				MaxMemoryPages: pc.Limits.MemoryPages,
+				Untrusted:      untrusted,
+				Deadline:       pc.Limits.Deadline,
+				MaxBinarySize:  int64(pc.Limits.MaxBinarySize),
+				PoolSize:       pc.Limits.PoolSize,
+				MaxFailures:    pc.Limits.MaxFailures,
+				RecycleAfter:   pc.Limits.RecycleAfter,
+			},
+			Groups: pc.Groups,
+		})
+	}
+	return out, errors.Join(errs...)
+}
+
+// pluginConfigBytes encodes a plugin's config value for broker_init: nothing
+// for no value, a string's own bytes, and JSON for anything else.
+func pluginConfigBytes(n *yaml.Node) ([]byte, error) {
+	if n.Kind == 0 {
+		return nil, nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!null":
+			return nil, nil
+		case "!!str":
+			return []byte(n.Value), nil
+		}
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("line %d: the value cannot be passed as JSON (%v); quote it to pass a string", n.Line, err)
+	}
+	return b, nil
+}
+
+// pluginSource re-reads the plugin list of the config file at path, for
+// reloads. The whole file is parsed as strictly as at startup.
+func pluginSource(path string) func() ([]server.Plugin, error) {
+	return func() ([]server.Plugin, error) {
+		fc, err := loadConfigFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return fc.plugins()
+	}
 }

@@ -5,8 +5,11 @@
 //	broker namesrv [flags]      run a name server alone
 //	broker bench produce|consume [flags]
 //	                            load-generate against a broker
+//	broker admin [--broker addr] <group> <verb> [flags]
+//	                            ask a running broker (plugins list, ...)
 //
-// Run "broker -h" or "broker <command> -h" for the flags.
+// Run "broker -h" or "broker <command> -h" for the flags. SIGHUP makes a
+// running broker reload the plugin list of its config file.
 package main
 
 import (
@@ -44,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runNamesrv(args[1:], stdout, stderr)
 		case "bench":
 			return runBench(args[1:], stdout, stderr)
+		case "admin":
+			return runAdmin(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -56,12 +61,16 @@ const usage = `Usage:
   broker [flags]                        run a broker with an embedded name server
   broker namesrv [flags]                run a name server alone
   broker bench produce|consume [flags]  load-generate against a broker
+  broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
 
 Run "broker <command> -h" for the flags of a command.
 `
 
 // shutdownTimeout bounds a graceful shutdown.
 const shutdownTimeout = 30 * time.Second
+
+// reloadTimeout bounds a plugin reload started by SIGHUP.
+const reloadTimeout = 2 * time.Minute
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
@@ -116,6 +125,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		if fc.LogLevel != "" && !fs.Changed("log-level") {
 			*logLevel = fc.LogLevel
 		}
+		cfg.PluginSource = pluginSource(*configPath)
 	}
 	// Flags given on the command line win over the file.
 	if fs.Changed("listen") || cfg.Listen == "" {
@@ -169,6 +179,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		go http.Serve(ln, nil) // the default mux carries net/http/pprof
 		log.Info("serving profiles", "addr", ln.Addr().String())
 	}
+	// Catch SIGHUP before starting, so one sent as soon as the broker says
+	// it started reloads instead of killing the process; a reload asked
+	// for during startup waits for it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	srv, err := server.Start(cfg)
 	if err != nil {
 		log.Error("broker failed to start", "err", err)
@@ -191,13 +207,22 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	select {
-	case sig := <-sigs:
-		log.Info("shutting down", "signal", sig.String())
-	case err := <-srv.Err():
-		log.Error("listener failed", "err", err)
-		shutdown(srv, log)
-		return 1
+	for stop := false; !stop; {
+		select {
+		case <-hup:
+			// The reload logs its outcome; a refused one leaves the
+			// current plugins serving.
+			ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
+			srv.ReloadPlugins(ctx)
+			cancel()
+		case sig := <-sigs:
+			log.Info("shutting down", "signal", sig.String())
+			stop = true
+		case err := <-srv.Err():
+			log.Error("listener failed", "err", err)
+			shutdown(srv, log)
+			return 1
+		}
 	}
 	if !shutdown(srv, log) {
 		return 1

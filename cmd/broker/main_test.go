@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv("RMQ_BROKER_CHILD_ARGS"); ok {
 		os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBuiltModules()
+	os.Exit(code)
 }
 
 func runCmd(args ...string) (int, string, string) {

@@ -1,7 +1,7 @@
 // Package server assembles a runnable broker from its parts: the store,
-// the embedded name server, the broker and the filters. cmd/broker maps
-// flags and the config file onto Config; tests use it to run the whole
-// thing in-process.
+// the embedded name server, the broker, the filters and the WASM plugins
+// (plugins.go). cmd/broker maps flags and the config file onto Config;
+// tests use it to run the whole thing in-process.
 package server
 
 import (
@@ -41,6 +41,18 @@ type Config struct {
 	Broker broker.Options
 	// Namesrv configures the embedded name server.
 	Namesrv namesrv.Options
+	// Plugins are the WASM plugins, loaded before the broker serves. If
+	// any fails to load, Start fails naming it: the broker never serves
+	// with part of its plugin list.
+	Plugins []Plugin
+	// PluginSource returns the plugin list again for a reload (SIGHUP, the
+	// plugins.reload admin command), typically by re-reading the config
+	// file. Nil reloads the list last applied, which still picks up
+	// changed module files and revives disabled plugins.
+	PluginSource func() ([]Plugin, error)
+	// PluginCacheDir keeps the plugins' compiled code across restarts.
+	// Default DataDir/plugin-cache.
+	PluginCacheDir string
 	// Logger receives every component's logs.
 	Logger *slog.Logger
 }
@@ -52,6 +64,8 @@ type Server struct {
 	Store  *store.Store
 	Broker *broker.Broker
 	NS     *namesrv.Server
+
+	plugins *pluginHost
 
 	// BrokerAddr and NamesrvAddr are where they listen.
 	BrokerAddr  string
@@ -113,6 +127,11 @@ func Start(cfg Config) (*Server, error) {
 		closeListeners()
 		return nil, err
 	}
+	if err := s.loadPlugins(); err != nil {
+		closeListeners()
+		s.Store.Close()
+		return nil, err
+	}
 
 	if nsLn != nil {
 		no := cfg.Namesrv
@@ -136,13 +155,16 @@ func Start(cfg Config) (*Server, error) {
 	if bo.Filters == nil {
 		bo.Filters = DefaultFilters()
 	}
+	bo.Filters = s.plugins.filterFactories(bo.Filters)
 	s.Broker, err = broker.New(bo)
 	if err != nil {
 		s.stopNamesrv()
 		brokerLn.Close()
+		s.plugins.close(context.Background())
 		s.Store.Close()
 		return nil, err
 	}
+	s.plugins.attach(s.Broker)
 	s.serve(func() error { return s.Broker.Serve(brokerLn) })
 	s.BrokerAddr = s.Broker.Addr()
 	return s, nil
@@ -179,6 +201,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, s.NS.Shutdown(ctx))
 		}
 		s.wg.Wait()
+		errs = append(errs, s.plugins.close(ctx))
 		errs = append(errs, s.Store.Close())
 	})
 	return errors.Join(errs...)
@@ -201,4 +224,3 @@ func DefaultFilters() map[string]broker.FilterFactory {
 func (s *Server) DataPath(elem ...string) string {
 	return filepath.Join(append([]string{s.cfg.DataDir}, elem...)...)
 }
-
