@@ -62,6 +62,10 @@ func (e *Expr) MatchTagHash(int64) bool { return true }
 // NeedsRecord reports true: Match must see each record.
 func (e *Expr) NeedsRecord() bool { return true }
 
+// Pure reports that an expression's answer depends on the record alone and
+// never fails, so a broker may evaluate it once, ahead of pulls.
+func (e *Expr) Pure() bool { return true }
+
 // Match sets out[i] to Eval of batch[i]'s properties. It never returns an
 // error; the records must be valid (message.Record.Validate).
 func (e *Expr) Match(batch []message.Record, out []bool) error {

@@ -1,0 +1,371 @@
+package broker
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// Pre-filtering.
+//
+// An SQL92 subscription must read each record to filter it, which costs a
+// commit-log read per message, matching or not. For these subscriptions
+// the broker evaluates the expression once per message as it arrives and
+// keeps the answer in the index, so a selective subscription skips what
+// does not match without reading it.
+//
+// Each topic has up to 64 registered expressions, one bit each. An indexer
+// goroutine reads each queue from its progress ("pf/<topic>/<queue>"),
+// evaluates every registered expression on the records, and stores the
+// results as one 64-bit mask per message, 64 messages per index key:
+//
+//	"f" topic 0x00 queueID(4) block(8) → up to 64 little-endian uint64 masks
+//
+// A bit registered while the indexer stood at offset s of a queue answers
+// for offsets from s up to the queue's progress; every other offset is
+// filtered at pull time, as without pre-filtering. A mask can be lost in a
+// crash (the keys are written without fsync); the progress is written
+// after them in the index's order, so the indexer redoes what was lost.
+const (
+	prefilterBits      = 64
+	prefilterMetaKey   = "prefilter/"
+	prefilterProgress  = "pf/"
+	prefilterScanUnits = 8192 // units a pre-filtered pull may scan
+	prefilterKeyKind   = 'f'
+)
+
+type prefilter struct {
+	b       *Broker
+	kick    chan struct{}
+	skipped atomic.Int64 // messages pulls skipped on their mask alone
+
+	mu     sync.Mutex
+	topics map[string]*pfTopic
+}
+
+type pfTopic struct {
+	name string
+	bits []*pfBit
+}
+
+// pfBit is one registered expression of a topic.
+type pfBit struct {
+	Name   string          `json:"name"` // "TYPE expression"
+	Type   string          `json:"type"`
+	Expr   string          `json:"expr"`
+	Since  map[int32]int64 `json:"since"` // per queue: the first offset evaluated
+	filter Filter
+}
+
+func newPrefilter(b *Broker) (*prefilter, error) {
+	pf := &prefilter{b: b, kick: make(chan struct{}, 1), topics: map[string]*pfTopic{}}
+	err := b.store.EachMeta(prefilterMetaKey, func(name string, v []byte) error {
+		var bits []*pfBit
+		if err := json.Unmarshal(v, &bits); err != nil {
+			b.log.Error("pre-filter registry unreadable; starting it again", "key", name, "err", err)
+			return nil
+		}
+		t := &pfTopic{name: name[len(prefilterMetaKey):], bits: bits}
+		for _, bit := range bits {
+			// A type now served by something that is not pure (a plugin
+			// replacing SQL92) keeps no pre-filter: its masks were made by
+			// another filter.
+			if f, err := b.filters.compile(bit.Type, bit.Expr); err == nil && isPure(f) {
+				bit.filter = f
+			}
+		}
+		pf.topics[t.name] = t
+		return nil
+	})
+	return pf, err
+}
+
+func pfMaskKey(topic string, q int32, block int64) []byte {
+	k := make([]byte, 0, 1+len(topic)+1+4+8)
+	k = append(k, prefilterKeyKind)
+	k = append(k, topic...)
+	k = append(k, 0)
+	k = binary.BigEndian.AppendUint32(k, uint32(q))
+	return binary.BigEndian.AppendUint64(k, uint64(block))
+}
+
+func pfProgressName(topic string, q int32) string {
+	return prefilterProgress + topic + "/" + strconv.Itoa(int(q))
+}
+
+// register makes sure a topic's expression is pre-filtered from now on.
+func (pf *prefilter) register(topic, typ, expr string, f Filter) {
+	// Only SQL92: it never fails on a record, so a mask is always a true
+	// answer. A plugin filter's error must hold its subscription, which a
+	// precomputed mask cannot do.
+	if pf == nil || typ != ExpressionSQL92 || !isPure(f) || systemTopic(topic) || isRetryTopic(topic) {
+		return
+	}
+	name := typ + " " + expr
+	pf.mu.Lock()
+	t := pf.topics[topic]
+	if t == nil {
+		t = &pfTopic{name: topic}
+		pf.topics[topic] = t
+	}
+	for _, bit := range t.bits {
+		if bit.Name == name {
+			if bit.filter == nil && isPure(f) {
+				bit.filter = f
+			}
+			pf.mu.Unlock()
+			return
+		}
+	}
+	if len(t.bits) == prefilterBits {
+		pf.mu.Unlock()
+		return // evaluated at pull time, as without pre-filtering
+	}
+	bit := &pfBit{Name: name, Type: typ, Expr: expr, Since: map[int32]int64{}, filter: f}
+	tc, _ := pf.b.topics.get(topic)
+	for q := int32(0); q < int32(max(tc.ReadQueueNums, tc.WriteQueueNums)); q++ {
+		bit.Since[q] = pf.progress(topic, q)
+	}
+	t.bits = append(t.bits, bit)
+	v, _ := json.Marshal(t.bits)
+	pf.mu.Unlock()
+	if err := pf.b.store.PutMeta(prefilterMetaKey+topic, v); err != nil {
+		pf.b.log.Warn("pre-filter registry not saved", "topic", topic, "err", err)
+	}
+	pf.b.log.Info("subscription pre-filtered", "topic", topic, "filter", name, "bit", len(t.bits)-1)
+	pf.wake()
+}
+
+// progress is the next offset the indexer evaluates in a queue. A queue
+// the indexer never saw starts at its current end: what is already stored
+// is filtered at pull time.
+func (pf *prefilter) progress(topic string, q int32) int64 {
+	if v, ok := pf.b.store.Progress(pfProgressName(topic, q)); ok {
+		return v
+	}
+	v := pf.b.store.MaxOffset(topic, q)
+	pf.b.store.SetProgress(pfProgressName(topic, q), v)
+	return v
+}
+
+func (pf *prefilter) wake() {
+	select {
+	case pf.kick <- struct{}{}:
+	default:
+	}
+}
+
+// arrived wakes the indexer for topics with registered expressions.
+func (pf *prefilter) arrived(topic string) {
+	if pf == nil {
+		return
+	}
+	pf.mu.Lock()
+	_, ok := pf.topics[topic]
+	pf.mu.Unlock()
+	if ok {
+		pf.wake()
+	}
+}
+
+// loop runs the indexer until the broker stops.
+func (pf *prefilter) loop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-pf.b.quit:
+			return
+		case <-pf.kick:
+		case <-t.C:
+		}
+		pf.indexAll()
+	}
+}
+
+// indexAll evaluates what arrived since the last pass.
+func (pf *prefilter) indexAll() {
+	pf.mu.Lock()
+	type job struct {
+		topic string
+		bits  []*pfBit
+	}
+	var jobs []job
+	for name, t := range pf.topics {
+		jobs = append(jobs, job{name, slices.Clone(t.bits)})
+	}
+	pf.mu.Unlock()
+	for _, j := range jobs {
+		tc, ok := pf.b.topics.get(j.topic)
+		if !ok {
+			continue
+		}
+		for q := int32(0); q < int32(max(tc.ReadQueueNums, tc.WriteQueueNums)); q++ {
+			if err := pf.indexQueue(j.topic, q, j.bits); err != nil {
+				pf.b.log.Error("pre-filter indexing failed; pulls filter as usual", "topic", j.topic, "queue", q, "err", err)
+			}
+		}
+	}
+}
+
+func (pf *prefilter) indexQueue(topic string, q int32, bits []*pfBit) error {
+	from := pf.progress(topic, q)
+	minOff, maxOff := pf.b.store.QueueOffsets(topic, q)
+	from = max(from, minOff)
+	var (
+		units []store.Unit
+		recs  []message.Record
+		buf   []byte
+		block []byte
+	)
+	for from < maxOff {
+		var err error
+		units, err = pf.b.store.Units(topic, q, from, blockUnitsPF-int(from%blockUnitsPF), units[:0])
+		if err != nil || len(units) == 0 {
+			return err
+		}
+		masks := make([]uint64, len(units))
+		recs = recs[:0]
+		pos := make([]int, 0, len(units))
+		buf, err = pf.b.store.ReadRecords(units, buf, func(u store.Unit, r message.Record, rerr error) error {
+			if rerr == nil {
+				recs = append(recs, append(message.Record(nil), r...))
+				pos = append(pos, int(u.QueueOffset-from))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		out := make([]bool, len(recs))
+		for i, bit := range bits {
+			if bit.filter == nil {
+				continue
+			}
+			if err := bit.filter.Match(recs, out); err != nil {
+				// Leave the bit unset: an unset bit is only trusted where
+				// the filter succeeded, so mark the whole run for pull-time
+				// evaluation by not advancing past it.
+				return err
+			}
+			for j, ok := range out {
+				if ok {
+					masks[pos[j]] |= 1 << i
+				}
+			}
+		}
+		no := from / blockUnitsPF
+		key := pfMaskKey(topic, q, no)
+		block, _, err = pf.b.store.Value(key, block[:0])
+		if err != nil {
+			return err
+		}
+		at := int(from%blockUnitsPF) * 8
+		if len(block) < at {
+			block = append(block, make([]byte, at-len(block))...)
+		}
+		block = block[:at]
+		for _, m := range masks {
+			block = binary.LittleEndian.AppendUint64(block, m)
+		}
+		if err := pf.b.store.PutValues(store.KV{Key: key, Value: block}); err != nil {
+			return err
+		}
+		from = units[len(units)-1].QueueOffset + 1
+		pf.b.store.SetProgress(pfProgressName(topic, q), from)
+	}
+	return nil
+}
+
+// blockUnitsPF is the number of masks kept under one key.
+const blockUnitsPF = 64
+
+// lookup returns, for a pull of topic/queue with the named filter, the bit
+// to test and the range of offsets its masks answer for.
+func (pf *prefilter) lookup(topic string, q int32, name string) (bit int, since, until int64, ok bool) {
+	if pf == nil {
+		return 0, 0, 0, false
+	}
+	pf.mu.Lock()
+	t := pf.topics[topic]
+	if t == nil {
+		pf.mu.Unlock()
+		return 0, 0, 0, false
+	}
+	for i, b := range t.bits {
+		if b.Name == name && b.filter != nil {
+			s, found := b.Since[q]
+			pf.mu.Unlock()
+			if !found {
+				return 0, 0, 0, false
+			}
+			until, _ := pf.b.store.Progress(pfProgressName(topic, q))
+			return i, s, until, until > s
+		}
+	}
+	pf.mu.Unlock()
+	return 0, 0, 0, false
+}
+
+// maskReader reads masks block by block for one pull.
+type maskReader struct {
+	pf    *prefilter
+	topic string
+	q     int32
+	no    int64
+	block []byte
+}
+
+// mask returns the mask of a message, and false if it is not stored.
+func (r *maskReader) mask(off int64) (uint64, bool) {
+	no := off / blockUnitsPF
+	if r.block == nil || no != r.no {
+		var ok bool
+		var err error
+		r.block, ok, err = r.pf.b.store.Value(pfMaskKey(r.topic, r.q, no), r.block[:0])
+		if err != nil || !ok {
+			r.block = nil
+			return 0, false
+		}
+		r.no = no
+	}
+	at := int(off%blockUnitsPF) * 8
+	if at+8 > len(r.block) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(r.block[at:]), true
+}
+
+// PrefilterSkipped returns how many messages pulls skipped on their
+// pre-filter mask, without reading them.
+func (b *Broker) PrefilterSkipped() int64 {
+	if b.prefilter == nil {
+		return 0
+	}
+	return b.prefilter.skipped.Load()
+}
+
+// PrefilterProgress returns the next offset the pre-filter indexer will
+// evaluate in a queue, and false if it never looked at the queue.
+func (b *Broker) PrefilterProgress(topic string, q int32) (int64, bool) {
+	return b.store.Progress(pfProgressName(topic, q))
+}
+
+// PureFilter is implemented by filters whose answer depends on the record
+// alone and that never fail, such as the built-in SQL92 filter. Only these
+// are evaluated ahead of pulls.
+type PureFilter interface {
+	Pure() bool
+}
+
+func isPure(f Filter) bool {
+	p, ok := f.(PureFilter)
+	return ok && p.Pure() && f.NeedsRecord()
+}
