@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -335,4 +336,49 @@ func TestResendReplyJSON(t *testing.T) {
 	if string(data) != want {
 		t.Fatalf("%s\nwant %s", data, want)
 	}
+}
+
+// TestProduceRateDuringOutage reports the broker's produce rate with NATS
+// up (the bridge publishing as it goes) and down (events piling up in the
+// outbox), alternating the two on one broker so that drift in the
+// machine's load hits both alike. It reports; it does not assert on
+// wall-clock figures.
+func TestProduceRateDuringOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures for a few seconds")
+	}
+	const rounds, perPhase = 5, 2000
+	ns := runNATS(t)
+	env := brokertest.Start(t, shortLevels)
+	b := bridgeOn(t, env, ns)
+	s := newSender(t, env)
+	s.send(t, 200, 8)
+	var up, down []float64
+	total := int64(200)
+	for range rounds {
+		waitCursor(t, b, total, 60*time.Second)
+		start := time.Now()
+		s.send(t, perPhase, 8)
+		up = append(up, perPhase/time.Since(start).Seconds())
+		total += perPhase
+
+		ns.stop()
+		start = time.Now()
+		s.send(t, perPhase, 8)
+		down = append(down, perPhase/time.Since(start).Seconds())
+		total += perPhase
+		ns.start()
+	}
+	waitCursor(t, b, total, 60*time.Second)
+	_, js := ns.client(t)
+	if n := streamCount(t, js, natsbridge.DefaultStream); n != uint64(total) {
+		t.Fatalf("stream holds %d events, want %d", n, total)
+	}
+	med := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	t.Logf("produce rate, NATS up: %.0f/s (rounds %.0f); NATS down: %.0f/s (rounds %.0f); down/up = %.2f",
+		med(up), up, med(down), down, med(down)/med(up))
 }
