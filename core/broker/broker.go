@@ -90,6 +90,28 @@ type Options struct {
 	// EventSink, if set, is told of every retry and dead-letter event as it
 	// is stored; setting it turns the outbox on.
 	EventSink EventSink
+
+	// Orderly consumption and transactions (locks.go, txn.go).
+
+	// QueueLockExpiry is how long a queue lock of an orderly consumer lives
+	// without renewal. Default 60 s.
+	QueueLockExpiry time.Duration
+	// TxnTimeout is how old a half message must be before a
+	// transaction-check policy is first asked about it, and the default
+	// policy's first check. Default 6 s.
+	TxnTimeout time.Duration
+	// TxnCheckInterval is the default policy's time between checks, and
+	// the longest the checker sleeps. Default 60 s.
+	TxnCheckInterval time.Duration
+	// TxnCheckMax is how many checks the default policy sends before it
+	// gives up on a half message. Default 15.
+	TxnCheckMax int
+	// TxnPolicy decides what to do with unresolved half messages. Default
+	// DefaultTxnPolicy with the three values above.
+	TxnPolicy TxnPolicy
+	// TxnPolicies replaces TxnPolicy for the producer groups it names.
+	TxnPolicies map[string]TxnPolicy
+
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -133,7 +155,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	var errs []error
+	errs := o.txnDefaults()
 	for i, d := range o.DelayLevels {
 		if d < time.Second {
 			errs = append(errs, fmt.Errorf("broker: delay level %d is %v; levels are at least 1s", i+1, d))
@@ -175,6 +197,8 @@ type Broker struct {
 	events     eventsSignal
 	sched      chan struct{} // cap 1: wake the scheduler
 	pulled     sync.Map // pullKey → struct{}: queues each group has pulled
+	locks      *lockTable
+	txn        *txnService
 	admin      adminTable
 
 	quit     chan struct{}
@@ -206,6 +230,10 @@ func New(opts Options) (*Broker, error) {
 	b.clients = newClientTable(b)
 	b.holds = newHoldTable(b)
 	b.filters = newFilterCache(b, DefaultFilterCacheSize)
+	b.locks = newLockTable(b, opts.QueueLockExpiry)
+	if b.txn, err = newTxnService(b); err != nil {
+		return nil, err
+	}
 	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger})
 	b.rs = remoting.NewServer(remoting.ServerOptions{
 		Logger:  opts.Logger,
@@ -236,6 +264,9 @@ func (b *Broker) routes() {
 	h(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
 	h(remoting.ViewMessageByID, b.handleViewMessage)
 	h(remoting.ConsumerSendMsgBack, b.handleSendBack)
+	h(remoting.LockBatchMQ, b.handleLockBatch)
+	h(remoting.UnlockBatchMQ, b.handleUnlockBatch)
+	h(remoting.EndTransaction, b.handleEndTransaction)
 	h(remoting.UpdateAndCreateSubscriptionGroup, b.handleUpdateGroup)
 	h(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroups)
 	h(AdminCode, b.handleAdmin)
@@ -261,6 +292,8 @@ func (b *Broker) Serve(ln net.Listener) error {
 	b.goTracked(b.registerLoop)
 	b.goTracked(b.scheduleLoop)
 	b.goTracked(b.clients.sweepLoop)
+	b.goTracked(b.locks.sweepLoop)
+	b.goTracked(b.txn.run)
 	close(b.started)
 	err = b.rs.Serve(ln)
 	if errors.Is(err, remoting.ErrServerClosed) {

@@ -287,6 +287,10 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 
 // connClosed drops every client registered on a closed connection.
 func (b *Broker) connClosed(c *remoting.Conn) {
+	// Queue locks go first, so the members told of the change find the
+	// queues free when they rebalance.
+	b.locks.releaseConn(c)
+	b.txn.forgetConn(c)
 	b.clients.drop("connection closed", func(m *member) bool { return m.conn == c })
 }
 
@@ -301,7 +305,15 @@ func (t *clientTable) sweepLoop() {
 		case <-tick.C:
 		}
 		deadline := t.b.now().Add(-t.b.opts.ClientExpiry)
-		t.drop("heartbeat expired", func(m *member) bool { return m.lastSeen.Before(deadline) })
+		var gone []string // client ids whose queue locks go with them
+		t.drop("heartbeat expired", func(m *member) bool {
+			if m.lastSeen.Before(deadline) {
+				gone = append(gone, m.clientID)
+				return true
+			}
+			return false
+		})
+		t.b.locks.releaseClients(gone)
 	}
 }
 

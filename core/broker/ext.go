@@ -32,8 +32,11 @@ type HalfMessage struct {
 	MsgID          string // UNIQ_KEY
 	CheckTimes     int32  // checks sent so far
 	BornTimestamp  int64  // ms
-	StoreTimestamp int64  // ms
-	Properties     message.Properties
+	StoreTimestamp int64  // ms, when the half message was stored
+	// LastCheckTimestamp is when the latest check was sent (ms); 0 before
+	// the first.
+	LastCheckTimestamp int64
+	Properties         message.Properties
 }
 
 // TxnDecision is a policy's answer for one half message.
@@ -45,7 +48,8 @@ type TxnDecision struct {
 // TxnPolicy decides, per unresolved half message, whether to check it
 // back with its producer now, wait, or resolve it. An error means
 // "unknown, ask again later" for the whole batch, never commit or
-// rollback. Implementations are safe for concurrent use.
+// rollback. The half messages of one call share a producer group.
+// Implementations are safe for concurrent use.
 type TxnPolicy interface {
 	Decide(ctx context.Context, now time.Time, batch []HalfMessage, out []TxnDecision) error
 }

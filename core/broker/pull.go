@@ -77,6 +77,9 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err != nil {
 		return response(req, code, "pull: %v", err)
 	}
+	if resp := b.lockedPull(p); resp != nil {
+		return resp // before the commit: the holder's offset is not rewound
+	}
 	b.notePull(p.group, p.topic, p.queueID)
 	if p.sysFlag&pullCommitOffset != 0 && p.group != "" && commit >= 0 {
 		b.store.CommitOffset(p.group, p.topic, p.queueID, commit)
@@ -110,6 +113,9 @@ func (b *Broker) pullFilter(p *pullRequest) (int16, error) {
 // pull runs one pull and answers it, or holds it when allowed and nothing
 // is there yet.
 func (b *Broker) pull(p *pullRequest, mayHold bool) *remoting.Command {
+	if resp := b.lockedPull(p); resp != nil {
+		return resp // a held pull whose queue changed hands meanwhile
+	}
 	minOff, maxOff := b.store.QueueOffsets(p.topic, p.queueID)
 	o := p.offset
 	switch {

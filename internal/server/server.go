@@ -156,6 +156,7 @@ func Start(cfg Config) (*Server, error) {
 		bo.Filters = DefaultFilters()
 	}
 	bo.Filters = s.plugins.filterFactories(bo.Filters)
+	bo.TxnPolicy = s.txnPolicy(bo) // txn.go
 	s.Broker, err = broker.New(bo)
 	if err != nil {
 		s.stopNamesrv()
