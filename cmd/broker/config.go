@@ -41,6 +41,7 @@ type fileConfig struct {
 	Store                storeConfig    `yaml:"store"`
 	Topics               []topicConfig  `yaml:"topics"`
 	Plugins              []pluginConfig `yaml:"plugins"`
+	NATSBridge           *bridgeConfig  `yaml:"natsBridge"`
 
 	dir string // the file's directory: relative module paths start there
 }
@@ -163,6 +164,9 @@ func (fc fileConfig) apply(cfg *server.Config) error {
 	plugins, err := fc.plugins()
 	errs = append(errs, err)
 	cfg.Plugins = plugins
+	bridge, err := fc.NATSBridge.options(fc.dir)
+	errs = append(errs, err)
+	cfg.NATSBridge = bridge
 	for i, t := range fc.Topics {
 		if err := broker.ValidateTopic(t.Name); err != nil {
 			errs = append(errs, fmt.Errorf("config: topics[%d]: %w", i, err))

@@ -41,6 +41,10 @@ type Config struct {
 	Broker broker.Options
 	// Namesrv configures the embedded name server.
 	Namesrv namesrv.Options
+	// NATSBridge, if set, publishes retry and dead-letter events to NATS
+	// (natsbridge.go); it turns the broker's outbox on. Source, Resender,
+	// and empty Cluster, Broker and Logger are filled in.
+	NATSBridge *BridgeOptions
 	// Plugins are the WASM plugins, loaded before the broker serves. If
 	// any fails to load, Start fails naming it: the broker never serves
 	// with part of its plugin list.
@@ -64,6 +68,7 @@ type Server struct {
 	Store  *store.Store
 	Broker *broker.Broker
 	NS     *namesrv.Server
+	bridge *natsBridge
 
 	plugins *pluginHost
 
@@ -157,6 +162,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	bo.Filters = s.plugins.filterFactories(bo.Filters)
 	bo.TxnPolicy = s.txnPolicy(bo) // txn.go
+	cfg.bridgeBrokerOptions(&bo)
 	s.Broker, err = broker.New(bo)
 	if err != nil {
 		s.stopNamesrv()
@@ -166,6 +172,13 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.plugins.attach(s.Broker)
+	if err := s.startBridge(); err != nil {
+		s.stopNamesrv()
+		brokerLn.Close()
+		s.plugins.close(context.Background())
+		s.Store.Close()
+		return nil, err
+	}
 	s.serve(func() error { return s.Broker.Serve(brokerLn) })
 	s.BrokerAddr = s.Broker.Addr()
 	return s, nil
@@ -202,6 +215,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, s.NS.Shutdown(ctx))
 		}
 		s.wg.Wait()
+		errs = append(errs, s.stopBridge(ctx))
 		errs = append(errs, s.plugins.close(ctx))
 		errs = append(errs, s.Store.Close())
 	})
