@@ -75,6 +75,9 @@ type Options struct {
 	Filters map[string]FilterFactory
 	// DisablePropertyFilter refuses SQL92 subscriptions.
 	DisablePropertyFilter bool
+	// DisablePrefilter turns off evaluating SQL92 subscriptions as
+	// messages arrive; pulls then evaluate every message they scan.
+	DisablePrefilter bool
 	// DisableNotifyConsumerIDsChanged stops telling consumers at once when
 	// their group's membership changes; they still rebalance every 20 s.
 	DisableNotifyConsumerIDsChanged bool
@@ -195,6 +198,7 @@ type Broker struct {
 	notifyOff  atomic.Bool
 	levels     []time.Duration // delay levels, from Options
 	events     eventsSignal
+	prefilter  *prefilter // nil when disabled
 	sched      chan struct{} // cap 1: wake the scheduler
 	pulled     sync.Map // pullKey → struct{}: queues each group has pulled
 	locks      *lockTable
@@ -230,6 +234,11 @@ func New(opts Options) (*Broker, error) {
 	b.clients = newClientTable(b)
 	b.holds = newHoldTable(b)
 	b.filters = newFilterCache(b, DefaultFilterCacheSize)
+	if !opts.DisablePrefilter {
+		if b.prefilter, err = newPrefilter(b); err != nil {
+			return nil, err
+		}
+	}
 	b.locks = newLockTable(b, opts.QueueLockExpiry)
 	if b.txn, err = newTxnService(b); err != nil {
 		return nil, err
@@ -291,6 +300,9 @@ func (b *Broker) Serve(ln net.Listener) error {
 	b.store.SetRetentionFloor(b.retentionFloor)
 	b.goTracked(b.registerLoop)
 	b.goTracked(b.scheduleLoop)
+	if b.prefilter != nil {
+		b.goTracked(b.prefilter.loop)
+	}
 	b.goTracked(b.clients.sweepLoop)
 	b.goTracked(b.locks.sweepLoop)
 	b.goTracked(b.txn.run)
@@ -364,5 +376,7 @@ func (b *Broker) arrived(topic string, queue int32, maxOffset int64) {
 		}
 	case EventsTopic:
 		b.events.fire()
+	default:
+		b.prefilter.arrived(topic)
 	}
 }

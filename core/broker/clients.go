@@ -102,6 +102,8 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			sub.filter, sub.err = b.filters.compile(sub.typ, sub.expr)
 			if sub.err != nil {
 				problems = append(problems, "group "+cd.GroupName+", topic "+sd.Topic+": "+sub.err.Error())
+			} else {
+				b.prefilter.register(sd.Topic, sub.typ, sub.expr, sub.filter)
 			}
 			subs[sd.Topic] = sub
 		}

@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -80,7 +82,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if resp := b.lockedPull(p); resp != nil {
 		return resp // before the commit: the holder's offset is not rewound
 	}
-	b.notePull(p.group, p.topic, p.queueID)
+	b.notePull(p.group, p.topic, p.queueID, p.offset)
 	if p.sysFlag&pullCommitOffset != 0 && p.group != "" && commit >= 0 {
 		b.store.CommitOffset(p.group, p.topic, p.queueID, commit)
 	}
@@ -100,7 +102,19 @@ func (b *Broker) pullFilter(p *pullRequest) (int16, error) {
 			return remoting.SubscriptionParseFailed, sub.err
 		}
 		p.filter, p.filterName = sub.filter, sub.typ+" "+sub.expr
+		if group, ok := strings.CutPrefix(p.topic, RetryGroupTopicPrefix); ok && group == p.group {
+			// A retried message is checked again against the group's
+			// subscription to its original topic.
+			p.filter, p.filterName = &retryFilter{b: b, group: group, inner: sub.filter}, "retry "+group
+		}
 		return 0, nil
+	}
+	// The lite pull consumer always says TAG, even for an SQL92
+	// subscription; its heartbeat carries the real type.
+	if normalizeType(typ) == ExpressionTag {
+		if sub, ok := b.clients.subscription(p.group, p.topic); ok && sub.expr == expr && sub.typ != ExpressionTag {
+			typ = sub.typ
+		}
 	}
 	f, err := b.filters.compile(typ, expr)
 	if err != nil {
@@ -152,11 +166,23 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 	var (
 		units   []store.Unit
 		cand    []store.Unit
+		known   []bool // the candidate's pre-filter mask already said it matches
 		scanned int
 		size    int
+		limit   = DefaultPullScanUnits
+		masks   *maskReader
+		bit     uint
+		pfFrom  int64
+		pfTo    int64
 	)
+	if p.filter.NeedsRecord() {
+		if i, s, u, ok := b.prefilter.lookup(p.topic, p.queueID, p.filterName); ok {
+			masks = &maskReader{pf: b.prefilter, topic: p.topic, q: p.queueID}
+			bit, pfFrom, pfTo, limit = uint(i), s, u, prefilterScanUnits
+		}
+	}
 scan:
-	for len(cand) < p.maxMsgs && scanned < DefaultPullScanUnits {
+	for len(cand) < p.maxMsgs && scanned < limit {
 		units, err = b.store.Units(p.topic, p.queueID, next, 64, units[:0])
 		if err != nil {
 			if errors.Is(err, store.ErrOffsetGone) {
@@ -177,7 +203,18 @@ scan:
 			if !p.filter.MatchTagHash(u.TagCode) {
 				continue
 			}
+			pre := false
+			if masks != nil && u.QueueOffset >= pfFrom && u.QueueOffset < pfTo {
+				if m, ok := masks.mask(u.QueueOffset); ok {
+					if m&(1<<bit) == 0 {
+						b.prefilter.skipped.Add(1)
+						continue // pre-filtered out: never read
+					}
+					pre = true
+				}
+			}
 			cand = append(cand, u)
+			known = append(known, pre)
 			size += int(u.Size)
 			if len(cand) == p.maxMsgs || size >= b.opts.PullMaxBytes {
 				break scan
@@ -190,7 +227,8 @@ scan:
 
 	body = make([]byte, 0, size)
 	spans := make([]span, 0, len(cand))
-	kept := cand[:0]
+	kept := make([]store.Unit, 0, len(cand))
+	match := make([]bool, 0, len(cand))
 	_, err = b.store.ReadRecords(cand, nil, func(u store.Unit, r message.Record, rerr error) error {
 		if rerr != nil {
 			// Reported by the store; never served. The offset moves past it.
@@ -199,6 +237,7 @@ scan:
 		at := len(body)
 		body = append(body, r...)
 		spans = append(spans, span{at, len(body)})
+		match = append(match, known[len(kept)+skippedBefore(cand, kept, u)])
 		kept = append(kept, u)
 		return nil
 	})
@@ -208,22 +247,44 @@ scan:
 	if !p.filter.NeedsRecord() || len(spans) == 0 {
 		return body, next, nil
 	}
-	recs := make([]message.Record, len(spans))
-	for i, s := range spans {
-		recs[i] = message.Record(body[s.at:s.end])
+	// Evaluate the records the masks did not answer for, in batches.
+	var todo []int
+	for i, ok := range match {
+		if !ok {
+			todo = append(todo, i)
+		}
 	}
-	match := make([]bool, len(recs))
-	for i := 0; i < len(recs); i += matchBatch {
-		j := min(i+matchBatch, len(recs))
-		if ferr := p.filter.Match(recs[i:j], match[i:j]); ferr != nil {
+	recs := make([]message.Record, 0, matchBatch)
+	res := make([]bool, matchBatch)
+	for i := 0; i < len(todo); i += matchBatch {
+		batch := todo[i:min(i+matchBatch, len(todo))]
+		recs = recs[:0]
+		for _, k := range batch {
+			recs = append(recs, message.Record(body[spans[k].at:spans[k].end]))
+		}
+		if ferr := p.filter.Match(recs, res[:len(batch)]); ferr != nil {
 			b.filters.failed(p.filterName, ferr)
-			// Serve what matched before this batch; resume at its first
-			// message.
-			body, next = compact(body, spans[:i], match[:i]), kept[i].QueueOffset
+			// Serve what matched before the failed message; resume there.
+			first := batch[0]
+			body, next = compact(body, spans[:first], match[:first]), kept[first].QueueOffset
 			return body, next, errors.New("filter " + p.filterName + " failed: " + ferr.Error())
+		}
+		for j, k := range batch {
+			match[k] = res[j]
 		}
 	}
 	return compact(body, spans, match), next, nil
+}
+
+// skippedBefore counts the candidates before u that ReadRecords passed
+// over as unreadable, so u's place in cand is found without a search in
+// the common case of none.
+func skippedBefore(cand, kept []store.Unit, u store.Unit) int {
+	i := len(kept)
+	for i < len(cand) && cand[i].QueueOffset != u.QueueOffset {
+		i++
+	}
+	return i - len(kept)
 }
 
 // span is a record's place in a pull body.
@@ -263,12 +324,14 @@ type pullKey struct {
 	queue        int32
 }
 
-// notePull records that a group pulls a queue.
-func (b *Broker) notePull(group, topic string, queue int32) {
+// notePull records that a group pulls a queue, and from where.
+func (b *Broker) notePull(group, topic string, queue int32, offset int64) {
 	k := pullKey{group, topic, queue}
-	if _, ok := b.pulled.Load(k); !ok {
-		b.pulled.Store(k, struct{}{})
+	v, ok := b.pulled.Load(k)
+	if !ok {
+		v, _ = b.pulled.LoadOrStore(k, new(atomic.Int64))
 	}
+	v.(*atomic.Int64).Store(offset)
 }
 
 // Pulled reports whether consumer group has pulled the queue since the
@@ -276,4 +339,14 @@ func (b *Broker) notePull(group, topic string, queue int32) {
 func (b *Broker) Pulled(group, topic string, queue int32) bool {
 	_, ok := b.pulled.Load(pullKey{group, topic, queue})
 	return ok
+}
+
+// LastPullOffset returns the offset a consumer group last pulled a queue
+// from.
+func (b *Broker) LastPullOffset(group, topic string, queue int32) (int64, bool) {
+	v, ok := b.pulled.Load(pullKey{group, topic, queue})
+	if !ok {
+		return 0, false
+	}
+	return v.(*atomic.Int64).Load(), true
 }
