@@ -34,6 +34,15 @@ var (
 	natsBinErr  error
 )
 
+// TestMain removes the nats-server binary the benchmarks built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if natsBin != "" {
+		os.RemoveAll(filepath.Dir(natsBin))
+	}
+	os.Exit(code)
+}
+
 func runNATSProcess(b *testing.B) *natsProcess {
 	b.Helper()
 	natsBinOnce.Do(func() {
