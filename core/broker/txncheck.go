@@ -729,8 +729,14 @@ func (s *txnService) process(now time.Time, batch []*halfTxn) {
 	s.mu.idle.Broadcast()
 	s.mu.Unlock()
 
+	unreachable := map[string]int{} // group → checks counted without a producer to ask
 	for _, c := range checks {
-		s.sendCheck(&c.t, c.copy)
+		if !s.sendCheck(&c.t, c.copy) {
+			unreachable[c.t.group]++
+		}
+	}
+	for group, n := range unreachable {
+		s.b.log.Warn("no live producer to check transactions with; counted as checked", "group", group, "messages", n)
 	}
 }
 
@@ -761,15 +767,14 @@ func (s *txnService) checkCopy(rec message.Record, t *halfTxn, now time.Time) *m
 }
 
 // sendCheck asks a producer of the transaction's group for its state
-// (spec §7.3). The body is the copy just written, addressed as the
+// (spec §7.3), and reports whether one was connected. The body is the copy just written, addressed as the
 // message the producer sent: its real topic and queue, and the offsets of
 // the half message as first stored, which the producer echoes back in its
 // END_TRANSACTION.
-func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) {
+func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) (reached bool) {
 	c := s.producerConn(t.group)
 	if c == nil {
-		s.b.log.Warn("no live producer to check a transaction with; counted as checked", "group", t.group, "offset", t.origin, "checks", t.checks)
-		return
+		return false
 	}
 	m := *cp
 	m.Topic = m.Properties.Get(message.PropertyRealTopic)
@@ -781,7 +786,7 @@ func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) {
 	body, err := message.AppendRecord(nil, &m)
 	if err != nil {
 		s.b.log.Error("encode transaction check", "offset", t.origin, "err", err)
-		return
+		return true
 	}
 	uniq := m.Properties.Get(message.PropertyUniqKey)
 	req := remoting.NewRequest(remoting.CheckTransactionState, map[string]string{
@@ -795,7 +800,8 @@ func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) {
 	defer cancel()
 	if err := c.Oneway(ctx, req); err != nil {
 		s.b.log.Warn("send transaction check", "group", t.group, "offset", t.origin, "err", err)
-		return
+		return true
 	}
 	s.b.log.Debug("transaction check sent", "group", t.group, "offset", t.origin, "checks", t.checks, "peer", c.RemoteAddr())
+	return true
 }
