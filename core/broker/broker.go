@@ -90,6 +90,10 @@ type Options struct {
 	// Outbox writes an event to the outbox topic (EventsTopic) with every
 	// retry and dead-letter move, for readers such as the NATS bridge.
 	Outbox bool
+	// OutboxMaxBytes bounds the outbox; beyond it the oldest events are
+	// dropped (readers see the gap). Default 1 GiB. Age is bounded by the
+	// store's retention.
+	OutboxMaxBytes int64
 	// EventSink, if set, is told of every retry and dead-letter event as it
 	// is stored; setting it turns the outbox on.
 	EventSink EventSink
@@ -151,6 +155,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if len(o.DelayLevels) == 0 {
 		o.DelayLevels, _ = ParseDelayLevels(DefaultDelayLevels)
+	}
+	if o.OutboxMaxBytes == 0 {
+		o.OutboxMaxBytes = DefaultOutboxMaxBytes
 	}
 	if o.MaxTimerDelay == 0 {
 		o.MaxTimerDelay = DefaultMaxTimerDelay
@@ -300,6 +307,9 @@ func (b *Broker) Serve(ln net.Listener) error {
 	b.store.SetRetentionFloor(b.retentionFloor)
 	b.goTracked(b.registerLoop)
 	b.goTracked(b.scheduleLoop)
+	if b.outboxOn() {
+		b.goTracked(b.outboxLoop)
+	}
 	if b.prefilter != nil {
 		b.goTracked(b.prefilter.loop)
 	}

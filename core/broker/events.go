@@ -250,3 +250,57 @@ func inflate(b []byte) ([]byte, error) {
 	defer r.Close()
 	return io.ReadAll(io.LimitReader(r, 64<<20))
 }
+
+// DefaultOutboxMaxBytes bounds the outbox; the oldest events go first.
+const DefaultOutboxMaxBytes = 1 << 30
+
+// outboxTrimInterval is how often the outbox size is checked.
+const outboxTrimInterval = 10 * time.Second
+
+// outboxLoop keeps the outbox under OutboxMaxBytes. Events dropped unread
+// show up to readers as a gap below EventOffsets' min, which they count
+// and report; broker writes never wait for readers.
+func (b *Broker) outboxLoop() {
+	t := time.NewTicker(outboxTrimInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+			b.trimOutbox()
+		}
+	}
+}
+
+// trimOutbox drops the oldest events beyond the size bound, estimating the
+// size from the latest events' record sizes.
+func (b *Broker) trimOutbox() {
+	minOff, maxOff := b.EventOffsets()
+	if maxOff-minOff < 2 {
+		return
+	}
+	sample, err := b.store.Units(EventsTopic, 0, max(minOff, maxOff-64), 64, nil)
+	if err != nil || len(sample) == 0 {
+		return
+	}
+	var bytes int64
+	for _, u := range sample {
+		bytes += int64(u.Size)
+	}
+	avg := max(bytes/int64(len(sample)), 1)
+	keep := b.opts.OutboxMaxBytes / avg
+	if maxOff-minOff <= keep {
+		return
+	}
+	newMin := maxOff - keep
+	if err := b.store.TrimQueue(EventsTopic, 0, newMin); err != nil {
+		b.log.Error("outbox trim failed", "err", err)
+		return
+	}
+	b.log.Warn("outbox over its size bound: oldest events dropped", "from", minOff, "to", newMin-1, "max_bytes", b.opts.OutboxMaxBytes)
+}
+
+// TrimOutboxNow applies the outbox size bound now rather than at the next
+// periodic check.
+func (b *Broker) TrimOutboxNow() { b.trimOutbox() }

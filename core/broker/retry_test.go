@@ -168,3 +168,29 @@ func TestDLQResend(t *testing.T) {
 		t.Fatal("an unknown target was accepted")
 	}
 }
+
+// TestOutboxSizeBound fills the outbox past its size bound: the oldest
+// events are dropped, the newest kept.
+func TestOutboxSizeBound(t *testing.T) {
+	env := brokertest.Start(t, shortLevels, func(c *server.Config) {
+		c.Broker.Outbox = true
+		c.Broker.OutboxMaxBytes = 20 << 10
+	})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	group := brokertest.Name("cg")
+	for i := 0; i < 300; i++ {
+		if resp := rawSend(t, cl, env.BrokerAddr, broker.RetryGroupTopicPrefix+group, 17, 16, map[string]string{"UNIQ_KEY": strconv.Itoa(i)}, "x"); resp.Code != remoting.Success {
+			t.Fatalf("send: %v", resp)
+		}
+	}
+	env.Broker.TrimOutboxNow()
+	minOff, maxOff := env.Broker.EventOffsets()
+	if maxOff != 300 || minOff == 0 || maxOff-minOff > 200 {
+		t.Fatalf("outbox spans [%d, %d) after trimming to 20 KiB", minOff, maxOff)
+	}
+	events, err := env.Broker.ReadEvents(minOff, 1000, nil)
+	if err != nil || int64(len(events)) != maxOff-minOff || events[len(events)-1].MsgID != "299" {
+		t.Fatalf("read %d events, %v", len(events), err)
+	}
+}

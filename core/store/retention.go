@@ -134,3 +134,30 @@ func (s *Store) advanceMinOffsets() error {
 	}
 	return nil
 }
+
+// TrimQueue moves a queue's min offset up to newMin (never past its max
+// offset, never down), as retention does, and drops the index blocks
+// wholly below it. The records stay in the commit log until retention
+// deletes their segments; the queue no longer serves them.
+func (s *Store) TrimQueue(topic string, queueID int32, newMin int64) error {
+	k := queueKey{topic, queueID}
+	s.cq.Lock()
+	q := s.cq.queues[k]
+	if q == nil || newMin <= q.min {
+		s.cq.Unlock()
+		return nil
+	}
+	newMin = min(newMin, q.next)
+	q.min = newMin
+	s.cq.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Set(queueRegKey(k), int64Value(newMin), nil)
+	if no := newMin / blockUnits; no > 0 {
+		b.DeleteRange(blockKey(k, 0), blockKey(k, no), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("store: trim %s/%d: %w", topic, queueID, err)
+	}
+	return nil
+}

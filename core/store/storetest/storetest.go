@@ -41,6 +41,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Arrivals", testArrivals},
 		{"Limits", testLimits},
 		{"Retention", testRetention},
+		{"TrimQueue", testTrimQueue},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, cfg) })
@@ -502,5 +503,37 @@ func testSegmentExactlyFull(t *testing.T, cfg Config) {
 			t.Fatalf("slack %d: after reopen read %d messages", slack, len(got))
 		}
 		s.Close()
+	}
+}
+
+func testTrimQueue(t *testing.T, cfg Config) {
+	o := cfg.Options(t)
+	s := Open(t, o)
+	for i := 0; i < 200; i++ {
+		appendOne(t, s, Msg("Trim", 0, fmt.Sprint("m", i)))
+	}
+	if err := s.TrimQueue("Trim", 0, 150); err != nil {
+		t.Fatal(err)
+	}
+	if mn, mx := s.QueueOffsets("Trim", 0); mn != 150 || mx != 200 {
+		t.Fatalf("after trim the queue spans [%d, %d)", mn, mx)
+	}
+	if _, err := s.Units("Trim", 0, 10, 1, nil); !errors.Is(err, store.ErrOffsetGone) {
+		t.Fatalf("read below the trimmed min: %v", err)
+	}
+	if err := s.TrimQueue("Trim", 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	if mn, _ := s.QueueOffsets("Trim", 0); mn != 150 {
+		t.Fatalf("trim moved the min down to %d", mn)
+	}
+	s.Close()
+	s = Open(t, o)
+	defer s.Close()
+	if mn, mx := s.QueueOffsets("Trim", 0); mn != 150 || mx != 200 {
+		t.Fatalf("after reopen the queue spans [%d, %d)", mn, mx)
+	}
+	if got := ReadQueue(t, s, "Trim", 0, 150); len(got) != 50 || got[0] != "m150" {
+		t.Fatalf("read %d after trim, first %q", len(got), got[0])
 	}
 }
