@@ -167,6 +167,9 @@ func (fc fileConfig) apply(cfg *server.Config) error {
 	bridge, err := fc.NATSBridge.options(fc.dir)
 	errs = append(errs, err)
 	cfg.NATSBridge = bridge
+	if fc.NATSBridge != nil {
+		cfg.Broker.OutboxMaxBytes = int64(fc.NATSBridge.OutboxMaxBytes)
+	}
 	for i, t := range fc.Topics {
 		if err := broker.ValidateTopic(t.Name); err != nil {
 			errs = append(errs, fmt.Errorf("config: topics[%d]: %w", i, err))

@@ -45,6 +45,8 @@ type bridgeConfig struct {
 	ReconnectWait  time.Duration `yaml:"reconnectWait"`
 	Resend         bool          `yaml:"resend"`
 	ResendKeyTTL   time.Duration `yaml:"resendKeyTTL"`
+	// OutboxMaxBytes bounds the broker's outbox of events (default 1 GiB).
+	OutboxMaxBytes byteSize `yaml:"outboxMaxBytes"`
 }
 
 type natsTLSConfig struct {
