@@ -197,17 +197,17 @@ type Broker struct {
 	addr      string         // advertised address
 	storeHost netip.AddrPort // advertised address as a STOREHOST
 
-	topics   *topicTable
-	clients  *clientTable
-	holds    *holdTable
-	filters  *filterCache
+	topics     *topicTable
+	clients    *clientTable
+	holds      *holdTable
+	filters    *filterCache
 	registerMu sync.Mutex // serialises registrations
 	notifyOff  atomic.Bool
 	levels     []time.Duration // delay levels, from Options
 	events     eventsSignal
-	prefilter  *prefilter // nil when disabled
+	prefilter  *prefilter    // nil when disabled
 	sched      chan struct{} // cap 1: wake the scheduler
-	pulled     sync.Map // pullKey → struct{}: queues each group has pulled
+	pulled     sync.Map      // pullKey → struct{}: queues each group has pulled
 	locks      *lockTable
 	txn        *txnService
 	admin      adminTable
@@ -225,11 +225,11 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{
-		opts:     opts,
-		log:      opts.Logger.With("component", "broker", "broker", opts.BrokerName),
-		store:    opts.Store,
-		quit:     make(chan struct{}),
-		started:  make(chan struct{}),
+		opts:    opts,
+		log:     opts.Logger.With("component", "broker", "broker", opts.BrokerName),
+		store:   opts.Store,
+		quit:    make(chan struct{}),
+		started: make(chan struct{}),
 	}
 	b.notifyOff.Store(opts.DisableNotifyConsumerIDsChanged)
 	b.levels = opts.DelayLevels

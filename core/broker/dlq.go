@@ -275,4 +275,3 @@ func (b *Broker) registerDLQAdmin() {
 		return b.ResendDLQ(a.DLQSelector, a.Target)
 	})
 }
-

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
@@ -110,35 +109,6 @@ func TestSQL92Filter(t *testing.T) {
 	if len(col.seen) != 15 {
 		t.Fatalf("received %d, want 15", len(col.seen))
 	}
-}
-
-// TestBadSQL92IsReported pulls with a malformed SQL92 expression: the
-// consumer gets an error naming the problem.
-func TestBadSQL92IsReported(t *testing.T) {
-	env := brokertest.Start(t)
-	topic := brokertest.Name("BadSql")
-	createTopic(t, env, topic, 1)
-	sendN(t, env.Producer(t), topic, "x", 1)
-	c, err := rocketmq.NewPullConsumer(
-		consumer.WithNsResolver(env.Resolver()),
-		consumer.WithGroupName(brokertest.Name("pull")),
-		consumer.WithInstance(brokertest.Name("pullc")),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Subscribe(topic, consumer.MessageSelector{Type: consumer.SQL92, Expression: "a > AND b = 1"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown()
-	_, err = c.Pull(context.Background(), 10)
-	if err == nil || !strings.Contains(err.Error(), "sql92") || !strings.Contains(err.Error(), "23") {
-		t.Fatalf("Pull with a bad expression: %v", err)
-	}
-	t.Logf("error seen by the client: %v", err)
 }
 
 // TestUnknownExpressionTypeRefused heartbeats with an expression type the

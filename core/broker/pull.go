@@ -75,6 +75,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if p.queueID < 0 || int(p.queueID) >= tc.ReadQueueNums {
 		return response(req, remoting.SystemError, "pull: queue %d does not exist in topic %s (%d read queues)", p.queueID, p.topic, tc.ReadQueueNums)
 	}
+	b.notePull(p.group, p.topic, p.queueID, p.offset)
 	code, err := b.pullFilter(p)
 	if err != nil {
 		return response(req, code, "pull: %v", err)
@@ -82,7 +83,6 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if resp := b.lockedPull(p); resp != nil {
 		return resp // before the commit: the holder's offset is not rewound
 	}
-	b.notePull(p.group, p.topic, p.queueID, p.offset)
 	if p.sysFlag&pullCommitOffset != 0 && p.group != "" && commit >= 0 {
 		b.store.CommitOffset(p.group, p.topic, p.queueID, commit)
 	}

@@ -274,7 +274,8 @@ func (b *Broker) unpark(r message.Record) *message.Message {
 }
 
 // retentionFloor is the lowest commit-log offset retention must keep: the
-// oldest message still waiting for its delay or time.
+// oldest message still waiting for its delay or time, or for its
+// transaction to resolve.
 func (b *Broker) retentionFloor() int64 {
 	floor := int64(-1)
 	keep := func(topic string, q int32, off int64) {
@@ -295,6 +296,14 @@ func (b *Broker) retentionFloor() int64 {
 	}
 	if from, _ := b.store.Progress(timerIndexedName); from < b.store.MaxOffset(TimerTopic, 0) {
 		keep(TimerTopic, 0, from)
+	}
+	// Unresolved transactions keep their half messages and the markers
+	// that may still resolve them.
+	if from, ok := b.store.Progress(txnProgressHalf); ok && from < b.store.MaxOffset(HalfTopic, 0) {
+		keep(HalfTopic, 0, max(from, b.store.MinOffset(HalfTopic, 0)))
+	}
+	if from, ok := b.store.Progress(txnProgressOp); ok && from < b.store.MaxOffset(OpHalfTopic, 0) {
+		keep(OpHalfTopic, 0, max(from, b.store.MinOffset(OpHalfTopic, 0)))
 	}
 	b.store.ScanKeys([]byte{timerPendingKey}, nil, func(k []byte) bool {
 		keep(TimerTopic, 0, int64(binary.BigEndian.Uint64(k[1:])))

@@ -256,7 +256,7 @@ func (b *Broker) sendResponse(req *remoting.Command, msgs []*message.Message) *r
 	}
 	resp.ExtFields = map[string]string{
 		"msgId":       ids.String(),
-		"queueId":     strconv.Itoa(int(first.QueueID)),
+		"queueId":     strconv.Itoa(int(sentQueue(first))),
 		"queueOffset": strconv.FormatInt(first.QueueOffset, 10),
 		"MSG_REGION":  "DefaultRegion",
 		"TRACE_ON":    "true",
@@ -265,3 +265,14 @@ func (b *Broker) sendResponse(req *remoting.Command, msgs []*message.Message) *r
 }
 
 const permWrite = 2
+
+// sentQueue is the queue a message was sent to: for a half message or a
+// delayed one parked elsewhere, the queue it will end up in.
+func sentQueue(m *message.Message) int32 {
+	if m.Topic == HalfTopic {
+		if q, err := strconv.Atoi(m.Properties.Get(message.PropertyRealQueueID)); err == nil {
+			return int32(q)
+		}
+	}
+	return m.QueueID
+}

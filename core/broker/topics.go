@@ -274,4 +274,3 @@ func (b *Broker) Topics() map[string]TopicConfig {
 
 // CreateTopic creates or updates a topic, as UPDATE_AND_CREATE_TOPIC does.
 func (b *Broker) CreateTopic(tc TopicConfig) error { return b.topics.put(tc) }
-

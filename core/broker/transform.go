@@ -17,7 +17,10 @@ import (
 // returns a response code and error when the message is refused.
 func (b *Broker) transform(m *message.Message, h *sendHeader) (extra []*message.Message, code int16, err error) {
 	if m.Properties.Get(message.PropertyTransactionPrepared) == "true" {
-		return nil, remoting.Success, b.toHalf(m)
+		if err := b.toHalf(m); err != nil {
+			return nil, remoting.MessageIllegal, err
+		}
+		return nil, remoting.Success, nil
 	}
 	var ev *eventRecord
 	if isRetryTopic(m.Topic) {
