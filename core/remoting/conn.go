@@ -73,16 +73,22 @@ type Conn struct {
 
 	// out is the send queue. Frames are encoded straight into buf; segs
 	// lists the pieces to write in order when a large body is queued by
-	// reference. The writer goroutine takes everything queued at once and
-	// writes it with one (vectored) write.
+	// reference. Whoever holds the write token takes everything queued at
+	// once and writes it with one (vectored) write, until the queue is
+	// empty: a sender that finds no write in progress writes its own frame
+	// (sparing a hand-over to the writer goroutine), one that finds a write
+	// in progress leaves its frame to the writer.
 	out struct {
 		sync.Mutex
-		cond   sync.Cond // signalled when the writer takes the queue or the connection closes
-		buf    []byte
-		segs   [][]byte
-		mark   int // start of the part of buf not yet in segs
-		queued int // bytes queued since the writer last took the queue
-		closed bool
+		cond      sync.Cond // signalled when the queue is taken, the token is released, or the connection closes
+		buf       []byte
+		segs      [][]byte
+		mark      int  // start of the part of buf not yet in segs
+		queued    int  // bytes queued since the queue was last taken
+		closed    bool // no more frames are accepted
+		writing   bool // the write token is held
+		spareBuf  []byte
+		spareSegs [][]byte
 	}
 	wake       chan struct{} // capacity 1; a send tells the writer there is work
 	stopWrite  chan struct{} // closed to make the writer flush and stop
@@ -198,7 +204,9 @@ func (c *Conn) Reply(req, resp *Command) error {
 	resp.Flag = resp.Flag&^FlagOneway | FlagResponse
 	resp.SerializeType = req.SerializeType
 	fillDefaults(resp)
-	return c.send(resp)
+	// Write at once unless other handlers of this connection are about to
+	// answer too: then the writer gathers their answers into one write.
+	return c.send(resp, len(c.slots) <= 1)
 }
 
 func fillDefaults(cmd *Command) {
@@ -234,7 +242,7 @@ func (c *Conn) oneway(ctx context.Context, req *Command, st byte) error {
 	out.Flag = req.Flag&^FlagResponse | FlagOneway
 	out.SerializeType = st
 	fillDefaults(&out)
-	return c.send(&out)
+	return c.send(&out, false)
 }
 
 func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error) {
@@ -255,9 +263,12 @@ func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error
 		}
 	}
 	c.pending.m[out.Opaque] = cl
+	alone := len(c.pending.m) == 1
 	c.pending.Unlock()
 
-	if err := c.send(&out); err != nil {
+	// A lone call writes itself; with others in flight the writer gathers
+	// them into one write.
+	if err := c.send(&out, alone); err != nil {
 		if resp, ok := c.abandon(out.Opaque, cl); ok {
 			return resp, nil
 		}
@@ -314,7 +325,7 @@ func (c *Conn) deliver(resp *Command) {
 
 // send queues cmd's frame for the writer. Encoding errors leave the
 // connection open; ErrClosed means it is gone.
-func (c *Conn) send(cmd *Command) error {
+func (c *Conn) send(cmd *Command, direct bool) error {
 	o := &c.out
 	o.Lock()
 	for o.queued >= maxQueuedBytes && !o.closed {
@@ -339,72 +350,100 @@ func (c *Conn) send(cmd *Command) error {
 	}
 	o.queued += len(buf) - start + len(cmd.Body)
 	o.buf = buf
-	o.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if o.writing || !direct {
+		o.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		return nil
 	}
+	o.writing = true
+	o.Unlock()
+	c.writeOut()
 	return nil
 }
 
-// writeLoop is the connection's one writer. It ends when the connection
-// closes, or after a last flush when stopWrite is closed.
+// writeLoop writes what senders queued while a write was in progress,
+// until the connection closes, or after a last flush when stopWrite is
+// closed.
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
-	var (
-		spareBuf  []byte
-		spareSegs [][]byte
-	)
 	for {
 		select {
 		case <-c.wake:
 		case <-c.done:
 			return
 		case <-c.stopWrite:
-			c.flush(&spareBuf, &spareSegs)
+			c.out.Lock()
+			for c.out.writing {
+				c.out.cond.Wait()
+			}
+			c.out.writing = true
+			c.out.Unlock()
+			c.writeOut()
 			return
 		}
 		// Let the goroutines that are about to send queue their frames
 		// too, so one write carries them all.
 		runtime.Gosched()
-		if !c.flush(&spareBuf, &spareSegs) {
+		c.out.Lock()
+		if c.out.writing {
+			c.out.Unlock()
+			continue // the token holder writes the queue before it lets go
+		}
+		c.out.writing = true
+		c.out.Unlock()
+		if !c.writeOut() {
 			return
 		}
 	}
 }
 
-// flush writes everything queued. It reports false, having closed the
-// connection, when the write fails.
-func (c *Conn) flush(spareBuf *[]byte, spareSegs *[][]byte) bool {
+// writeOut writes the queue until it is empty, then releases the write
+// token, which the caller holds. It reports false when a write failed and
+// closed the connection.
+func (c *Conn) writeOut() bool {
 	o := &c.out
-	o.Lock()
-	if o.mark < len(o.buf) {
-		o.segs = append(o.segs, o.buf[o.mark:])
-	}
-	segs, buf := o.segs, o.buf
-	o.buf, o.segs, o.mark, o.queued = (*spareBuf)[:0], (*spareSegs)[:0], 0, 0
-	o.cond.Broadcast()
-	o.Unlock()
+	for {
+		o.Lock()
+		if o.mark < len(o.buf) {
+			o.segs = append(o.segs, o.buf[o.mark:])
+		}
+		segs, buf := o.segs, o.buf
+		if len(segs) == 0 {
+			o.buf, o.mark = buf[:0], 0
+			o.writing = false
+			o.cond.Broadcast()
+			o.Unlock()
+			return true
+		}
+		o.buf, o.segs, o.mark, o.queued = o.spareBuf[:0], o.spareSegs[:0], 0, 0
+		o.cond.Broadcast()
+		o.Unlock()
 
-	var err error
-	if len(segs) > 0 {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.ep.writeTimeout))
 		bufs := net.Buffers(segs)
-		_, err = bufs.WriteTo(c.nc)
+		_, err := bufs.WriteTo(c.nc)
+		clear(segs) // drop the bodies written by reference
+
+		o.Lock()
+		o.spareSegs = segs[:0]
+		if cap(buf) <= keptWriteBuffer {
+			o.spareBuf = buf[:0]
+		} else {
+			o.spareBuf = nil
+		}
+		if err != nil {
+			o.writing = false
+			o.cond.Broadcast()
+			o.Unlock()
+			c.log().Info("remoting: write failed, closing connection", "err", err)
+			c.closeWith(fmt.Errorf("write: %w", err))
+			return false
+		}
+		o.Unlock()
 	}
-	clear(segs) // drop the bodies written by reference
-	*spareSegs = segs[:0]
-	if cap(buf) <= keptWriteBuffer {
-		*spareBuf = buf[:0]
-	} else {
-		*spareBuf = nil
-	}
-	if err != nil {
-		c.log().Info("remoting: write failed, closing connection", "err", err)
-		c.closeWith(fmt.Errorf("write: %w", err))
-		return false
-	}
-	return true
 }
 
 // serve runs the connection until it closes: it starts the writer, reads
