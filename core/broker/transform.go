@@ -16,7 +16,8 @@ import (
 // It may add messages to store in the same write (an outbox event), and
 // returns a response code and error when the message is refused.
 func (b *Broker) transform(m *message.Message, h *sendHeader) (extra []*message.Message, code int16, err error) {
-	if m.Properties.Get(message.PropertyTransactionPrepared) == "true" {
+	half, parked := scanSpecial(m.Properties)
+	if half {
 		if err := b.toHalf(m); err != nil {
 			return nil, remoting.MessageIllegal, err
 		}
@@ -28,12 +29,29 @@ func (b *Broker) transform(m *message.Message, h *sendHeader) (extra []*message.
 			return nil, remoting.SystemError, err
 		}
 	}
-	if code, err := b.toSchedule(m); err != nil {
-		return nil, code, err
+	if parked {
+		if code, err := b.toSchedule(m); err != nil {
+			return nil, code, err
+		}
 	}
 	if ev != nil {
 		// The event records the message in its final form.
 		extra = append(extra, b.newEvent(*ev, m))
 	}
 	return extra, remoting.Success, nil
+}
+
+// scanSpecial reads, in one pass over the properties, whether a message is
+// a half message and whether it asks for a delay or a delivery time.
+func scanSpecial(p message.Properties) (half, parked bool) {
+	p.Each(func(k, v []byte) bool {
+		switch string(k) {
+		case message.PropertyTransactionPrepared:
+			half = string(v) == "true"
+		case message.PropertyDelayLevel, message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS:
+			parked = true
+		}
+		return true
+	})
+	return half, parked
 }

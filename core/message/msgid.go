@@ -30,7 +30,12 @@ func OffsetMsgID(host netip.AddrPort, off int64) string {
 	}
 	binary.BigEndian.PutUint32(b[n:], uint32(host.Port()))
 	binary.BigEndian.PutUint64(b[n+4:], uint64(off))
-	return strings.ToUpper(hex.EncodeToString(b[:n+12]))
+	const digits = "0123456789ABCDEF"
+	var out [56]byte
+	for i, c := range b[:n+12] {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&0xF]
+	}
+	return string(out[:2*(n+12)])
 }
 
 // ParseOffsetMsgID reverses OffsetMsgID. It accepts 32 (IPv4) or 56 (IPv6)
