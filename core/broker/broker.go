@@ -344,6 +344,20 @@ func (b *Broker) Addr() string {
 	return b.addr
 }
 
+// every calls fn every d until the broker stops.
+func (b *Broker) every(d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
 func (b *Broker) goTracked(fn func()) {
 	b.wg.Add(1)
 	go func() {

@@ -298,14 +298,7 @@ func (b *Broker) connClosed(c *remoting.Conn) {
 
 // sweepLoop drops clients that stopped heartbeating.
 func (t *clientTable) sweepLoop() {
-	tick := time.NewTicker(min(defaultHeartbeatSweepGap, t.b.opts.ClientExpiry/4))
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.b.quit:
-			return
-		case <-tick.C:
-		}
+	t.b.every(min(defaultHeartbeatSweepGap, t.b.opts.ClientExpiry/4), func() {
 		deadline := t.b.now().Add(-t.b.opts.ClientExpiry)
 		var gone []string // client ids whose queue locks go with them
 		t.drop("heartbeat expired", func(m *member) bool {
@@ -316,7 +309,7 @@ func (t *clientTable) sweepLoop() {
 			return false
 		})
 		t.b.locks.releaseClients(gone)
-	}
+	})
 }
 
 func (b *Broker) handleUnregister(c *remoting.Conn, req *remoting.Command) *remoting.Command {

@@ -139,23 +139,17 @@ func (b *Broker) timerDue(p message.Properties) (due int64, timed bool, err erro
 		}
 		at = time.UnixMilli(ms)
 	case p.Has(message.PropertyTimerDelaySec):
-		s, err := strconv.ParseInt(p.Get(message.PropertyTimerDelaySec), 10, 64)
-		if err != nil || s < 0 {
-			return 0, false, fmt.Errorf("property %s %q is not a number of seconds", message.PropertyTimerDelaySec, p.Get(message.PropertyTimerDelaySec))
+		d, err := b.timerDelay(p, message.PropertyTimerDelaySec, time.Second)
+		if err != nil {
+			return 0, false, err
 		}
-		if time.Duration(s) > b.opts.MaxTimerDelay/time.Second+1 {
-			return 0, false, fmt.Errorf("timer delay of %ds exceeds the maximum of %v", s, b.opts.MaxTimerDelay)
-		}
-		at = now.Add(time.Duration(s) * time.Second)
+		at = now.Add(d)
 	case p.Has(message.PropertyTimerDelayMS):
-		ms, err := strconv.ParseInt(p.Get(message.PropertyTimerDelayMS), 10, 64)
-		if err != nil || ms < 0 {
-			return 0, false, fmt.Errorf("property %s %q is not a number of milliseconds", message.PropertyTimerDelayMS, p.Get(message.PropertyTimerDelayMS))
+		d, err := b.timerDelay(p, message.PropertyTimerDelayMS, time.Millisecond)
+		if err != nil {
+			return 0, false, err
 		}
-		if time.Duration(ms) > b.opts.MaxTimerDelay/time.Millisecond+1 {
-			return 0, false, fmt.Errorf("timer delay of %dms exceeds the maximum of %v", ms, b.opts.MaxTimerDelay)
-		}
-		at = now.Add(time.Duration(ms) * time.Millisecond)
+		at = now.Add(d)
 	default:
 		return 0, false, nil
 	}
@@ -169,4 +163,16 @@ func (b *Broker) timerDue(p message.Properties) (due int64, timed bool, err erro
 func (b *Broker) levelDelay(level int) time.Duration {
 	level = max(1, min(level, len(b.levels)))
 	return b.levels[level-1]
+}
+
+// timerDelay reads a relative delay property in the given unit.
+func (b *Broker) timerDelay(p message.Properties, key string, unit time.Duration) (time.Duration, error) {
+	n, err := strconv.ParseInt(p.Get(key), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("property %s %q is not a non-negative whole number", key, p.Get(key))
+	}
+	if n > int64(b.opts.MaxTimerDelay/unit)+1 {
+		return 0, fmt.Errorf("timer delay %s=%d exceeds the maximum of %v", key, n, b.opts.MaxTimerDelay)
+	}
+	return time.Duration(n) * unit, nil
 }

@@ -260,18 +260,7 @@ const outboxTrimInterval = 10 * time.Second
 // outboxLoop keeps the outbox under OutboxMaxBytes. Events dropped unread
 // show up to readers as a gap below EventOffsets' min, which they count
 // and report; broker writes never wait for readers.
-func (b *Broker) outboxLoop() {
-	t := time.NewTicker(outboxTrimInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.quit:
-			return
-		case <-t.C:
-			b.trimOutbox()
-		}
-	}
-}
+func (b *Broker) outboxLoop() { b.every(outboxTrimInterval, b.trimOutbox) }
 
 // trimOutbox drops the oldest events beyond the size bound, estimating the
 // size from the latest events' record sizes.

@@ -192,16 +192,7 @@ func (t *lockTable) sweep(now time.Time) {
 // sweepLoop runs sweep often enough that a waiter learns of an expired
 // lock within a quarter of the expiry.
 func (t *lockTable) sweepLoop() {
-	tick := time.NewTicker(max(min(t.expiry/4, 5*time.Second), 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.b.quit:
-			return
-		case <-tick.C:
-			t.sweep(t.b.now())
-		}
-	}
+	t.b.every(max(min(t.expiry/4, 5*time.Second), 10*time.Millisecond), func() { t.sweep(t.b.now()) })
 }
 
 // holderElsewhere reports the client that holds a group's queue through

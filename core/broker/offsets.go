@@ -55,23 +55,22 @@ func (b *Broker) handleUpdateOffset(c *remoting.Conn, req *remoting.Command) *re
 // code, so every answer carries it.
 
 func (b *Broker) handleMaxOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	topic, qid, err := queueArgs(req)
-	if err != nil {
-		resp := offsetResponse(req, 0)
-		resp.Code, resp.Remark = remoting.SystemError, "get max offset: "+err.Error()
-		return resp
-	}
-	return offsetResponse(req, b.store.MaxOffset(topic, qid))
+	return b.queueOffsetAnswer(req, "get max offset", b.store.MaxOffset)
 }
 
 func (b *Broker) handleMinOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	return b.queueOffsetAnswer(req, "get min offset", b.store.MinOffset)
+}
+
+// queueOffsetAnswer answers a request for one of a queue's offsets.
+func (b *Broker) queueOffsetAnswer(req *remoting.Command, what string, get func(string, int32) int64) *remoting.Command {
 	topic, qid, err := queueArgs(req)
 	if err != nil {
 		resp := offsetResponse(req, 0)
-		resp.Code, resp.Remark = remoting.SystemError, "get min offset: "+err.Error()
+		resp.Code, resp.Remark = remoting.SystemError, what+": "+err.Error()
 		return resp
 	}
-	return offsetResponse(req, b.store.MinOffset(topic, qid))
+	return offsetResponse(req, get(topic, qid))
 }
 
 func (b *Broker) handleSearchOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {

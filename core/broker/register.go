@@ -10,18 +10,7 @@ import (
 )
 
 // registerLoop registers with the name servers every RegisterInterval.
-func (b *Broker) registerLoop() {
-	t := time.NewTicker(b.opts.RegisterInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.quit:
-			return
-		case <-t.C:
-			b.registerAll()
-		}
-	}
-}
+func (b *Broker) registerLoop() { b.every(b.opts.RegisterInterval, b.registerAll) }
 
 // registerNow registers the current topic table with every name server
 // before returning, so a topic created by a send is routable as soon as the

@@ -194,3 +194,35 @@ func TestOutboxSizeBound(t *testing.T) {
 		t.Fatalf("read %d events, %v", len(events), err)
 	}
 }
+
+// TestTimerDelayProperties sends with the relative timer properties: the
+// message waits in the timer topic and arrives in its own after the delay;
+// a delay past the maximum is refused.
+func TestTimerDelayProperties(t *testing.T) {
+	env := brokertest.Start(t)
+	createTopic(t, env, "Later", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	sent := time.Now()
+	if resp := rawSend(t, cl, env.BrokerAddr, "Later", 0, 0, map[string]string{"UNIQ_KEY": "ms", "TIMER_DELAY_MS": "1200"}, "ms"); resp.Code != remoting.Success {
+		t.Fatalf("send: %v", resp)
+	}
+	if resp := rawSend(t, cl, env.BrokerAddr, "Later", 0, 0, map[string]string{"UNIQ_KEY": "sec", "TIMER_DELAY_SEC": "1"}, "sec"); resp.Code != remoting.Success {
+		t.Fatalf("send: %v", resp)
+	}
+	if n := env.Store.MaxOffset("Later", 0); n != 0 {
+		t.Fatalf("%d messages visible before their time", n)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the timed messages", func() bool { return env.Store.MaxOffset("Later", 0) == 2 })
+	if d := time.Since(sent); d < time.Second {
+		t.Fatalf("delivered after %v, before the 1 s delay", d)
+	}
+	resp := rawSend(t, cl, env.BrokerAddr, "Later", 0, 0, map[string]string{"UNIQ_KEY": "far", "TIMER_DELAY_SEC": "999999"}, "far")
+	if resp.Code != remoting.MessageIllegal || !strings.Contains(resp.Remark, "TIMER_DELAY_SEC") {
+		t.Fatalf("a delay past the maximum: %v", resp)
+	}
+	resp = rawSend(t, cl, env.BrokerAddr, "Later", 0, 0, map[string]string{"UNIQ_KEY": "bad", "TIMER_DELAY_MS": "soon"}, "bad")
+	if resp.Code != remoting.MessageIllegal {
+		t.Fatalf("a malformed delay: %v", resp)
+	}
+}

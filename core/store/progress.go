@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -168,20 +167,13 @@ func (s *Store) EachMeta(prefix string, fn func(name string, value []byte) error
 // dispatch checkpoint and progress values (with fsync when any changed).
 func (s *Store) Checkpoint() error { return s.checkpoint(false) }
 
-// checkpointLoop persists the index periodically.
+// checkpointLoop persists the index every CheckpointInterval.
 func (s *Store) checkpointLoop() {
-	t := time.NewTicker(s.opts.CheckpointInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-		}
+	s.every(s.opts.CheckpointInterval, func() {
 		if err := s.checkpoint(false); err != nil {
 			s.log.Error("index checkpoint failed", "err", err)
 		}
-	}
+	})
 }
 
 // checkpoint writes the partial consume-queue blocks, the dispatch

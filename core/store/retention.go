@@ -2,25 +2,17 @@ package store
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
 // retentionLoop deletes old segments every RetentionInterval.
 func (s *Store) retentionLoop() {
-	t := time.NewTicker(s.opts.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-		}
+	s.every(s.opts.RetentionInterval, func() {
 		if _, err := s.RunRetention(); err != nil {
 			s.log.Error("retention failed", "err", err)
 		}
-	}
+	})
 }
 
 // RunRetention deletes every segment whose last write is older than the

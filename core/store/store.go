@@ -507,25 +507,32 @@ func (s *Store) syncActive() error {
 
 // syncLoop fsyncs every FlushInterval under FlushAsync.
 func (s *Store) syncLoop() {
-	t := time.NewTicker(s.opts.FlushInterval)
+	s.every(s.opts.FlushInterval, func() {
+		end := s.written.Load()
+		if end == s.durable.Load() {
+			return
+		}
+		if err := s.syncActive(); err != nil {
+			// What an fsync failure leaves on disk is unknown, and records
+			// it covered were acknowledged already: stop taking writes.
+			s.fail(fmt.Errorf("%w: %v", ErrFailed, err))
+			return
+		}
+		s.durable.Store(end)
+	})
+}
+
+// every calls fn every d until the store closes.
+func (s *Store) every(d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.quit:
 			return
 		case <-t.C:
+			fn()
 		}
-		end := s.written.Load()
-		if end == s.durable.Load() {
-			continue
-		}
-		if err := s.syncActive(); err != nil {
-			// What an fsync failure leaves on disk is unknown, and records
-			// it covered were acknowledged already: stop taking writes.
-			s.fail(fmt.Errorf("%w: %v", ErrFailed, err))
-			continue
-		}
-		s.durable.Store(end)
 	}
 }
 
