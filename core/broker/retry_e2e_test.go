@@ -70,6 +70,33 @@ func (a *attempts) waitAttempts(t *testing.T, body string, n int, timeout time.D
 	return a.get(body)
 }
 
+// recordingConsumer starts a push consumer of topic that records every
+// delivery and answers each with decide, given the attempt number (nil
+// answers success).
+func recordingConsumer(t *testing.T, env *brokertest.Env, group, topic string, decide func(ctx context.Context, attempt int) consumer.ConsumeResult, opts ...consumer.Option) *attempts {
+	t.Helper()
+	a := newAttempts()
+	c := env.PushConsumer(t, group, opts...)
+	c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		res := consumer.ConsumeSuccess
+		for _, m := range msgs {
+			if n := a.record(m); decide != nil && decide(ctx, n) != consumer.ConsumeSuccess {
+				res = consumer.ConsumeRetryLater
+			}
+		}
+		return res, nil
+	})
+	env.StartConsumer(t, c, group, true, topic)
+	return a
+}
+
+// retryAtLevel1 asks for the next attempt at delay level 1.
+func retryAtLevel1(ctx context.Context) consumer.ConsumeResult {
+	cc, _ := primitive.GetConcurrentlyCtx(ctx)
+	cc.DelayLevelWhenNextConsume = 1
+	return consumer.ConsumeRetryLater
+}
+
 // TestRetryLaterRedeliversAfterDelay fails each message once: the broker
 // sends it back through the retry topic after the level's delay, with
 // ReconsumeTimes 1 and its original topic.
@@ -78,17 +105,12 @@ func TestRetryLaterRedeliversAfterDelay(t *testing.T) {
 	topic := brokertest.Name("Retry")
 	createTopic(t, env, topic, 2)
 	group := brokertest.Name("cg")
-	a := newAttempts()
-	c := env.PushConsumer(t, group)
-	c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range msgs {
-			if a.record(m) == 1 {
-				return consumer.ConsumeRetryLater, nil
-			}
+	a := recordingConsumer(t, env, group, topic, func(_ context.Context, n int) consumer.ConsumeResult {
+		if n == 1 {
+			return consumer.ConsumeRetryLater
 		}
-		return consumer.ConsumeSuccess, nil
+		return consumer.ConsumeSuccess
 	})
-	env.StartConsumer(t, c, group, true, topic)
 	p := env.Producer(t)
 	sendN(t, p, topic, "r", 3)
 	for i := 0; i < 3; i++ {
@@ -111,19 +133,12 @@ func TestRetryDelayLevelFromConsumer(t *testing.T) {
 	topic := brokertest.Name("RetryLevel")
 	createTopic(t, env, topic, 1)
 	group := brokertest.Name("cg")
-	a := newAttempts()
-	c := env.PushConsumer(t, group)
-	c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range msgs {
-			if a.record(m) == 1 {
-				cc, _ := primitive.GetConcurrentlyCtx(ctx)
-				cc.DelayLevelWhenNextConsume = 1
-				return consumer.ConsumeRetryLater, nil
-			}
+	a := recordingConsumer(t, env, group, topic, func(ctx context.Context, n int) consumer.ConsumeResult {
+		if n == 1 {
+			return retryAtLevel1(ctx)
 		}
-		return consumer.ConsumeSuccess, nil
+		return consumer.ConsumeSuccess
 	})
-	env.StartConsumer(t, c, group, true, topic)
 	sendN(t, env.Producer(t), topic, "lvl", 1)
 	ds := a.waitAttempts(t, "lvl-0", 2, 20*time.Second)
 	if gap := ds[1].at.Sub(ds[0].at); gap < 800*time.Millisecond || gap > 2800*time.Millisecond {
@@ -139,17 +154,9 @@ func TestMaxReconsumeTimesThenDLQ(t *testing.T) {
 	topic := brokertest.Name("Dead")
 	createTopic(t, env, topic, 1)
 	group := brokertest.Name("cg")
-	a := newAttempts()
-	c := env.PushConsumer(t, group, consumer.WithMaxReconsumeTimes(2))
-	c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range msgs {
-			a.record(m)
-			cc, _ := primitive.GetConcurrentlyCtx(ctx)
-			cc.DelayLevelWhenNextConsume = 1
-		}
-		return consumer.ConsumeRetryLater, nil
-	})
-	env.StartConsumer(t, c, group, true, topic)
+	a := recordingConsumer(t, env, group, topic, func(ctx context.Context, _ int) consumer.ConsumeResult {
+		return retryAtLevel1(ctx)
+	}, consumer.WithMaxReconsumeTimes(2))
 	sendN(t, env.Producer(t), topic, "dead", 1)
 
 	// The dead letter is readable by a consumer of the DLQ topic.
@@ -181,15 +188,7 @@ func TestDelayLevelSend(t *testing.T) {
 	topic := brokertest.Name("Delayed")
 	createTopic(t, env, topic, 1)
 	group := brokertest.Name("cg")
-	a := newAttempts()
-	c := env.PushConsumer(t, group)
-	c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range msgs {
-			a.record(m)
-		}
-		return consumer.ConsumeSuccess, nil
-	})
-	env.StartConsumer(t, c, group, true, topic)
+	a := recordingConsumer(t, env, group, topic, nil)
 	p := env.Producer(t)
 	sent := time.Now()
 	if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("late")).WithDelayTimeLevel(2)); err != nil {
@@ -208,15 +207,7 @@ func TestDelayTimestampSend(t *testing.T) {
 	topic := brokertest.Name("Timed")
 	createTopic(t, env, topic, 1)
 	group := brokertest.Name("cg")
-	a := newAttempts()
-	c := env.PushConsumer(t, group)
-	c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range msgs {
-			a.record(m)
-		}
-		return consumer.ConsumeSuccess, nil
-	})
-	env.StartConsumer(t, c, group, true, topic)
+	a := recordingConsumer(t, env, group, topic, nil)
 	p := env.Producer(t)
 	type send struct{ sent, due time.Time }
 	sends := map[string]send{}
@@ -287,15 +278,7 @@ func TestPendingSurviveRestart(t *testing.T) {
 	})
 
 	env = env.Restart(t)
-	a := newAttempts()
-	c2 := env.PushConsumer(t, group)
-	c2.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range msgs {
-			a.record(m)
-		}
-		return consumer.ConsumeSuccess, nil
-	})
-	env.StartConsumer(t, c2, group, true, topic)
+	a := recordingConsumer(t, env, group, topic, nil)
 	for _, body := range []string{"delayed", "timed", "retried-0"} {
 		ds := a.waitAttempts(t, body, 1, 30*time.Second)
 		if body == "retried-0" && ds[0].reconsumeTimes != 1 {

@@ -28,7 +28,8 @@ type rule struct {
 
 var rules = []rule{
 	{from: "core/message", only: []string{}},
-	{from: "core/remoting", deny: []string{"core/store", "core/broker", "core/namesrv"}},
+	{from: "core/remoting", only: []string{"core/message"}},
+	{from: "internal/bench", only: []string{"core/remoting", "core/message"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},
 	{from: "core/namesrv", deny: []string{"core/store", "core/broker"}},
 	{from: "core/broker", deny: []string{"plugins", "filters", "cmd", "github.com/tetratelabs/wazero", "github.com/nats-io", "github.com/spf13/pflag"}},
@@ -153,6 +154,10 @@ func TestRuleCatchesViolation(t *testing.T) {
 		{"core/broker", "github.com/nats-io/nats.go", true},
 		{"core/message", module + "/core/remoting", true},
 		{"internal/server", module + "/cmd/broker", true},
+		{"core/remoting", module + "/core/store", true},
+		{"core/remoting", "github.com/x/y", true},
+		{"internal/bench", module + "/core/broker", true},
+		{"internal/bench", module + "/core/remoting", false},
 	} {
 		bad := false
 		for _, r := range rules {
