@@ -9,12 +9,12 @@ import (
 
 // Flow-control defaults, RocketMQ's push-consumer values.
 const (
-	defaultPullThresholdForQueue      = 1000
-	defaultPullThresholdSizeForQueue  = 100 << 20
-	defaultConsumeConcurrentlyMaxSpan = 2000
-	// flowControlDelay is how long the next pull of a queue waits when
+	flowDefaultQueueCount = 1000
+	flowDefaultQueueSize  = 100 << 20
+	flowDefaultMaxSpan    = 2000
+	// flowHoldDelay is how long the next pull of a queue waits when
 	// flow control holds it.
-	flowControlDelay = 50 * time.Millisecond
+	flowHoldDelay = 50 * time.Millisecond
 )
 
 // flowLimits bounds what a push consumer caches per queue before it stops
@@ -48,10 +48,10 @@ type flowLimits struct {
 // withDefaults returns l with zero fields set to their defaults.
 func (l flowLimits) withDefaults() flowLimits {
 	if l.queueCount == 0 {
-		l.queueCount = defaultPullThresholdForQueue
+		l.queueCount = flowDefaultQueueCount
 	}
 	if l.queueSize == 0 {
-		l.queueSize = defaultPullThresholdSizeForQueue
+		l.queueSize = flowDefaultQueueSize
 	}
 	if l.topicCount == 0 {
 		l.topicCount = -1
@@ -60,7 +60,7 @@ func (l flowLimits) withDefaults() flowLimits {
 		l.topicSize = -1
 	}
 	if l.maxSpan == 0 {
-		l.maxSpan = defaultConsumeConcurrentlyMaxSpan
+		l.maxSpan = flowDefaultMaxSpan
 	}
 	return l
 }
@@ -146,7 +146,7 @@ func (fc *flowControl) check(pq *processQueue, topicQueues int, orderly bool) (t
 		return 0, flowOK
 	}
 	fc.held[r].Add(1)
-	return flowControlDelay, r
+	return flowHoldDelay, r
 }
 
 func (fc *flowControl) reason(pq *processQueue, topicQueues int, orderly bool) flowReason {

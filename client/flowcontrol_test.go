@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// filledQueue returns a queue holding n messages of bodySize bytes at
+// flowQueue returns a queue holding n messages of bodySize bytes at
 // offsets first, first+1, ... and, if last > first+n-1, one more at last.
-func filledQueue(n int, bodySize int, first, last int64) *processQueue {
-	pq := newProcessQueue(false, t0)
+func flowQueue(n int, bodySize int, first, last int64) *processQueue {
+	pq := newProcessQueue(false, pqT0)
 	msgs := make([]*MessageExt, 0, n+1)
 	for i := range n {
 		msgs = append(msgs, &MessageExt{QueueOffset: first + int64(i), Message: Message{Body: make([]byte, bodySize)}})
@@ -30,23 +30,23 @@ func TestFlowControlBoundaries(t *testing.T) {
 		orderly     bool
 		want        flowReason
 	}{
-		{"1000 messages pass", flowLimits{}, filledQueue(1000, 1, 0, 0), 4, false, flowOK},
-		{"1001 messages wait", flowLimits{}, filledQueue(1001, 1, 0, 0), 4, false, flowQueueCount},
-		{"100 MiB passes", flowLimits{}, filledQueue(100, 1<<20, 0, 0), 1, false, flowOK},
-		{"100 MiB + 1 byte waits", flowLimits{queueCount: 1000}, addOne(filledQueue(100, 1<<20, 0, 99), 1), 1, false, flowQueueSize},
-		{"span 2000 passes", flowLimits{}, filledQueue(1, 1, 0, 2000), 1, false, flowOK},
-		{"span 2001 waits", flowLimits{}, filledQueue(1, 1, 0, 2001), 1, false, flowSpan},
-		{"span ignored when orderly", flowLimits{}, filledQueue(1, 1, 0, 5000), 1, true, flowOK},
-		{"count checked before size", flowLimits{queueCount: 2, queueSize: 2}, filledQueue(3, 1, 0, 0), 1, false, flowQueueCount},
-		{"topic count split: 100/4 = 25 passes", flowLimits{topicCount: 100}, filledQueue(25, 1, 0, 0), 4, false, flowOK},
-		{"topic count split: 26 waits", flowLimits{topicCount: 100}, filledQueue(26, 1, 0, 0), 4, false, flowTopicCount},
-		{"topic count replaces a smaller queue limit", flowLimits{queueCount: 10, topicCount: 100}, filledQueue(25, 1, 0, 0), 4, false, flowOK},
-		{"topic count at least 1", flowLimits{topicCount: 3}, filledQueue(1, 1, 0, 0), 4, false, flowOK},
-		{"topic count at least 1: 2 waits", flowLimits{topicCount: 3}, filledQueue(2, 1, 0, 0), 4, false, flowTopicCount},
-		{"topic size split: 1000/10 = 100 passes", flowLimits{topicSize: 1000}, filledQueue(10, 10, 0, 0), 10, false, flowOK},
-		{"topic size split: 101 waits", flowLimits{topicSize: 1000}, addOne(filledQueue(10, 10, 0, 0), 1), 10, false, flowTopicSize},
-		{"no assigned queues: topic limits unused", flowLimits{topicCount: 4}, filledQueue(10, 1, 0, 0), 0, false, flowOK},
-		{"unlimited topic", flowLimits{topicCount: -1, topicSize: -1}, filledQueue(1000, 1, 0, 0), 1000, false, flowOK},
+		{"1000 messages pass", flowLimits{}, flowQueue(1000, 1, 0, 0), 4, false, flowOK},
+		{"1001 messages wait", flowLimits{}, flowQueue(1001, 1, 0, 0), 4, false, flowQueueCount},
+		{"100 MiB passes", flowLimits{}, flowQueue(100, 1<<20, 0, 0), 1, false, flowOK},
+		{"100 MiB + 1 byte waits", flowLimits{queueCount: 1000}, flowAddOne(flowQueue(100, 1<<20, 0, 99), 1), 1, false, flowQueueSize},
+		{"span 2000 passes", flowLimits{}, flowQueue(1, 1, 0, 2000), 1, false, flowOK},
+		{"span 2001 waits", flowLimits{}, flowQueue(1, 1, 0, 2001), 1, false, flowSpan},
+		{"span ignored when orderly", flowLimits{}, flowQueue(1, 1, 0, 5000), 1, true, flowOK},
+		{"count checked before size", flowLimits{queueCount: 2, queueSize: 2}, flowQueue(3, 1, 0, 0), 1, false, flowQueueCount},
+		{"topic count split: 100/4 = 25 passes", flowLimits{topicCount: 100}, flowQueue(25, 1, 0, 0), 4, false, flowOK},
+		{"topic count split: 26 waits", flowLimits{topicCount: 100}, flowQueue(26, 1, 0, 0), 4, false, flowTopicCount},
+		{"topic count replaces a smaller queue limit", flowLimits{queueCount: 10, topicCount: 100}, flowQueue(25, 1, 0, 0), 4, false, flowOK},
+		{"topic count at least 1", flowLimits{topicCount: 3}, flowQueue(1, 1, 0, 0), 4, false, flowOK},
+		{"topic count at least 1: 2 waits", flowLimits{topicCount: 3}, flowQueue(2, 1, 0, 0), 4, false, flowTopicCount},
+		{"topic size split: 1000/10 = 100 passes", flowLimits{topicSize: 1000}, flowQueue(10, 10, 0, 0), 10, false, flowOK},
+		{"topic size split: 101 waits", flowLimits{topicSize: 1000}, flowAddOne(flowQueue(10, 10, 0, 0), 1), 10, false, flowTopicSize},
+		{"no assigned queues: topic limits unused", flowLimits{topicCount: 4}, flowQueue(10, 1, 0, 0), 0, false, flowOK},
+		{"unlimited topic", flowLimits{topicCount: -1, topicSize: -1}, flowQueue(1000, 1, 0, 0), 1000, false, flowOK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,8 +78,8 @@ func TestFlowControlBoundaries(t *testing.T) {
 	}
 }
 
-// addOne adds one message of n bytes past pq's largest offset.
-func addOne(pq *processQueue, n int) *processQueue {
+// flowAddOne adds one message of n bytes past pq's largest offset.
+func flowAddOne(pq *processQueue, n int) *processQueue {
 	pq.mu.Lock()
 	next := pq.mu.queueOffsetMax + 1
 	pq.mu.Unlock()
@@ -92,8 +92,8 @@ func TestFlowControlCountsAndDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := testMsgs(0, 1, 2)
-	pq := newProcessQueue(false, t0)
+	msgs := pqMsgs(0, 1, 2)
+	pq := newProcessQueue(false, pqT0)
 	pq.put(msgs)
 	for range 3 {
 		if _, r := fc.check(pq, 1, false); r != flowQueueCount {

@@ -139,11 +139,11 @@ func (t *offsetTable) queues() []MessageQueue {
 	for q := range t.mu.m {
 		qs = append(qs, q)
 	}
-	slices.SortFunc(qs, compareQueues)
+	slices.SortFunc(qs, offsetQueueOrder)
 	return qs
 }
 
-func compareQueues(a, b MessageQueue) int {
+func offsetQueueOrder(a, b MessageQueue) int {
 	switch {
 	case a.less(b):
 		return -1
@@ -383,7 +383,7 @@ func (s *localOffsetStore) persistAll(ctx context.Context) error {
 	if !changed {
 		return nil
 	}
-	slices.SortFunc(f.Offsets, func(a, b offsetsFileEntry) int { return compareQueues(a.MessageQueue, b.MessageQueue) })
+	slices.SortFunc(f.Offsets, func(a, b offsetsFileEntry) int { return offsetQueueOrder(a.MessageQueue, b.MessageQueue) })
 	b, err := json.MarshalIndent(&f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("client: persist offsets: %w", err)
@@ -428,11 +428,11 @@ func (s *localOffsetStore) writeFile(b []byte) error {
 		return err
 	}
 	s.mainGood = true
-	return syncDir(s.dir)
+	return syncOffsetsDir(s.dir)
 }
 
-// syncDir makes renames in dir durable.
-func syncDir(dir string) error {
+// syncOffsetsDir makes renames in dir durable.
+func syncOffsetsDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -15,9 +15,9 @@ import (
 )
 
 var (
-	mq0 = MessageQueue{Topic: "T", BrokerName: "broker-a", QueueID: 0}
-	mq1 = MessageQueue{Topic: "T", BrokerName: "broker-a", QueueID: 1}
-	mq2 = MessageQueue{Topic: "U", BrokerName: "broker-b", QueueID: 0}
+	offQ0 = MessageQueue{Topic: "T", BrokerName: "broker-a", QueueID: 0}
+	offQ1 = MessageQueue{Topic: "T", BrokerName: "broker-a", QueueID: 1}
+	offQ2 = MessageQueue{Topic: "U", BrokerName: "broker-b", QueueID: 0}
 )
 
 // fakeOffsetBroker records offset updates and fails the queues in fail.
@@ -79,7 +79,7 @@ func (b *fakeOffsetBroker) takeUpdates() []string {
 	return u
 }
 
-func mustRead(t *testing.T, s offsetStore, q MessageQueue, from readType) int64 {
+func mustReadOffset(t *testing.T, s offsetStore, q MessageQueue, from readType) int64 {
 	t.Helper()
 	o, err := s.read(context.Background(), q, from)
 	if err != nil {
@@ -90,7 +90,7 @@ func mustRead(t *testing.T, s offsetStore, q MessageQueue, from readType) int64 
 
 func TestRemoteOffsetStoreUpdate(t *testing.T) {
 	s := newRemoteOffsetStore("G", newFakeOffsetBroker())
-	if got := mustRead(t, s, mq0, readMemory); got != -1 {
+	if got := mustReadOffset(t, s, offQ0, readMemory); got != -1 {
 		t.Fatalf("empty memory: %d", got)
 	}
 	steps := []struct {
@@ -106,8 +106,8 @@ func TestRemoteOffsetStoreUpdate(t *testing.T) {
 		{4, true, 4},
 	}
 	for i, st := range steps {
-		s.update(mq0, st.offset, st.increaseOnly)
-		if got := mustRead(t, s, mq0, readMemory); got != st.want {
+		s.update(offQ0, st.offset, st.increaseOnly)
+		if got := mustReadOffset(t, s, offQ0, readMemory); got != st.want {
 			t.Fatalf("step %d: offset %d, want %d", i, got, st.want)
 		}
 	}
@@ -119,28 +119,28 @@ func TestRemoteOffsetStoreRead(t *testing.T) {
 	s := newRemoteOffsetStore("G", b)
 
 	// Missing on the broker: -1, no error, nothing cached.
-	if got := mustRead(t, s, mq0, readStore); got != -1 {
+	if got := mustReadOffset(t, s, offQ0, readStore); got != -1 {
 		t.Fatalf("missing: %d", got)
 	}
-	if got := mustRead(t, s, mq0, readMemory); got != -1 {
+	if got := mustReadOffset(t, s, offQ0, readMemory); got != -1 {
 		t.Fatalf("missing cached as %d", got)
 	}
 
 	// A transport error is returned.
 	boom := errors.New("connection refused")
 	b.queryErr = boom
-	if o, err := s.read(ctx, mq0, readMemoryThenStore); o != -1 || !errors.Is(err, boom) {
+	if o, err := s.read(ctx, offQ0, readMemoryThenStore); o != -1 || !errors.Is(err, boom) {
 		t.Fatalf("transport error: %d %v", o, err)
 	}
 	b.queryErr = nil
 
 	// Found: returned and cached, and not sent back by persist.
-	b.offsets[mq0] = 42
-	if got := mustRead(t, s, mq0, readMemoryThenStore); got != 42 {
+	b.offsets[offQ0] = 42
+	if got := mustReadOffset(t, s, offQ0, readMemoryThenStore); got != 42 {
 		t.Fatalf("from store: %d", got)
 	}
 	queries := b.queries
-	if got := mustRead(t, s, mq0, readMemoryThenStore); got != 42 || b.queries != queries {
+	if got := mustReadOffset(t, s, offQ0, readMemoryThenStore); got != 42 || b.queries != queries {
 		t.Fatalf("memory first: %d after %d queries", got, b.queries-queries)
 	}
 	if err := s.persistAll(ctx); err != nil {
@@ -151,12 +151,12 @@ func TestRemoteOffsetStoreRead(t *testing.T) {
 	}
 
 	// readStore replaces what memory holds.
-	s.update(mq0, 50, true)
-	b.offsets[mq0] = 7
-	if got := mustRead(t, s, mq0, readStore); got != 7 {
+	s.update(offQ0, 50, true)
+	b.offsets[offQ0] = 7
+	if got := mustReadOffset(t, s, offQ0, readStore); got != 7 {
 		t.Fatalf("store: %d", got)
 	}
-	if got := mustRead(t, s, mq0, readMemory); got != 7 {
+	if got := mustReadOffset(t, s, offQ0, readMemory); got != 7 {
 		t.Fatalf("memory after store read: %d", got)
 	}
 }
@@ -165,12 +165,12 @@ func TestRemoteOffsetStorePersist(t *testing.T) {
 	ctx := context.Background()
 	b := newFakeOffsetBroker()
 	s := newRemoteOffsetStore("G", b)
-	s.update(mq0, 10, true)
-	s.update(mq1, 20, true)
-	s.update(mq2, 30, true)
+	s.update(offQ0, 10, true)
+	s.update(offQ1, 20, true)
+	s.update(offQ2, 30, true)
 
 	// Only the queues asked for.
-	if err := s.persist(ctx, []MessageQueue{mq1, mq0}); err != nil {
+	if err := s.persist(ctx, []MessageQueue{offQ1, offQ0}); err != nil {
 		t.Fatal(err)
 	}
 	if u := b.takeUpdates(); !slices.Equal(u, []string{"T1=20", "T0=10"}) {
@@ -189,8 +189,8 @@ func TestRemoteOffsetStorePersist(t *testing.T) {
 	if u := b.takeUpdates(); len(u) != 0 {
 		t.Fatalf("resent unchanged offsets: %v", u)
 	}
-	s.update(mq1, 21, true)
-	s.update(mq0, 5, true) // not an increase: unchanged
+	s.update(offQ1, 21, true)
+	s.update(offQ0, 5, true) // not an increase: unchanged
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -199,18 +199,18 @@ func TestRemoteOffsetStorePersist(t *testing.T) {
 	}
 
 	// A reset is persisted like any change.
-	s.update(mq0, 3, false)
-	if err := s.persist(ctx, []MessageQueue{mq0}); err != nil {
+	s.update(offQ0, 3, false)
+	if err := s.persist(ctx, []MessageQueue{offQ0}); err != nil {
 		t.Fatal(err)
 	}
-	if u := b.takeUpdates(); !slices.Equal(u, []string{"T0=3"}) || b.offsets[mq0] != 3 {
-		t.Fatalf("updates %v, broker has %d", u, b.offsets[mq0])
+	if u := b.takeUpdates(); !slices.Equal(u, []string{"T0=3"}) || b.offsets[offQ0] != 3 {
+		t.Fatalf("updates %v, broker has %d", u, b.offsets[offQ0])
 	}
 
 	// Removed and unknown queues are skipped.
-	s.update(mq2, 31, true)
-	s.remove(mq2)
-	if err := s.persist(ctx, []MessageQueue{mq2, {Topic: "X"}}); err != nil {
+	s.update(offQ2, 31, true)
+	s.remove(offQ2)
+	if err := s.persist(ctx, []MessageQueue{offQ2, {Topic: "X"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.persistAll(ctx); err != nil {
@@ -225,18 +225,18 @@ func TestRemoteOffsetStorePersistErrors(t *testing.T) {
 	ctx := context.Background()
 	b := newFakeOffsetBroker()
 	s := newRemoteOffsetStore("G", b)
-	s.update(mq0, 10, true)
-	s.update(mq1, 20, true)
-	s.update(mq2, 30, true)
+	s.update(offQ0, 10, true)
+	s.update(offQ1, 20, true)
+	s.update(offQ2, 30, true)
 	errA, errB := errors.New("broker-a down"), errors.New("broker-b down")
-	b.fail[mq0] = errA
-	b.fail[mq2] = errB
+	b.fail[offQ0] = errA
+	b.fail[offQ2] = errB
 
 	err := s.persistAll(ctx)
 	if !errors.Is(err, errA) || !errors.Is(err, errB) {
 		t.Fatalf("error %v does not join both failures", err)
 	}
-	if !strings.Contains(err.Error(), mq0.String()) || !strings.Contains(err.Error(), mq2.String()) {
+	if !strings.Contains(err.Error(), offQ0.String()) || !strings.Contains(err.Error(), offQ2.String()) {
 		t.Fatalf("error %q does not name the queues", err)
 	}
 	if u := b.takeUpdates(); !slices.Equal(u, []string{"T1=20"}) {
@@ -244,8 +244,8 @@ func TestRemoteOffsetStorePersistErrors(t *testing.T) {
 	}
 
 	// The failed ones are retried, the sent one is not.
-	delete(b.fail, mq0)
-	delete(b.fail, mq2)
+	delete(b.fail, offQ0)
+	delete(b.fail, offQ2)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestRemoteOffsetStoreUpdateDuringPersist(t *testing.T) {
 	ctx := context.Background()
 	b := newFakeOffsetBroker()
 	s := newRemoteOffsetStore("G", b)
-	s.update(mq0, 10, true)
+	s.update(offQ0, 10, true)
 	once := true
 	b.onUpdate = func(q MessageQueue) {
 		if once {
@@ -284,7 +284,7 @@ func TestRemoteOffsetStoreConcurrent(t *testing.T) {
 	b := newFakeOffsetBroker()
 	s := newRemoteOffsetStore("G", b)
 	var wg sync.WaitGroup
-	for _, q := range []MessageQueue{mq0, mq1, mq2} {
+	for _, q := range []MessageQueue{offQ0, offQ1, offQ2} {
 		wg.Go(func() {
 			for o := range int64(500) {
 				s.update(q, o, true)
@@ -302,20 +302,20 @@ func TestRemoteOffsetStoreConcurrent(t *testing.T) {
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []MessageQueue{mq0, mq1, mq2} {
+	for _, q := range []MessageQueue{offQ0, offQ1, offQ2} {
 		if b.offsets[q] != 499 {
 			t.Fatalf("%s: broker has %d", q, b.offsets[q])
 		}
 	}
 }
 
-// localStore returns a store under dir with client "c1" and group "G".
-func localStore(dir string) *localOffsetStore { return newLocalOffsetStore(dir, "c1", "G") }
+// newTestLocalStore returns a store under dir with client "c1" and group "G".
+func newTestLocalStore(dir string) *localOffsetStore { return newLocalOffsetStore(dir, "c1", "G") }
 
-func offsetsPath(dir string) string { return filepath.Join(dir, "c1", "G", "offsets.json") }
+func localOffsetsPath(dir string) string { return filepath.Join(dir, "c1", "G", "offsets.json") }
 
-// readOffsets decodes a file written by the local store.
-func readOffsets(t *testing.T, path string) map[MessageQueue]int64 {
+// readOffsetsJSON decodes a file written by the local store.
+func readOffsetsJSON(t *testing.T, path string) map[MessageQueue]int64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -339,23 +339,23 @@ func readOffsets(t *testing.T, path string) map[MessageQueue]int64 {
 	return out
 }
 
-func loaded(t *testing.T, dir string) *localOffsetStore {
+func loadedLocalStore(t *testing.T, dir string) *localOffsetStore {
 	t.Helper()
-	s := localStore(dir)
+	s := newTestLocalStore(dir)
 	if err := s.load(); err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func checkOffsets(t *testing.T, s offsetStore, want map[MessageQueue]int64) {
+func checkStoredOffsets(t *testing.T, s offsetStore, want map[MessageQueue]int64) {
 	t.Helper()
-	for _, q := range []MessageQueue{mq0, mq1, mq2} {
+	for _, q := range []MessageQueue{offQ0, offQ1, offQ2} {
 		w, ok := want[q]
 		if !ok {
 			w = -1
 		}
-		if got := mustRead(t, s, q, readMemory); got != w {
+		if got := mustReadOffset(t, s, q, readMemory); got != w {
 			t.Fatalf("%s: %d, want %d", q, got, w)
 		}
 	}
@@ -364,43 +364,43 @@ func checkOffsets(t *testing.T, s offsetStore, want map[MessageQueue]int64) {
 func TestLocalOffsetStoreRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := loaded(t, dir)
-	checkOffsets(t, s, nil)
-	s.update(mq0, 10, true)
-	s.update(mq1, 20, true)
-	s.update(mq2, 30, true)
-	s.update(mq2, 25, true)
+	s := loadedLocalStore(t, dir)
+	checkStoredOffsets(t, s, nil)
+	s.update(offQ0, 10, true)
+	s.update(offQ1, 20, true)
+	s.update(offQ2, 30, true)
+	s.update(offQ2, 25, true)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := map[MessageQueue]int64{mq0: 10, mq1: 20, mq2: 30}
-	if got := readOffsets(t, offsetsPath(dir)); !maps.Equal(got, want) {
+	want := map[MessageQueue]int64{offQ0: 10, offQ1: 20, offQ2: 30}
+	if got := readOffsetsJSON(t, localOffsetsPath(dir)); !maps.Equal(got, want) {
 		t.Fatalf("file holds %v", got)
 	}
-	checkOffsets(t, loaded(t, dir), want)
+	checkStoredOffsets(t, loadedLocalStore(t, dir), want)
 
 	// The file's entries are sorted.
-	b, _ := os.ReadFile(offsetsPath(dir))
+	b, _ := os.ReadFile(localOffsetsPath(dir))
 	i0, i1, i2 := strings.Index(string(b), `"queueId": 0`), strings.Index(string(b), `"queueId": 1`), strings.Index(string(b), `"broker-b"`)
 	if !(i0 < i1 && i1 < i2) {
 		t.Fatalf("entries out of order:\n%s", b)
 	}
 
 	// Reading from the store reads the file.
-	s2 := localStore(dir)
-	if got := mustRead(t, s2, mq1, readMemoryThenStore); got != 20 {
+	s2 := newTestLocalStore(dir)
+	if got := mustReadOffset(t, s2, offQ1, readMemoryThenStore); got != 20 {
 		t.Fatalf("from file: %d", got)
 	}
-	if got := mustRead(t, s2, MessageQueue{Topic: "X"}, readStore); got != -1 {
+	if got := mustReadOffset(t, s2, MessageQueue{Topic: "X"}, readStore); got != -1 {
 		t.Fatalf("unknown queue from file: %d", got)
 	}
 
 	// A removed queue leaves the file at the next persist.
-	s.remove(mq1)
-	if err := s.persist(ctx, []MessageQueue{mq0}); err != nil {
+	s.remove(offQ1)
+	if err := s.persist(ctx, []MessageQueue{offQ0}); err != nil {
 		t.Fatal(err)
 	}
-	if got := readOffsets(t, offsetsPath(dir)); !maps.Equal(got, map[MessageQueue]int64{mq0: 10, mq2: 30}) {
+	if got := readOffsetsJSON(t, localOffsetsPath(dir)); !maps.Equal(got, map[MessageQueue]int64{offQ0: 10, offQ2: 30}) {
 		t.Fatalf("after remove the file holds %v", got)
 	}
 }
@@ -408,31 +408,31 @@ func TestLocalOffsetStoreRoundTrip(t *testing.T) {
 func TestLocalOffsetStoreSkipsUnchanged(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := loaded(t, dir)
+	s := loadedLocalStore(t, dir)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(offsetsPath(dir)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(localOffsetsPath(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("an empty, unchanged table was written: %v", err)
 	}
-	s.update(mq0, 1, true)
+	s.update(offQ0, 1, true)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(offsetsPath(dir)); err != nil {
+	if err := os.Remove(localOffsetsPath(dir)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(offsetsPath(dir)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(localOffsetsPath(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("unchanged offsets were written again: %v", err)
 	}
-	s.update(mq0, 2, true)
+	s.update(offQ0, 2, true)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := readOffsets(t, offsetsPath(dir)); got[mq0] != 2 {
+	if got := readOffsetsJSON(t, localOffsetsPath(dir)); got[offQ0] != 2 {
 		t.Fatalf("file holds %v", got)
 	}
 }
@@ -440,24 +440,24 @@ func TestLocalOffsetStoreSkipsUnchanged(t *testing.T) {
 func TestLocalOffsetStoreBackup(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	main := offsetsPath(dir)
+	main := localOffsetsPath(dir)
 	bak := main + ".bak"
-	s := loaded(t, dir)
-	s.update(mq0, 1, true)
+	s := loadedLocalStore(t, dir)
+	s.update(offQ0, 1, true)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bak); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("backup after the first write: %v", err)
 	}
-	s.update(mq0, 2, true)
+	s.update(offQ0, 2, true)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := readOffsets(t, bak); got[mq0] != 1 {
+	if got := readOffsetsJSON(t, bak); got[offQ0] != 1 {
 		t.Fatalf("backup holds %v", got)
 	}
-	if got := readOffsets(t, main); got[mq0] != 2 {
+	if got := readOffsetsJSON(t, main); got[offQ0] != 2 {
 		t.Fatalf("main holds %v", got)
 	}
 	if _, err := os.Stat(main + ".tmp"); !errors.Is(err, os.ErrNotExist) {
@@ -474,7 +474,7 @@ func TestLocalOffsetStoreLoad(t *testing.T) {
 		name      string
 		main, bak string // "" means absent
 		tmp       string // a crash left this temporary file
-		want      int64  // offset of mq0, -1 for none
+		want      int64  // offset of offQ0, -1 for none
 		wantErr   bool
 	}{
 		{name: "both missing", want: -1},
@@ -489,7 +489,7 @@ func TestLocalOffsetStoreLoad(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			main := offsetsPath(dir)
+			main := localOffsetsPath(dir)
 			if err := os.MkdirAll(filepath.Dir(main), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -500,7 +500,7 @@ func TestLocalOffsetStoreLoad(t *testing.T) {
 					}
 				}
 			}
-			s := localStore(dir)
+			s := newTestLocalStore(dir)
 			err := s.load()
 			if tc.wantErr {
 				if err == nil {
@@ -511,7 +511,7 @@ func TestLocalOffsetStoreLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := mustRead(t, s, mq0, readMemory); got != tc.want {
+			if got := mustReadOffset(t, s, offQ0, readMemory); got != tc.want {
 				t.Fatalf("offset %d, want %d", got, tc.want)
 			}
 		})
@@ -523,7 +523,7 @@ func TestLocalOffsetStoreLoad(t *testing.T) {
 func TestLocalOffsetStoreCorruptMainKeepsBackup(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	main := offsetsPath(dir)
+	main := localOffsetsPath(dir)
 	if err := os.MkdirAll(filepath.Dir(main), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -533,23 +533,23 @@ func TestLocalOffsetStoreCorruptMainKeepsBackup(t *testing.T) {
 	if err := os.WriteFile(main+".bak", []byte(`{"offsets":[{"topic":"T","brokerName":"broker-a","queueId":0,"offset":3}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := loaded(t, dir)
-	s.update(mq0, 4, true)
+	s := loadedLocalStore(t, dir)
+	s.update(offQ0, 4, true)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := readOffsets(t, main+".bak"); got[mq0] != 3 {
+	if got := readOffsetsJSON(t, main+".bak"); got[offQ0] != 3 {
 		t.Fatalf("backup holds %v", got)
 	}
-	if got := readOffsets(t, main); got[mq0] != 4 {
+	if got := readOffsetsJSON(t, main); got[offQ0] != 4 {
 		t.Fatalf("main holds %v", got)
 	}
 	// From now on the main file is ours and becomes the backup.
-	s.update(mq0, 5, true)
+	s.update(offQ0, 5, true)
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := readOffsets(t, main+".bak"); got[mq0] != 4 {
+	if got := readOffsetsJSON(t, main+".bak"); got[offQ0] != 4 {
 		t.Fatalf("backup holds %v", got)
 	}
 }
@@ -557,8 +557,8 @@ func TestLocalOffsetStoreCorruptMainKeepsBackup(t *testing.T) {
 func TestLocalOffsetStorePersistErrorRetried(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := loaded(t, dir)
-	s.update(mq0, 1, true)
+	s := loadedLocalStore(t, dir)
+	s.update(offQ0, 1, true)
 	// A file where the group directory should be makes the write fail.
 	if err := os.MkdirAll(filepath.Join(dir, "c1"), 0o755); err != nil {
 		t.Fatal(err)
@@ -575,7 +575,7 @@ func TestLocalOffsetStorePersistErrorRetried(t *testing.T) {
 	if err := s.persistAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := readOffsets(t, offsetsPath(dir)); got[mq0] != 1 {
+	if got := readOffsetsJSON(t, localOffsetsPath(dir)); got[offQ0] != 1 {
 		t.Fatalf("file holds %v", got)
 	}
 }

@@ -10,12 +10,12 @@ import (
 
 // Process-queue timing rules, as RocketMQ's push consumer uses them.
 const (
-	// pullMaxIdleTime is how long a queue may go without a pull before
+	// pqPullMaxIdle is how long a queue may go without a pull before
 	// rebalance treats its pull loop as stuck.
-	pullMaxIdleTime = 120 * time.Second
-	// lockMaxLiveTime is how long a broker-side lock on an orderly queue is
+	pqPullMaxIdle = 120 * time.Second
+	// pqLockMaxLive is how long a broker-side lock on an orderly queue is
 	// trusted after it was last taken or renewed.
-	lockMaxLiveTime = 30 * time.Second
+	pqLockMaxLive = 30 * time.Second
 	// expiredSendBackDelayLevel is the delay level a message swept by
 	// cleanExpired is sent back with.
 	expiredSendBackDelayLevel = 3
@@ -98,9 +98,9 @@ func newProcessQueue(orderly bool, now time.Time) *processQueue {
 	return pq
 }
 
-// searchOffset returns the index of offset in entries, or where it would be
+// pqSearch returns the index of offset in entries, or where it would be
 // inserted, and whether it is there.
-func searchOffset(entries []pqEntry, offset int64) (int, bool) {
+func pqSearch(entries []pqEntry, offset int64) (int, bool) {
 	return slices.BinarySearchFunc(entries, offset, func(e pqEntry, o int64) int { return cmp.Compare(e.offset, o) })
 }
 
@@ -118,7 +118,7 @@ func (pq *processQueue) put(msgs []*MessageExt) (dispatch bool) {
 			continue
 		}
 		o := m.QueueOffset
-		if _, ok := searchOffset(pq.mu.consuming, o); ok {
+		if _, ok := pqSearch(pq.mu.consuming, o); ok {
 			continue
 		}
 		e := pqEntry{offset: o, msg: m}
@@ -126,7 +126,7 @@ func (pq *processQueue) put(msgs []*MessageExt) (dispatch bool) {
 		if n := len(pq.mu.msgs); n == 0 || pq.mu.msgs[n-1].offset < o {
 			pq.mu.msgs = append(pq.mu.msgs, e)
 		} else {
-			i, ok := searchOffset(pq.mu.msgs, o)
+			i, ok := pqSearch(pq.mu.msgs, o)
 			if ok {
 				continue
 			}
@@ -151,7 +151,7 @@ func (pq *processQueue) markConsuming(msgs []*MessageExt, now time.Time) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
-		if i, ok := searchOffset(pq.mu.msgs, m.QueueOffset); ok && pq.mu.msgs[i].msg == m {
+		if i, ok := pqSearch(pq.mu.msgs, m.QueueOffset); ok && pq.mu.msgs[i].msg == m {
 			pq.mu.msgs[i].consumeStart = now
 		}
 	}
@@ -178,7 +178,7 @@ func (pq *processQueue) removeLocked(msgs []*MessageExt) {
 		if m == nil {
 			continue
 		}
-		i, ok := searchOffset(pq.mu.msgs, m.QueueOffset)
+		i, ok := pqSearch(pq.mu.msgs, m.QueueOffset)
 		if !ok || pq.mu.msgs[i].msg == nil {
 			continue
 		}
@@ -329,7 +329,7 @@ func (pq *processQueue) insertConsumingLocked(e pqEntry) {
 		pq.mu.consuming = append(pq.mu.consuming, e)
 		return
 	}
-	i, _ := searchOffset(pq.mu.consuming, e.offset)
+	i, _ := pqSearch(pq.mu.consuming, e.offset)
 	pq.mu.consuming = slices.Insert(pq.mu.consuming, i, e)
 }
 
@@ -364,7 +364,7 @@ func (pq *processQueue) commit() int64 {
 func (pq *processQueue) rollback() {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
-	pq.mu.msgs = mergeEntries(pq.mu.msgs, pq.mu.consuming)
+	pq.mu.msgs = pqMerge(pq.mu.msgs, pq.mu.consuming)
 	clear(pq.mu.consuming)
 	pq.mu.consuming = pq.mu.consuming[:0]
 }
@@ -378,7 +378,7 @@ func (pq *processQueue) makeMessageToConsumeAgain(msgs []*MessageExt) {
 	defer pq.mu.Unlock()
 	var back []pqEntry
 	for _, m := range msgs {
-		i, ok := searchOffset(pq.mu.consuming, m.QueueOffset)
+		i, ok := pqSearch(pq.mu.consuming, m.QueueOffset)
 		if !ok {
 			continue
 		}
@@ -386,11 +386,11 @@ func (pq *processQueue) makeMessageToConsumeAgain(msgs []*MessageExt) {
 		pq.mu.consuming = slices.Delete(pq.mu.consuming, i, i+1)
 	}
 	slices.SortFunc(back, func(a, b pqEntry) int { return cmp.Compare(a.offset, b.offset) })
-	pq.mu.msgs = mergeEntries(pq.mu.msgs, back)
+	pq.mu.msgs = pqMerge(pq.mu.msgs, back)
 }
 
-// mergeEntries merges two sorted, disjoint entry lists into a new one.
-func mergeEntries(a, b []pqEntry) []pqEntry {
+// pqMerge merges two sorted, disjoint entry lists into a new one.
+func pqMerge(a, b []pqEntry) []pqEntry {
 	if len(b) == 0 {
 		return a
 	}
@@ -413,7 +413,7 @@ func (pq *processQueue) pulled(now time.Time) {
 	pq.mu.Unlock()
 }
 
-// isPullExpired reports whether more than timeout (pullMaxIdleTime)
+// isPullExpired reports whether more than timeout (pqPullMaxIdle)
 // passed since the latest pull.
 func (pq *processQueue) isPullExpired(now time.Time, timeout time.Duration) bool {
 	pq.mu.Lock()
@@ -432,7 +432,7 @@ func (pq *processQueue) setLocked(locked bool, now time.Time) {
 	pq.locked.Store(locked)
 }
 
-// isLockExpired reports whether more than timeout (lockMaxLiveTime) passed
+// isLockExpired reports whether more than timeout (pqLockMaxLive) passed
 // since the lock was last taken or renewed.
 func (pq *processQueue) isLockExpired(now time.Time, timeout time.Duration) bool {
 	pq.mu.Lock()

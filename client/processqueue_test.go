@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// testMsgs returns one message per offset with a body of offset%7+1 bytes,
+// pqMsgs returns one message per offset with a body of offset%7+1 bytes,
 // so size accounting sees different lengths.
-func testMsgs(offsets ...int64) []*MessageExt {
+func pqMsgs(offsets ...int64) []*MessageExt {
 	out := make([]*MessageExt, len(offsets))
 	for i, o := range offsets {
 		out[i] = &MessageExt{QueueOffset: o, Message: Message{Topic: "T", Body: make([]byte, o%7+1)}}
@@ -19,7 +19,7 @@ func testMsgs(offsets ...int64) []*MessageExt {
 	return out
 }
 
-func bodyBytes(offsets ...int64) int64 {
+func pqBodyBytes(offsets ...int64) int64 {
 	var n int64
 	for _, o := range offsets {
 		n += o%7 + 1
@@ -27,7 +27,7 @@ func bodyBytes(offsets ...int64) int64 {
 	return n
 }
 
-func offsetsOf(msgs []*MessageExt) []int64 {
+func pqOffsets(msgs []*MessageExt) []int64 {
 	out := make([]int64, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.QueueOffset
@@ -35,8 +35,8 @@ func offsetsOf(msgs []*MessageExt) []int64 {
 	return out
 }
 
-// cachedOffsets lists the offsets waiting to be consumed, in order.
-func cachedOffsets(pq *processQueue) []int64 {
+// pqCached lists the offsets waiting to be consumed, in order.
+func pqCached(pq *processQueue) []int64 {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	out := []int64{}
@@ -46,7 +46,7 @@ func cachedOffsets(pq *processQueue) []int64 {
 	return out
 }
 
-var t0 = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+var pqT0 = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // TestProcessQueueRemoveCommitOffset runs scripts of puts and removes and
 // checks the offset each remove says is safe to commit.
@@ -71,34 +71,34 @@ func TestProcessQueueRemoveCommitOffset(t *testing.T) {
 	}{
 		{"nothing put", []step{rm(-1, 5), rm(-1), check(0, 0, 0)}},
 		{"in order", []step{
-			put(1, 0, 1, 2, 3, 4), check(5, bodyBytes(0, 1, 2, 3, 4), 4),
+			put(1, 0, 1, 2, 3, 4), check(5, pqBodyBytes(0, 1, 2, 3, 4), 4),
 			rm(1, 0), rm(2, 1), rm(3, 2), rm(4, 3), rm(5, 4), check(0, 0, 0),
 		}},
 		{"out of order completion", []step{
 			put(1, 10, 11, 12, 13, 14),
-			rm(10, 12), rm(10, 14), check(3, bodyBytes(10, 11, 13), 3),
+			rm(10, 12), rm(10, 14), check(3, pqBodyBytes(10, 11, 13), 3),
 			rm(11, 10), rm(13, 11), rm(15, 13), check(0, 0, 0),
 		}},
 		{"batch removal keeps smallest", []step{
-			put(1, 0, 1, 2, 3, 4, 5), rm(1, 0, 2, 4), check(3, bodyBytes(1, 3, 5), 4),
+			put(1, 0, 1, 2, 3, 4, 5), rm(1, 0, 2, 4), check(3, pqBodyBytes(1, 3, 5), 4),
 			rm(5, 3, 1), rm(6, 5),
 		}},
 		{"duplicate puts ignored", []step{
-			put(1, 0, 1, 1, 2), check(3, bodyBytes(0, 1, 2), 2),
-			put(0, 1, 2), check(3, bodyBytes(0, 1, 2), 2),
-			rm(1, 0), put(0, 1), check(2, bodyBytes(1, 2), 1),
+			put(1, 0, 1, 1, 2), check(3, pqBodyBytes(0, 1, 2), 2),
+			put(0, 1, 2), check(3, pqBodyBytes(0, 1, 2), 2),
+			rm(1, 0), put(0, 1), check(2, pqBodyBytes(1, 2), 1),
 		}},
 		{"duplicate removes counted once", []step{
-			put(1, 0, 1, 2), rm(1, 0, 0), check(2, bodyBytes(1, 2), 1),
-			rm(1, 0), check(2, bodyBytes(1, 2), 1),
+			put(1, 0, 1, 2), rm(1, 0, 0), check(2, pqBodyBytes(1, 2), 1),
+			rm(1, 0), check(2, pqBodyBytes(1, 2), 1),
 		}},
 		{"unknown offsets ignored", []step{
-			put(1, 10, 11), rm(10, 99, 3), check(2, bodyBytes(10, 11), 1),
+			put(1, 10, 11), rm(10, 99, 3), check(2, pqBodyBytes(10, 11), 1),
 			rm(12, 10, 11), rm(12, 10, 42), check(0, 0, 0),
 		}},
 		{"out of order puts", []step{
-			put(1, 5, 3, 4), check(3, bodyBytes(3, 4, 5), 2),
-			rm(4, 3), put(0, 1), check(3, bodyBytes(1, 4, 5), 4), rm(4, 1),
+			put(1, 5, 3, 4), check(3, pqBodyBytes(3, 4, 5), 2),
+			rm(4, 3), put(0, 1), check(3, pqBodyBytes(1, 4, 5), 4), rm(4, 1),
 		}},
 		{"max is the largest put, not the last", []step{
 			put(1, 8, 9), put(0, 2), rm(10, 8, 9, 2),
@@ -109,16 +109,16 @@ func TestProcessQueueRemoveCommitOffset(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pq := newProcessQueue(false, t0)
+			pq := newProcessQueue(false, pqT0)
 			for i, s := range tc.steps {
 				switch s.op {
 				case "put":
-					got := pq.put(testMsgs(s.offs...))
+					got := pq.put(pqMsgs(s.offs...))
 					if got != (s.want == 1) {
 						t.Fatalf("step %d put %v: dispatch %v", i, s.offs, got)
 					}
 				case "remove":
-					if got := pq.remove(testMsgs(s.offs...)); got != s.want {
+					if got := pq.remove(pqMsgs(s.offs...)); got != s.want {
 						t.Fatalf("step %d remove %v: commit offset %d, want %d", i, s.offs, got, s.want)
 					}
 				case "check":
@@ -135,7 +135,7 @@ func TestProcessQueueRemoveCommitOffset(t *testing.T) {
 // messages with a plain map.
 func TestProcessQueueRemoveModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	pq := newProcessQueue(false, t0)
+	pq := newProcessQueue(false, pqT0)
 	model := map[int64]bool{}
 	maxPut := int64(-1)
 	var next int64
@@ -153,7 +153,7 @@ func TestProcessQueueRemoveModel(t *testing.T) {
 			model[o] = true
 			maxPut = max(maxPut, o)
 		}
-		pq.put(testMsgs(offs...))
+		pq.put(pqMsgs(offs...))
 		// Complete a random subset, unknown offsets included.
 		var done []int64
 		for o := range model {
@@ -165,7 +165,7 @@ func TestProcessQueueRemoveModel(t *testing.T) {
 		for _, o := range done {
 			delete(model, o)
 		}
-		got := pq.remove(testMsgs(done...))
+		got := pq.remove(pqMsgs(done...))
 		want := maxPut + 1
 		if len(model) > 0 {
 			want = slices.Min(slices.Collect(maps.Keys(model)))
@@ -179,8 +179,8 @@ func TestProcessQueueRemoveModel(t *testing.T) {
 		if pq.count() != len(model) {
 			t.Fatalf("round %d: count %d, want %d", round, pq.count(), len(model))
 		}
-		if !slices.IsSorted(cachedOffsets(pq)) {
-			t.Fatalf("round %d: cache out of order: %v", round, cachedOffsets(pq))
+		if !slices.IsSorted(pqCached(pq)) {
+			t.Fatalf("round %d: cache out of order: %v", round, pqCached(pq))
 		}
 	}
 	if next < 1000 {
@@ -189,36 +189,36 @@ func TestProcessQueueRemoveModel(t *testing.T) {
 }
 
 func TestProcessQueueRemoveStampsConsumeTime(t *testing.T) {
-	pq := newProcessQueue(false, t0)
-	pq.clock = func() time.Time { return t0.Add(time.Minute) }
-	pq.put(testMsgs(0))
-	pq.remove(testMsgs(0))
-	if got := pq.lastConsumed(); !got.Equal(t0.Add(time.Minute)) {
+	pq := newProcessQueue(false, pqT0)
+	pq.clock = func() time.Time { return pqT0.Add(time.Minute) }
+	pq.put(pqMsgs(0))
+	pq.remove(pqMsgs(0))
+	if got := pq.lastConsumed(); !got.Equal(pqT0.Add(time.Minute)) {
 		t.Fatalf("last consumed %v", got)
 	}
 }
 
 func TestProcessQueueSpanTooLarge(t *testing.T) {
-	pq := newProcessQueue(false, t0)
-	pq.put(testMsgs(100, 2100))
+	pq := newProcessQueue(false, pqT0)
+	pq.put(pqMsgs(100, 2100))
 	if pq.span() != 2000 || pq.spanTooLarge(2000) {
 		t.Fatalf("span %d too large at 2000", pq.span())
 	}
-	pq.put(testMsgs(2101))
+	pq.put(pqMsgs(2101))
 	if !pq.spanTooLarge(2000) {
 		t.Fatalf("span %d not too large", pq.span())
 	}
 }
 
-// recorder is a sendBack that records what it was given and fails while
+// sendBackRecorder is a sendBack that records what it was given and fails while
 // fail is set.
-type recorder struct {
+type sendBackRecorder struct {
 	sent   []int64
 	fail   error
 	during func(m *MessageExt)
 }
 
-func (r *recorder) sendBack(m *MessageExt) error {
+func (r *sendBackRecorder) sendBack(m *MessageExt) error {
 	r.sent = append(r.sent, m.QueueOffset)
 	if r.during != nil {
 		r.during(m)
@@ -228,18 +228,18 @@ func (r *recorder) sendBack(m *MessageExt) error {
 
 func TestProcessQueueCleanExpired(t *testing.T) {
 	const timeout = 15 * time.Minute
-	start := t0
+	start := pqT0
 	fresh := func(msgs []*MessageExt) *processQueue {
-		pq := newProcessQueue(false, t0)
+		pq := newProcessQueue(false, pqT0)
 		pq.put(msgs)
 		return pq
 	}
 
 	t.Run("boundary", func(t *testing.T) {
-		msgs := testMsgs(0, 1)
+		msgs := pqMsgs(0, 1)
 		pq := fresh(msgs)
 		pq.markConsuming(msgs, start)
-		var r recorder
+		var r sendBackRecorder
 		if c, err := pq.cleanExpired(start.Add(timeout), timeout, r.sendBack); c != -1 || err != nil || len(r.sent) != 0 {
 			t.Fatalf("at exactly the timeout: commit %d err %v sent %v", c, err, r.sent)
 		}
@@ -250,20 +250,20 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 	})
 
 	t.Run("not started is never expired", func(t *testing.T) {
-		pq := fresh(testMsgs(0, 1))
-		var r recorder
+		pq := fresh(pqMsgs(0, 1))
+		var r sendBackRecorder
 		if c, _ := pq.cleanExpired(start.Add(24*time.Hour), timeout, r.sendBack); c != -1 || len(r.sent) != 0 {
 			t.Fatalf("commit %d sent %v", c, r.sent)
 		}
 	})
 
 	t.Run("stops at the first unexpired", func(t *testing.T) {
-		msgs := testMsgs(0, 1, 2, 3)
+		msgs := pqMsgs(0, 1, 2, 3)
 		pq := fresh(msgs)
 		pq.markConsuming(msgs[:1], start)
 		pq.markConsuming(msgs[1:2], start.Add(10*time.Minute))
 		pq.markConsuming(msgs[2:], start)
-		var r recorder
+		var r sendBackRecorder
 		c, err := pq.cleanExpired(start.Add(20*time.Minute), timeout, r.sendBack)
 		if err != nil || c != 1 || !slices.Equal(r.sent, []int64{0}) || pq.count() != 3 {
 			t.Fatalf("commit %d err %v sent %v count %d", c, err, r.sent, pq.count())
@@ -275,10 +275,10 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 		for o := range int64(20) {
 			offs = append(offs, o)
 		}
-		msgs := testMsgs(offs...)
+		msgs := pqMsgs(offs...)
 		pq := fresh(msgs)
 		pq.markConsuming(msgs, start)
-		var r recorder
+		var r sendBackRecorder
 		c, err := pq.cleanExpired(start.Add(time.Hour), timeout, r.sendBack)
 		if err != nil || c != 16 || !slices.Equal(r.sent, offs[:16]) || pq.count() != 4 {
 			t.Fatalf("commit %d err %v sent %v count %d", c, err, r.sent, pq.count())
@@ -286,11 +286,11 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 	})
 
 	t.Run("send back fails", func(t *testing.T) {
-		msgs := testMsgs(0, 1)
+		msgs := pqMsgs(0, 1)
 		pq := fresh(msgs)
 		pq.markConsuming(msgs, start)
 		boom := errors.New("boom")
-		r := recorder{fail: boom}
+		r := sendBackRecorder{fail: boom}
 		c, err := pq.cleanExpired(start.Add(time.Hour), timeout, r.sendBack)
 		if !errors.Is(err, boom) || c != -1 || !slices.Equal(r.sent, []int64{0}) || pq.count() != 2 {
 			t.Fatalf("commit %d err %v sent %v count %d", c, err, r.sent, pq.count())
@@ -304,10 +304,10 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 	})
 
 	t.Run("consumed during send back", func(t *testing.T) {
-		msgs := testMsgs(0, 1, 2)
+		msgs := pqMsgs(0, 1, 2)
 		pq := fresh(msgs)
 		pq.markConsuming(msgs[:2], start)
-		var r recorder
+		var r sendBackRecorder
 		r.during = func(m *MessageExt) {
 			if m.QueueOffset == 0 {
 				if got := pq.remove([]*MessageExt{m}); got != 1 {
@@ -319,17 +319,17 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 		if err != nil || c != 2 || !slices.Equal(r.sent, []int64{0, 1}) {
 			t.Fatalf("commit %d err %v sent %v", c, err, r.sent)
 		}
-		if pq.count() != 1 || pq.size() != bodyBytes(2) || !slices.Equal(cachedOffsets(pq), []int64{2}) {
-			t.Fatalf("count %d size %d cached %v", pq.count(), pq.size(), cachedOffsets(pq))
+		if pq.count() != 1 || pq.size() != pqBodyBytes(2) || !slices.Equal(pqCached(pq), []int64{2}) {
+			t.Fatalf("count %d size %d cached %v", pq.count(), pq.size(), pqCached(pq))
 		}
 	})
 
 	t.Run("same offset pulled again during send back", func(t *testing.T) {
-		msgs := testMsgs(0, 1)
+		msgs := pqMsgs(0, 1)
 		pq := fresh(msgs)
 		pq.markConsuming(msgs, start)
-		again := testMsgs(0)
-		var r recorder
+		again := pqMsgs(0)
+		var r sendBackRecorder
 		r.during = func(m *MessageExt) {
 			if m == msgs[0] {
 				pq.remove(msgs[:1])
@@ -340,17 +340,17 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 		if err != nil || !slices.Equal(r.sent, []int64{0}) {
 			t.Fatalf("err %v sent %v", err, r.sent)
 		}
-		if !slices.Equal(cachedOffsets(pq), []int64{0, 1}) || pq.count() != 2 {
-			t.Fatalf("the re-delivered message was removed: cached %v count %d", cachedOffsets(pq), pq.count())
+		if !slices.Equal(pqCached(pq), []int64{0, 1}) || pq.count() != 2 {
+			t.Fatalf("the re-delivered message was removed: cached %v count %d", pqCached(pq), pq.count())
 		}
 	})
 
 	t.Run("orderly skipped", func(t *testing.T) {
-		msgs := testMsgs(0)
-		pq := newProcessQueue(true, t0)
+		msgs := pqMsgs(0)
+		pq := newProcessQueue(true, pqT0)
 		pq.put(msgs)
 		pq.markConsuming(msgs, start)
-		var r recorder
+		var r sendBackRecorder
 		if c, err := pq.cleanExpired(start.Add(time.Hour), timeout, r.sendBack); c != -1 || err != nil || len(r.sent) != 0 {
 			t.Fatalf("commit %d err %v sent %v", c, err, r.sent)
 		}
@@ -359,79 +359,79 @@ func TestProcessQueueCleanExpired(t *testing.T) {
 
 func TestProcessQueueOrderly(t *testing.T) {
 	t.Run("take and commit", func(t *testing.T) {
-		pq := newProcessQueue(true, t0)
-		if !pq.put(testMsgs(0, 1, 2)) {
+		pq := newProcessQueue(true, pqT0)
+		if !pq.put(pqMsgs(0, 1, 2)) {
 			t.Fatal("first put did not dispatch")
 		}
-		if pq.put(testMsgs(3)) {
+		if pq.put(pqMsgs(3)) {
 			t.Fatal("put dispatched while a dispatch is in progress")
 		}
-		if got := offsetsOf(pq.takeMessages(2)); !slices.Equal(got, []int64{0, 1}) {
+		if got := pqOffsets(pq.takeMessages(2)); !slices.Equal(got, []int64{0, 1}) {
 			t.Fatalf("took %v", got)
 		}
-		if pq.count() != 4 || pq.size() != bodyBytes(0, 1, 2, 3) || pq.span() != 1 {
+		if pq.count() != 4 || pq.size() != pqBodyBytes(0, 1, 2, 3) || pq.span() != 1 {
 			t.Fatalf("count %d size %d span %d while consuming", pq.count(), pq.size(), pq.span())
 		}
 		// A message being consumed is not cached twice.
-		pq.put(testMsgs(1))
+		pq.put(pqMsgs(1))
 		if pq.count() != 4 {
 			t.Fatalf("count %d after re-put of a consuming message", pq.count())
 		}
 		if got := pq.commit(); got != 2 {
 			t.Fatalf("commit %d", got)
 		}
-		if pq.count() != 2 || pq.size() != bodyBytes(2, 3) {
+		if pq.count() != 2 || pq.size() != pqBodyBytes(2, 3) {
 			t.Fatalf("count %d size %d after commit", pq.count(), pq.size())
 		}
 		if got := pq.commit(); got != -1 {
 			t.Fatalf("empty commit %d", got)
 		}
-		if got := offsetsOf(pq.takeMessages(10)); !slices.Equal(got, []int64{2, 3}) {
+		if got := pqOffsets(pq.takeMessages(10)); !slices.Equal(got, []int64{2, 3}) {
 			t.Fatalf("took %v", got)
 		}
 		if got := pq.commit(); got != 4 {
 			t.Fatalf("commit %d", got)
 		}
 		if got := pq.takeMessages(1); got != nil {
-			t.Fatalf("took %v from an empty queue", offsetsOf(got))
+			t.Fatalf("took %v from an empty queue", pqOffsets(got))
 		}
-		if !pq.put(testMsgs(4)) {
+		if !pq.put(pqMsgs(4)) {
 			t.Fatal("put after the queue ran dry did not dispatch")
 		}
 	})
 
 	t.Run("remove sees the consuming set", func(t *testing.T) {
-		pq := newProcessQueue(true, t0)
-		pq.put(testMsgs(0, 1, 2))
+		pq := newProcessQueue(true, pqT0)
+		pq.put(pqMsgs(0, 1, 2))
 		pq.takeMessages(1)
-		if got := pq.remove(testMsgs(1)); got != 0 {
+		if got := pq.remove(pqMsgs(1)); got != 0 {
 			t.Fatalf("remove %d, want the consuming message's offset 0", got)
 		}
 	})
 
 	t.Run("rollback", func(t *testing.T) {
-		pq := newProcessQueue(true, t0)
-		pq.put(testMsgs(0, 1, 2, 3))
+		pq := newProcessQueue(true, pqT0)
+		pq.put(pqMsgs(0, 1, 2, 3))
 		pq.takeMessages(3)
 		pq.rollback()
-		if got := cachedOffsets(pq); !slices.Equal(got, []int64{0, 1, 2, 3}) {
+		if got := pqCached(pq); !slices.Equal(got, []int64{0, 1, 2, 3}) {
 			t.Fatalf("cached %v after rollback", got)
 		}
 		if pq.count() != 4 || pq.commit() != -1 {
 			t.Fatalf("count %d after rollback", pq.count())
 		}
-		if got := offsetsOf(pq.takeMessages(1)); !slices.Equal(got, []int64{0}) {
+		if got := pqOffsets(pq.takeMessages(1)); !slices.Equal(got, []int64{0}) {
 			t.Fatalf("took %v", got)
 		}
 	})
 
 	t.Run("consume again", func(t *testing.T) {
-		pq := newProcessQueue(true, t0)
-		pq.put(testMsgs(0, 1, 2, 3, 4))
+		pq := newProcessQueue(true, pqT0)
+		pq.put(pqMsgs(0, 1, 2, 3, 4))
 		taken := pq.takeMessages(3)
 		pq.makeMessageToConsumeAgain([]*MessageExt{taken[2], taken[0]})
-		pq.makeMessageToConsumeAgain(testMsgs(9)) // not consuming: ignored
-		if got := cachedOffsets(pq); !slices.Equal(got, []int64{0, 2, 3, 4}) {
+		pq.makeMessageToConsumeAgain(pqMsgs(9)) // not consuming: ignored
+		if got := pqCached(pq); !slices.Equal(got, []int64{0, 2, 3, 4}) {
 			t.Fatalf("cached %v", got)
 		}
 		if pq.count() != 5 {
@@ -441,46 +441,46 @@ func TestProcessQueueOrderly(t *testing.T) {
 		if got := pq.commit(); got != 0 {
 			t.Fatalf("commit %d, want 0", got)
 		}
-		if got := offsetsOf(pq.takeMessages(2)); !slices.Equal(got, []int64{0, 2}) {
+		if got := pqOffsets(pq.takeMessages(2)); !slices.Equal(got, []int64{0, 2}) {
 			t.Fatalf("took %v", got)
 		}
 		if got := pq.commit(); got != 3 {
 			t.Fatalf("commit %d", got)
 		}
-		if pq.count() != 2 || pq.size() != bodyBytes(3, 4) {
+		if pq.count() != 2 || pq.size() != pqBodyBytes(3, 4) {
 			t.Fatalf("count %d size %d", pq.count(), pq.size())
 		}
 	})
 }
 
 func TestProcessQueueTimes(t *testing.T) {
-	pq := newProcessQueue(true, t0)
-	if pq.isPullExpired(t0.Add(pullMaxIdleTime), pullMaxIdleTime) {
+	pq := newProcessQueue(true, pqT0)
+	if pq.isPullExpired(pqT0.Add(pqPullMaxIdle), pqPullMaxIdle) {
 		t.Fatal("pull expired at exactly 120s")
 	}
-	if !pq.isPullExpired(t0.Add(pullMaxIdleTime+time.Millisecond), pullMaxIdleTime) {
+	if !pq.isPullExpired(pqT0.Add(pqPullMaxIdle+time.Millisecond), pqPullMaxIdle) {
 		t.Fatal("pull not expired past 120s")
 	}
-	pq.pulled(t0.Add(time.Minute))
-	if pq.isPullExpired(t0.Add(pullMaxIdleTime+time.Millisecond), pullMaxIdleTime) {
+	pq.pulled(pqT0.Add(time.Minute))
+	if pq.isPullExpired(pqT0.Add(pqPullMaxIdle+time.Millisecond), pqPullMaxIdle) {
 		t.Fatal("pull expired after a recent pull")
 	}
 
 	if pq.locked.Load() {
 		t.Fatal("locked at start")
 	}
-	pq.setLocked(true, t0.Add(time.Minute))
+	pq.setLocked(true, pqT0.Add(time.Minute))
 	if !pq.locked.Load() {
 		t.Fatal("not locked")
 	}
-	if pq.isLockExpired(t0.Add(time.Minute+lockMaxLiveTime), lockMaxLiveTime) {
+	if pq.isLockExpired(pqT0.Add(time.Minute+pqLockMaxLive), pqLockMaxLive) {
 		t.Fatal("lock expired at exactly 30s")
 	}
-	if !pq.isLockExpired(t0.Add(time.Minute+lockMaxLiveTime+time.Millisecond), lockMaxLiveTime) {
+	if !pq.isLockExpired(pqT0.Add(time.Minute+pqLockMaxLive+time.Millisecond), pqLockMaxLive) {
 		t.Fatal("lock not expired past 30s")
 	}
-	pq.setLocked(false, t0.Add(time.Hour))
-	if pq.locked.Load() || !pq.isLockExpired(t0.Add(time.Minute+lockMaxLiveTime+time.Millisecond), lockMaxLiveTime) {
+	pq.setLocked(false, pqT0.Add(time.Hour))
+	if pq.locked.Load() || !pq.isLockExpired(pqT0.Add(time.Minute+pqLockMaxLive+time.Millisecond), pqLockMaxLive) {
 		t.Fatal("unlocking renewed the lock time")
 	}
 }
@@ -488,26 +488,26 @@ func TestProcessQueueTimes(t *testing.T) {
 // TestProcessQueueConcurrent exercises the lock under -race: pulls, the
 // consume service and the sweep run at once.
 func TestProcessQueueConcurrent(t *testing.T) {
-	pq := newProcessQueue(false, t0)
+	pq := newProcessQueue(false, pqT0)
 	const n = 2000
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for o := int64(0); o < n; o += 10 {
-			pq.put(testMsgs(o, o+1, o+2, o+3, o+4, o+5, o+6, o+7, o+8, o+9))
+			pq.put(pqMsgs(o, o+1, o+2, o+3, o+4, o+5, o+6, o+7, o+8, o+9))
 		}
 	}()
 	removed := 0
 	for removed < n {
 		for o := int64(removed); o < int64(removed)+10; o++ {
-			pq.markConsuming(testMsgs(o), t0)
+			pq.markConsuming(pqMsgs(o), pqT0)
 		}
 		if pq.count() >= 10 {
-			batch := testMsgs(cachedOffsets(pq)[:10]...)
+			batch := pqMsgs(pqCached(pq)[:10]...)
 			pq.remove(batch)
 			removed += 10
 		}
-		pq.cleanExpired(t0, time.Minute, func(*MessageExt) error { return nil })
+		pq.cleanExpired(pqT0, time.Minute, func(*MessageExt) error { return nil })
 		pq.span()
 	}
 	<-done
