@@ -23,8 +23,6 @@ var (
 	ErrNotStarted = errors.New("client: not started")
 	// ErrNoQueue is returned when a topic has no queue to send to.
 	ErrNoQueue = errors.New("client: no queue to send to")
-	// errOffsetNotFound is a broker's "no committed offset" answer.
-	errOffsetNotFound = errors.New("client: no committed offset")
 )
 
 // BrokerError is a broker's answer with an error code.

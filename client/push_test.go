@@ -1,0 +1,155 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rmq-go/rmq/internal/brokertest"
+)
+
+// produce sends n messages to topic with the official producer, bodies
+// "<prefix>-<i>", and returns the bodies.
+func (e testEnv) produce(t testing.TB, topic, prefix string, n int) []string {
+	t.Helper()
+	p := e.Producer(t)
+	var bodies []string
+	for i := range n {
+		b := fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(b)).WithTag("t")); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		bodies = append(bodies, b)
+	}
+	return bodies
+}
+
+// recorder collects consumed bodies.
+type recorder struct {
+	mu     sync.Mutex
+	counts map[string]int
+	by     map[string]string // body → consumer name
+	total  int
+	ch     chan struct{}
+}
+
+func newRecorder() *recorder {
+	return &recorder{counts: map[string]int{}, by: map[string]string{}, ch: make(chan struct{}, 1)}
+}
+
+func (r *recorder) add(who string, msgs []*MessageExt) {
+	r.mu.Lock()
+	for _, m := range msgs {
+		r.counts[string(m.Body)]++
+		r.by[string(m.Body)] = who
+		r.total++
+	}
+	r.mu.Unlock()
+	select {
+	case r.ch <- struct{}{}:
+	default:
+	}
+}
+
+// waitDistinct waits until n distinct bodies were seen.
+func (r *recorder) waitDistinct(t testing.TB, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		r.mu.Lock()
+		got := len(r.counts)
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-r.ch:
+		case <-deadline:
+			t.Fatalf("saw %d distinct messages of %d", got, n)
+		}
+	}
+}
+
+func (r *recorder) snapshot() (map[string]int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := make(map[string]int, len(r.counts))
+	for k, v := range r.counts {
+		c[k] = v
+	}
+	return c, r.total
+}
+
+// consumerOptions returns options for group with a fresh instance name.
+func (e testEnv) consumerOptions(group string) ConsumerOptions {
+	return ConsumerOptions{Client: e.options(), Group: group, ConsumeFrom: ConsumeFromFirstOffset, OffsetDir: ""}
+}
+
+// startPush starts a push consumer of topic and registers its shutdown.
+func startPush(t testing.TB, opts ConsumerOptions, topic string, sel Selector, h Handler) *PushConsumer {
+	t.Helper()
+	c, err := NewPushConsumer(opts, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe(topic, sel); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return c
+}
+
+func TestPushClusteringEachMessageOnce(t *testing.T) {
+	e := startBroker(t)
+	topic, group := brokertest.Name("T"), brokertest.Name("g")
+	e.createTopic(t, topic, 4)
+	rec := newRecorder()
+	for i := range 2 {
+		who := fmt.Sprint("c", i)
+		opts := e.consumerOptions(group)
+		opts.RebalanceInterval = 200 * time.Millisecond
+		startPush(t, opts, topic, Selector{}, ConcurrentFunc(func(_ context.Context, _ *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
+			rec.add(who, msgs)
+			return ConsumeSuccess
+		}))
+	}
+	bodies := e.produce(t, topic, "m", 100)
+	rec.waitDistinct(t, len(bodies), 30*time.Second)
+	counts, total := rec.snapshot()
+	if total != len(bodies) {
+		t.Errorf("consumed %d messages for %d sent: %v", total, len(bodies), counts)
+	}
+}
+
+func TestPushBroadcastingEveryMemberGetsAll(t *testing.T) {
+	e := startBroker(t)
+	topic, group := brokertest.Name("T"), brokertest.Name("g")
+	e.createTopic(t, topic, 2)
+	recs := []*recorder{newRecorder(), newRecorder()}
+	for i, rec := range recs {
+		opts := e.consumerOptions(group)
+		opts.Model = Broadcasting
+		opts.OffsetDir = t.TempDir()
+		startPush(t, opts, topic, Selector{Expression: "t"}, ConcurrentFunc(func(_ context.Context, _ *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
+			rec.add(fmt.Sprint(i), msgs)
+			return ConsumeSuccess
+		}))
+	}
+	bodies := e.produce(t, topic, "b", 20)
+	for _, rec := range recs {
+		rec.waitDistinct(t, len(bodies), 30*time.Second)
+	}
+}

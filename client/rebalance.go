@@ -1,0 +1,142 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+)
+
+// AllocateStrategy assigns a consumer group's queues of one topic to its
+// members. Every member runs it with the same inputs, so every member
+// must get the same answer for the same inputs whatever their order, and
+// (for the partitioning strategies) each queue must go to exactly one
+// member.
+type AllocateStrategy interface {
+	// Name is the strategy's RocketMQ name (AVG, AVG_BY_CIRCLE, ...); it
+	// is also sent to brokers that assign queues.
+	Name() string
+	// Allocate returns clientID's queues.
+	Allocate(group, clientID string, clients []string, queues []MessageQueue) ([]MessageQueue, error)
+}
+
+// queueTable is the consumer side of a rebalance: the queues a consumer
+// holds, and how it takes up and gives up one.
+type queueTable interface {
+	// held returns the queues of topic the consumer holds.
+	held(topic string) []MessageQueue
+	// add takes up q; an error leaves it for the next rebalance.
+	add(q MessageQueue) error
+	// drop gives up q; false leaves it held for the next rebalance (an
+	// orderly queue whose handler is still running).
+	drop(q MessageQueue) bool
+}
+
+// rebalancer runs a consumer's rebalance: for every subscribed topic it
+// works out the queues this client should hold, under the broker's
+// assignment when the broker offers one and the client's strategy
+// otherwise, and makes the queue table match.
+type rebalancer struct {
+	c     *consumerCore
+	table queueTable
+	// brokerAssigns is cleared when a broker answers that it does not
+	// serve QUERY_ASSIGNMENT; the client then allocates by itself.
+	brokerAssigns atomic.Bool
+	// rounds counts finished rebalances, for tests.
+	rounds atomic.Int64
+}
+
+func newRebalancer(c *consumerCore, t queueTable) *rebalancer {
+	r := &rebalancer{c: c, table: t}
+	r.brokerAssigns.Store(!c.opts.ClientAllocation)
+	return r
+}
+
+// run rebalances every subscribed topic. A topic whose assignment cannot
+// be worked out keeps what it holds.
+func (r *rebalancer) run() {
+	for _, s := range r.c.subscriptions() {
+		if err := r.topic(s.topic); err != nil {
+			r.c.in.log.Warn("rebalance failed; keeping the current queues", "group", r.c.opts.Group, "topic", s.topic, "err", err)
+		}
+	}
+	r.rounds.Add(1)
+}
+
+// topic rebalances one topic.
+func (r *rebalancer) topic(topic string) error {
+	target, err := r.assignment(topic)
+	if err != nil {
+		return err
+	}
+	want := make(map[MessageQueue]bool, len(target))
+	for _, q := range target {
+		want[q] = true
+	}
+	held := r.table.held(topic)
+	for _, q := range held {
+		if !want[q] {
+			r.table.drop(q)
+		}
+	}
+	var errs []error
+	for _, q := range target {
+		if !slices.Contains(held, q) {
+			if err := r.table.add(q); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", q, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// assignment returns the queues of topic this client should hold.
+func (r *rebalancer) assignment(topic string) ([]MessageQueue, error) {
+	in, group := r.c.in, r.c.opts.Group
+	ctx, cancel := in.ctx()
+	defer cancel()
+	route := in.cachedRoute(topic)
+	if route == nil {
+		var err error
+		if route, err = in.updateRoute(ctx, topic); err != nil {
+			return nil, err
+		}
+	}
+	if r.c.opts.Model == Broadcasting {
+		return route.readQueues, nil
+	}
+	if r.brokerAssigns.Load() {
+		qs, err := in.queryAssignment(ctx, group, topic, r.c.opts.Strategy.Name(), r.c.opts.Model.String())
+		switch {
+		case err == nil:
+			return qs, nil
+		case errors.Is(err, errNoAssignment):
+			in.log.Info("the broker does not assign queues; allocating in the client", "group", group, "strategy", r.c.opts.Strategy.Name())
+			r.brokerAssigns.Store(false)
+		default:
+			return nil, err
+		}
+	}
+	ids, err := in.consumerIDs(ctx, group, topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("the broker lists no consumer of group %s yet", group)
+	}
+	return r.c.opts.Strategy.Allocate(group, in.id, ids, route.readQueues)
+}
+
+// heldQueues lists every queue a table holds for the given topics.
+func heldQueues(t queueTable, topics []string) []MessageQueue {
+	var out []MessageQueue
+	for _, topic := range topics {
+		out = append(out, t.held(topic)...)
+	}
+	return out
+}
+
+// withTimeout is context.WithTimeout from the background, bounded by the
+// instance's request timeout.
+func (c *consumerCore) reqCtx() (context.Context, context.CancelFunc) { return c.in.ctx() }
