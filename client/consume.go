@@ -91,7 +91,7 @@ func (p *PushConsumer) settle(r consumeRequest, cc *ConcurrentContext, res Consu
 			done = append(done, m)
 		}
 		if len(failed) > 0 {
-			p.resubmitLater(r.qs, failed, resubmitDelay)
+			p.resubmitLater(r.qs, failed, p.resubmitDelay)
 		}
 	}
 	if off := r.qs.pq.remove(done); off >= 0 && !r.qs.pq.dropped.Load() {

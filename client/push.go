@@ -104,6 +104,8 @@ type PushConsumer struct {
 	orderly    OrderlyFunc
 	flow       *flowControl
 	work       chan consumeRequest // concurrent consume requests
+	// resubmitDelay is resubmitDelay's value; tests shorten it.
+	resubmitDelay time.Duration
 
 	started bool
 	qmu     struct {
@@ -168,6 +170,7 @@ func NewPushConsumer(opts ConsumerOptions, h Handler) (*PushConsumer, error) {
 	}
 	p.opts = o
 	p.flow = fc
+	p.resubmitDelay = resubmitDelay
 	p.kind = "CONSUME_PASSIVELY"
 	p.quit = make(chan struct{})
 	p.kick = make(chan struct{}, 1)
