@@ -344,7 +344,7 @@ func TestAllocate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Strategy != "averagely" || len(res.Queues) != 8 || res.Queues[7].QueueID != 7 {
+	if res.Strategy != "AVG" || len(res.Queues) != 8 || res.Queues[7].QueueID != 7 {
 		t.Fatalf("plain group: %+v", res)
 	}
 	if _, err := allocate(plainGroup, "nobody@1"); err == nil {
