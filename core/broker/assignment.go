@@ -51,6 +51,9 @@ const (
 // maxRemembered bounds the assignments kept for failing allocators.
 const maxRemembered = 4096
 
+// maxGroupLen bounds a consumer group name, as RocketMQ does.
+const maxGroupLen = 255
+
 // AssignmentQuery asks for one consumer's queues of a topic.
 type AssignmentQuery struct {
 	Group, Topic, ClientID string
@@ -212,8 +215,8 @@ func (b *Broker) handleQueryAssignment(c *remoting.Conn, req *remoting.Command) 
 	if err := ValidateTopic(body.Topic); err != nil {
 		return response(req, remoting.SystemError, "query assignment: %v", err)
 	}
-	if body.ConsumerGroup == "" || len(body.ConsumerGroup) > maxTopicLen {
-		return response(req, remoting.SystemError, "query assignment: consumerGroup must hold 1 to %d characters", maxTopicLen)
+	if body.ConsumerGroup == "" || len(body.ConsumerGroup) > maxGroupLen {
+		return response(req, remoting.SystemError, "query assignment: consumerGroup must hold 1 to %d characters", maxGroupLen)
 	}
 	var broadcasting bool
 	switch body.MessageModel {
