@@ -86,6 +86,7 @@ func (b *Broker) handleAdmin(c *remoting.Conn, req *remoting.Command) *remoting.
 // registerBuiltinAdmin adds the broker's own admin commands.
 func (b *Broker) registerBuiltinAdmin() {
 	b.registerDLQAdmin()
+	b.HandleAdmin("consumers.strategy", b.handleStrategyAdmin)
 	b.HandleAdmin("topics.list", func(ctx context.Context, _ json.RawMessage) (any, error) {
 		return b.Topics(), nil
 	})

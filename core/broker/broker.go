@@ -119,6 +119,14 @@ type Options struct {
 	// TxnPolicies replaces TxnPolicy for the producer groups it names.
 	TxnPolicies map[string]TxnPolicy
 
+	// GroupAllocator returns the allocator from outside the broker (an
+	// allocate plugin) serving a consumer group at this moment, its name
+	// for reports, and whether it was configured for the group itself
+	// (own) rather than as the default of every group; a nil Allocator
+	// when there is none. Called on every assignment query. Default: none,
+	// only the built-in strategies.
+	GroupAllocator func(group string) (a Allocator, name string, own bool)
+
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -211,6 +219,7 @@ type Broker struct {
 	locks      *lockTable
 	txn        *txnService
 	admin      adminTable
+	assigned   assignments // last good assignment per client (assignment.go)
 
 	quit     chan struct{}
 	wg       sync.WaitGroup
@@ -285,6 +294,7 @@ func (b *Broker) routes() {
 	h(remoting.EndTransaction, b.handleEndTransaction)
 	h(remoting.UpdateAndCreateSubscriptionGroup, b.handleUpdateGroup)
 	h(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroups)
+	h(remoting.QueryAssignment, b.handleQueryAssignment)
 	h(AdminCode, b.handleAdmin)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rmq-go/rmq/core/allocate"
 	"github.com/rmq-go/rmq/core/message"
 )
 
@@ -55,15 +56,13 @@ type TxnPolicy interface {
 }
 
 // Queue names one message queue.
-type Queue struct {
-	Topic      string `json:"topic"`
-	BrokerName string `json:"brokerName"`
-	QueueID    int32  `json:"queueId"`
-}
+type Queue = allocate.Queue
 
-// Allocator assigns a consumer group's queues to its clients. It returns
-// the indices into queues assigned to clientID. clientIDs is sorted.
-// A failing allocator keeps the previous assignment.
+// Allocator assigns a consumer group's queues to its clients: an
+// allocation strategy from outside the broker, such as a WASM plugin. It
+// returns the indices into queues assigned to clientID; clientIDs and
+// queues are sorted (allocate.Compare). A failing allocator keeps the
+// previous assignment.
 type Allocator interface {
 	Allocate(ctx context.Context, group, clientID string, clientIDs []string, queues []Queue) ([]int, error)
 }

@@ -33,6 +33,11 @@ type SubscriptionGroupConfig struct {
 	BrokerID                       int64  `json:"brokerId"`
 	WhichBrokerWhenConsumeSlowly   int64  `json:"whichBrokerWhenConsumeSlowly"`
 	NotifyConsumerIdsChangedEnable bool   `json:"notifyConsumerIdsChangedEnable"`
+	// AllocateStrategy is the group's queue-allocation strategy for
+	// QUERY_ASSIGNMENT: AVG, AVG_BY_CIRCLE or CONSISTENT_HASH; empty
+	// leaves it to the client's request (see Broker.Assign). Not a
+	// RocketMQ field: an update without it keeps the stored one.
+	AllocateStrategy string `json:"allocateStrategy,omitempty"`
 }
 
 const groupMetaKey = "group/"
@@ -69,6 +74,9 @@ func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
 	if gc.RetryMaxTimes < 0 {
 		return fmt.Errorf("broker: group %s: retryMaxTimes must not be negative", gc.GroupName)
 	}
+	if err := checkGroupStrategy(&gc); err != nil {
+		return err
+	}
 	v, _ := json.Marshal(gc)
 	if err := b.store.PutMeta(groupMetaKey+gc.GroupName, v); err != nil {
 		return err
@@ -86,6 +94,16 @@ func (b *Broker) handleUpdateGroup(c *remoting.Conn, req *remoting.Command) *rem
 	gc := defaultGroupConfig("")
 	if err := json.Unmarshal(req.Body, &gc); err != nil {
 		return response(req, remoting.SystemError, "subscription group config: bad body: %v", err)
+	}
+	// RocketMQ's tools do not know allocateStrategy; keep the stored one
+	// unless the body names it.
+	var named struct {
+		AllocateStrategy *string `json:"allocateStrategy"`
+	}
+	if json.Unmarshal(req.Body, &named) == nil && named.AllocateStrategy == nil {
+		if old, ok := b.groupConfig(gc.GroupName); ok {
+			gc.AllocateStrategy = old.AllocateStrategy
+		}
 	}
 	if err := b.PutGroupConfig(gc); err != nil {
 		return response(req, remoting.SystemError, "%v", err)

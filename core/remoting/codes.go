@@ -9,7 +9,8 @@ import "strconv"
 // (Command.Code, Server.Handle, NewResponse). To name a code in a log line,
 // convert it to the type of its direction: RequestCode(req.Code).String().
 //
-// The numbers are fixed by RocketMQ 4.x clients and never change.
+// The numbers are fixed by RocketMQ 4.x clients (QUERY_ASSIGNMENT by 5.x)
+// and never change.
 
 // RequestCode names a request code. It exists for its String method; the
 // wire field is a plain int16.
@@ -60,6 +61,7 @@ const (
 	SendReplyMessage                 = 324 // SEND_REPLY_MESSAGE: request/reply
 	SendReplyMessageV2               = 325 // SEND_REPLY_MESSAGE_V2
 	PushReplyMessageToClient         = 326 // PUSH_REPLY_MESSAGE_TO_CLIENT: broker → requester
+	QueryAssignment                  = 400 // QUERY_ASSIGNMENT: RocketMQ 5, a consumer's queues chosen by the broker
 )
 
 // Response codes. Every one of them leaves the connection open: a response
@@ -136,6 +138,7 @@ var requestNames = map[RequestCode]string{
 	SendReplyMessage:                 "SEND_REPLY_MESSAGE",
 	SendReplyMessageV2:               "SEND_REPLY_MESSAGE_V2",
 	PushReplyMessageToClient:         "PUSH_REPLY_MESSAGE_TO_CLIENT",
+	QueryAssignment:                  "QUERY_ASSIGNMENT",
 }
 
 var responseNames = map[ResponseCode]string{

@@ -28,6 +28,7 @@ type rule struct {
 
 var rules = []rule{
 	{from: "core/message", only: []string{}},
+	{from: "core/allocate", only: []string{}},
 	{from: "core/remoting", only: []string{"core/message"}},
 	{from: "internal/bench", only: []string{"core/remoting", "core/message"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},

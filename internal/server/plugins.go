@@ -66,11 +66,6 @@ type pluginHost struct {
 	applyMu sync.Mutex
 	b       *broker.Broker // set once by attach, before the broker serves
 	set     atomic.Pointer[pluginSet]
-
-	mu struct {
-		sync.Mutex
-		assigned map[assignKey][]broker.Queue // last good assignment, kept when an allocator fails
-	}
 }
 
 // loadPlugins opens the plugin registry and loads Config.Plugins, all or
@@ -107,7 +102,6 @@ func newPluginHost(cacheDir, brokerName string, source func() ([]Plugin, error),
 	}
 	h := &pluginHost{reg: reg, source: source, log: log, brokerName: brokerName}
 	h.set.Store(&pluginSet{})
-	h.mu.assigned = map[assignKey][]broker.Queue{}
 	return h, nil
 }
 
@@ -392,10 +386,11 @@ func (s *Server) ReloadPlugins(ctx context.Context) (wasm.ApplyReport, error) {
 // PluginRegistry returns the registry holding the broker's plugins.
 func (s *Server) PluginRegistry() *wasm.Registry { return s.plugins.reg }
 
-// Allocator returns the broker's queue-allocation strategy: for each call,
-// the allocate plugin configured for the call's group at that moment, or
-// averagely.
-func (s *Server) Allocator() broker.Allocator { return groupAllocator{s.plugins} }
+// Allocator returns the broker's queue-allocation strategy for in-process
+// callers: for each call, the strategy Broker.Assign would choose for the
+// call's group at that moment (its plugin, its configured strategy, the
+// default plugin, else AVG).
+func (s *Server) Allocator() broker.Allocator { return s.Broker }
 
 // TxnPlugin returns the txncheck plugin configured for a producer group at
 // this moment (the group's own, else the default), or nil for the

@@ -9,46 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/plugins/wasm"
 )
-
-// TestAveragely checks the built-in strategy against RocketMQ's
-// AllocateMessageQueueAveragely.
-func TestAveragely(t *testing.T) {
-	for _, c := range []struct {
-		queues, clients int
-		want            string // each client's indices, in client order
-	}{
-		{8, 3, "[0 1 2] [3 4 5] [6 7]"},
-		{8, 2, "[0 1 2 3] [4 5 6 7]"},
-		{3, 5, "[0] [1] [2] [] []"},
-		{4, 4, "[0] [1] [2] [3]"},
-		{7, 1, "[0 1 2 3 4 5 6]"},
-		{10, 4, "[0 1 2] [3 4 5] [6 7] [8 9]"},
-		{0, 2, "[] []"},
-	} {
-		ids := make([]string, c.clients)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("c%02d", i)
-		}
-		qs := make([]broker.Queue, c.queues)
-		var got []string
-		for _, id := range ids {
-			idx, err := averagely{}.Allocate(context.Background(), "g", id, ids, qs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, fmt.Sprint(idx))
-		}
-		if strings.Join(got, " ") != c.want {
-			t.Errorf("%d queues, %d clients: %s, want %s", c.queues, c.clients, strings.Join(got, " "), c.want)
-		}
-	}
-	if _, err := (averagely{}).Allocate(context.Background(), "g", "stranger", []string{"a"}, make([]broker.Queue, 2)); err == nil {
-		t.Error("a client outside the group got queues")
-	}
-}
 
 // TestNormalize checks the plugin list rules the server adds to package
 // wasm's: groups, one default per kind, upper-cased expression types.

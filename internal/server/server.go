@@ -162,6 +162,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	bo.Filters = s.plugins.filterFactories(bo.Filters)
 	bo.TxnPolicy = s.txnPolicy(bo) // txn.go
+	bo.GroupAllocator = s.plugins.groupAllocator
 	cfg.bridgeBrokerOptions(&bo)
 	s.Broker, err = broker.New(bo)
 	if err != nil {

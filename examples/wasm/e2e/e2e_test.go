@@ -14,7 +14,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	qa "github.com/rmq-go/rmq/core/allocate"
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/examples/wasm/internal/guestbuild"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -339,12 +341,41 @@ func TestAllocate(t *testing.T) {
 		t.Fatalf("sticky assigned %d of 8 queues: %v", len(owner), owner)
 	}
 
+	// QUERY_ASSIGNMENT asks the same plugin: it beats the group's own
+	// strategy and the client's.
+	if err := env.Broker.SetGroupStrategy(stickyGroup, "AVG_BY_CIRCLE"); err != nil {
+		t.Fatal(err)
+	}
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	assigned := 0
+	for _, id := range env.Broker.ConsumerIDs(stickyGroup) {
+		body, _ := json.Marshal(qa.QueryAssignmentRequest{Topic: topic, ConsumerGroup: stickyGroup, ClientID: id, StrategyName: "AVG", MessageModel: qa.Clustering})
+		resp, err := cl.Invoke(t.Context(), env.BrokerAddr, remoting.NewRequest(remoting.QueryAssignment, nil, body))
+		if err != nil || resp.Code != remoting.Success {
+			t.Fatalf("QUERY_ASSIGNMENT: %v %v", resp, err)
+		}
+		var got qa.QueryAssignmentResponse
+		if err := json.Unmarshal(resp.Body, &got); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range got.MessageQueueAssignments {
+			if owner[a.MessageQueue.QueueID] != id {
+				t.Fatalf("QUERY_ASSIGNMENT gave %s queue %d, sticky gave it to %s", id, a.MessageQueue.QueueID, owner[a.MessageQueue.QueueID])
+			}
+			assigned++
+		}
+	}
+	if assigned != 8 {
+		t.Fatalf("QUERY_ASSIGNMENT assigned %d of 8 queues", assigned)
+	}
+
 	plain := env.Broker.ConsumerIDs(plainGroup)
 	res, err := allocate(plainGroup, plain[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Strategy != "averagely" || len(res.Queues) != 8 || res.Queues[7].QueueID != 7 {
+	if res.Strategy != "AVG" || len(res.Queues) != 8 || res.Queues[7].QueueID != 7 {
 		t.Fatalf("plain group: %+v", res)
 	}
 	if _, err := allocate(plainGroup, "nobody@1"); err == nil {
