@@ -1,51 +1,46 @@
 package client
 
 import (
-	"errors"
-	"slices"
+	"github.com/rmq-go/rmq/core/allocate"
 )
 
-// averagely is a stand-in until the shared strategies land.
-type averagely struct{}
+// Strategy adapts one of core/allocate's strategies (the ones the broker
+// uses for QUERY_ASSIGNMENT too) to an AllocateStrategy:
+//
+//	opts.Strategy = client.Strategy(allocate.ByCircle)
+//	opts.Strategy = client.Strategy(allocate.ConsistentHash(0))
+func Strategy(s allocate.Strategy) AllocateStrategy { return sharedStrategy{s} }
 
-func defaultStrategy() AllocateStrategy { return averagely{} }
+// StrategyByName returns the built-in strategy of that RocketMQ name (AVG,
+// AVG_BY_CIRCLE, CONSISTENT_HASH; any case).
+func StrategyByName(name string) (AllocateStrategy, bool) {
+	s, ok := allocate.ByName(name)
+	if !ok {
+		return nil, false
+	}
+	return Strategy(s), true
+}
 
-func (averagely) Name() string { return "AVG" }
+// defaultStrategy is AVG, RocketMQ's default.
+func defaultStrategy() AllocateStrategy { return Strategy(allocate.Averagely) }
 
-func (averagely) Allocate(group, clientID string, clients []string, queues []MessageQueue) ([]MessageQueue, error) {
-	cs := slices.Clone(clients)
-	slices.Sort(cs)
-	cs = slices.Compact(cs)
-	idx := slices.Index(cs, clientID)
-	if idx < 0 {
-		return nil, errors.New("client not in group")
+// sharedStrategy runs a core/allocate strategy over MessageQueues.
+type sharedStrategy struct{ s allocate.Strategy }
+
+func (a sharedStrategy) Name() string { return a.s.Name() }
+
+func (a sharedStrategy) Allocate(group, clientID string, clients []string, queues []MessageQueue) ([]MessageQueue, error) {
+	qs := make([]allocate.Queue, len(queues))
+	for i, q := range queues {
+		qs[i] = allocate.Queue(q)
 	}
-	qs := slices.Clone(queues)
-	slices.SortFunc(qs, func(a, b MessageQueue) int {
-		if a.less(b) {
-			return -1
-		}
-		if b.less(a) {
-			return 1
-		}
-		return 0
-	})
-	n, q := len(cs), len(qs)
-	mod := q % n
-	size := 1
-	if q > n {
-		size = q / n
-		if mod > 0 && idx < mod {
-			size++
-		}
+	got, err := a.s.Allocate(group, clientID, clients, qs)
+	if err != nil {
+		return nil, err
 	}
-	start := idx*size + mod
-	if mod > 0 && idx < mod {
-		start = idx * size
-	}
-	var out []MessageQueue
-	for i := 0; i < size && start+i < q; i++ {
-		out = append(out, qs[start+i])
+	out := make([]MessageQueue, len(got))
+	for i, q := range got {
+		out[i] = MessageQueue(q)
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rmq-go/rmq/core/allocate"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 )
@@ -289,9 +290,6 @@ func (in *instance) sendBack(ctx context.Context, group string, msg *MessageExt,
 	return nil
 }
 
-// codeQueryAssignment is RocketMQ 5's QUERY_ASSIGNMENT request code.
-const codeQueryAssignment = 400
-
 // errNoAssignment is returned by queryAssignment when the broker does not
 // serve QUERY_ASSIGNMENT.
 var errNoAssignment = errors.New("client: broker does not assign queues")
@@ -307,8 +305,8 @@ func (in *instance) queryAssignment(ctx context.Context, group, topic, strategy,
 	if err != nil {
 		return nil, err
 	}
-	body, _ := json.Marshal(queryAssignmentBody{Topic: topic, ConsumerGroup: group, ClientID: in.id, StrategyName: strategy, MessageModel: model})
-	resp, err := in.invoke(ctx, addr, remoting.NewRequest(codeQueryAssignment, map[string]string{}, body))
+	body, _ := json.Marshal(allocate.QueryAssignmentRequest{Topic: topic, ConsumerGroup: group, ClientID: in.id, StrategyName: strategy, MessageModel: model})
+	resp, err := in.invoke(ctx, addr, remoting.NewRequest(remoting.QueryAssignment, map[string]string{}, body))
 	if err != nil {
 		return nil, err
 	}
@@ -318,13 +316,13 @@ func (in *instance) queryAssignment(ctx context.Context, group, topic, strategy,
 	if resp.Code != remoting.Success {
 		return nil, brokerError(resp)
 	}
-	var res queryAssignmentResult
+	var res allocate.QueryAssignmentResponse
 	if err := json.Unmarshal(resp.Body, &res); err != nil {
 		return nil, fmt.Errorf("assignment from %s: %w", addr, err)
 	}
 	out := make([]MessageQueue, 0, len(res.MessageQueueAssignments))
 	for _, a := range res.MessageQueueAssignments {
-		out = append(out, a.MessageQueue)
+		out = append(out, MessageQueue(a.MessageQueue))
 	}
 	return out, nil
 }

@@ -151,23 +151,6 @@ type lockBatchResult struct {
 	LockOKMQSet []MessageQueue `json:"lockOKMQSet"`
 }
 
-// queryAssignmentBody is the body of QUERY_ASSIGNMENT.
-type queryAssignmentBody struct {
-	Topic         string `json:"topic"`
-	ConsumerGroup string `json:"consumerGroup"`
-	ClientID      string `json:"clientId"`
-	StrategyName  string `json:"strategyName"`
-	MessageModel  string `json:"messageModel"`
-}
-
-// queryAssignmentResult is the body of a QUERY_ASSIGNMENT answer.
-type queryAssignmentResult struct {
-	MessageQueueAssignments []struct {
-		MessageQueue MessageQueue `json:"messageQueue"`
-		Mode         string       `json:"mode"`
-	} `json:"messageQueueAssignments"`
-}
-
 // itoa64 formats an int64 for a header.
 func itoa64(v int64) string { return strconv.FormatInt(v, 10) }
 

@@ -38,7 +38,7 @@ var rules = []rule{
 	{from: "plugins/wasm", deny: []string{"core/store", "core/remoting", "core/namesrv", "core/broker"}},
 	{from: "plugins/natsbridge", deny: []string{"core/store", "github.com/tetratelabs/wazero"}},
 	{from: "sdk", deny: []string{"core", "plugins", "github.com/tetratelabs/wazero"}},
-	{from: "client", deny: []string{"core/broker", "core/store", "plugins"}},
+	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate"}},
 	{from: "examples/wasm", deny: []string{"core"}},
 	{from: "", deny: []string{"cmd"}},
 }
