@@ -298,6 +298,15 @@ type consumerCore struct {
 	}
 }
 
+// ClientID returns the id brokers know the consumer by (IP@InstanceName);
+// it is set by Start.
+func (c *consumerCore) ClientID() string {
+	if c.in == nil {
+		return ""
+	}
+	return c.in.id
+}
+
 // subscriptions returns the current subscriptions.
 func (c *consumerCore) subscriptions() []*subscription {
 	c.mu.Lock()

@@ -285,6 +285,9 @@ func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// Assigned returns the queues of topic the consumer holds now.
+func (p *PushConsumer) Assigned(topic string) []MessageQueue { return p.held(topic) }
+
 // held implements queueTable.
 func (p *PushConsumer) held(topic string) []MessageQueue {
 	p.qmu.Lock()
