@@ -83,18 +83,6 @@ func pullTopic(t testing.TB, in *instance, topic string) []*MessageExt {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestProducerOptionsReportEveryProblem(t *testing.T) {
 	_, err := NewProducer(ProducerOptions{SendTimeout: -1, CompressLevel: 10, MaxMessageSize: -1, DefaultTopicQueueNums: -2})
 	if err == nil {
@@ -286,7 +274,7 @@ func TestProducerAsyncAndOneway(t *testing.T) {
 		}
 	}
 	var got []*MessageExt
-	waitFor(t, 10*time.Second, "oneway messages stored", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "oneway messages stored", func() bool {
 		got = pullTopic(t, in, topic)
 		return len(got) >= 2*n
 	})
@@ -382,7 +370,7 @@ func TestProducerAutoCreatesTopic(t *testing.T) {
 		t.Fatalf("topics() = %v, want %s in it", p.topics(), topic)
 	}
 	var r *topicRoute
-	waitFor(t, 10*time.Second, "the created topic's route", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the created topic's route", func() bool {
 		r, err = in.updateRoute(context.Background(), topic)
 		return err == nil
 	})
@@ -411,7 +399,7 @@ func TestProducerRetriesOnAnotherBroker(t *testing.T) {
 	noRetry := startProducer(t, a, func(o *ProducerOptions) { o.RetryTimes = -1; o.DisableLatencyFault = true })
 	for _, p := range []*Producer{p, noRetry} {
 		in := testInstance(t, p)
-		waitFor(t, 10*time.Second, "both brokers in the route", func() bool {
+		brokertest.Eventually(t, 10*time.Second, "both brokers in the route", func() bool {
 			r, err := in.updateRoute(context.Background(), topic)
 			return err == nil && len(r.writeQueues) == 4
 		})
