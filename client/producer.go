@@ -273,24 +273,23 @@ func (p *Producer) Shutdown(ctx context.Context) error {
 		p.wg.Wait()
 		close(done)
 	}()
-	var errs []error
+	var waitErr error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("client: producer %s: waiting for sends under way: %w", p.opts.Group, ctx.Err()))
+		waitErr = fmt.Errorf("client: producer %s: waiting for sends under way: %w", p.opts.Group, ctx.Err())
 	}
-	errs = append(errs, in.unregister(p.opts.Group, ""))
-	if len(errs) > 1 || errs[0] != nil {
-		// Async sends still running use the instance; keep it until
-		// they end.
+	err := errors.Join(waitErr, in.unregister(p.opts.Group, ""))
+	if waitErr != nil {
+		// Sends still running use the instance; keep it until they end.
 		go func() {
 			<-done
 			in.release()
 		}()
-		return errors.Join(errs...)
+		return err
 	}
 	in.release()
-	return nil
+	return err
 }
 
 // instance returns the client instance while the producer runs.

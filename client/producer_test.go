@@ -512,3 +512,14 @@ func TestProducerSelectQueueSkipsHeldOutBrokers(t *testing.T) {
 		t.Fatalf("once the pauses ended, picked brokers %v; want all 3", seen)
 	}
 }
+
+func TestProducerStartTwicePanics(t *testing.T) {
+	e := startBroker(t)
+	p := startProducer(t, e)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("second Start did not panic")
+		}
+	}()
+	_ = p.Start()
+}
