@@ -23,6 +23,14 @@ var (
 	ErrNotStarted = errors.New("client: not started")
 	// ErrNoQueue is returned when a topic has no queue to send to.
 	ErrNoQueue = errors.New("client: no queue to send to")
+	// ErrInvalidMessage is returned, wrapped with the reason, for a
+	// message the producer refuses before sending: no topic or body, a
+	// bad topic name, properties too long, or a batch whose messages
+	// differ in topic or carry a delay or a transaction.
+	ErrInvalidMessage = errors.New("client: invalid message")
+	// ErrMessageTooLarge is returned when a body, or a batch's body, is
+	// larger than ProducerOptions.MaxMessageSize.
+	ErrMessageTooLarge = errors.New("client: message too large")
 )
 
 // BrokerError is a broker's answer with an error code.

@@ -79,6 +79,11 @@ func (in *instance) updateRoute(ctx context.Context, topic string) (*topicRoute,
 	if err != nil {
 		return nil, err
 	}
+	return in.storeRoute(topic, rd), nil
+}
+
+// storeRoute records rd as topic's route, and its brokers' addresses.
+func (in *instance) storeRoute(topic string, rd *routeData) *topicRoute {
 	r := newTopicRoute(topic, rd)
 	in.mu.Lock()
 	in.mu.routes[topic] = r
@@ -90,7 +95,7 @@ func (in *instance) updateRoute(ctx context.Context, topic string) (*topicRoute,
 		in.mu.brokers[bd.BrokerName] = ids
 	}
 	in.mu.Unlock()
-	return r, nil
+	return r
 }
 
 // fetchRoute asks the name servers for topic's route, starting with the
