@@ -302,6 +302,20 @@ func (p *Producer) instance() (*instance, error) {
 	return p.mu.in, nil
 }
 
+// Queues returns the queues of topic a send may go to, from the name
+// servers' route (RocketMQ's fetchPublishMessageQueues).
+func (p *Producer) Queues(ctx context.Context, topic string) ([]MessageQueue, error) {
+	in, err := p.instance()
+	if err != nil {
+		return nil, err
+	}
+	r, err := in.updateRoute(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(r.writeQueues), nil
+}
+
 // topics lists the topics sent to (producerMember).
 func (p *Producer) topics() []string {
 	p.mu.Lock()
