@@ -193,6 +193,19 @@ func TestLitePullAssignSeek(t *testing.T) {
 	}
 	pollNothing(t, c, 300*time.Millisecond)
 
+	// A pull of the generation before the seek, answered late, is dropped.
+	c.lmu.Lock()
+	lq := c.lmu.queues[q0]
+	stale := lq.gen - 1
+	c.lmu.Unlock()
+	late := &MessageExt{QueueOffset: 0, Message: Message{Topic: topic, Body: []byte("late")}}
+	if c.buffer(lq, stale, []*MessageExt{late}, 1) {
+		t.Fatal("a stale puller's messages were buffered")
+	}
+	if n, _ := c.buffered(q0); n != 0 {
+		t.Fatalf("%d messages buffered after a stale pull", n)
+	}
+
 	if err := c.SeekToBegin(q0); err != nil {
 		t.Fatal(err)
 	}
@@ -321,6 +334,39 @@ func TestLitePullAutoCommit(t *testing.T) {
 			t.Fatalf("polled %q, consumed before", body)
 		}
 	}
+}
+
+func TestLitePullRebalanceGivesUpQueue(t *testing.T) {
+	e := startBroker(t)
+	topic, group := brokertest.Name("T"), brokertest.Name("g")
+	e.createTopic(t, topic, 2)
+	opts := func() LitePullOptions {
+		o := e.litePullOptions(group)    // a fresh instance name each
+		o.AutoCommitInterval = time.Hour // only giving a queue up commits
+		return o
+	}
+	sub := func(c *LitePullConsumer) error { return c.Subscribe(topic, Selector{}) }
+	a := startLite(t, opts(), sub)
+	sent := e.produce(t, topic, "m", 20)
+	pollN(t, a, len(sent), 30*time.Second)
+	before := a.held(topic)
+	if len(before) != 2 {
+		t.Fatalf("a alone holds %v", before)
+	}
+
+	b := startLite(t, opts(), sub)
+	brokertest.Eventually(t, 30*time.Second, "a and b to share the queues", func() bool {
+		return len(a.held(topic)) == 1 && len(b.held(topic)) == 1
+	})
+	gone := b.held(topic)[0]
+	ctx, cancel := a.in.ctx()
+	defer cancel()
+	off, err := a.in.queryConsumerOffset(ctx, group, gone)
+	max, merr := a.in.maxOffset(ctx, gone)
+	if err != nil || merr != nil || off != max {
+		t.Fatalf("offset of the queue a gave up: %d, %v; want its max %d, %v", off, err, max, merr)
+	}
+	pollNothing(t, b, 300*time.Millisecond)
 }
 
 func TestLitePullFlowControlBoundsBuffer(t *testing.T) {
