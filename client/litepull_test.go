@@ -366,7 +366,8 @@ func TestLitePullRebalanceGivesUpQueue(t *testing.T) {
 	if err != nil || merr != nil || off != max {
 		t.Fatalf("offset of the queue a gave up: %d, %v; want its max %d, %v", off, err, max, merr)
 	}
-	pollNothing(t, b, 300*time.Millisecond)
+	// b may still re-read what a polled: it can take the queue up before
+	// a gives it up, as in RocketMQ, so that is not checked.
 }
 
 func TestLitePullFlowControlBoundsBuffer(t *testing.T) {
