@@ -117,6 +117,9 @@ type LitePullConsumer struct {
 		mode     litePullMode
 		assigned []MessageQueue // the queues of Assign
 		queues   map[MessageQueue]*litePullQueue
+		// paused queues are neither pulled nor polled; a queue may be
+		// paused before it is held.
+		paused map[MessageQueue]bool
 		// next rotates where Poll starts taking, so one busy queue does
 		// not starve the others.
 		next int
@@ -159,6 +162,7 @@ func NewLitePullConsumer(opts LitePullOptions) (*LitePullConsumer, error) {
 	c.kick = make(chan struct{}, 1)
 	c.mu.subs = make(map[string]*subscription)
 	c.lmu.queues = make(map[MessageQueue]*litePullQueue)
+	c.lmu.paused = make(map[MessageQueue]bool)
 	c.rebal = newRebalancer(&c.consumerCore, c)
 	return c, nil
 }
@@ -342,8 +346,9 @@ func (c *LitePullConsumer) take() ([]*MessageExt, error) {
 	start := c.lmu.next
 	c.lmu.next++
 	for i := range qs {
-		lq := c.lmu.queues[qs[(start+i)%len(qs)]]
-		if len(lq.msgs) == 0 {
+		q := qs[(start+i)%len(qs)]
+		lq := c.lmu.queues[q]
+		if len(lq.msgs) == 0 || c.lmu.paused[q] {
 			continue
 		}
 		if len(out) == c.opts.PullBatchSize {
@@ -478,6 +483,31 @@ func (c *LitePullConsumer) Commit(ctx context.Context) error {
 	}
 	c.lmu.Unlock()
 	return c.offsets.persist(ctx, qs)
+}
+
+// Pause stops pulling qs and handing out their buffered messages until
+// Resume; it holds for queues taken up later too.
+func (c *LitePullConsumer) Pause(qs ...MessageQueue) {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	for _, q := range qs {
+		c.lmu.paused[q] = true
+	}
+}
+
+// Resume undoes Pause.
+func (c *LitePullConsumer) Resume(qs ...MessageQueue) {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	for _, q := range qs {
+		delete(c.lmu.paused, q)
+		if lq := c.lmu.queues[q]; lq != nil {
+			signal(lq.space)
+			if len(lq.msgs) > 0 {
+				signal(c.ready)
+			}
+		}
+	}
 }
 
 // running reports whether the consumer has started and not shut down.
@@ -615,10 +645,14 @@ func (c *LitePullConsumer) startPullerLocked(lq *litePullQueue, offset int64) {
 	go c.pullLoop(ctx, lq, lq.gen, offset)
 }
 
-// flowHeld reports whether lq buffers more than its limits allow.
-func (c *LitePullConsumer) flowHeld(lq *litePullQueue) bool {
+// pullHeld reports whether lq's puller must wait: lq is paused or buffers
+// more than the flow-control limits allow.
+func (c *LitePullConsumer) pullHeld(lq *litePullQueue) bool {
 	c.lmu.Lock()
 	defer c.lmu.Unlock()
+	if c.lmu.paused[lq.q] {
+		return true
+	}
 	count, size := int64(c.opts.PullThresholdForQueue), int64(c.opts.PullThresholdSizeForQueue)<<20
 	if n := int64(len(c.heldLocked(lq.q.Topic))); n > 0 {
 		if c.opts.PullThresholdForTopic > 0 {
@@ -641,7 +675,7 @@ func (c *LitePullConsumer) pullLoop(ctx context.Context, lq *litePullQueue, gen 
 	defer c.wg.Done()
 	q := lq.q
 	for ctx.Err() == nil {
-		if c.flowHeld(lq) {
+		if c.pullHeld(lq) {
 			t := time.NewTimer(flowHoldDelay)
 			select {
 			case <-lq.space:
