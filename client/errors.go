@@ -21,6 +21,10 @@ var (
 	// ErrNotStarted is returned by calls on a producer or consumer that
 	// has not been started or has been shut down.
 	ErrNotStarted = errors.New("client: not started")
+	// ErrQueueNotHeld is returned by a lite pull consumer's Seek and its
+	// variants for a queue it does not hold (not assigned to it, or not
+	// yet taken up after a rebalance).
+	ErrQueueNotHeld = errors.New("client: queue not held by this consumer")
 	// ErrNoQueue is returned when a topic has no queue to send to.
 	ErrNoQueue = errors.New("client: no queue to send to")
 	// ErrInvalidMessage is returned, wrapped with the reason, for a

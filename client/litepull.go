@@ -7,14 +7,7 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/rmq-go/rmq/core/message"
 )
-
-// ErrQueueNotHeld is returned by Seek and its variants for a queue the lite
-// pull consumer does not hold (not assigned to it, or not yet taken up
-// after a rebalance).
-var ErrQueueNotHeld = errors.New("client: queue not held by this consumer")
 
 // LitePullOptions configures a lite pull consumer: the options it shares
 // with the push consumer (of which the consume-service ones, such as
@@ -748,18 +741,6 @@ func (c *LitePullConsumer) buffer(lq *litePullQueue, gen uint64, msgs []*Message
 	lq.msgs = append(lq.msgs, msgs...)
 	signal(c.ready)
 	return true
-}
-
-// restoreRetryTopic gives retried messages back their original topic.
-func (c *LitePullConsumer) restoreRetryTopic(msgs []*MessageExt) {
-	rt := retryTopic(c.opts.Group)
-	for _, m := range msgs {
-		if m.Topic == rt {
-			if orig := m.Property(message.PropertyRetryTopic); orig != "" {
-				m.Topic = orig
-			}
-		}
-	}
 }
 
 // buffered returns how many messages lq holds and how many pulls flow

@@ -112,14 +112,6 @@ func brokerName(t testing.TB, e testEnv) string {
 	return r.readQueues[0].BrokerName
 }
 
-func bodies(msgs []*MessageExt) []string {
-	var out []string
-	for _, m := range msgs {
-		out = append(out, string(m.Body))
-	}
-	return out
-}
-
 func TestLitePullSubscribePollsEachMessageOnce(t *testing.T) {
 	e := startBroker(t)
 	topic, group := brokertest.Name("T"), brokertest.Name("g")

@@ -546,8 +546,8 @@ func (p *PushConsumer) submit(r consumeRequest) {
 }
 
 // restoreRetryTopic gives retried messages back their original topic.
-func (p *PushConsumer) restoreRetryTopic(msgs []*MessageExt) {
-	rt := retryTopic(p.opts.Group)
+func (c *consumerCore) restoreRetryTopic(msgs []*MessageExt) {
+	rt := retryTopic(c.opts.Group)
 	for _, m := range msgs {
 		if m.Topic == rt {
 			if orig := m.Property(message.PropertyRetryTopic); orig != "" {
