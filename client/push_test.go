@@ -153,3 +153,19 @@ func TestPushBroadcastingEveryMemberGetsAll(t *testing.T) {
 		rec.waitDistinct(t, len(bodies), 30*time.Second)
 	}
 }
+
+// TestRebalanceOnNotify keeps the periodic rebalance far away (20 s): a
+// second member joining must still split the queues at once, through the
+// broker's NOTIFY_CONSUMER_IDS_CHANGED.
+func TestRebalanceOnNotify(t *testing.T) {
+	e := startBroker(t)
+	topic, group := brokertest.Name("T"), brokertest.Name("g")
+	e.createTopic(t, topic, 4)
+	h := ConcurrentFunc(func(context.Context, *ConcurrentContext, []*MessageExt) ConsumeResult { return ConsumeSuccess })
+	a := startPush(t, e.consumerOptions(group), topic, Selector{}, h)
+	brokertest.Eventually(t, 10*time.Second, "the first member to hold all 4 queues", func() bool { return len(a.Assigned(topic)) == 4 })
+	b := startPush(t, e.consumerOptions(group), topic, Selector{}, h)
+	brokertest.Eventually(t, 10*time.Second, "the queues split 2 and 2", func() bool {
+		return len(a.Assigned(topic)) == 2 && len(b.Assigned(topic)) == 2
+	})
+}
