@@ -19,6 +19,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
@@ -195,6 +196,7 @@ func BenchmarkClientProduce(b *testing.B) {
 }
 
 func BenchmarkClientConsume(b *testing.B) {
+	rlog.SetLogLevel("fatal") // the official consumer logs a shutdown race at error level
 	for _, impl := range []string{"ours", "official"} {
 		b.Run("client="+impl, func(b *testing.B) {
 			ns := brokerProcess(b)
