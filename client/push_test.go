@@ -169,3 +169,59 @@ func TestRebalanceOnNotify(t *testing.T) {
 		return len(a.Assigned(topic)) == 2 && len(b.Assigned(topic)) == 2
 	})
 }
+
+// TestPushFilters subscribes with a tag expression and with SQL92 (which
+// the pull carries, so no heartbeat is needed for the broker to filter):
+// each consumer gets exactly its messages.
+func TestPushFilters(t *testing.T) {
+	e := startBroker(t)
+	topic := brokertest.Name("T")
+	e.createTopic(t, topic, 2)
+	p, err := NewProducer(ProducerOptions{Client: e.options(), Group: brokertest.Name("pg")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	for i := range 20 {
+		tag := "even"
+		if i%2 == 1 {
+			tag = "odd"
+		}
+		m := NewMessage(topic, []byte(fmt.Sprint(i))).WithTag(tag).SetProperty("n", fmt.Sprint(i))
+		if _, err := p.SendSync(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		sel  Selector
+		want int
+		ok   func(n int) bool
+	}{
+		{Selector{Expression: "odd"}, 10, func(n int) bool { return n%2 == 1 }},
+		{Selector{Type: ExpressionSQL92, Expression: "n >= 15"}, 5, func(n int) bool { return n >= 15 }},
+	} {
+		rec := newRecorder()
+		startPush(t, e.consumerOptions(brokertest.Name("g")), topic, tc.sel, ConcurrentFunc(func(_ context.Context, _ *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
+			rec.add("", msgs)
+			return ConsumeSuccess
+		}))
+		rec.waitDistinct(t, tc.want, 30*time.Second)
+		// A message past the last match proves the filter has looked at
+		// everything before it.
+		if _, err := p.SendSync(context.Background(), NewMessage(topic, []byte("99")).WithTag("odd").SetProperty("n", "99")); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitDistinct(t, tc.want+1, 30*time.Second)
+		counts, _ := rec.snapshot()
+		for b := range counts {
+			var n int
+			fmt.Sscan(b, &n)
+			if n != 99 && !tc.ok(n) {
+				t.Errorf("%+v delivered %s", tc.sel, b)
+			}
+		}
+	}
+}
