@@ -222,6 +222,26 @@ func (in *instance) anyBrokerOf(ctx context.Context, r *topicRoute) (string, err
 // lockBatch asks brokerName to lock qs for the group and returns the
 // queues it locked.
 func (in *instance) lockBatch(ctx context.Context, brokerName, group string, qs []MessageQueue) ([]MessageQueue, error) {
+	resp, err := in.lockRequest(ctx, remoting.LockBatchMQ, brokerName, group, qs)
+	if err != nil || resp == nil {
+		return nil, err
+	}
+	var res lockBatchResult
+	if err := json.Unmarshal(resp.Body, &res); err != nil {
+		return nil, fmt.Errorf("lock answer from %s: %w", brokerName, err)
+	}
+	return res.LockOKMQSet, nil
+}
+
+// unlockBatch releases the group's locks of qs at brokerName.
+func (in *instance) unlockBatch(ctx context.Context, brokerName, group string, qs []MessageQueue) error {
+	_, err := in.lockRequest(ctx, remoting.UnlockBatchMQ, brokerName, group, qs)
+	return err
+}
+
+// lockRequest sends LOCK_BATCH_MQ or UNLOCK_BATCH_MQ for qs; it answers
+// nil, nil when there is nothing to send.
+func (in *instance) lockRequest(ctx context.Context, code int16, brokerName, group string, qs []MessageQueue) (*remoting.Command, error) {
 	if len(qs) == 0 {
 		return nil, nil
 	}
@@ -230,38 +250,14 @@ func (in *instance) lockBatch(ctx context.Context, brokerName, group string, qs 
 		return nil, err
 	}
 	body, _ := json.Marshal(lockBatchBody{ConsumerGroup: group, ClientID: in.id, MqSet: qs})
-	resp, err := in.invoke(ctx, addr, remoting.NewRequest(remoting.LockBatchMQ, map[string]string{}, body))
+	resp, err := in.invoke(ctx, addr, remoting.NewRequest(code, map[string]string{}, body))
 	if err != nil {
 		return nil, err
 	}
 	if resp.Code != remoting.Success {
 		return nil, brokerError(resp)
 	}
-	var res lockBatchResult
-	if err := json.Unmarshal(resp.Body, &res); err != nil {
-		return nil, fmt.Errorf("lock answer from %s: %w", addr, err)
-	}
-	return res.LockOKMQSet, nil
-}
-
-// unlockBatch releases the group's locks of qs at brokerName.
-func (in *instance) unlockBatch(ctx context.Context, brokerName, group string, qs []MessageQueue) error {
-	if len(qs) == 0 {
-		return nil
-	}
-	addr, err := in.brokerAddrFor(ctx, brokerName, qs[0].Topic)
-	if err != nil {
-		return err
-	}
-	body, _ := json.Marshal(lockBatchBody{ConsumerGroup: group, ClientID: in.id, MqSet: qs})
-	resp, err := in.invoke(ctx, addr, remoting.NewRequest(remoting.UnlockBatchMQ, map[string]string{}, body))
-	if err != nil {
-		return err
-	}
-	if resp.Code != remoting.Success {
-		return brokerError(resp)
-	}
-	return nil
+	return resp, nil
 }
 
 // sendBack asks the broker that stored msg to retry it later for group

@@ -49,16 +49,22 @@ func (p *PushConsumer) consumeConcurrently(r consumeRequest) {
 }
 
 // callConcurrent calls the handler; a panic counts as ConsumeRetryLater.
-func (p *PushConsumer) callConcurrent(cc *ConcurrentContext, msgs []*MessageExt) (res ConsumeResult) {
+func (p *PushConsumer) callConcurrent(cc *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
+	return callHandler(p, cc.Queue, ConsumeRetryLater, func(ctx context.Context) ConsumeResult { return p.concurrent(ctx, cc, msgs) })
+}
+
+// callHandler runs call under ConsumeTimeout; a panic is logged and
+// answered with onPanic, so one bad message cannot stop the consumer.
+func callHandler[R any](p *PushConsumer, q MessageQueue, onPanic R, call func(context.Context) R) (res R) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ConsumeTimeout)
 	defer cancel()
 	defer func() {
 		if v := recover(); v != nil {
-			p.in.log.Error("handler panicked; retrying its messages", "group", p.opts.Group, "queue", cc.Queue, "panic", v)
-			res = ConsumeRetryLater
+			p.in.log.Error("handler panicked", "group", p.opts.Group, "queue", q, "panic", v, "result", onPanic)
+			res = onPanic
 		}
 	}()
-	return p.concurrent(ctx, cc, msgs)
+	return call(ctx)
 }
 
 // ackIndex returns the index of the last acknowledged message of a call
@@ -218,16 +224,8 @@ func (p *PushConsumer) consumeOrderly(qs *queueState) {
 }
 
 // callOrderly calls the handler; a panic counts as OrderlySuspend.
-func (p *PushConsumer) callOrderly(oc *OrderlyContext, msgs []*MessageExt) (res OrderlyResult) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ConsumeTimeout)
-	defer cancel()
-	defer func() {
-		if v := recover(); v != nil {
-			p.in.log.Error("orderly handler panicked; suspending its queue", "group", p.opts.Group, "queue", oc.Queue, "panic", v)
-			res = OrderlySuspend
-		}
-	}()
-	return p.orderly(ctx, oc, msgs)
+func (p *PushConsumer) callOrderly(oc *OrderlyContext, msgs []*MessageExt) OrderlyResult {
+	return callHandler(p, oc.Queue, OrderlySuspend, func(ctx context.Context) OrderlyResult { return p.orderly(ctx, oc, msgs) })
 }
 
 // settleOrderly applies an orderly result and reports whether the run

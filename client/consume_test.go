@@ -215,3 +215,26 @@ func TestConsumeExpirySweep(t *testing.T) {
 		return err == nil && off == 2
 	})
 }
+
+// TestConsumeHandlerPanicRetries makes a handler panic once: the consumer
+// survives and the message comes back through the retry topic.
+func TestConsumeHandlerPanicRetries(t *testing.T) {
+	e := startBroker(t, shortDelays)
+	topic, group := brokertest.Name("T"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	d := newDeliveries()
+	var once sync.Once
+	startPush(t, e.consumerOptions(group), topic, Selector{}, ConcurrentFunc(func(_ context.Context, cc *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
+		d.add(msgs)
+		once.Do(func() {
+			cc.DelayLevelWhenNextConsume = 1
+			panic("handler bug")
+		})
+		return ConsumeSuccess
+	}))
+	e.produce(t, topic, "p", 1)
+	d.wait(t, "the retry after the panic", 30*time.Second, func() bool { return len(d.get("p-0")) == 2 })
+	if m := d.get("p-0")[1]; m.ReconsumeTimes != 1 {
+		t.Errorf("retried message has reconsume times %d, want 1", m.ReconsumeTimes)
+	}
+}

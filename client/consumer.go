@@ -407,6 +407,15 @@ func (c *consumerCore) startCore(member consumerMember) error {
 	return nil
 }
 
+// releaseOffset commits q's offset and forgets it, for a queue given up.
+func (c *consumerCore) releaseOffset(ctx context.Context, q MessageQueue) {
+	if err := c.offsets.persist(ctx, []MessageQueue{q}); err != nil {
+		c.in.log.Warn("committing a dropped queue's offset failed", "queue", q, "err", err)
+	}
+	c.offsets.remove(q)
+	c.in.log.Debug("queue given up", "group", c.opts.Group, "queue", q)
+}
+
 // stopCore unregisters and releases the instance.
 func (c *consumerCore) stopCore(ctx context.Context) error {
 	err := c.in.unregister("", c.opts.Group)

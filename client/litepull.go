@@ -581,11 +581,7 @@ func (c *LitePullConsumer) drop(q MessageQueue) bool {
 	}
 	ctx, cancel := c.in.ctx()
 	defer cancel()
-	if err := c.offsets.persist(ctx, []MessageQueue{q}); err != nil {
-		c.in.log.Warn("committing a dropped queue's offset failed", "queue", q, "err", err)
-	}
-	c.offsets.remove(q)
-	c.in.log.Debug("queue given up", "group", c.opts.Group, "queue", q)
+	c.releaseOffset(ctx, q)
 	return true
 }
 

@@ -110,6 +110,7 @@ type PushConsumer struct {
 	started bool
 	qmu     struct {
 		sync.Mutex
+		closed bool // set by Shutdown: no queue is taken up after it
 		queues map[MessageQueue]*queueState
 	}
 }
@@ -249,6 +250,7 @@ func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	p.stopOnce.Do(func() {
 		close(p.quit)
 		p.qmu.Lock()
+		p.qmu.closed = true
 		states := make([]*queueState, 0, len(p.qmu.queues))
 		for _, qs := range p.qmu.queues {
 			states = append(states, qs)
@@ -320,7 +322,7 @@ func (p *PushConsumer) topicQueues(topic string) int {
 func (p *PushConsumer) add(q MessageQueue) error {
 	select {
 	case <-p.quit:
-		return errors.New("client: consumer shut down")
+		return errShutDown
 	default:
 	}
 	ctx, cancel := p.in.ctx()
@@ -345,6 +347,11 @@ func (p *PushConsumer) add(q MessageQueue) error {
 	pctx, pcancel := context.WithCancel(context.Background())
 	qs := &queueState{q: q, pq: pq, cancel: pcancel, done: make(chan struct{}), run: make(chan struct{}, 1)}
 	p.qmu.Lock()
+	if p.qmu.closed {
+		p.qmu.Unlock()
+		pcancel()
+		return errShutDown
+	}
 	p.qmu.queues[q] = qs
 	p.qmu.Unlock()
 	p.in.log.Debug("queue taken up", "group", p.opts.Group, "queue", q, "offset", offset)
@@ -406,10 +413,7 @@ func (p *PushConsumer) drop(q MessageQueue) bool {
 	}
 	ctx, cancel := p.in.ctx()
 	defer cancel()
-	if err := p.offsets.persist(ctx, []MessageQueue{q}); err != nil {
-		p.in.log.Warn("committing a dropped queue's offset failed", "queue", q, "err", err)
-	}
-	p.offsets.remove(q)
+	p.releaseOffset(ctx, q)
 	if orderlyLocked {
 		if err := p.in.unlockBatch(ctx, q.BrokerName, p.opts.Group, []MessageQueue{q}); err != nil {
 			p.in.log.Warn("unlocking a dropped queue failed; its lock expires at the broker", "queue", q, "err", err)
@@ -420,7 +424,6 @@ func (p *PushConsumer) drop(q MessageQueue) bool {
 		delete(p.qmu.queues, q)
 	}
 	p.qmu.Unlock()
-	p.in.log.Debug("queue given up", "group", p.opts.Group, "queue", q)
 	return true
 }
 

@@ -33,6 +33,9 @@ type queueTable interface {
 	drop(q MessageQueue) bool
 }
 
+// errShutDown is returned by a queue table that is shutting down.
+var errShutDown = errors.New("client: consumer shut down")
+
 // rebalancer runs a consumer's rebalance: for every subscribed topic it
 // works out the queues this client should hold, under the broker's
 // assignment when the broker offers one and the client's strategy
@@ -57,7 +60,7 @@ func newRebalancer(c *consumerCore, t queueTable) *rebalancer {
 // be worked out keeps what it holds.
 func (r *rebalancer) run() {
 	for _, s := range r.c.subscriptions() {
-		if err := r.topic(s.topic); err != nil {
+		if err := r.topic(s.topic); err != nil && !errors.Is(err, errShutDown) {
 			r.c.in.log.Warn("rebalance failed; keeping the current queues", "group", r.c.opts.Group, "topic", s.topic, "err", err)
 		}
 	}

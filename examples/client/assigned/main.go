@@ -88,9 +88,14 @@ func run(ctx context.Context, namesrv, topic, group string, out io.Writer) error
 				holders[q]++
 			}
 		}
+		// Settled: every queue held once, and (the group's membership
+		// having reached every member) no consumer without a share.
 		settled := len(holders) == len(queues)
 		for _, n := range holders {
 			settled = settled && n == 1
+		}
+		for _, c := range consumers {
+			settled = settled && (len(c.Assigned(topic)) > 0 || len(queues) < len(consumers))
 		}
 		if settled {
 			for _, c := range consumers {
