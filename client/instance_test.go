@@ -100,3 +100,30 @@ func TestQuoteIntKeys(t *testing.T) {
 		t.Fatalf("brokerAddrs %v", got)
 	}
 }
+
+// FuzzDecodeRouteData feeds route bodies, as a name server might send
+// them, to the decoder: it must never panic, and what it accepts must
+// yield sane queue lists.
+func FuzzDecodeRouteData(f *testing.F) {
+	f.Add([]byte(`{"queueDatas":[{"brokerName":"b","readQueueNums":4,"writeQueueNums":4,"perm":6}],"brokerDatas":[{"brokerName":"b","brokerAddrs":{"0":"127.0.0.1:10911"}}]}`))
+	f.Add([]byte(`{"brokerDatas":[{"brokerName":"b","brokerAddrs":{0:"a:1", 1:"b:2"}}]}`))
+	f.Add([]byte(`{0:{1:"x"},"s":"{2:"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rd, err := decodeRouteData(body)
+		if err != nil {
+			return
+		}
+		if len(rd.QueueDatas) > 64 {
+			return // the bound is per broker; many brokers cost proportionally more
+		}
+		r := newTopicRoute("T", rd)
+		if len(r.readQueues) > maxRouteQueues*len(rd.QueueDatas) {
+			t.Fatalf("%d read queues from %d brokers", len(r.readQueues), len(rd.QueueDatas))
+		}
+		for _, q := range append(r.readQueues, r.writeQueues...) {
+			if q.Topic != "T" || q.QueueID < 0 {
+				t.Fatalf("bad queue %v", q)
+			}
+		}
+	})
+}

@@ -117,15 +117,21 @@ func TestPushClusteringEachMessageOnce(t *testing.T) {
 	topic, group := brokertest.Name("T"), brokertest.Name("g")
 	e.createTopic(t, topic, 4)
 	rec := newRecorder()
+	var cs []*PushConsumer
 	for i := range 2 {
 		who := fmt.Sprint("c", i)
 		opts := e.consumerOptions(group)
 		opts.RebalanceInterval = 200 * time.Millisecond
-		startPush(t, opts, topic, Selector{}, ConcurrentFunc(func(_ context.Context, _ *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
+		cs = append(cs, startPush(t, opts, topic, Selector{}, ConcurrentFunc(func(_ context.Context, _ *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
 			rec.add(who, msgs)
 			return ConsumeSuccess
-		}))
+		})))
 	}
+	// While a queue changes hands both members may read it (at least
+	// once, as in RocketMQ); exactly once holds once the group settled.
+	brokertest.Eventually(t, 10*time.Second, "the queues split 2 and 2", func() bool {
+		return len(cs[0].Assigned(topic)) == 2 && len(cs[1].Assigned(topic)) == 2
+	})
 	bodies := e.produce(t, topic, "m", 100)
 	rec.waitDistinct(t, len(bodies), 30*time.Second)
 	counts, total := rec.snapshot()

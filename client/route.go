@@ -20,6 +20,11 @@ type topicRoute struct {
 	readQueues []MessageQueue
 }
 
+// maxRouteQueues bounds the queues one broker may list for a topic in a
+// route, as brokers bound them (1024), so a corrupt or hostile route cannot
+// make the client allocate without bound.
+const maxRouteQueues = 1024
+
 // newTopicRoute derives the queue lists of a route.
 func newTopicRoute(topic string, rd *routeData) *topicRoute {
 	r := &topicRoute{topic: topic, data: rd}
@@ -41,12 +46,12 @@ func newTopicRoute(topic string, rd *routeData) *topicRoute {
 	})
 	for _, qd := range qds {
 		if qd.Perm&permWrite != 0 && masters[qd.BrokerName] {
-			for i := range qd.WriteQueueNums {
+			for i := range min(qd.WriteQueueNums, maxRouteQueues) {
 				r.writeQueues = append(r.writeQueues, MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: int32(i)})
 			}
 		}
 		if qd.Perm&permRead != 0 {
-			for i := range qd.ReadQueueNums {
+			for i := range min(qd.ReadQueueNums, maxRouteQueues) {
 				r.readQueues = append(r.readQueues, MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: int32(i)})
 			}
 		}
