@@ -73,7 +73,7 @@ natsBridge:
 	}
 	// Values the bridge refuses stop the broker when it starts, all at once.
 	for body, want := range map[string][]string{
-		"natsBridge:\n  urls: [nats://a:1]\n  mode: pigeon\n  kinds: [retry, sms]\n":  {`mode "pigeon"`, `event kind "sms"`},
+		"natsBridge:\n  urls: [nats://a:1]\n  mode: pigeon\n  kinds: [retry, sms]\n": {`mode "pigeon"`, `event kind "sms"`},
 		"natsBridge:\n  mode: core\n":                                            {"URL is required"},
 		"natsBridge:\n  urls: [nats://a:1]\n  bodyCap: 1KiB\n  omitBody: true\n": {"contradict"},
 	} {
