@@ -29,9 +29,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/namesrv"
-	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -81,98 +79,15 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func runBroker(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("broker", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		listen     = fs.String("listen", "127.0.0.1:10911", "broker listen address")
-		advertise  = fs.String("advertise", "", "address clients dial (default: the listen address)")
-		nsListen   = fs.String("namesrv-listen", "127.0.0.1:9876", "embedded name server address; empty disables it")
-		nameserver = fs.StringSlice("namesrv", nil, "external name servers to register with (host:port, repeatable or comma-separated)")
-		dataDir    = fs.String("data-dir", "./data", "data directory")
-		flush      = fs.String("flush", "sync", "flush mode: sync (ack after fsync, group commit) or async (fsync on an interval)")
-		configPath = fs.String("config", "", "YAML config file; flags override it")
-		logLevel   = fs.String("log-level", "info", "log level: debug, info, warn or error")
-		pprofAddr  = fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on this address; empty disables")
-		delays     = fs.String("delay-levels", broker.DefaultDelayLevels, "delay of each level, space-separated, units s, m, h or d")
-	)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: broker [flags]\n\nRuns a broker with an embedded name server.\n\nFlags:\n%s", fs.FlagUsages())
+	cfg, pprofAddr, code := brokerConfig(args, stderr)
+	if code >= 0 {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "broker: unknown command %q\n%s", fs.Arg(0), usage)
-		return 2
-	}
-
-	cfg := server.Config{Listen: *listen, NamesrvListen: *nsListen, DataDir: *dataDir}
-	var fc fileConfig
-	if *configPath != "" {
-		var err error
-		if fc, err = loadConfigFile(*configPath); err != nil {
-			fmt.Fprintln(stderr, "broker:", err)
-			return 2
-		}
-		if err := fc.apply(&cfg); err != nil {
-			fmt.Fprintln(stderr, "broker:", err)
-			return 2
-		}
-		if fc.LogLevel != "" && !fs.Changed("log-level") {
-			*logLevel = fc.LogLevel
-		}
-		cfg.PluginSource = pluginSource(*configPath)
-	}
-	// Flags given on the command line win over the file.
-	if fs.Changed("listen") || cfg.Listen == "" {
-		cfg.Listen = *listen
-	}
-	if fs.Changed("advertise") {
-		cfg.Advertise = *advertise
-	}
-	if fs.Changed("namesrv-listen") || fc.NamesrvListen == nil {
-		cfg.NamesrvListen = *nsListen
-	}
-	if fs.Changed("namesrv") {
-		cfg.NameServers = *nameserver
-	}
-	if fs.Changed("data-dir") || cfg.DataDir == "" {
-		cfg.DataDir = *dataDir
-	}
-	if fs.Changed("flush") || fc.Flush == "" {
-		m, err := store.ParseFlushMode(*flush)
+	log := cfg.Logger
+	if pprofAddr != "" {
+		ln, err := net.Listen("tcp", pprofAddr)
 		if err != nil {
-			fmt.Fprintln(stderr, "broker: --flush:", err)
-			return 2
-		}
-		cfg.Store.Flush = m
-	}
-	log, err := newLogger(stderr, *logLevel)
-	if err != nil {
-		fmt.Fprintln(stderr, "broker:", err)
-		return 2
-	}
-	cfg.Logger = log
-	if fs.Changed("delay-levels") {
-		levels, err := broker.ParseDelayLevels(*delays)
-		if err != nil {
-			fmt.Fprintln(stderr, "broker: --delay-levels:", err)
-			return 2
-		}
-		cfg.Broker.DelayLevels = levels
-	}
-	if cfg.NamesrvListen == "" && len(cfg.NameServers) == 0 {
-		log.Warn("no name server: the embedded one is off and --namesrv names none; clients will not find this broker")
-	}
-
-	if *pprofAddr != "" {
-		ln, err := net.Listen("tcp", *pprofAddr)
-		if err != nil {
-			log.Error("pprof listen", "addr", *pprofAddr, "err", err)
+			log.Error("pprof listen", "addr", pprofAddr, "err", err)
 			return 1
 		}
 		defer ln.Close()
@@ -190,24 +105,17 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		log.Error("broker failed to start", "err", err)
 		return 1
 	}
-	for _, tc := range fc.topics() {
-		if err := srv.Broker.CreateTopic(tc); err != nil {
-			log.Error("pre-create topic", "topic", tc.TopicName, "err", err)
-			shutdown(srv, log)
-			return 1
-		}
-	}
 	nsInfo := "off"
 	if srv.NamesrvAddr != "" {
 		nsInfo = srv.NamesrvAddr
 	}
 	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
-		"data_dir", cfg.DataDir, "flush", cfg.Store.Flush.String())
+		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String())
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	for stop := false; !stop; {
+	for {
 		select {
 		case <-hup:
 			// The reload logs its outcome; a refused one leaves the
@@ -217,17 +125,16 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 			cancel()
 		case sig := <-sigs:
 			log.Info("shutting down", "signal", sig.String())
-			stop = true
+			if !shutdown(srv, log) {
+				return 1
+			}
+			return 0
 		case err := <-srv.Err():
 			log.Error("listener failed", "err", err)
 			shutdown(srv, log)
 			return 1
 		}
 	}
-	if !shutdown(srv, log) {
-		return 1
-	}
-	return 0
 }
 
 func shutdown(srv *server.Server, log *slog.Logger) bool {

@@ -81,8 +81,9 @@ func TestConfigFile(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "lots") {
 		t.Fatalf("bad size: exit %d, %q", code, errs)
 	}
-	code, _, errs = runCmd("--config", write("topics:\n  - name: bad topic\n"))
-	if code != 2 || !strings.Contains(errs, "bad topic") {
+	// Values the components refuse stop the broker before it serves.
+	code, _, errs = runCmd("--config", write("topics:\n  - name: bad topic\n"), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--namesrv-listen", "")
+	if code != 1 || !strings.Contains(errs, "broker failed to start") || !strings.Contains(errs, "bad topic") {
 		t.Fatalf("bad topic: exit %d, %q", code, errs)
 	}
 	code, _, errs = runCmd("--config", filepath.Join(dir, "missing.yaml"))
@@ -91,23 +92,20 @@ func TestConfigFile(t *testing.T) {
 	}
 
 	// A good file applies, and flags override it.
-	var fc fileConfig
-	fc, err := loadConfigFile(write("listen: 1.2.3.4:5\nflush: async\nstore:\n  segmentSize: 64MiB\n  retention: 24h\ntopics:\n  - name: Orders\n    queues: 8\n"))
-	if err != nil {
-		t.Fatal(err)
+	path := write("listen: 1.2.3.4:5\nflush: async\ndataDir: /from/file\nstore:\n  segmentSize: 64MiB\n  retention: 24h\ntopics:\n  - name: Orders\n    queues: 8\n")
+	cfg, _, code := brokerConfig([]string{"--config", path, "--data-dir", "/from/flag"}, io.Discard)
+	if code != -1 {
+		t.Fatalf("exit %d", code)
 	}
-	var cfg server.Config
-	if err := fc.apply(&cfg); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Listen != "1.2.3.4:5" || cfg.Store.Flush != store.FlushAsync || cfg.Store.SegmentSize != 64<<20 || cfg.Store.Retention != 24*time.Hour {
+	if cfg.Listen != "1.2.3.4:5" || cfg.DataDir != "/from/flag" || cfg.Store.Flush != store.FlushAsync || cfg.Store.SegmentSize != 64<<20 || cfg.Store.Retention != 24*time.Hour ||
+		cfg.NamesrvListen != server.DefaultNamesrvListen {
 		t.Fatalf("applied config %+v", cfg)
 	}
-	if tops := fc.topics(); len(tops) != 1 || tops[0].TopicName != "Orders" || tops[0].WriteQueueNums != 8 || tops[0].Perm != 6 {
+	if tops := cfg.Broker.Topics; len(tops) != 1 || tops[0].Name != "Orders" || tops[0].Queues != 8 {
 		t.Fatalf("topics %+v", tops)
 	}
-	if _, err := loadConfigFile(write("")); err != nil {
-		t.Fatalf("empty file: %v", err)
+	if cfg, _, code := brokerConfig([]string{"--config", write("")}, io.Discard); code != -1 || cfg.NamesrvListen != server.DefaultNamesrvListen {
+		t.Fatalf("empty file: exit %d, %+v", code, cfg)
 	}
 }
 

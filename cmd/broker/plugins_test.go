@@ -110,12 +110,8 @@ plugins:
     kind: allocate
     module: sticky.wasm
 `)
-	fc, err := loadConfigFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cfg server.Config
-	if err := fc.apply(&cfg); err != nil {
+	if err := cfg.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.Plugins) != 3 {
@@ -141,18 +137,25 @@ plugins:
 		t.Fatalf("allocate plugin %+v", sticky)
 	}
 
-	// Problems only the file can see stop the broker before it starts.
-	for _, c := range []struct{ yaml, want string }{
-		{"plugins:\n  - {name: f, kind: filter, module: m.wasm, groups: [g]}\n", `plugin "f" (plugins[0]): groups are for allocate and txncheck`},
-		{"plugins:\n  - {name: a, kind: allocate, module: m.wasm, expressionType: X}\n", `plugin "a" (plugins[0]): expressionType and failurePolicy are for filter plugins`},
-		{"plugins:\n  - {name: d, kind: filter, module: m.wasm, limits: {deadline: 1s}}\n", `plugin "d" (plugins[0]): limits.deadline bounds untrusted plugins only`},
-		{"plugins:\n  - {name: n, kind: filter}\n", `plugin "n" (plugins[0]): module is required`},
-		{"plugins:\n  - {name: j, kind: filter, module: m.wasm, config: {1: x}}\n", `plugin "j" (plugins[0]): config: line 2: the value cannot be passed as JSON`},
-		{"plugins:\n  - {name: k, kind: filter, module: m.wasm, limit: {}}\n", `field limit not found`},
+	// A file that cannot be read stops the command (exit 2); values the
+	// plugin host refuses stop the broker before it serves (exit 1), each
+	// naming the plugin.
+	for _, c := range []struct {
+		yaml string
+		code int
+		want string
+	}{
+		{"plugins:\n  - {name: f, kind: filter, module: m.wasm, groups: [g]}\n", 1, `plugin \"f\": config: wasm: invalid options: groups are for allocate and txncheck`},
+		{"plugins:\n  - {name: a, kind: allocate, module: m.wasm, expressionType: X}\n", 1, `expression type \"X\" is only for filters`},
+		{"plugins:\n  - {name: a, kind: allocate, module: m.wasm, failurePolicy: open}\n", 1, `failure policy \"open\" is only for filters`},
+		{"plugins:\n  - {name: d, kind: filter, module: m.wasm, limits: {deadline: 1s}}\n", 1, `limits.deadline) bounds untrusted plugins only`},
+		{"plugins:\n  - {name: n, kind: filter}\n", 1, `exactly one of path and module must be set`},
+		{"plugins:\n  - {name: j, kind: filter, module: m.wasm, config: {1: x}}\n", 2, `line 2: config: the value cannot be passed as JSON`},
+		{"plugins:\n  - {name: k, kind: filter, module: m.wasm, limit: {}}\n", 2, `field limit not found`},
 	} {
-		code, _, errs := runCmd("--config", writeFile(t, dir, "bad.yaml", c.yaml), "--data-dir", t.TempDir())
-		if code != 2 || !strings.Contains(errs, c.want) {
-			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", c.yaml, code, errs, c.want)
+		code, _, errs := runCmd("--config", writeFile(t, dir, "bad.yaml", c.yaml), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--namesrv-listen", "")
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", c.yaml, code, errs, c.code, c.want)
 		}
 	}
 }
@@ -193,15 +196,11 @@ func TestPluginStartRefused(t *testing.T) {
 func startWithConfig(t *testing.T, path string) *brokertest.Env {
 	t.Helper()
 	_, cacheDir := jsonfieldModule(t)
-	fc, err := loadConfigFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := server.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: brokertest.Logger()}
-	if err := fc.apply(&cfg); err != nil {
+	if err := cfg.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
-	cfg.PluginSource = pluginSource(path)
+	cfg.PluginSource = server.PluginFile(path)
 	cfg.PluginCacheDir = cacheDir
 	return brokertest.StartConfig(t, cfg)
 }

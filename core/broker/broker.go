@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,89 +36,96 @@ const (
 )
 
 // Options configures a Broker. Zero values mean the documented default.
+// The yaml tags name each field in the broker's config file (at its top
+// level); cfg:"size" marks sizes written with a unit ("4MiB") and
+// cfg:"not" a switch the file states the other way round
+// (autoCreateTopic: false sets DisableAutoCreateTopic).
 type Options struct {
 	// Store holds the broker's messages, offsets and config. Required; the
 	// broker does not close it.
-	Store *store.Store
+	Store *store.Store `yaml:"-"`
 	// BrokerName names this broker in routes. Default "broker-a".
-	BrokerName string
+	BrokerName string `yaml:"brokerName"`
 	// ClusterName is the cluster this broker belongs to. Default
 	// "DefaultCluster".
-	ClusterName string
+	ClusterName string `yaml:"clusterName"`
 	// AdvertiseAddr is the address clients dial, put in routes and in
 	// message ids. Default: the listener's address (an unspecified IP is
 	// replaced with 127.0.0.1).
-	AdvertiseAddr string
+	AdvertiseAddr string `yaml:"-"`
 	// NameServers are registered with at start, every RegisterInterval and
 	// whenever a topic changes.
-	NameServers []string
+	NameServers []string `yaml:"-"`
 	// RegisterInterval is the re-registration period. Default 30 s.
-	RegisterInterval time.Duration
+	RegisterInterval time.Duration `yaml:"registerInterval"`
 	// DisableAutoCreateTopic refuses sends to unknown topics with
 	// TOPIC_NOT_EXIST instead of creating them. Auto-creation is on by
 	// default.
-	DisableAutoCreateTopic bool
+	DisableAutoCreateTopic bool `yaml:"autoCreateTopic" cfg:"not"`
 	// DefaultTopicQueueNums is the queue count of TBW102, the template of
-	// auto-created topics. Default 8.
-	DefaultTopicQueueNums int
+	// auto-created topics, and of Topics that name none. Default 8.
+	DefaultTopicQueueNums int `yaml:"defaultTopicQueueNums"`
+	// Topics are created, or updated to this configuration, by New: before
+	// the broker first registers with the name servers.
+	Topics []TopicOptions `yaml:"topics"`
 	// MaxMessageSize bounds a message body. Default 4 MiB.
-	MaxMessageSize int
+	MaxMessageSize int `yaml:"maxMessageSize" cfg:"size"`
 	// ClientExpiry drops producers and consumers that stop heartbeating.
 	// Default 120 s.
-	ClientExpiry time.Duration
+	ClientExpiry time.Duration `yaml:"clientExpiry"`
 	// MaxPullSuspend caps how long a pull is held. Default 25 s (clients
 	// ask for 20 s and time out at 30 s).
-	MaxPullSuspend time.Duration
+	MaxPullSuspend time.Duration `yaml:"maxPullSuspend"`
 	// PullMaxBytes bounds the body of one pull response. Default 1 MiB.
-	PullMaxBytes int
+	PullMaxBytes int `yaml:"pullMaxBytes" cfg:"size"`
 	// Filters maps subscription expression types ("TAG", "SQL92", plugin
 	// types) to their factories. An empty type means "TAG".
-	Filters map[string]FilterFactory
+	Filters map[string]FilterFactory `yaml:"-"`
 	// DisablePropertyFilter refuses SQL92 subscriptions.
-	DisablePropertyFilter bool
+	DisablePropertyFilter bool `yaml:"enablePropertyFilter" cfg:"not"`
 	// DisablePrefilter turns off evaluating SQL92 subscriptions as
 	// messages arrive; pulls then evaluate every message they scan.
-	DisablePrefilter bool
+	DisablePrefilter bool `yaml:"disablePrefilter"`
 	// DisableNotifyConsumerIDsChanged stops telling consumers at once when
 	// their group's membership changes; they still rebalance every 20 s.
-	DisableNotifyConsumerIDsChanged bool
+	DisableNotifyConsumerIDsChanged bool `yaml:"disableNotifyConsumerIDsChanged"`
 	// DelayLevels are the delays of levels 1, 2, …; default
 	// DefaultDelayLevels. The store must be opened with TagCode(levels).
-	DelayLevels []time.Duration
+	DelayLevels DelayLevels `yaml:"delayLevels"`
 	// MaxTimerDelay bounds how far ahead a timed message may be due.
 	// Default 72 h.
-	MaxTimerDelay time.Duration
+	MaxTimerDelay time.Duration `yaml:"maxTimerDelay"`
 	// Outbox writes an event to the outbox topic (EventsTopic) with every
 	// retry and dead-letter move, for readers such as the NATS bridge.
-	Outbox bool
+	Outbox bool `yaml:"-"`
 	// OutboxMaxBytes bounds the outbox; beyond it the oldest events are
 	// dropped (readers see the gap). Default 1 GiB. Age is bounded by the
 	// store's retention.
-	OutboxMaxBytes int64
+	OutboxMaxBytes int64 `yaml:"outboxMaxBytes" cfg:"size"`
 	// EventSink, if set, is told of every retry and dead-letter event as it
 	// is stored; setting it turns the outbox on.
-	EventSink EventSink
+	EventSink EventSink `yaml:"-"`
 
 	// Orderly consumption and transactions (locks.go, txn.go).
 
 	// QueueLockExpiry is how long a queue lock of an orderly consumer lives
 	// without renewal. Default 60 s.
-	QueueLockExpiry time.Duration
+	QueueLockExpiry time.Duration `yaml:"queueLockExpiry"`
 	// TxnTimeout is how old a half message must be before a
 	// transaction-check policy is first asked about it, and the default
 	// policy's first check. Default 6 s.
-	TxnTimeout time.Duration
+	TxnTimeout time.Duration `yaml:"txnTimeout"`
 	// TxnCheckInterval is the default policy's time between checks, and
 	// the longest the checker sleeps. Default 60 s.
-	TxnCheckInterval time.Duration
+	TxnCheckInterval time.Duration `yaml:"txnCheckInterval"`
 	// TxnCheckMax is how many checks the default policy sends before it
 	// gives up on a half message. Default 15.
-	TxnCheckMax int
+	TxnCheckMax int `yaml:"txnCheckMax"`
 	// TxnPolicy decides what to do with unresolved half messages. Default
 	// DefaultTxnPolicy with the three values above.
-	TxnPolicy TxnPolicy
+	TxnPolicy TxnPolicy `yaml:"-"`
 	// TxnPolicies replaces TxnPolicy for the producer groups it names.
-	TxnPolicies map[string]TxnPolicy
+	TxnPolicies map[string]TxnPolicy `yaml:"-"`
 
 	// GroupAllocator returns the allocator from outside the broker (an
 	// allocate plugin) serving a consumer group at this moment, its name
@@ -125,14 +133,47 @@ type Options struct {
 	// (own) rather than as the default of every group; a nil Allocator
 	// when there is none. Called on every assignment query. Default: none,
 	// only the built-in strategies.
-	GroupAllocator func(group string) (a Allocator, name string, own bool)
+	GroupAllocator func(group string) (a Allocator, name string, own bool) `yaml:"-"`
 
 	// Logger receives the broker's logs. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 }
 
+// TopicOptions is a topic the broker creates at start (Options.Topics).
+type TopicOptions struct {
+	// Name is the topic's name. Required.
+	Name string `yaml:"name"`
+	// Queues is its read and write queue count. Default
+	// Options.DefaultTopicQueueNums.
+	Queues int `yaml:"queues"`
+	// Perm is its permission bits (namesrv.PermRead 4, PermWrite 2).
+	// Default read and write (6).
+	Perm int `yaml:"perm"`
+	// Order marks an orderly topic.
+	Order bool `yaml:"order"`
+}
+
+// DelayLevels are the delays of levels 1, 2, …. As text (a config file,
+// a flag) they are ParseDelayLevels' space-separated list.
+type DelayLevels []time.Duration
+
+// UnmarshalText parses the list with ParseDelayLevels.
+func (l *DelayLevels) UnmarshalText(b []byte) error {
+	v, err := ParseDelayLevels(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// String formats the list as ParseDelayLevels reads it.
+func (l DelayLevels) String() string { return FormatDelayLevels(l) }
+
+// withDefaults returns a copy of o with defaults filled in, or every
+// problem found.
 func (o Options) withDefaults() (Options, error) {
 	if o.BrokerName == "" {
 		o.BrokerName = DefaultBrokerName
@@ -174,6 +215,19 @@ func (o Options) withDefaults() (Options, error) {
 		o.Now = time.Now
 	}
 	errs := o.txnDefaults()
+	o.Topics = slices.Clone(o.Topics)
+	for i := range o.Topics {
+		t := &o.Topics[i]
+		if t.Queues == 0 {
+			t.Queues = o.DefaultTopicQueueNums
+		}
+		if t.Perm == 0 {
+			t.Perm = permRW
+		}
+		if err := checkTopicConfig(t.config()); err != nil {
+			errs = append(errs, fmt.Errorf("broker: topics[%d]: %w", i, err))
+		}
+	}
 	for i, d := range o.DelayLevels {
 		if d < time.Second {
 			errs = append(errs, fmt.Errorf("broker: delay level %d is %v; levels are at least 1s", i+1, d))
@@ -192,6 +246,11 @@ func (o Options) withDefaults() (Options, error) {
 		errs = append(errs, errors.New("broker: broker and cluster names must not contain spaces, commas or colons"))
 	}
 	return o, errors.Join(errs...)
+}
+
+// config returns the topic's configuration.
+func (t TopicOptions) config() TopicConfig {
+	return TopicConfig{TopicName: t.Name, ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: t.Perm, Order: t.Order}
 }
 
 // Broker serves the RocketMQ broker protocol.
@@ -246,6 +305,11 @@ func New(opts Options) (*Broker, error) {
 	b.topics, err = loadTopics(b)
 	if err != nil {
 		return nil, err
+	}
+	for _, t := range opts.Topics {
+		if err := b.topics.put(t.config()); err != nil {
+			return nil, err
+		}
 	}
 	b.clients = newClientTable(b)
 	b.holds = newHoldTable(b)

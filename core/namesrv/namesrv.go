@@ -22,21 +22,23 @@ const (
 )
 
 // Options configures a Server. Zero values mean the documented default.
+// The yaml tags name each field in the broker's config file (section
+// embeddedNamesrv).
 type Options struct {
 	// BrokerExpiry drops a broker that has not registered for this long.
 	// Default 120 s.
-	BrokerExpiry time.Duration
+	BrokerExpiry time.Duration `yaml:"brokerExpiry"`
 	// RetryRoutes answers a route lookup for a retry topic that no broker
 	// registered yet with one queue on every live master. A push consumer
 	// looks up its group's retry topic once at start, before its first
 	// heartbeat creates it, and otherwise only again at its next rebalance;
 	// answering at once lets retries flow from the first second. Default
 	// true; set DisableRetryRoutes to turn it off.
-	DisableRetryRoutes bool
+	DisableRetryRoutes bool `yaml:"disableRetryRoutes"`
 	// Logger receives the server's logs. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 }
 
 // Server is a name server.

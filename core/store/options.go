@@ -33,6 +33,13 @@ func (m FlushMode) String() string {
 	return fmt.Sprintf("FlushMode(%d)", int(m))
 }
 
+// UnmarshalText parses "sync" or "async", as in a config file or a flag.
+func (m *FlushMode) UnmarshalText(b []byte) error {
+	v, err := ParseFlushMode(string(b))
+	*m = v
+	return err
+}
+
 // ParseFlushMode parses "sync" or "async".
 func ParseFlushMode(s string) (FlushMode, error) {
 	switch s {
@@ -60,55 +67,57 @@ const (
 )
 
 // Options configures a Store. Zero values mean the documented default.
+// The yaml tags name each field in the broker's config file (section
+// store); cfg:"size" marks sizes written with a unit ("64MiB").
 type Options struct {
 	// Dir holds the commit log and the index. Required.
-	Dir string
+	Dir string `yaml:"-"`
 	// FS is the filesystem every file goes through. Default vfs.Default.
 	// Tests pass a crashable in-memory filesystem or an error-injecting one.
-	FS vfs.FS
+	FS vfs.FS `yaml:"-"`
 	// SegmentSize is the size of a commit-log segment. Default 1 GiB. It is
 	// fixed for the life of a data directory: opening with another size is
 	// an error.
-	SegmentSize int64
+	SegmentSize int64 `yaml:"segmentSize" cfg:"size"`
 	// Flush is FlushSync (default) or FlushAsync.
-	Flush FlushMode
+	Flush FlushMode `yaml:"flush"`
 	// FlushInterval is the fsync interval under FlushAsync. Default 500 ms.
-	FlushInterval time.Duration
+	FlushInterval time.Duration `yaml:"flushInterval"`
 	// CheckpointInterval is how often partial consume-queue blocks, the
 	// dispatch checkpoint and progress values are persisted. Default 1 s.
-	CheckpointInterval time.Duration
+	CheckpointInterval time.Duration `yaml:"checkpointInterval"`
 	// Retention is how long a segment is kept after its last write.
 	// Default 72 h. Negative keeps segments forever.
-	Retention time.Duration
+	Retention time.Duration `yaml:"retention"`
 	// RetentionInterval is how often retention runs. Default 1 min.
-	RetentionInterval time.Duration
+	RetentionInterval time.Duration `yaml:"retentionInterval"`
 	// DiskHighWater is the fraction of the disk in use above which the
 	// oldest segments are deleted before their retention ends. Default 0.90.
 	// Negative disables it.
-	DiskHighWater float64
+	DiskHighWater float64 `yaml:"diskHighWater"`
 	// MaxPendingBytes bounds the bytes appended but not yet written; an
 	// append waits while it is exceeded. Default 64 MiB.
-	MaxPendingBytes int
+	MaxPendingBytes int `yaml:"maxPendingBytes" cfg:"size"`
 	// Prealloc is how far ahead of the data the active segment is kept
 	// written with zeros (and synced), so that fsyncs cover data only and
 	// not a growing file size. Zero or negative disables it (the default):
 	// on the disks measured so far, the zeroing cost more CPU and p99
 	// latency than the cheaper fsyncs saved.
-	Prealloc int64
+	Prealloc int64 `yaml:"prealloc" cfg:"size"`
 	// IndexCacheSize is the index's block cache. Default 64 MiB.
-	IndexCacheSize int64
+	IndexCacheSize int64 `yaml:"indexCacheSize" cfg:"size"`
 	// TagCode computes the tag code kept in a record's consume-queue unit.
 	// It must depend on the record alone, since recovery calls it again.
 	// Default: message.TagHash of the TAGS property.
-	TagCode func(r message.Record) int64
+	TagCode func(r message.Record) int64 `yaml:"-"`
 	// OnArrive is called after records become visible, once per queue that
 	// received records, with the queue's new max offset. It runs on the
 	// flusher goroutine and must not block.
-	OnArrive func(topic string, queueID int32, maxOffset int64)
+	OnArrive func(topic string, queueID int32, maxOffset int64) `yaml:"-"`
 	// Logger receives the store's logs. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 }
 
 // withDefaults returns a copy of o with defaults filled in, or every problem

@@ -26,12 +26,12 @@ import (
 // upper-cased Name), which may be a new type such as CLASS or one of the
 // built-in TAG and SQL92, which it then replaces.
 type Plugin struct {
-	wasm.Options
+	wasm.Options `yaml:",inline"`
 	// Groups are, for an allocate plugin, the consumer groups whose queues
 	// it assigns and, for a txncheck plugin, the producer groups whose half
 	// messages it decides. Empty makes the plugin the default of its kind
 	// for every group no other plugin names. Filters leave it empty.
-	Groups []string
+	Groups []string `yaml:"groups"`
 }
 
 // pluginSet is one applied plugin list with its lookups. It is immutable;

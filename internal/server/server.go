@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -21,44 +22,72 @@ import (
 	"github.com/rmq-go/rmq/filters/tag"
 )
 
-// Config is everything a broker process runs with.
+// Defaults of Config fields left zero, and of the broker command.
+const (
+	DefaultListen        = "127.0.0.1:10911"
+	DefaultDataDir       = "./data"
+	DefaultNamesrvListen = "127.0.0.1:9876" // the broker command's; Config's default is none
+)
+
+// Config is everything a broker process runs with. Zero values mean the
+// documented default. The yaml tags name each field in the config file
+// (config.go reads it); the components' Options carry their own.
 type Config struct {
-	// DataDir holds the store.
-	DataDir string
+	// DataDir holds the store. Default "./data".
+	DataDir string `yaml:"dataDir"`
 	// Listen is the broker's address; "127.0.0.1:0" picks a free port.
-	Listen string
+	// Default "127.0.0.1:10911".
+	Listen string `yaml:"listen"`
 	// Advertise is the address clients dial; default: Listen's address.
-	Advertise string
+	Advertise string `yaml:"advertise"`
 	// NamesrvListen runs an embedded name server there; empty runs none.
-	NamesrvListen string
+	NamesrvListen string `yaml:"namesrvListen"`
 	// NameServers are external name servers to register with (the
 	// embedded one is added automatically).
-	NameServers []string
+	NameServers []string `yaml:"namesrv"`
 	// Store configures the store; Dir and Logger are filled in.
-	Store store.Options
+	Store store.Options `yaml:"store"`
 	// Broker configures the broker; Store, NameServers, Filters and
-	// Logger are filled in.
-	Broker broker.Options
-	// Namesrv configures the embedded name server.
-	Namesrv namesrv.Options
+	// Logger are filled in. Its keys sit at the top of the config file.
+	Broker broker.Options `yaml:",inline"`
+	// EmbeddedNamesrv configures the embedded name server.
+	EmbeddedNamesrv namesrv.Options `yaml:"embeddedNamesrv"`
 	// NATSBridge, if set, publishes retry and dead-letter events to NATS
 	// (natsbridge.go); it turns the broker's outbox on. Source, Resender,
 	// and empty Cluster, Broker and Logger are filled in.
-	NATSBridge *BridgeOptions
+	NATSBridge *BridgeOptions `yaml:"natsBridge"`
 	// Plugins are the WASM plugins, loaded before the broker serves. If
 	// any fails to load, Start fails naming it: the broker never serves
 	// with part of its plugin list.
-	Plugins []Plugin
+	Plugins []Plugin `yaml:"plugins"`
 	// PluginSource returns the plugin list again for a reload (SIGHUP, the
 	// plugins.reload admin command), typically by re-reading the config
-	// file. Nil reloads the list last applied, which still picks up
-	// changed module files and revives disabled plugins.
-	PluginSource func() ([]Plugin, error)
+	// file (PluginFile). Nil reloads the list last applied, which still
+	// picks up changed module files and revives disabled plugins.
+	PluginSource func() ([]Plugin, error) `yaml:"-"`
 	// PluginCacheDir keeps the plugins' compiled code across restarts.
 	// Default DataDir/plugin-cache.
-	PluginCacheDir string
-	// Logger receives every component's logs.
-	Logger *slog.Logger
+	PluginCacheDir string `yaml:"pluginCacheDir"`
+	// LogLevel is the level of the default Logger. Default info.
+	LogLevel slog.Level `yaml:"logLevel"`
+	// Logger receives every component's logs. Default: text on standard
+	// error at LogLevel.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// withDefaults returns a copy of c with its own defaults filled in; the
+// components fill theirs.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	return c
 }
 
 // Server is a running broker process.
@@ -84,11 +113,9 @@ type Server struct {
 // Start opens the store, starts the embedded name server and the broker,
 // and returns once both accept connections.
 func Start(cfg Config) (*Server, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.DataDir == "" {
-		return nil, errors.New("server: a data directory is required")
+	cfg = cfg.withDefaults()
+	if cfg.NamesrvListen == "" && len(cfg.NameServers) == 0 {
+		cfg.Logger.Warn("no name server: the embedded one is off and namesrv names none; clients will not find this broker")
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 2)}
 
@@ -139,7 +166,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 
 	if nsLn != nil {
-		no := cfg.Namesrv
+		no := cfg.EmbeddedNamesrv
 		if no.Logger == nil {
 			no.Logger = cfg.Logger
 		}

@@ -48,128 +48,138 @@ const (
 )
 
 // Options configures a Bridge. Zero values mean the documented default.
+// The yaml tags name each field in the broker's config file (section
+// natsBridge); cfg:"size" marks sizes written with a unit ("4KiB") and
+// cfg:"path" file names relative to the config file's directory.
 type Options struct {
 	// Source is the outbox the bridge reads and keeps its cursor in.
 	// Required; *broker.Broker satisfies it.
-	Source Source
+	Source Source `yaml:"-"`
 	// Resender serves resend requests. Required when Resend is set;
 	// *broker.Broker satisfies it.
-	Resender Resender
+	Resender Resender `yaml:"-"`
 
 	// URLs are the NATS servers, e.g. "nats://127.0.0.1:4222". Required.
-	URLs []string
+	URLs []string `yaml:"urls"`
 	// Name is the connection's name as the server shows it. Default
 	// "rmq-bridge <cluster>/<broker>".
-	Name string
+	Name string `yaml:"name"`
 	// CredsFile is a user JWT and nkey seed file (.creds).
-	CredsFile string
+	CredsFile string `yaml:"credsFile" cfg:"path"`
 	// NKeySeedFile is a file holding an nkey seed.
-	NKeySeedFile string
+	NKeySeedFile string `yaml:"nkeySeedFile" cfg:"path"`
 	// Token is an authentication token.
-	Token string
+	Token string `yaml:"token"`
 	// User and Password authenticate with a user name and password.
-	User, Password string
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
 	// TLS configures TLS to the servers; zero is plain TCP unless a URL
 	// says tls://.
-	TLS TLSOptions
+	TLS TLSOptions `yaml:"tls"`
 
 	// Mode is ModeJetStream (default) or ModeCore.
-	Mode Mode
+	Mode Mode `yaml:"mode"`
 	// Stream is the JetStream stream expected to store the events; each
 	// publish carries it in the Nats-Expected-Stream header, so a subject
 	// captured by another stream (or none) fails instead of going astray.
 	// Default "RMQ_EVENTS". JetStream mode only.
-	Stream string
+	Stream string `yaml:"stream"`
 	// Provision creates the stream (or updates it to this config) before
 	// the first publish: subjects <prefix>.<cluster>.retry.> and
 	// <prefix>.<cluster>.dlq.>, StreamMaxAge, DuplicateWindow, file
 	// storage unless StreamMemory. Off by default: the stream is the NATS
 	// operator's.
-	Provision bool
+	Provision bool `yaml:"provision"`
 	// StreamMaxAge is the provisioned stream's max age. Default 72 h.
-	StreamMaxAge time.Duration
+	StreamMaxAge time.Duration `yaml:"streamMaxAge"`
 	// DuplicateWindow is the provisioned stream's dedupe window. Default
 	// 2 min; it must cover the longest time a republish can trail the
 	// first publish of the same event (see doc.go).
-	DuplicateWindow time.Duration
+	DuplicateWindow time.Duration `yaml:"duplicateWindow"`
 	// StreamReplicas is the provisioned stream's replica count. Default 1.
-	StreamReplicas int
+	StreamReplicas int `yaml:"streamReplicas"`
 	// StreamMemory provisions the stream with memory storage.
-	StreamMemory bool
+	StreamMemory bool `yaml:"streamMemory"`
 
 	// SubjectPrefix is the first token(s) of every subject. Default "rmq".
-	SubjectPrefix string
+	SubjectPrefix string `yaml:"subjectPrefix"`
 	// Cluster is the cluster name in subjects and message ids. Required
 	// (the wiring passes the broker's).
-	Cluster string
+	Cluster string `yaml:"cluster"`
 	// Broker is the broker name in message ids. Required (the wiring
 	// passes the broker's).
-	Broker string
+	Broker string `yaml:"broker"`
 
 	// Kinds are the event kinds to publish: broker.EventRetry and
 	// broker.EventDLQ. Default both.
-	Kinds []string
+	Kinds []string `yaml:"kinds"`
 	// IncludeGroups and IncludeTopics, when set, publish only events whose
 	// group (or topic) matches one of the patterns; ExcludeGroups and
 	// ExcludeTopics drop events matching any. Patterns use path.Match
 	// syntax ("orders-*", "CID_?"). Events left out still advance the
 	// cursor.
-	IncludeGroups, ExcludeGroups []string
-	IncludeTopics, ExcludeTopics []string
+	IncludeGroups []string `yaml:"includeGroups"`
+	ExcludeGroups []string `yaml:"excludeGroups"`
+	IncludeTopics []string `yaml:"includeTopics"`
+	ExcludeTopics []string `yaml:"excludeTopics"`
 	// Properties are the user properties copied into Rmq-Prop-<name>
 	// headers. Default none.
-	Properties []string
+	Properties []string `yaml:"properties"`
 	// BodyCap bounds the body published with an event. Default 256 KiB;
 	// negative publishes no body.
-	BodyCap int
+	BodyCap int `yaml:"bodyCap" cfg:"size"`
+	// OmitBody publishes no body (BodyCap -1); it contradicts a BodyCap.
+	OmitBody bool `yaml:"omitBody"`
 
 	// MaxInFlight bounds the unacknowledged span of the outbox: events
 	// published but not yet acknowledged, and acknowledged ones waiting for
 	// an earlier event. Default 512.
-	MaxInFlight int
+	MaxInFlight int `yaml:"maxInFlight"`
 	// PublishTimeout bounds the wait for one acknowledgement (or one flush
 	// round trip in core mode). Default 5 s.
-	PublishTimeout time.Duration
+	PublishTimeout time.Duration `yaml:"publishTimeout"`
 	// CursorInterval is how often an advanced cursor is written durably.
 	// Default 200 ms.
-	CursorInterval time.Duration
+	CursorInterval time.Duration `yaml:"cursorInterval"`
 	// ReconnectWait is the pause between reconnect attempts to the same
 	// server. Default 1 s.
-	ReconnectWait time.Duration
+	ReconnectWait time.Duration `yaml:"reconnectWait"`
 	// BackoffMin and BackoffMax bound the pause after a failed publish
 	// before republishing; it doubles per consecutive failure. Defaults
 	// 100 ms and 5 s.
-	BackoffMin, BackoffMax time.Duration
+	BackoffMin time.Duration `yaml:"backoffMin"`
+	BackoffMax time.Duration `yaml:"backoffMax"`
 
 	// Resend serves resend requests on <prefix>.<cluster>.ctl.resend. Off
 	// by default; who may send them is a matter of NATS permissions.
-	Resend bool
+	Resend bool `yaml:"resend"`
 	// ResendKeyTTL is how long a resend's idempotency key is remembered.
 	// Default 24 h.
-	ResendKeyTTL time.Duration
+	ResendKeyTTL time.Duration `yaml:"resendKeyTTL"`
 	// NotFoundGrace delays a "no such dead letter" reply to a request that
 	// names no broker, so that in a cluster the broker holding the dead
 	// letter answers first. Default 250 ms.
-	NotFoundGrace time.Duration
+	NotFoundGrace time.Duration `yaml:"notFoundGrace"`
 
 	// Logger receives the bridge's logs. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 }
 
 // TLSOptions configures TLS to the NATS servers.
 type TLSOptions struct {
 	// Enabled turns TLS on; it is implied by any other field.
-	Enabled bool
+	Enabled bool `yaml:"enabled"`
 	// CAFile verifies the servers' certificates; default the system pool.
-	CAFile string
+	CAFile string `yaml:"caFile" cfg:"path"`
 	// CertFile and KeyFile are a client certificate.
-	CertFile, KeyFile string
+	CertFile string `yaml:"certFile" cfg:"path"`
+	KeyFile  string `yaml:"keyFile" cfg:"path"`
 	// ServerName overrides the name checked in the server's certificate.
-	ServerName string
+	ServerName string `yaml:"serverName"`
 	// InsecureSkipVerify skips verifying the server's certificate (tests).
-	InsecureSkipVerify bool
+	InsecureSkipVerify bool `yaml:"insecureSkipVerify"`
 }
 
 func (t TLSOptions) on() bool {
@@ -201,6 +211,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if len(o.Kinds) == 0 {
 		o.Kinds = []string{broker.EventRetry, broker.EventDLQ}
+	}
+	omitAndCap := o.OmitBody && o.BodyCap != 0
+	if o.OmitBody {
+		o.BodyCap = -1
 	}
 	if o.BodyCap == 0 {
 		o.BodyCap = DefaultBodyCap
@@ -238,7 +252,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return o, o.validate()
+	err := o.validate()
+	if omitAndCap {
+		err = errors.Join(errors.New("natsbridge: omitBody and bodyCap contradict each other"), err)
+	}
+	return o, err
 }
 
 // validate reports every problem with o at once.

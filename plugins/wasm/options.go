@@ -58,55 +58,63 @@ const (
 
 // Options describe one plugin. Zero fields take the default their comment
 // states. Load copies the struct; the caller may reuse it.
+//
+// The yaml tags name each field in an entry of the broker's config file
+// (plugins); a dotted name such as limits.deadline sits in a nested
+// section (limits: {deadline: 1s}). cfg:"not" marks a switch the file
+// states the other way round (trusted: false sets Untrusted), cfg:"path" a
+// file relative to the config file, cfg:"size" a size with a unit and
+// cfg:"json" a value passed as a string's bytes, or else as JSON.
 type Options struct {
 	// Name names the plugin in errors, logs and stats. Required.
-	Name string
+	Name string `yaml:"name"`
 	// Kind is the extension point the plugin serves. Required.
-	Kind Kind
+	Kind Kind `yaml:"kind"`
 	// ExpressionType is, for a filter, the subscription expression type it
 	// serves ("CLASS", "GEO", or an override of "TAG" or "SQL92"). Default
 	// Name. Other kinds must leave it empty.
-	ExpressionType string
+	ExpressionType string `yaml:"expressionType"`
 	// Path is the module file. Exactly one of Path and Module is set.
-	Path string
+	Path string `yaml:"module" cfg:"path"`
 	// Module is the module's bytes, instead of Path.
-	Module []byte
+	Module []byte `yaml:"-"`
 	// SHA256 is the module's expected sha256 in hex; when set, a module
 	// that does not match is refused.
-	SHA256 string
+	SHA256 string `yaml:"sha256"`
 	// Config is passed to the module's broker_init, once per instance.
-	Config []byte
+	Config []byte `yaml:"config" cfg:"json"`
 	// Env is the module's whole environment; the broker's own is never
 	// visible to it.
-	Env map[string]string
+	Env map[string]string `yaml:"env"`
 	// FailurePolicy is what a filter does when the plugin fails: PolicyHold
-	// (the default) or PolicyOpen. Other kinds ignore it.
-	FailurePolicy Policy
+	// (the default) or PolicyOpen. Other kinds must leave it empty.
+	FailurePolicy Policy `yaml:"failurePolicy"`
 	// MaxMemoryPages caps each instance's memory in 64 KiB pages. Default
 	// 256 (16 MiB); at most 32768.
-	MaxMemoryPages uint32
+	MaxMemoryPages uint32 `yaml:"limits.memoryPages"`
 	// Untrusted makes every call run under Deadline; the module's code is
 	// compiled with the checks that let a call be interrupted.
-	Untrusted bool
+	Untrusted bool `yaml:"trusted" cfg:"not"`
 	// Deadline bounds each call of an untrusted plugin. Default 100ms.
-	Deadline time.Duration
+	// Trusted plugins must leave it zero.
+	Deadline time.Duration `yaml:"limits.deadline"`
 	// MaxBinarySize caps the module's size in bytes. Default 32 MiB.
-	MaxBinarySize int64
+	MaxBinarySize int64 `yaml:"limits.maxBinarySize" cfg:"size"`
 	// PoolSize caps the instances serving calls at once. Default
 	// GOMAXPROCS.
-	PoolSize int
+	PoolSize int `yaml:"limits.poolSize"`
 	// MaxFailures is how many traps or timeouts in a row disable the plugin
 	// until its next reload. Default 5.
-	MaxFailures int
+	MaxFailures int `yaml:"limits.maxFailures"`
 	// RecycleAfter replaces an instance after that many calls, bounding
 	// what a leaking plugin can hold. Zero never recycles.
-	RecycleAfter int
+	RecycleAfter int `yaml:"limits.recycleAfter"`
 	// CacheDir keeps compiled code across restarts. Empty keeps it in
 	// memory only. Plugins loaded through a Registry use the registry's.
-	CacheDir string
+	CacheDir string `yaml:"-"`
 	// Logger receives the plugin's log lines and the host's reports about
 	// it. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // withDefaults returns a copy of o with its defaults filled in.
@@ -114,13 +122,13 @@ func (o Options) withDefaults() Options {
 	if o.Kind == KindFilter && o.ExpressionType == "" {
 		o.ExpressionType = o.Name
 	}
-	if o.FailurePolicy == "" {
+	if o.Kind == KindFilter && o.FailurePolicy == "" {
 		o.FailurePolicy = PolicyHold
 	}
 	if o.MaxMemoryPages == 0 {
 		o.MaxMemoryPages = DefaultMaxMemoryPages
 	}
-	if o.Deadline == 0 {
+	if o.Untrusted && o.Deadline == 0 {
 		o.Deadline = DefaultDeadline
 	}
 	if o.MaxBinarySize == 0 {
@@ -162,14 +170,20 @@ func (o *Options) validate() error {
 			bad("sha256 %q is not 64 hex digits", o.SHA256)
 		}
 	}
-	if o.FailurePolicy != PolicyHold && o.FailurePolicy != PolicyOpen {
+	if o.Kind == KindFilter && o.FailurePolicy != PolicyHold && o.FailurePolicy != PolicyOpen {
 		bad("failure policy %q is not hold or open", o.FailurePolicy)
+	}
+	if o.Kind != KindFilter && o.FailurePolicy != "" {
+		bad("failure policy %q is only for filters", o.FailurePolicy)
 	}
 	if o.MaxMemoryPages > MaxMemoryPagesLimit {
 		bad("max memory pages %d is above %d", o.MaxMemoryPages, MaxMemoryPagesLimit)
 	}
 	if o.Deadline < 0 {
 		bad("deadline %v is negative", o.Deadline)
+	}
+	if !o.Untrusted && o.Deadline != 0 {
+		bad("a deadline (limits.deadline) bounds untrusted plugins only; set trusted: false")
 	}
 	if o.MaxBinarySize < 0 {
 		bad("max binary size %d is negative", o.MaxBinarySize)

@@ -1,0 +1,51 @@
+package server
+
+import (
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// TestReadmeConfig decodes the YAML examples of the README: every key they
+// document still reads.
+func TestReadmeConfig(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(readme, -1)
+	if len(blocks) < 3 {
+		t.Fatalf("%d yaml blocks in the README", len(blocks))
+	}
+	for i, b := range blocks {
+		var c Config
+		if err := c.decode(b[1], "/etc/rmq"); err != nil {
+			t.Errorf("README yaml block %d: %v\n%s", i, err, b[1])
+		}
+	}
+	var c Config
+	if err := c.decode(blocks[0][1], "/etc/rmq"); err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Flush != store.FlushSync || c.Store.FlushInterval != 500*time.Millisecond || c.Broker.MaxMessageSize != 4<<20 ||
+		c.Broker.DisableAutoCreateTopic || c.Broker.DisablePropertyFilter || len(c.Broker.Topics) != 1 || c.Plugins[0].Path != "/etc/rmq/jsonfield.wasm" {
+		t.Fatalf("README config %+v", c)
+	}
+}
+
+// TestConfigSwitchesAndMovedKeys reads the keys stated the other way round
+// and those that moved.
+func TestConfigSwitchesAndMovedKeys(t *testing.T) {
+	var c Config
+	err := c.decode([]byte("flush: async\nautoCreateTopic: false\nenablePropertyFilter: false\nnatsBridge: {urls: [nats://a:1], outboxMaxBytes: 1KiB}\n"), "")
+	if err != nil || c.Store.Flush != store.FlushAsync || !c.Broker.DisableAutoCreateTopic || !c.Broker.DisablePropertyFilter ||
+		c.Broker.OutboxMaxBytes != 1024 || c.NATSBridge == nil {
+		t.Fatalf("%v %+v", err, c)
+	}
+	if err := c.decode([]byte("flush: async\nstore: {flush: sync}\n"), ""); err == nil {
+		t.Fatal("flush given twice: no error")
+	}
+}
