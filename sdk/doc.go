@@ -27,6 +27,11 @@
 // SDK's own path reads records in place and allocates nothing per message;
 // a plugin that keeps a value past the call copies it.
 //
+// Properties reads with the broker's own codec (internal/properties, a leaf
+// of this module shared with core/message, which the sdk may not import), so
+// a guest sees a message's properties exactly as the broker's native
+// filters do.
+//
 // A filter's Matcher that implements PropertyReader names the properties
 // its expression reads; the broker then sends only those, which saves the
 // guest most of its work on messages with many properties.

@@ -1,9 +1,9 @@
 package sdk
 
 import (
-	"bytes"
 	"unsafe"
 
+	"github.com/rmq-go/rmq/internal/properties"
 	"github.com/rmq-go/rmq/sdk/abi"
 )
 
@@ -62,26 +62,17 @@ func (m *Message) ReconsumeTimes() int32 { return m.r.ReconsumeTimes }
 func (m *Message) SysFlag() int32 { return m.r.SysFlag }
 
 // Properties is an encoded properties string (key 0x01 value 0x02 ...),
-// read in place. Like Message, it is valid only during the call.
+// read in place. Like Message, it is valid only during the call. It reads
+// with the broker's own codec (internal/properties), so a guest sees the
+// properties exactly as the broker's native filters do.
 type Properties []byte
 
 // Lookup returns the value of key without allocating. A key that appears
 // twice yields its last value; pieces that are not one key and one value are
 // ignored, as the clients ignore them.
 func (p Properties) Lookup(key string) (string, bool) {
-	var (
-		val   []byte
-		found bool
-	)
-	for rest := []byte(p); len(rest) > 0; {
-		var k, v []byte
-		var ok bool
-		k, v, rest, ok = nextPair(rest)
-		if ok && string(k) == key {
-			val, found = v, true
-		}
-	}
-	return view(val), found
+	v, ok := properties.Lookup(p, key)
+	return view(v), ok
 }
 
 // Get returns the value of key, or "".
@@ -95,22 +86,9 @@ func (p Properties) Each(fn func(key, value string) bool) {
 	for rest := []byte(p); len(rest) > 0; {
 		var k, v []byte
 		var ok bool
-		k, v, rest, ok = nextPair(rest)
+		k, v, rest, ok = properties.Next(rest)
 		if ok && !fn(view(k), view(v)) {
 			return
 		}
 	}
-}
-
-// nextPair splits the first piece off rest.
-func nextPair(rest []byte) (k, v, tail []byte, ok bool) {
-	piece := rest
-	if i := bytes.IndexByte(rest, 0x02); i >= 0 {
-		piece, tail = rest[:i], rest[i+1:]
-	}
-	i := bytes.IndexByte(piece, 0x01)
-	if i < 0 || bytes.IndexByte(piece[i+1:], 0x01) >= 0 {
-		return nil, nil, tail, false
-	}
-	return piece[:i], piece[i+1:], tail, true
 }

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
+	"maps"
 
+	"github.com/rmq-go/rmq/internal/properties"
 	"github.com/rmq-go/rmq/sdk/abi"
 )
 
@@ -70,8 +71,8 @@ func AddAllocateTest(t AllocateTest) { state.allocateTests = append(state.alloca
 // AddTxnTest registers a self-test vector for the transaction-check policy.
 func AddTxnTest(t TxnTest) { state.txnTests = append(state.txnTests, t) }
 
-// encodeProperties encodes m with sorted keys, adding TAGS and KEYS unless
-// m sets them.
+// encodeProperties encodes m as the broker stores it, adding TAGS and KEYS
+// unless m sets them.
 func encodeProperties(m map[string]string, tags, keys string) []byte {
 	all := make(map[string]string, len(m)+2)
 	if tags != "" {
@@ -80,22 +81,8 @@ func encodeProperties(m map[string]string, tags, keys string) []byte {
 	if keys != "" {
 		all["KEYS"] = keys
 	}
-	for k, v := range m {
-		all[k] = v
-	}
-	names := make([]string, 0, len(all))
-	for k := range all {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	var b []byte
-	for _, k := range names {
-		b = append(b, k...)
-		b = append(b, 0x01)
-		b = append(b, all[k]...)
-		b = append(b, 0x02)
-	}
-	return b
+	maps.Copy(all, m)
+	return properties.Encode(all)
 }
 
 // vectors encodes every registered test as the call the host would make.

@@ -3,8 +3,9 @@
 // also the PULL_MESSAGE body), the SEND_BATCH_MESSAGE body, message ids and
 // the tag hash.
 //
-// It imports no other package of this module; every other package builds on
-// it.
+// It imports no other package of this module but the leaf
+// internal/properties, which holds the properties codec it shares with the
+// sdk; every other package builds on it.
 //
 // # Properties string
 //
@@ -15,7 +16,10 @@
 // The trailing 0x02 is written after every pair, the last one included. A
 // piece that does not split into exactly one key and one value is ignored when
 // reading. The whole string is at most 32767 bytes, because the stored layout
-// keeps its length in an int16.
+// keeps its length in an int16. [Properties] and [EncodeProperties] are this
+// package's face of the codec in internal/properties, which also serves the
+// sdk's Properties, so the broker and WASM guests read the same bytes the
+// same way.
 //
 // # Stored-message record
 //

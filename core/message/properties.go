@@ -1,9 +1,10 @@
 package message
 
 import (
-	"bytes"
 	"slices"
 	"strings"
+
+	"github.com/rmq-go/rmq/internal/properties"
 )
 
 // Property keys with a meaning to the broker or the clients.
@@ -34,37 +35,19 @@ const (
 	PropertyMaxOffset             = "MAX_OFFSET"
 )
 
-const (
-	nameSep  = 0x01 // between a key and its value
-	valueSep = 0x02 // after every value
-)
-
 // MaxPropertiesLen is the longest properties string the stored layout can
 // hold: its length field is an int16.
-const MaxPropertiesLen = 32767
+const MaxPropertiesLen = properties.MaxLen
 
 // Properties is an encoded properties string (key 0x01 value 0x02 ...). It
 // is used as stored, so reading a property costs a scan and no allocation.
+// The codec itself is internal/properties, shared with the sdk.
 type Properties []byte
 
 // Lookup returns the value of key without allocating. The returned slice
 // aliases p. A key that appears twice yields its last value, as a client
 // decoding into a map would see it.
-func (p Properties) Lookup(key string) ([]byte, bool) {
-	var (
-		val   []byte
-		found bool
-	)
-	for rest := []byte(p); len(rest) > 0; {
-		var k, v []byte
-		var ok bool
-		k, v, rest, ok = nextPair(rest)
-		if ok && string(k) == key {
-			val, found = v, true
-		}
-	}
-	return val, found
-}
+func (p Properties) Lookup(key string) ([]byte, bool) { return properties.Lookup(p, key) }
 
 // Get returns the value of key as a string, or "" if it is absent.
 func (p Properties) Get(key string) string {
@@ -80,38 +63,21 @@ func (p Properties) Has(key string) bool {
 
 // Each calls fn for each well-formed pair in order until fn returns false.
 // The slices alias p.
-func (p Properties) Each(fn func(key, value []byte) bool) { p.each(fn) }
-
-func (p Properties) each(fn func(key, value []byte) bool) {
+func (p Properties) Each(fn func(key, value []byte) bool) {
 	for rest := []byte(p); len(rest) > 0; {
 		var k, v []byte
 		var ok bool
-		k, v, rest, ok = nextPair(rest)
+		k, v, rest, ok = properties.Next(rest)
 		if ok && !fn(k, v) {
 			return
 		}
 	}
 }
 
-// nextPair splits the first piece off rest. ok is false for a piece that
-// does not split into exactly one key and one value; such pieces are
-// ignored, as the clients ignore them.
-func nextPair(rest []byte) (k, v, tail []byte, ok bool) {
-	piece := rest
-	if i := bytes.IndexByte(rest, valueSep); i >= 0 {
-		piece, tail = rest[:i], rest[i+1:]
-	}
-	i := bytes.IndexByte(piece, nameSep)
-	if i < 0 || bytes.IndexByte(piece[i+1:], nameSep) >= 0 {
-		return nil, nil, tail, false
-	}
-	return piece[:i], piece[i+1:], tail, true
-}
-
 // Map decodes p into a new map.
 func (p Properties) Map() map[string]string {
 	m := make(map[string]string, 8)
-	p.each(func(k, v []byte) bool {
+	p.Each(func(k, v []byte) bool {
 		m[string(k)] = string(v)
 		return true
 	})
@@ -122,7 +88,7 @@ func (p Properties) Map() map[string]string {
 // receiver is not modified.
 func (p Properties) With(key, value string) Properties {
 	out := make(Properties, 0, len(p)+len(key)+len(value)+2)
-	p.each(func(k, v []byte) bool {
+	p.Each(func(k, v []byte) bool {
 		if string(k) != key {
 			out = appendPair(out, k, v)
 		}
@@ -134,7 +100,7 @@ func (p Properties) With(key, value string) Properties {
 // Without returns a copy of p with the given keys removed.
 func (p Properties) Without(keys ...string) Properties {
 	out := make(Properties, 0, len(p))
-	p.each(func(k, v []byte) bool {
+	p.Each(func(k, v []byte) bool {
 		if !slices.Contains(keys, string(k)) {
 			out = appendPair(out, k, v)
 		}
@@ -147,30 +113,9 @@ func (p Properties) Without(keys ...string) Properties {
 // encodes to the same bytes. Pairs with an empty key or value are skipped (a
 // client never sends them), and so are keys or values holding a separator
 // byte, which could not be read back.
-func EncodeProperties(m map[string]string) Properties {
-	keys := make([]string, 0, len(m))
-	n := 0
-	for k, v := range m {
-		if k == "" || v == "" || strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
-			continue
-		}
-		keys = append(keys, k)
-		n += len(k) + len(v) + 2
-	}
-	slices.Sort(keys)
-	out := make(Properties, 0, n)
-	for _, k := range keys {
-		out = appendPair(out, []byte(k), []byte(m[k]))
-	}
-	return out
-}
+func EncodeProperties(m map[string]string) Properties { return properties.Encode(m) }
 
-func appendPair(dst Properties, k, v []byte) Properties {
-	dst = append(dst, k...)
-	dst = append(dst, nameSep)
-	dst = append(dst, v...)
-	return append(dst, valueSep)
-}
+func appendPair(dst Properties, k, v []byte) Properties { return properties.AppendPair(dst, k, v) }
 
 // Tags returns the TAGS property, or "".
 func (p Properties) Tags() string { return p.Get(PropertyTags) }

@@ -3,8 +3,9 @@
 // it against a message's properties without allocating, and a Cache that
 // shares one compiled expression among all subscriptions that use it.
 //
-// It imports only the standard library and core/message, so it also builds
-// for GOOS=wasip1 and runs inside WebAssembly filter plugins.
+// It imports only the standard library and core/message (which reads
+// properties with the leaf codec internal/properties), so it also builds for
+// GOOS=wasip1 and runs inside WebAssembly filter plugins.
 //
 // As a broker filter, an *Expr passes every consume-queue tag hash
 // (MatchTagHash is always true) and asks for each record (NeedsRecord is

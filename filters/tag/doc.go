@@ -2,8 +2,9 @@
 // (and "", which clients send for the same thing): parsing one once, and
 // matching messages against it by tag hash or by tag string.
 //
-// It imports only the standard library and core/message, so it also builds
-// for GOOS=wasip1 and runs inside WebAssembly filter plugins.
+// It imports only the standard library and core/message (which reads
+// properties with the leaf codec internal/properties), so it also builds for
+// GOOS=wasip1 and runs inside WebAssembly filter plugins.
 //
 // # Grammar
 //
