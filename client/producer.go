@@ -69,11 +69,6 @@ const (
 	DefaultDefaultTopicQueueNums = 4
 )
 
-// createTopicKey is the topic whose route a producer borrows for a topic
-// the name servers do not know yet, and that the broker copies when it
-// creates the topic.
-const createTopicKey = "TBW102"
-
 // withDefaults returns a copy of o with defaults filled in, or every
 // problem found.
 func (o ProducerOptions) withDefaults() (ProducerOptions, error) {
@@ -557,12 +552,12 @@ func (p *Producer) writeQueues(ctx context.Context, in *instance, topic string) 
 			return nil, err
 		}
 	}
-	rd, terr := in.fetchRoute(ctx, createTopicKey)
+	rd, terr := in.fetchRoute(ctx, remoting.AutoCreateTopicKey)
 	if terr != nil {
 		if err == nil {
 			return nil, fmt.Errorf("%w: no writable queue of %s", ErrNoQueue, topic)
 		}
-		return nil, fmt.Errorf("%w (nor is %s known: %v)", err, createTopicKey, terr)
+		return nil, fmt.Errorf("%w (nor is %s known: %v)", err, remoting.AutoCreateTopicKey, terr)
 	}
 	n := p.opts.DefaultTopicQueueNums
 	for i := range rd.QueueDatas {
@@ -572,7 +567,7 @@ func (p *Producer) writeQueues(ctx context.Context, in *instance, topic string) 
 	}
 	r = in.storeRoute(topic, rd)
 	if len(r.writeQueues) == 0 {
-		return nil, fmt.Errorf("%w: no writable queue of %s (nor of %s)", ErrNoQueue, topic, createTopicKey)
+		return nil, fmt.Errorf("%w: no writable queue of %s (nor of %s)", ErrNoQueue, topic, remoting.AutoCreateTopicKey)
 	}
 	return r.writeQueues, nil
 }
@@ -695,7 +690,7 @@ func (p *Producer) request(o *outgoing, q MessageQueue) *remoting.Command {
 		return remoting.NewRequest(remoting.SendBatchMessage, map[string]string{
 			"a": p.opts.Group,
 			"b": o.topic,
-			"c": createTopicKey,
+			"c": remoting.AutoCreateTopicKey,
 			"d": strconv.Itoa(p.opts.DefaultTopicQueueNums),
 			"e": qid,
 			"f": "0",
@@ -712,7 +707,7 @@ func (p *Producer) request(o *outgoing, q MessageQueue) *remoting.Command {
 	return remoting.NewRequest(remoting.SendMessage, map[string]string{
 		"producerGroup":         p.opts.Group,
 		"topic":                 o.topic,
-		"defaultTopic":          createTopicKey,
+		"defaultTopic":          remoting.AutoCreateTopicKey,
 		"defaultTopicQueueNums": strconv.Itoa(p.opts.DefaultTopicQueueNums),
 		"queueId":               qid,
 		"sysFlag":               strconv.Itoa(int(o.sysFlag)),

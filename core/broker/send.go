@@ -102,7 +102,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 			return response(req, code, "send: %v", err)
 		}
 	}
-	if tc.Perm&permWrite == 0 {
+	if tc.Perm&remoting.PermWrite == 0 {
 		return response(req, remoting.NoPermission, "send: topic %s is not writable (perm %d)", h.topic, tc.Perm)
 	}
 	qid := h.queueID
@@ -263,8 +263,6 @@ func (b *Broker) sendResponse(req *remoting.Command, msgs []*message.Message) *r
 	}
 	return resp
 }
-
-const permWrite = 2
 
 // sentQueue is the queue a message was sent to: for a half message or a
 // delayed one parked elsewhere, the queue it will end up in.
