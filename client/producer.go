@@ -684,42 +684,21 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 // request builds the SEND_MESSAGE, or for a batch SEND_BATCH_MESSAGE with
 // the one-letter V2 header (spec §6.1, §6.2).
 func (p *Producer) request(o *outgoing, q MessageQueue) *remoting.Command {
-	born := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	qid := strconv.Itoa(int(q.QueueID))
-	if o.batch {
-		return remoting.NewRequest(remoting.SendBatchMessage, map[string]string{
-			"a": p.opts.Group,
-			"b": o.topic,
-			"c": remoting.AutoCreateTopicKey,
-			"d": strconv.Itoa(p.opts.DefaultTopicQueueNums),
-			"e": qid,
-			"f": "0",
-			"g": born,
-			"h": "0",
-			"i": "",
-			"j": "0",
-			"k": "false",
-			"l": "0",
-			"m": "true",
-			"n": q.BrokerName,
-		}, o.body)
+	h := remoting.SendHeader{
+		ProducerGroup:         p.opts.Group,
+		Topic:                 o.topic,
+		DefaultTopic:          remoting.AutoCreateTopicKey,
+		DefaultTopicQueueNums: int32(p.opts.DefaultTopicQueueNums),
+		QueueID:               q.QueueID,
+		BornTimestamp:         time.Now().UnixMilli(),
+		BrokerName:            q.BrokerName,
 	}
-	return remoting.NewRequest(remoting.SendMessage, map[string]string{
-		"producerGroup":         p.opts.Group,
-		"topic":                 o.topic,
-		"defaultTopic":          remoting.AutoCreateTopicKey,
-		"defaultTopicQueueNums": strconv.Itoa(p.opts.DefaultTopicQueueNums),
-		"queueId":               qid,
-		"sysFlag":               strconv.Itoa(int(o.sysFlag)),
-		"bornTimestamp":         born,
-		"flag":                  strconv.Itoa(int(o.flag)),
-		"properties":            o.props,
-		"reconsumeTimes":        "0",
-		"unitMode":              "false",
-		"maxReconsumeTimes":     "0",
-		"batch":                 "false",
-		"bname":                 q.BrokerName,
-	}, o.body)
+	if o.batch {
+		h.Batch = true
+		return remoting.NewRequest(remoting.SendBatchMessage, h.ExtFields(true), o.body)
+	}
+	h.SysFlag, h.Flag, h.Properties = o.sysFlag, o.flag, o.props
+	return remoting.NewRequest(remoting.SendMessage, h.ExtFields(false), o.body)
 }
 
 // sendTo sends o to q's broker master once and records the latency with
