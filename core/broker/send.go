@@ -124,15 +124,10 @@ func (b *Broker) storedPropertiesString(props string) (message.Properties, error
 	if strings.Contains(props, message.PropertyWaitStoreOK) || strings.Contains(props, message.PropertyCluster) {
 		return b.storedProperties(message.Properties(props))
 	}
-	p := make(message.Properties, 0, len(props)+len(message.PropertyCluster)+len(b.opts.ClusterName)+2)
-	p = append(p, props...)
-	if len(p) > 0 && p[len(p)-1] != 2 {
-		p = append(p, 2)
-	}
-	p = append(p, message.PropertyCluster...)
-	p = append(p, 1)
-	p = append(p, b.opts.ClusterName...)
-	p = append(p, 2)
+	// Room for the pair and its separators, and one for a last separator
+	// the client may have left off.
+	p := make(message.Properties, 0, len(props)+len(message.PropertyCluster)+len(b.opts.ClusterName)+3)
+	p = message.AppendProperty(append(p, props...), message.PropertyCluster, b.opts.ClusterName)
 	if len(p) > message.MaxPropertiesLen {
 		return nil, message.ErrPropertiesTooLong
 	}

@@ -165,6 +165,21 @@ func EncodeProperties(m map[string]string) Properties {
 	return out
 }
 
+// AppendProperty appends the pair key, value to dst like append, so a
+// caller that sized dst leaves it allocation-free. A dst that does not end
+// with a value separator (a client may leave the last one off) gets one
+// first, so every pair already in dst reads as before. It does not check
+// for key already being present: Lookup then yields the appended value.
+func AppendProperty(dst Properties, key, value string) Properties {
+	if len(dst) > 0 && dst[len(dst)-1] != valueSep {
+		dst = append(dst, valueSep)
+	}
+	dst = append(dst, key...)
+	dst = append(dst, nameSep)
+	dst = append(dst, value...)
+	return append(dst, valueSep)
+}
+
 func appendPair(dst Properties, k, v []byte) Properties {
 	dst = append(dst, k...)
 	dst = append(dst, nameSep)
