@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,8 +79,8 @@ func (o ProducerOptions) withDefaults() (ProducerOptions, error) {
 	o.Client = client
 	if o.Group == "" {
 		problems = append(problems, "Group is empty")
-	} else if !validTopic(o.Group) {
-		problems = append(problems, fmt.Sprintf("Group %q has characters other than letters, digits, %%, |, _ and -", o.Group))
+	} else if err := remoting.ValidateTopicName(o.Group); err != nil {
+		problems = append(problems, "Group: "+err.Error())
 	}
 	if o.SendTimeout < 0 {
 		problems = append(problems, fmt.Sprintf("SendTimeout %v is negative", o.SendTimeout))
@@ -583,9 +582,6 @@ type outgoing struct {
 	msgID   string // UNIQ_KEY, or the batch's joined with ","
 }
 
-// validTopic reports whether s is a legal topic or group name.
-var validTopic = regexp.MustCompile(`^[%|a-zA-Z0-9_-]{1,127}$`).MatchString
-
 // prepare checks msgs and encodes them for sending; transactional marks a
 // half message.
 func (p *Producer) prepare(msgs []*Message, transactional bool) (*outgoing, error) {
@@ -611,11 +607,13 @@ func (p *Producer) prepare(msgs []*Message, transactional bool) (*outgoing, erro
 
 // check validates one message.
 func (p *Producer) check(m *Message) error {
-	switch {
-	case m.Topic == "":
+	if m.Topic == "" {
 		return fmt.Errorf("%w: no topic", ErrInvalidMessage)
-	case !validTopic(m.Topic):
-		return fmt.Errorf("%w: topic %q is longer than 127 bytes or has characters other than letters, digits, %%, |, _ and -", ErrInvalidMessage, m.Topic)
+	}
+	if err := remoting.ValidateTopicName(m.Topic); err != nil {
+		return fmt.Errorf("%w: topic: %v", ErrInvalidMessage, err)
+	}
+	switch {
 	case len(m.Body) == 0:
 		return fmt.Errorf("%w: empty body (topic %s)", ErrInvalidMessage, m.Topic)
 	case len(m.Body) > p.opts.MaxMessageSize:

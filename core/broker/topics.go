@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
@@ -42,19 +41,10 @@ const (
 var ErrBadTopic = errors.New("broker: invalid topic")
 
 // ValidateTopic checks a topic name: 1 to 127 characters of
-// [%|a-zA-Z0-9_-].
+// [%|a-zA-Z0-9_-] (remoting.ValidateTopicName).
 func ValidateTopic(topic string) error {
-	if topic == "" {
-		return fmt.Errorf("%w: the topic name is empty", ErrBadTopic)
-	}
-	if len(topic) > message.MaxTopicLen {
-		return fmt.Errorf("%w: %q is longer than %d characters", ErrBadTopic, topic[:20]+"…", message.MaxTopicLen)
-	}
-	for i := 0; i < len(topic); i++ {
-		c := topic[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '%' || c == '|' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q holds %q; allowed are letters, digits, %%, |, _ and -", ErrBadTopic, topic, c)
-		}
+	if err := remoting.ValidateTopicName(topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadTopic, err)
 	}
 	return nil
 }

@@ -1,5 +1,12 @@
 package remoting
 
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rmq-go/rmq/core/message"
+)
+
 // The JSON bodies that brokers, name servers and clients exchange, and the
 // topic constants they carry. Field names are RocketMQ's; each type names
 // the request codes whose body it is. They live here so that the broker,
@@ -23,6 +30,25 @@ const (
 	// DLQGroupTopicPrefix prefixes a consumer group's dead-letter topic.
 	DLQGroupTopicPrefix = "%DLQ%"
 )
+
+// ValidateTopicName checks a topic or group name against RocketMQ's rule:
+// 1 to message.MaxTopicLen bytes of letters, digits, %, | , _ and -. The
+// error says what is wrong; callers wrap it in a sentinel of their own.
+func ValidateTopicName(name string) error {
+	if name == "" {
+		return errors.New("the name is empty")
+	}
+	if len(name) > message.MaxTopicLen {
+		return fmt.Errorf("%q is longer than %d characters", name[:20]+"…", message.MaxTopicLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '%' || c == '|' || c == '_' || c == '-') {
+			return fmt.Errorf("%q holds %q; allowed are letters, digits, %%, |, _ and -", name, c)
+		}
+	}
+	return nil
+}
 
 // TopicConfig is a topic as a broker keeps it and registers it in
 // REGISTER_BROKER (TopicConfigWrapper.TopicConfigTable). Brokers also

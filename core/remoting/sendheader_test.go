@@ -114,3 +114,20 @@ func FuzzDecodeSendHeader(f *testing.F) {
 		}
 	})
 }
+
+func TestValidateTopicName(t *testing.T) {
+	for name, want := range map[string]string{
+		"T":                      "",
+		"%RETRY%g|a_b-c9":        "",
+		strings.Repeat("x", 127): "",
+		"":                       "empty",
+		strings.Repeat("x", 128): "longer than 127",
+		"bad topic":              "allowed are",
+		"caf\u00e9":              "allowed are",
+	} {
+		err := ValidateTopicName(name)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("ValidateTopicName(%.20q) = %v, want %q", name, err, want)
+		}
+	}
+}
