@@ -202,7 +202,7 @@ func (in *instance) consumerIDs(ctx context.Context, group, topic string) ([]str
 	if resp.Code != remoting.Success {
 		return nil, brokerError(resp)
 	}
-	var body consumerListBody
+	var body remoting.ConsumerListBody
 	if err := json.Unmarshal(resp.Body, &body); err != nil {
 		return nil, fmt.Errorf("consumer list from %s: %w", addr, err)
 	}
@@ -226,7 +226,7 @@ func (in *instance) lockBatch(ctx context.Context, brokerName, group string, qs 
 	if err != nil || resp == nil {
 		return nil, err
 	}
-	var res lockBatchResult
+	var res remoting.LockBatchResult[MessageQueue]
 	if err := json.Unmarshal(resp.Body, &res); err != nil {
 		return nil, fmt.Errorf("lock answer from %s: %w", brokerName, err)
 	}
@@ -249,7 +249,7 @@ func (in *instance) lockRequest(ctx context.Context, code int16, brokerName, gro
 	if err != nil {
 		return nil, err
 	}
-	body, _ := json.Marshal(lockBatchBody{ConsumerGroup: group, ClientID: in.id, MqSet: qs})
+	body, _ := json.Marshal(remoting.LockBatchBody[MessageQueue]{ConsumerGroup: group, ClientID: in.id, MQSet: qs})
 	resp, err := in.invoke(ctx, addr, remoting.NewRequest(code, map[string]string{}, body))
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
 )
 
 // MessageModel is how a consumer group shares a topic.
@@ -79,7 +80,7 @@ type subscription struct {
 	topic string
 	sel   Selector
 	tags  []string // the tag set of a TAG expression; empty means all
-	data  subscriptionData
+	data  remoting.SubscriptionData
 }
 
 // newSubscription parses sel for topic.
@@ -91,7 +92,7 @@ func newSubscription(topic string, sel Selector) (*subscription, error) {
 		sel.Type = ExpressionTag
 	}
 	s := &subscription{topic: topic, sel: sel}
-	d := subscriptionData{Topic: topic, SubString: sel.Expression, ExpressionType: sel.Type, TagsSet: []string{}, CodeSet: []string{}, SubVersion: time.Now().UnixNano()}
+	d := remoting.SubscriptionData{Topic: topic, SubString: sel.Expression, ExpressionType: sel.Type, TagsSet: []string{}, CodeSet: []string{}, SubVersion: time.Now().UnixNano()}
 	if sel.Type == ExpressionTag {
 		expr := strings.TrimSpace(sel.Expression)
 		if expr == "" || expr == "*" {
@@ -129,7 +130,7 @@ func (s *subscription) matches(msg *MessageExt) bool {
 }
 
 // retryTopic is the retry topic of a consumer group.
-func retryTopic(group string) string { return "%RETRY%" + group }
+func retryTopic(group string) string { return remoting.RetryGroupTopicPrefix + group }
 
 // ConsumerOptions configures a push or lite pull consumer. The zero value
 // of each field means its default, except Group and Client.NameServers.
@@ -326,9 +327,9 @@ func (c *consumerCore) subscription(topic string) *subscription {
 }
 
 // heartbeat implements consumerMember.
-func (c *consumerCore) heartbeat() consumerData {
-	cd := consumerData{GroupName: c.opts.Group, ConsumeType: c.kind, MessageModel: c.opts.Model.String(),
-		ConsumeFromWhere: c.opts.ConsumeFrom.String(), SubscriptionDataSet: []subscriptionData{}}
+func (c *consumerCore) heartbeat() remoting.ConsumerData {
+	cd := remoting.ConsumerData{GroupName: c.opts.Group, ConsumeType: c.kind, MessageModel: c.opts.Model.String(),
+		ConsumeFromWhere: c.opts.ConsumeFrom.String(), SubscriptionDataSet: []remoting.SubscriptionData{}}
 	for _, s := range c.subscriptions() {
 		cd.SubscriptionDataSet = append(cd.SubscriptionDataSet, s.data)
 	}
@@ -392,7 +393,7 @@ func (c *consumerCore) startCore(member consumerMember) error {
 	ctx, cancel := in.ctx()
 	defer cancel()
 	for _, s := range c.subscriptions() {
-		if _, err := in.updateRoute(ctx, s.topic); err != nil && !strings.HasPrefix(s.topic, "%RETRY%") {
+		if _, err := in.updateRoute(ctx, s.topic); err != nil && !strings.HasPrefix(s.topic, remoting.RetryGroupTopicPrefix) {
 			in.release()
 			return fmt.Errorf("client: route of %s: %w", s.topic, err)
 		}

@@ -56,7 +56,7 @@ type producerMember interface {
 // consumerMember is what the instance needs of a consumer group.
 type consumerMember interface {
 	// heartbeat is the group's part of a heartbeat.
-	heartbeat() consumerData
+	heartbeat() remoting.ConsumerData
 	// topics are the subscribed topics, retry topic included.
 	topics() []string
 	// rebalanceSoon asks the consumer to rebalance now; it must not block.
@@ -293,9 +293,9 @@ func (in *instance) heartbeat() error {
 	in.hbMu.Lock()
 	defer in.hbMu.Unlock()
 	in.mu.Lock()
-	hb := heartbeatData{ClientID: in.id, ProducerDataSet: []producerData{}, ConsumerDataSet: []consumerData{}}
+	hb := remoting.HeartbeatData{ClientID: in.id, ProducerDataSet: []remoting.ProducerData{}, ConsumerDataSet: []remoting.ConsumerData{}}
 	for g := range in.mu.producers {
-		hb.ProducerDataSet = append(hb.ProducerDataSet, producerData{GroupName: g})
+		hb.ProducerDataSet = append(hb.ProducerDataSet, remoting.ProducerData{GroupName: g})
 	}
 	consumers := make([]consumerMember, 0, len(in.mu.consumers))
 	for _, c := range in.mu.consumers {

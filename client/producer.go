@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,11 +68,6 @@ const (
 	DefaultDefaultTopicQueueNums = 4
 )
 
-// createTopicKey is the topic whose route a producer borrows for a topic
-// the name servers do not know yet, and that the broker copies when it
-// creates the topic.
-const createTopicKey = "TBW102"
-
 // withDefaults returns a copy of o with defaults filled in, or every
 // problem found.
 func (o ProducerOptions) withDefaults() (ProducerOptions, error) {
@@ -85,8 +79,8 @@ func (o ProducerOptions) withDefaults() (ProducerOptions, error) {
 	o.Client = client
 	if o.Group == "" {
 		problems = append(problems, "Group is empty")
-	} else if !validTopic(o.Group) {
-		problems = append(problems, fmt.Sprintf("Group %q has characters other than letters, digits, %%, |, _ and -", o.Group))
+	} else if err := remoting.ValidateTopicName(o.Group); err != nil {
+		problems = append(problems, "Group: "+err.Error())
 	}
 	if o.SendTimeout < 0 {
 		problems = append(problems, fmt.Sprintf("SendTimeout %v is negative", o.SendTimeout))
@@ -557,12 +551,12 @@ func (p *Producer) writeQueues(ctx context.Context, in *instance, topic string) 
 			return nil, err
 		}
 	}
-	rd, terr := in.fetchRoute(ctx, createTopicKey)
+	rd, terr := in.fetchRoute(ctx, remoting.AutoCreateTopicKey)
 	if terr != nil {
 		if err == nil {
 			return nil, fmt.Errorf("%w: no writable queue of %s", ErrNoQueue, topic)
 		}
-		return nil, fmt.Errorf("%w (nor is %s known: %v)", err, createTopicKey, terr)
+		return nil, fmt.Errorf("%w (nor is %s known: %v)", err, remoting.AutoCreateTopicKey, terr)
 	}
 	n := p.opts.DefaultTopicQueueNums
 	for i := range rd.QueueDatas {
@@ -572,7 +566,7 @@ func (p *Producer) writeQueues(ctx context.Context, in *instance, topic string) 
 	}
 	r = in.storeRoute(topic, rd)
 	if len(r.writeQueues) == 0 {
-		return nil, fmt.Errorf("%w: no writable queue of %s (nor of %s)", ErrNoQueue, topic, createTopicKey)
+		return nil, fmt.Errorf("%w: no writable queue of %s (nor of %s)", ErrNoQueue, topic, remoting.AutoCreateTopicKey)
 	}
 	return r.writeQueues, nil
 }
@@ -587,9 +581,6 @@ type outgoing struct {
 	batch   bool
 	msgID   string // UNIQ_KEY, or the batch's joined with ","
 }
-
-// validTopic reports whether s is a legal topic or group name.
-var validTopic = regexp.MustCompile(`^[%|a-zA-Z0-9_-]{1,127}$`).MatchString
 
 // prepare checks msgs and encodes them for sending; transactional marks a
 // half message.
@@ -616,11 +607,13 @@ func (p *Producer) prepare(msgs []*Message, transactional bool) (*outgoing, erro
 
 // check validates one message.
 func (p *Producer) check(m *Message) error {
-	switch {
-	case m.Topic == "":
+	if m.Topic == "" {
 		return fmt.Errorf("%w: no topic", ErrInvalidMessage)
-	case !validTopic(m.Topic):
-		return fmt.Errorf("%w: topic %q is longer than 127 bytes or has characters other than letters, digits, %%, |, _ and -", ErrInvalidMessage, m.Topic)
+	}
+	if err := remoting.ValidateTopicName(m.Topic); err != nil {
+		return fmt.Errorf("%w: topic: %v", ErrInvalidMessage, err)
+	}
+	switch {
 	case len(m.Body) == 0:
 		return fmt.Errorf("%w: empty body (topic %s)", ErrInvalidMessage, m.Topic)
 	case len(m.Body) > p.opts.MaxMessageSize:
@@ -689,42 +682,21 @@ func (p *Producer) prepareBatch(msgs []*Message) (*outgoing, error) {
 // request builds the SEND_MESSAGE, or for a batch SEND_BATCH_MESSAGE with
 // the one-letter V2 header (spec §6.1, §6.2).
 func (p *Producer) request(o *outgoing, q MessageQueue) *remoting.Command {
-	born := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	qid := strconv.Itoa(int(q.QueueID))
-	if o.batch {
-		return remoting.NewRequest(remoting.SendBatchMessage, map[string]string{
-			"a": p.opts.Group,
-			"b": o.topic,
-			"c": createTopicKey,
-			"d": strconv.Itoa(p.opts.DefaultTopicQueueNums),
-			"e": qid,
-			"f": "0",
-			"g": born,
-			"h": "0",
-			"i": "",
-			"j": "0",
-			"k": "false",
-			"l": "0",
-			"m": "true",
-			"n": q.BrokerName,
-		}, o.body)
+	h := remoting.SendHeader{
+		ProducerGroup:         p.opts.Group,
+		Topic:                 o.topic,
+		DefaultTopic:          remoting.AutoCreateTopicKey,
+		DefaultTopicQueueNums: int32(p.opts.DefaultTopicQueueNums),
+		QueueID:               q.QueueID,
+		BornTimestamp:         time.Now().UnixMilli(),
+		BrokerName:            q.BrokerName,
 	}
-	return remoting.NewRequest(remoting.SendMessage, map[string]string{
-		"producerGroup":         p.opts.Group,
-		"topic":                 o.topic,
-		"defaultTopic":          createTopicKey,
-		"defaultTopicQueueNums": strconv.Itoa(p.opts.DefaultTopicQueueNums),
-		"queueId":               qid,
-		"sysFlag":               strconv.Itoa(int(o.sysFlag)),
-		"bornTimestamp":         born,
-		"flag":                  strconv.Itoa(int(o.flag)),
-		"properties":            o.props,
-		"reconsumeTimes":        "0",
-		"unitMode":              "false",
-		"maxReconsumeTimes":     "0",
-		"batch":                 "false",
-		"bname":                 q.BrokerName,
-	}, o.body)
+	if o.batch {
+		h.Batch = true
+		return remoting.NewRequest(remoting.SendBatchMessage, h.ExtFields(true), o.body)
+	}
+	h.SysFlag, h.Flag, h.Properties = o.sysFlag, o.flag, o.props
+	return remoting.NewRequest(remoting.SendMessage, h.ExtFields(false), o.body)
 }
 
 // sendTo sends o to q's broker master once and records the latency with

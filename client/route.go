@@ -11,7 +11,7 @@ import (
 // topicRoute is a topic's route as this client uses it.
 type topicRoute struct {
 	topic string
-	data  *routeData
+	data  *remoting.TopicRouteData
 	// writeQueues are the queues a producer may send to: the writable
 	// queues of brokers with a master, in broker-name order.
 	writeQueues []MessageQueue
@@ -26,7 +26,7 @@ type topicRoute struct {
 const maxRouteQueues = 1024
 
 // newTopicRoute derives the queue lists of a route.
-func newTopicRoute(topic string, rd *routeData) *topicRoute {
+func newTopicRoute(topic string, rd *remoting.TopicRouteData) *topicRoute {
 	r := &topicRoute{topic: topic, data: rd}
 	masters := map[string]bool{}
 	for _, bd := range rd.BrokerDatas {
@@ -35,7 +35,7 @@ func newTopicRoute(topic string, rd *routeData) *topicRoute {
 		}
 	}
 	qds := slices.Clone(rd.QueueDatas)
-	slices.SortFunc(qds, func(a, b queueData) int {
+	slices.SortFunc(qds, func(a, b remoting.QueueData) int {
 		switch {
 		case a.BrokerName < b.BrokerName:
 			return -1
@@ -45,12 +45,12 @@ func newTopicRoute(topic string, rd *routeData) *topicRoute {
 		return 0
 	})
 	for _, qd := range qds {
-		if qd.Perm&permWrite != 0 && masters[qd.BrokerName] {
+		if qd.Perm&remoting.PermWrite != 0 && masters[qd.BrokerName] {
 			for i := range min(qd.WriteQueueNums, maxRouteQueues) {
 				r.writeQueues = append(r.writeQueues, MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: int32(i)})
 			}
 		}
-		if qd.Perm&permRead != 0 {
+		if qd.Perm&remoting.PermRead != 0 {
 			for i := range min(qd.ReadQueueNums, maxRouteQueues) {
 				r.readQueues = append(r.readQueues, MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: int32(i)})
 			}
@@ -88,7 +88,7 @@ func (in *instance) updateRoute(ctx context.Context, topic string) (*topicRoute,
 }
 
 // storeRoute records rd as topic's route, and its brokers' addresses.
-func (in *instance) storeRoute(topic string, rd *routeData) *topicRoute {
+func (in *instance) storeRoute(topic string, rd *remoting.TopicRouteData) *topicRoute {
 	r := newTopicRoute(topic, rd)
 	in.mu.Lock()
 	in.mu.routes[topic] = r
@@ -105,7 +105,7 @@ func (in *instance) storeRoute(topic string, rd *routeData) *topicRoute {
 
 // fetchRoute asks the name servers for topic's route, starting with the
 // one that answered last and moving on when one fails.
-func (in *instance) fetchRoute(ctx context.Context, topic string) (*routeData, error) {
+func (in *instance) fetchRoute(ctx context.Context, topic string) (*remoting.TopicRouteData, error) {
 	in.mu.Lock()
 	start := in.mu.nsIndex
 	in.mu.Unlock()

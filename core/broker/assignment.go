@@ -21,7 +21,6 @@ import (
 	"sync"
 
 	"github.com/rmq-go/rmq/core/allocate"
-	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
@@ -140,7 +139,7 @@ func (b *Broker) readableQueues(topic string) ([]Queue, bool) {
 		return nil, false
 	}
 	qs := []Queue{}
-	if tc.Perm&namesrv.PermRead == 0 {
+	if tc.Perm&remoting.PermRead == 0 {
 		return qs, true
 	}
 	for i := range tc.ReadQueueNums {

@@ -18,35 +18,6 @@ const (
 	ModelBroadcasting = "BROADCASTING"
 )
 
-// Heartbeat body, as clients send it.
-type heartbeatData struct {
-	ClientID        string         `json:"clientID"`
-	ProducerDataSet []producerData `json:"producerDataSet"`
-	ConsumerDataSet []consumerData `json:"consumerDataSet"`
-}
-
-type producerData struct {
-	GroupName string `json:"groupName"`
-}
-
-type consumerData struct {
-	GroupName           string             `json:"groupName"`
-	ConsumeType         string             `json:"consumeType"`
-	MessageModel        string             `json:"messageModel"`
-	ConsumeFromWhere    string             `json:"consumeFromWhere"`
-	SubscriptionDataSet []subscriptionData `json:"subscriptionDataSet"`
-	UnitMode            bool               `json:"unitMode"`
-}
-
-type subscriptionData struct {
-	ClassFilterMode bool     `json:"classFilterMode"`
-	Topic           string   `json:"topic"`
-	SubString       string   `json:"subString"`
-	TagsSet         []string `json:"tagsSet"`
-	SubVersion      int64    `json:"subVersion"`
-	ExpressionType  string   `json:"expressionType"`
-}
-
 // subscription is a group's compiled subscription to one topic.
 type subscription struct {
 	topic   string
@@ -86,7 +57,7 @@ func newClientTable(b *Broker) *clientTable {
 }
 
 func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	var hb heartbeatData
+	var hb remoting.HeartbeatData
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
 		return response(req, remoting.SystemError, "heartbeat: bad body: %v", err)
 	}
@@ -136,7 +107,7 @@ func (b *Broker) ensureRetryTopic(group string) {
 	}
 }
 
-func (t *clientTable) registerConsumer(cd consumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, now time.Time) {
+func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, now time.Time) {
 	t.mu.Lock()
 	g := t.consumers[cd.GroupName]
 	if g == nil {
@@ -341,9 +312,7 @@ func (b *Broker) handleConsumerList(c *remoting.Conn, req *remoting.Command) *re
 	if !ok {
 		return response(req, remoting.SystemError, "no consumer in group %s", group)
 	}
-	body, _ := json.Marshal(struct {
-		ConsumerIDList []string `json:"consumerIdList"`
-	}{ids})
+	body, _ := json.Marshal(remoting.ConsumerListBody{ConsumerIDList: ids})
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = body
 	return resp

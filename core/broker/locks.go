@@ -14,19 +14,6 @@ import (
 // as in RocketMQ (rocketmq.broker.rebalance.lockMaxLiveTime).
 const DefaultQueueLockExpiry = 60 * time.Second
 
-// lockBatchBody is the body of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ.
-type lockBatchBody struct {
-	ConsumerGroup string  `json:"consumerGroup"`
-	ClientID      string  `json:"clientId"`
-	MQSet         []Queue `json:"mqSet"`
-}
-
-// lockBatchReply is the body of a LOCK_BATCH_MQ response: the requested
-// queues the client holds once the request is applied.
-type lockBatchReply struct {
-	LockOKMQSet []Queue `json:"lockOKMQSet"`
-}
-
 // lockKey names a queue within a group's lock table. The broker name is
 // left out: every queue a client locks here is one of this broker's.
 type lockKey struct {
@@ -233,7 +220,7 @@ func isClosed(c *remoting.Conn) bool {
 }
 
 func (b *Broker) handleLockBatch(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	var body lockBatchBody
+	var body remoting.LockBatchBody[Queue]
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		return response(req, remoting.SystemError, "lock batch: bad body: %v", err)
 	}
@@ -241,7 +228,7 @@ func (b *Broker) handleLockBatch(c *remoting.Conn, req *remoting.Command) *remot
 		return response(req, remoting.SystemError, "lock batch: consumerGroup and clientId are required")
 	}
 	locked := b.locks.lock(body.ConsumerGroup, body.ClientID, c, body.MQSet, b.now())
-	out, err := json.Marshal(lockBatchReply{LockOKMQSet: locked})
+	out, err := json.Marshal(remoting.LockBatchResult[Queue]{LockOKMQSet: locked})
 	if err != nil {
 		return response(req, remoting.SystemError, "lock batch: %v", err)
 	}
@@ -251,7 +238,7 @@ func (b *Broker) handleLockBatch(c *remoting.Conn, req *remoting.Command) *remot
 }
 
 func (b *Broker) handleUnlockBatch(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	var body lockBatchBody
+	var body remoting.LockBatchBody[Queue]
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		return response(req, remoting.SystemError, "unlock batch: bad body: %v", err)
 	}

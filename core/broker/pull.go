@@ -69,7 +69,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if !ok {
 		return response(req, remoting.TopicNotExist, "pull: topic %s does not exist", p.topic)
 	}
-	if tc.Perm&permRead == 0 {
+	if tc.Perm&remoting.PermRead == 0 {
 		return response(req, remoting.NoPermission, "pull: topic %s is not readable (perm %d)", p.topic, tc.Perm)
 	}
 	if p.queueID < 0 || int(p.queueID) >= tc.ReadQueueNums {
@@ -315,8 +315,6 @@ func pullResponse(req *remoting.Command, code int16, next, minOff, maxOff int64,
 	resp.Body = body
 	return resp
 }
-
-const permRead = 4
 
 // pullKey names a queue a consumer group pulls.
 type pullKey struct {

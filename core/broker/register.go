@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
@@ -28,8 +27,8 @@ func (b *Broker) registerAll() {
 	b.registerMu.Lock()
 	defer b.registerMu.Unlock()
 	topics, version := b.topics.snapshot()
-	body, err := json.Marshal(namesrv.RegisterBrokerBody{
-		TopicConfigSerializeWrapper: namesrv.TopicConfigWrapper{TopicConfigTable: topics, DataVersion: version},
+	body, err := json.Marshal(remoting.RegisterBrokerBody{
+		TopicConfigSerializeWrapper: remoting.TopicConfigWrapper{TopicConfigTable: topics, DataVersion: version},
 		FilterServerList:            []string{},
 	})
 	if err != nil {

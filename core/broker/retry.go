@@ -260,9 +260,9 @@ func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTi
 // failure in reconsumeTimes, so the limit is passed when it exceeds the
 // maximum, as with send-back. With the outbox on it returns the event to
 // store after the message.
-func (b *Broker) retryLimit(m *message.Message, h *sendHeader) (*eventRecord, error) {
+func (b *Broker) retryLimit(m *message.Message, h *remoting.SendHeader) (*eventRecord, error) {
 	group := strings.TrimPrefix(m.Topic, RetryGroupTopicPrefix)
-	maxTimes := b.maxReconsume(group, h.maxReconsumeTimes, h.hasMaxReconsume && h.maxReconsumeTimes > 0)
+	maxTimes := b.maxReconsume(group, h.MaxReconsumeTimes, h.MaxReconsumeTimes > 0)
 	ev := &eventRecord{Group: group, Topic: m.Properties.Get(message.PropertyRetryTopic),
 		MsgID: msgIDOf(m), OriginMsgID: m.Properties.Get(message.PropertyOriginMessageID),
 		ReconsumeTimes: m.ReconsumeTimes, MaxReconsumeTimes: maxTimes, QueueID: -1, QueueOffset: -1}

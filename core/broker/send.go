@@ -13,65 +13,6 @@ import (
 	"github.com/rmq-go/rmq/core/store"
 )
 
-// sendHeader is the custom header of SEND_MESSAGE and its V2 form.
-type sendHeader struct {
-	producerGroup         string
-	topic                 string
-	defaultTopic          string
-	defaultTopicQueueNums int
-	queueID               int32
-	sysFlag               int32
-	bornTimestamp         int64
-	flag                  int32
-	properties            string
-	reconsumeTimes        int32
-	maxReconsumeTimes     int32
-	hasMaxReconsume       bool
-	batch                 bool
-}
-
-// v1 and V2 (single-letter) key names, in field order.
-var (
-	sendKeysV1 = [...]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
-		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"}
-	sendKeysV2 = [...]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}
-)
-
-func parseSendHeader(req *remoting.Command) (sendHeader, error) {
-	keys := &sendKeysV1
-	if req.Code == remoting.SendMessageV2 || req.Code == remoting.SendBatchMessage {
-		keys = &sendKeysV2
-	}
-	var h sendHeader
-	var errs []error
-	num := func(i int, def int64) int64 {
-		v := req.Get(keys[i])
-		if v == "" {
-			return def
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			errs = append(errs, errors.New("header field "+keys[i]+" is not a number: "+strconv.Quote(v)))
-		}
-		return n
-	}
-	h.producerGroup = req.Get(keys[0])
-	h.topic = req.Get(keys[1])
-	h.defaultTopic = req.Get(keys[2])
-	h.defaultTopicQueueNums = int(num(3, 4))
-	h.queueID = int32(num(4, -1))
-	h.sysFlag = int32(num(5, 0))
-	h.bornTimestamp = num(6, 0)
-	h.flag = int32(num(7, 0))
-	h.properties = req.Get(keys[8])
-	h.reconsumeTimes = int32(num(9, 0))
-	if v := req.Get(keys[11]); v != "" {
-		h.maxReconsumeTimes, h.hasMaxReconsume = int32(num(11, 0)), true
-	}
-	h.batch = req.Get(keys[12]) == "true" || req.Code == remoting.SendBatchMessage
-	return h, errors.Join(errs...)
-}
-
 // bornHost returns the peer address of a connection as a BORNHOST.
 func bornHost(c *remoting.Conn) netip.AddrPort {
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
@@ -82,35 +23,35 @@ func bornHost(c *remoting.Conn) netip.AddrPort {
 }
 
 func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	h, err := parseSendHeader(req)
+	h, err := remoting.DecodeSendHeader(req.Code, req.ExtFields)
 	if err != nil {
 		return response(req, remoting.MessageIllegal, "send: %v", err)
 	}
-	if err := ValidateTopic(h.topic); err != nil {
+	if err := ValidateTopic(h.Topic); err != nil {
 		return response(req, remoting.SystemError, "send: %v", err)
 	}
-	if systemTopic(h.topic) {
-		return response(req, remoting.NoPermission, "send: topic %s is reserved for the broker", h.topic)
+	if systemTopic(h.Topic) {
+		return response(req, remoting.NoPermission, "send: topic %s is reserved for the broker", h.Topic)
 	}
-	if len(h.properties) > message.MaxPropertiesLen {
-		return response(req, remoting.MessageIllegal, "send: properties of %d bytes exceed %d", len(h.properties), message.MaxPropertiesLen)
+	if len(h.Properties) > message.MaxPropertiesLen {
+		return response(req, remoting.MessageIllegal, "send: properties of %d bytes exceed %d", len(h.Properties), message.MaxPropertiesLen)
 	}
-	tc, ok := b.topics.get(h.topic)
+	tc, ok := b.topics.get(h.Topic)
 	if !ok {
 		var code int16
-		if tc, code, err = b.autoCreate(h.topic, h.defaultTopic, h.defaultTopicQueueNums); err != nil {
+		if tc, code, err = b.autoCreate(h.Topic, h.DefaultTopic, int(h.DefaultTopicQueueNums)); err != nil {
 			return response(req, code, "send: %v", err)
 		}
 	}
-	if tc.Perm&permWrite == 0 {
-		return response(req, remoting.NoPermission, "send: topic %s is not writable (perm %d)", h.topic, tc.Perm)
+	if tc.Perm&remoting.PermWrite == 0 {
+		return response(req, remoting.NoPermission, "send: topic %s is not writable (perm %d)", h.Topic, tc.Perm)
 	}
-	qid := h.queueID
+	qid := h.QueueID
 	if qid < 0 {
 		qid = rand.Int32N(int32(tc.WriteQueueNums))
 	}
 	if int(qid) >= max(tc.ReadQueueNums, tc.WriteQueueNums) {
-		return response(req, remoting.SystemError, "send: queue %d does not exist in topic %s (%d queues)", qid, h.topic, tc.WriteQueueNums)
+		return response(req, remoting.SystemError, "send: queue %d does not exist in topic %s (%d queues)", qid, h.Topic, tc.WriteQueueNums)
 	}
 
 	var msgs []*message.Message
@@ -123,7 +64,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 			return response(req, remoting.MessageIllegal, "send: body of %d bytes exceeds the %d-byte limit", len(req.Body), b.opts.MaxMessageSize)
 		}
 		m := b.newMessage(c, &h, qid, req.Body, nil)
-		if m.Properties, err = b.storedPropertiesString(h.properties); err != nil {
+		if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
 			return response(req, remoting.MessageIllegal, "send: %v", err)
 		}
 		msgs = []*message.Message{m}
@@ -147,16 +88,16 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 }
 
 // newMessage builds a stored message from a send header.
-func (b *Broker) newMessage(c *remoting.Conn, h *sendHeader, qid int32, body []byte, props message.Properties) *message.Message {
+func (b *Broker) newMessage(c *remoting.Conn, h *remoting.SendHeader, qid int32, body []byte, props message.Properties) *message.Message {
 	return &message.Message{
-		Topic:          h.topic,
+		Topic:          h.Topic,
 		QueueID:        qid,
-		Flag:           h.flag,
-		SysFlag:        h.sysFlag,
-		BornTimestamp:  h.bornTimestamp,
+		Flag:           h.Flag,
+		SysFlag:        h.SysFlag,
+		BornTimestamp:  h.BornTimestamp,
 		BornHost:       bornHost(c),
 		StoreHost:      b.storeHost,
-		ReconsumeTimes: h.reconsumeTimes,
+		ReconsumeTimes: h.ReconsumeTimes,
 		Body:           body,
 		Properties:     props,
 	}
@@ -183,15 +124,10 @@ func (b *Broker) storedPropertiesString(props string) (message.Properties, error
 	if strings.Contains(props, message.PropertyWaitStoreOK) || strings.Contains(props, message.PropertyCluster) {
 		return b.storedProperties(message.Properties(props))
 	}
-	p := make(message.Properties, 0, len(props)+len(message.PropertyCluster)+len(b.opts.ClusterName)+2)
-	p = append(p, props...)
-	if len(p) > 0 && p[len(p)-1] != 2 {
-		p = append(p, 2)
-	}
-	p = append(p, message.PropertyCluster...)
-	p = append(p, 1)
-	p = append(p, b.opts.ClusterName...)
-	p = append(p, 2)
+	// Room for the pair and its separators, and one for a last separator
+	// the client may have left off.
+	p := make(message.Properties, 0, len(props)+len(message.PropertyCluster)+len(b.opts.ClusterName)+3)
+	p = message.AppendProperty(append(p, props...), message.PropertyCluster, b.opts.ClusterName)
 	if len(p) > message.MaxPropertiesLen {
 		return nil, message.ErrPropertiesTooLong
 	}
@@ -200,15 +136,15 @@ func (b *Broker) storedPropertiesString(props string) (message.Properties, error
 
 // batchMessages decodes a SEND_BATCH_MESSAGE body into messages that share
 // the header's topic, queue and flags.
-func (b *Broker) batchMessages(c *remoting.Conn, h *sendHeader, qid int32, body []byte) ([]*message.Message, error) {
+func (b *Broker) batchMessages(c *remoting.Conn, h *remoting.SendHeader, qid int32, body []byte) ([]*message.Message, error) {
 	entries, err := message.DecodeBatch(body)
 	if err != nil {
 		return nil, err
 	}
-	if h.sysFlag&message.SysFlagTxMask != 0 {
+	if h.SysFlag&message.SysFlagTxMask != 0 {
 		return nil, errors.New("a batch may not hold transactional messages")
 	}
-	common := message.Properties(h.properties)
+	common := message.Properties(h.Properties)
 	msgs := make([]*message.Message, len(entries))
 	for i, e := range entries {
 		if len(e.Body) > b.opts.MaxMessageSize {
@@ -263,8 +199,6 @@ func (b *Broker) sendResponse(req *remoting.Command, msgs []*message.Message) *r
 	}
 	return resp
 }
-
-const permWrite = 2
 
 // sentQueue is the queue a message was sent to: for a half message or a
 // delayed one parked elsewhere, the queue it will end up in.

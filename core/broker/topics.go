@@ -8,21 +8,20 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
 // TopicConfig is a topic's configuration: queue counts and permissions.
-type TopicConfig = namesrv.TopicConfig
+type TopicConfig = remoting.TopicConfig
 
 // Names and limits of topics.
 const (
 	// AutoCreateTopicKey is the template topic of auto-created topics.
-	AutoCreateTopicKey = "TBW102"
+	AutoCreateTopicKey = remoting.AutoCreateTopicKey
 	// RetryGroupTopicPrefix prefixes a group's retry topic.
-	RetryGroupTopicPrefix = "%RETRY%"
+	RetryGroupTopicPrefix = remoting.RetryGroupTopicPrefix
 	// DLQGroupTopicPrefix prefixes a group's dead-letter topic.
-	DLQGroupTopicPrefix = "%DLQ%"
+	DLQGroupTopicPrefix = remoting.DLQGroupTopicPrefix
 	// ScheduleTopic holds delayed messages until they are due.
 	ScheduleTopic = "SCHEDULE_TOPIC_XXXX"
 	// HalfTopic holds transactional half messages.
@@ -33,29 +32,19 @@ const (
 	// they are due.
 	TimerTopic = "RMQ_SYS_TIMER_TOPIC"
 
-	maxTopicLen  = 127
 	maxQueueNums = 1024
 	topicMetaKey = "topic/"
-	permRW       = namesrv.PermRead | namesrv.PermWrite
+	permRW       = remoting.PermRead | remoting.PermWrite
 )
 
 // ErrBadTopic is returned for a topic name clients may not use.
 var ErrBadTopic = errors.New("broker: invalid topic")
 
 // ValidateTopic checks a topic name: 1 to 127 characters of
-// [%|a-zA-Z0-9_-].
+// [%|a-zA-Z0-9_-] (remoting.ValidateTopicName).
 func ValidateTopic(topic string) error {
-	if topic == "" {
-		return fmt.Errorf("%w: the topic name is empty", ErrBadTopic)
-	}
-	if len(topic) > maxTopicLen {
-		return fmt.Errorf("%w: %q is longer than %d characters", ErrBadTopic, topic[:20]+"…", maxTopicLen)
-	}
-	for i := 0; i < len(topic); i++ {
-		c := topic[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '%' || c == '|' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q holds %q; allowed are letters, digits, %%, |, _ and -", ErrBadTopic, topic, c)
-		}
+	if err := remoting.ValidateTopicName(topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadTopic, err)
 	}
 	return nil
 }
@@ -70,7 +59,7 @@ type topicTable struct {
 	b       *Broker
 	mu      sync.RWMutex
 	topics  map[string]TopicConfig
-	version namesrv.DataVersion
+	version remoting.DataVersion
 }
 
 func loadTopics(b *Broker) (*topicTable, error) {
@@ -88,7 +77,7 @@ func loadTopics(b *Broker) (*topicTable, error) {
 	}
 	n := b.opts.DefaultTopicQueueNums
 	if _, ok := t.topics[AutoCreateTopicKey]; !ok || b.opts.DisableAutoCreateTopic {
-		tc := TopicConfig{TopicName: AutoCreateTopicKey, ReadQueueNums: n, WriteQueueNums: n, Perm: permRW | namesrv.PermInherit, TopicFilterType: "SINGLE_TAG"}
+		tc := TopicConfig{TopicName: AutoCreateTopicKey, ReadQueueNums: n, WriteQueueNums: n, Perm: permRW | remoting.PermInherit, TopicFilterType: "SINGLE_TAG"}
 		if b.opts.DisableAutoCreateTopic {
 			tc.Perm = permRW
 		}
@@ -97,7 +86,7 @@ func loadTopics(b *Broker) (*topicTable, error) {
 		}
 		t.topics[tc.TopicName] = tc
 	}
-	t.version = namesrv.DataVersion{Timestamp: b.now().UnixMilli()}
+	t.version = remoting.DataVersion{Timestamp: b.now().UnixMilli()}
 	return t, nil
 }
 
@@ -117,7 +106,7 @@ func (t *topicTable) get(topic string) (TopicConfig, bool) {
 }
 
 // snapshot returns a copy of the table and its version.
-func (t *topicTable) snapshot() (map[string]TopicConfig, namesrv.DataVersion) {
+func (t *topicTable) snapshot() (map[string]TopicConfig, remoting.DataVersion) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return maps.Clone(t.topics), t.version
@@ -189,7 +178,7 @@ func checkTopicConfig(tc TopicConfig) error {
 		errs = append(errs, fmt.Errorf("broker: topic %s: queue counts must be 1..%d (read %d, write %d)",
 			tc.TopicName, maxQueueNums, tc.ReadQueueNums, tc.WriteQueueNums))
 	}
-	if tc.Perm&^(namesrv.PermPriority|permRW|namesrv.PermInherit) != 0 {
+	if tc.Perm&^(remoting.PermPriority|permRW|remoting.PermInherit) != 0 {
 		errs = append(errs, fmt.Errorf("broker: topic %s: unknown permission bits in %d", tc.TopicName, tc.Perm))
 	}
 	return errors.Join(errs...)
@@ -213,14 +202,14 @@ func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicCon
 		defaultTopic = AutoCreateTopicKey
 	}
 	tmpl, ok := b.topics.get(defaultTopic)
-	if !ok || tmpl.Perm&namesrv.PermInherit == 0 {
+	if !ok || tmpl.Perm&remoting.PermInherit == 0 {
 		return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist and %s cannot be inherited from", topic, defaultTopic)
 	}
 	n := tmpl.WriteQueueNums
 	if queueNums > 0 && queueNums < n {
 		n = queueNums
 	}
-	tc, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: tmpl.Perm &^ namesrv.PermInherit})
+	tc, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: tmpl.Perm &^ remoting.PermInherit})
 	return tc, remoting.SystemError, err
 }
 

@@ -15,7 +15,7 @@ import (
 //
 // It may add messages to store in the same write (an outbox event), and
 // returns a response code and error when the message is refused.
-func (b *Broker) transform(m *message.Message, h *sendHeader) (extra []*message.Message, code int16, err error) {
+func (b *Broker) transform(m *message.Message, h *remoting.SendHeader) (extra []*message.Message, code int16, err error) {
 	half, parked := scanSpecial(m.Properties)
 	if half {
 		if err := b.toHalf(m); err != nil {

@@ -25,6 +25,16 @@ func FuzzProperties(f *testing.F) {
 				t.Fatalf("Lookup(%q) = %q, %v; Map has %q", k, got, ok, v)
 			}
 		}
+		// Appending a pair adds it and leaves every other pair as it was.
+		r := AppendProperty(append(Properties(nil), p...), "\x03appended", "v")
+		if got := r.Get("\x03appended"); got != "v" {
+			t.Fatalf("appended pair reads %q", got)
+		}
+		for k, v := range m {
+			if k != "\x03appended" && r.Get(k) != v {
+				t.Fatalf("key %q: %q after AppendProperty, want %q", k, r.Get(k), v)
+			}
+		}
 	})
 }
 

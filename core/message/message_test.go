@@ -52,6 +52,28 @@ func TestPropertiesLookupDoesNotAllocate(t *testing.T) {
 	}
 }
 
+func TestAppendProperty(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"", "CLUSTER\x01c\x02"},
+		{"a\x011\x02", "a\x011\x02CLUSTER\x01c\x02"},
+		{"a\x011", "a\x011\x02CLUSTER\x01c\x02"}, // the last separator left off
+		{"CLUSTER\x01old\x02", "CLUSTER\x01old\x02CLUSTER\x01c\x02"},
+	}
+	for _, c := range cases {
+		p := AppendProperty(Properties(c.in), PropertyCluster, "c")
+		if string(p) != c.want {
+			t.Errorf("AppendProperty(%q) = %q, want %q", c.in, p, c.want)
+		}
+		if p.Get(PropertyCluster) != "c" {
+			t.Errorf("AppendProperty(%q): CLUSTER reads %q", c.in, p.Get(PropertyCluster))
+		}
+	}
+	buf := make(Properties, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { _ = AppendProperty(append(buf[:0], "a\x011"...), "k", "v") }); n != 0 {
+		t.Fatalf("AppendProperty into a sized buffer allocated %v times", n)
+	}
+}
+
 func sampleMessage(v6 bool) *Message {
 	born := netip.MustParseAddrPort("10.1.2.3:5555")
 	store := netip.MustParseAddrPort("127.0.0.1:10911")

@@ -117,6 +117,21 @@ func EncodeProperties(m map[string]string) Properties { return properties.Encode
 
 func appendPair(dst Properties, k, v []byte) Properties { return properties.AppendPair(dst, k, v) }
 
+// AppendProperty appends the pair key, value to dst like append, so a
+// caller that sized dst leaves it allocation-free. A dst that does not end
+// with a value separator (a client may leave the last one off) gets one
+// first, so every pair already in dst reads as before. It does not check
+// for key already being present: Lookup then yields the appended value.
+func AppendProperty(dst Properties, key, value string) Properties {
+	if len(dst) > 0 && dst[len(dst)-1] != properties.ValueSep {
+		dst = append(dst, properties.ValueSep)
+	}
+	dst = append(dst, key...)
+	dst = append(dst, properties.NameSep)
+	dst = append(dst, value...)
+	return append(dst, properties.ValueSep)
+}
+
 // Tags returns the TAGS property, or "".
 func (p Properties) Tags() string { return p.Get(PropertyTags) }
 

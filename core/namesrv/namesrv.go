@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +17,6 @@ import (
 // Defaults for Options fields left zero.
 const (
 	DefaultBrokerExpiry = 120 * time.Second
-	retryTopicPrefix    = "%RETRY%"
 )
 
 // Options configures a Server. Zero values mean the documented default.
@@ -60,8 +58,8 @@ type brokerEntry struct {
 	name       string
 	addr       string
 	id         int64
-	topics     map[string]TopicConfig
-	version    DataVersion
+	topics     map[string]remoting.TopicConfig
+	version    remoting.DataVersion
 	lastUpdate time.Time
 }
 
@@ -150,7 +148,7 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 	if name == "" || addr == "" || err != nil {
 		return errResponse(req, remoting.SystemError, "register broker: brokerName, brokerAddr and a numeric brokerId are required")
 	}
-	var body RegisterBrokerBody
+	var body remoting.RegisterBrokerBody
 	if len(req.Body) > 0 {
 		if req.Get("compressed") == "true" {
 			return errResponse(req, remoting.SystemError, "register broker: compressed bodies are not supported; send compressed=false")
@@ -197,19 +195,19 @@ func (s *Server) handleUnregister(c *remoting.Conn, req *remoting.Command) *remo
 
 // Route builds the route of topic from the live brokers' tables. ok is
 // false when no broker serves it.
-func (s *Server) Route(topic string) (TopicRouteData, bool) {
-	r := TopicRouteData{QueueDatas: []QueueData{}, BrokerDatas: []BrokerData{}, FilterServerTable: map[string][]string{}}
+func (s *Server) Route(topic string) (remoting.TopicRouteData, bool) {
+	r := remoting.TopicRouteData{QueueDatas: []remoting.QueueData{}, BrokerDatas: []remoting.BrokerData{}, FilterServerTable: map[string][]string{}}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	groups := map[string]*BrokerData{}
+	groups := map[string]*remoting.BrokerData{}
 	live := s.opts.Now().Add(-s.opts.BrokerExpiry)
 	addGroup := func(b *brokerEntry) {
 		g := groups[b.name]
 		if g == nil {
-			g = &BrokerData{Cluster: b.cluster, BrokerName: b.name, BrokerAddrs: map[string]string{}}
+			g = &remoting.BrokerData{Cluster: b.cluster, BrokerName: b.name, BrokerAddrs: map[int64]string{}}
 			groups[b.name] = g
 		}
-		g.BrokerAddrs[strconv.FormatInt(b.id, 10)] = b.addr
+		g.BrokerAddrs[b.id] = b.addr
 	}
 	seenQueue := map[string]bool{}
 	for _, b := range s.brokers {
@@ -223,20 +221,20 @@ func (s *Server) Route(topic string) (TopicRouteData, bool) {
 		addGroup(b)
 		if b.id == 0 && !seenQueue[b.name] {
 			seenQueue[b.name] = true
-			r.QueueDatas = append(r.QueueDatas, QueueData{
+			r.QueueDatas = append(r.QueueDatas, remoting.QueueData{
 				BrokerName: b.name, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums,
 				Perm: tc.Perm, TopicSysFlag: tc.TopicSysFlag,
 			})
 		}
 	}
-	if len(r.QueueDatas) == 0 && strings.HasPrefix(topic, retryTopicPrefix) && !s.opts.DisableRetryRoutes {
+	if len(r.QueueDatas) == 0 && strings.HasPrefix(topic, remoting.RetryGroupTopicPrefix) && !s.opts.DisableRetryRoutes {
 		for _, b := range s.brokers {
 			if b.id != 0 || b.lastUpdate.Before(live) || seenQueue[b.name] {
 				continue
 			}
 			seenQueue[b.name] = true
 			addGroup(b)
-			r.QueueDatas = append(r.QueueDatas, QueueData{BrokerName: b.name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: PermRead | PermWrite})
+			r.QueueDatas = append(r.QueueDatas, remoting.QueueData{BrokerName: b.name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: remoting.PermRead | remoting.PermWrite})
 		}
 	}
 	if len(r.QueueDatas) == 0 {
@@ -245,8 +243,8 @@ func (s *Server) Route(topic string) (TopicRouteData, bool) {
 	for _, g := range groups {
 		r.BrokerDatas = append(r.BrokerDatas, *g)
 	}
-	slices.SortFunc(r.QueueDatas, func(a, b QueueData) int { return strings.Compare(a.BrokerName, b.BrokerName) })
-	slices.SortFunc(r.BrokerDatas, func(a, b BrokerData) int { return strings.Compare(a.BrokerName, b.BrokerName) })
+	slices.SortFunc(r.QueueDatas, func(a, b remoting.QueueData) int { return strings.Compare(a.BrokerName, b.BrokerName) })
+	slices.SortFunc(r.BrokerDatas, func(a, b remoting.BrokerData) int { return strings.Compare(a.BrokerName, b.BrokerName) })
 	return r, true
 }
 
@@ -266,17 +264,17 @@ func (s *Server) handleRoute(c *remoting.Conn, req *remoting.Command) *remoting.
 }
 
 func (s *Server) handleClusterInfo(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	info := ClusterInfo{BrokerAddrTable: map[string]BrokerData{}, ClusterAddrTable: map[string][]string{}}
+	info := remoting.ClusterInfo{BrokerAddrTable: map[string]remoting.BrokerData{}, ClusterAddrTable: map[string][]string{}}
 	s.mu.RLock()
 	for _, b := range s.brokers {
 		g, ok := info.BrokerAddrTable[b.name]
 		if !ok {
-			g = BrokerData{Cluster: b.cluster, BrokerName: b.name, BrokerAddrs: map[string]string{}}
+			g = remoting.BrokerData{Cluster: b.cluster, BrokerName: b.name, BrokerAddrs: map[int64]string{}}
 			if !slices.Contains(info.ClusterAddrTable[b.cluster], b.name) {
 				info.ClusterAddrTable[b.cluster] = append(info.ClusterAddrTable[b.cluster], b.name)
 			}
 		}
-		g.BrokerAddrs[strconv.FormatInt(b.id, 10)] = b.addr
+		g.BrokerAddrs[b.id] = b.addr
 		info.BrokerAddrTable[b.name] = g
 	}
 	s.mu.RUnlock()
@@ -305,7 +303,7 @@ func (s *Server) Topics() []string {
 }
 
 func (s *Server) handleTopicList(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	body, _ := json.Marshal(TopicList{TopicList: s.Topics()})
+	body, _ := json.Marshal(remoting.TopicList{TopicList: s.Topics()})
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = body
 	return resp

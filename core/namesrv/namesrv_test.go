@@ -40,9 +40,9 @@ func start(t *testing.T, o namesrv.Options) (*namesrv.Server, string) {
 	return s, ln.Addr().String()
 }
 
-func register(t *testing.T, cl *remoting.Client, ns, name, addr string, topics ...namesrv.TopicConfig) {
+func register(t *testing.T, cl *remoting.Client, ns, name, addr string, topics ...remoting.TopicConfig) {
 	t.Helper()
-	body := namesrv.RegisterBrokerBody{TopicConfigSerializeWrapper: namesrv.TopicConfigWrapper{TopicConfigTable: map[string]namesrv.TopicConfig{}}}
+	body := remoting.RegisterBrokerBody{TopicConfigSerializeWrapper: remoting.TopicConfigWrapper{TopicConfigTable: map[string]remoting.TopicConfig{}}}
 	for _, tc := range topics {
 		body.TopicConfigSerializeWrapper.TopicConfigTable[tc.TopicName] = tc
 	}
@@ -70,8 +70,8 @@ func TestRouteShape(t *testing.T) {
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	register(t, cl, ns, "broker-a", "127.0.0.1:10911",
-		namesrv.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6},
-		namesrv.TopicConfig{TopicName: "TBW102", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 7})
+		remoting.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6},
+		remoting.TopicConfig{TopicName: "TBW102", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 7})
 	resp := route(t, cl, ns, "T")
 	want := `{"orderTopicConf":"","queueDatas":[{"brokerName":"broker-a","readQueueNums":4,"writeQueueNums":4,"perm":6,"topicSysFlag":0}],` +
 		`"brokerDatas":[{"cluster":"C","brokerName":"broker-a","brokerAddrs":{"0":"127.0.0.1:10911"}}],"filterServerTable":{}}`
@@ -98,9 +98,9 @@ func TestTwoBrokers(t *testing.T) {
 	s, ns := start(t, namesrv.Options{DisableRetryRoutes: true})
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
-	register(t, cl, ns, "broker-b", "127.0.0.1:2", namesrv.TopicConfig{TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6})
-	register(t, cl, ns, "broker-a", "127.0.0.1:1", namesrv.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6},
-		namesrv.TopicConfig{TopicName: "U", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6})
+	register(t, cl, ns, "broker-b", "127.0.0.1:2", remoting.TopicConfig{TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6})
+	register(t, cl, ns, "broker-a", "127.0.0.1:1", remoting.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6},
+		remoting.TopicConfig{TopicName: "U", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6})
 	r, ok := s.Route("T")
 	if !ok || len(r.QueueDatas) != 2 || r.QueueDatas[0].BrokerName != "broker-a" || len(r.BrokerDatas) != 2 {
 		t.Fatalf("route %+v", r)
@@ -112,7 +112,7 @@ func TestTwoBrokers(t *testing.T) {
 		t.Fatalf("retry route with the option off: %d", resp.Code)
 	}
 	// Re-registering without U removes it.
-	register(t, cl, ns, "broker-a", "127.0.0.1:1", namesrv.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6})
+	register(t, cl, ns, "broker-a", "127.0.0.1:1", remoting.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6})
 	if _, ok := s.Route("U"); ok {
 		t.Fatal("U still routed after the broker dropped it")
 	}

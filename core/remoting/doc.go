@@ -4,9 +4,13 @@
 // handlers per request code, and a [Client] that matches responses to
 // requests by opaque and serves requests that servers send back.
 //
-// It knows nothing of topics, stores or routes; the broker and the name
-// server register handlers on a Server. It imports only core/message and the
-// standard library.
+// It also declares what the broker, the name server and the client say to
+// each other over it, so each is declared once: the JSON bodies (topic
+// configs, routes, registrations, heartbeats, lock batches; bodies.go), the
+// topic permission bits and reserved topic names, and the send header
+// ([SendHeader]). It holds no state about topics, stores or routes; the
+// broker and the name server register handlers on a Server. It imports
+// only core/message and the standard library.
 //
 // # Frame
 //

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rmq-go/rmq/core/remoting"
 )
 
 // Errors of this package.
@@ -42,9 +44,6 @@ const (
 	// maxMessageSize is RocketMQ's default maxMessageSize: the largest body
 	// of one message, and of one batch request.
 	maxMessageSize = 4 << 20
-	// maxNameLen bounds topic and group names (the stored topic length is
-	// one byte).
-	maxNameLen = 127
 )
 
 // Options configures a run of Produce or Consume. The zero value of each
@@ -143,11 +142,11 @@ func (o Options) withDefaults(consume bool) Options {
 func (o *Options) validate() error {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	if err := checkName(o.Topic); err != "" {
-		bad("Topic %q %s", o.Topic, err)
+	if err := remoting.ValidateTopicName(o.Topic); err != nil {
+		bad("Topic: %v", err)
 	}
-	if err := checkName(o.Group); err != "" {
-		bad("Group %q %s", o.Group, err)
+	if err := remoting.ValidateTopicName(o.Group); err != nil {
+		bad("Group: %v", err)
 	}
 	for _, f := range []struct {
 		name string
@@ -182,20 +181,4 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-// checkName applies RocketMQ's rule for topic and group names: 1 to 127
-// characters from [%|a-zA-Z0-9_-]. It returns what is wrong, or "".
-func checkName(s string) string {
-	if len(s) > maxNameLen {
-		return fmt.Sprintf("is longer than %d bytes", maxNameLen)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '%' || c == '|' || c == '_' || c == '-' {
-			continue
-		}
-		return fmt.Sprintf("has %q; names use only letters, digits and %%|_-", c)
-	}
-	return ""
 }

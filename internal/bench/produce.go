@@ -18,9 +18,9 @@ import (
 const (
 	// benchTag is the TAGS property of every message.
 	benchTag = "bench"
-	// defaultTopic and defaultTopicQueueNums are what the clients hard-code
-	// in every send header, for brokers that create topics on first use.
-	defaultTopic          = "TBW102"
+	// defaultTopicQueueNums is what the clients hard-code in every send
+	// header, with remoting.AutoCreateTopicKey, for brokers that create
+	// topics on first use.
 	defaultTopicQueueNums = "4"
 	// permReadWrite is the perm of the created topic (READ|WRITE).
 	permReadWrite = "6"
@@ -76,7 +76,7 @@ func createTopic(s *session) error {
 	q := strconv.Itoa(s.opts.Queues)
 	_, err := s.setup(s.clients[0], remoting.UpdateAndCreateTopic, map[string]string{
 		"topic":           s.opts.Topic,
-		"defaultTopic":    defaultTopic,
+		"defaultTopic":    remoting.AutoCreateTopicKey,
 		"readQueueNums":   q,
 		"writeQueueNums":  q,
 		"perm":            permReadWrite,
@@ -228,7 +228,7 @@ func (p *producer) header() map[string]string {
 		return map[string]string{
 			"producerGroup":         o.Group,
 			"topic":                 o.Topic,
-			"defaultTopic":          defaultTopic,
+			"defaultTopic":          remoting.AutoCreateTopicKey,
 			"defaultTopicQueueNums": defaultTopicQueueNums,
 			"queueId":               "",
 			"sysFlag":               "0",
@@ -245,7 +245,7 @@ func (p *producer) header() map[string]string {
 	return map[string]string{
 		"a": o.Group,
 		"b": o.Topic,
-		"c": defaultTopic,
+		"c": remoting.AutoCreateTopicKey,
 		"d": defaultTopicQueueNums,
 		"e": "", // queueId
 		"f": "0",
