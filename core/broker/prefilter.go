@@ -235,9 +235,10 @@ func (pf *prefilter) indexQueue(topic string, q int32, bits []*pfBit) error {
 	for {
 		blockEnd = (from/blockUnitsPF + 1) * blockUnitsPF
 		arena, recs = arena[:0], recs[:0]
-		gapTo := int64(-1)
+		gapTo := from
 		for ok := it.SeekGE(from); ok; ok = it.Next() {
-			if _, gapTo = it.Gap(); gapTo > from {
+			if _, to := it.Gap(); to > gapTo {
+				gapTo = to
 				break
 			}
 			at := len(arena)
@@ -247,7 +248,7 @@ func (pf *prefilter) indexQueue(topic string, q int32, bits []*pfBit) error {
 		if err := it.Error(); err != nil {
 			return err
 		}
-		if _, to := it.Gap(); to > from {
+		if _, to := it.Gap(); to > gapTo {
 			gapTo = to
 		}
 		if gapTo > from {
@@ -360,16 +361,14 @@ type maskReader struct {
 	block        []byte
 }
 
-// includes reports whether the mask of a message says it matches.
-func (r *maskReader) includes(off int64) bool {
+// says returns what the mask of a message says: whether it matches, and
+// whether a mask answers for it at all. A nil reader knows nothing.
+func (r *maskReader) says(off int64) (match, known bool) {
+	if r == nil {
+		return false, false
+	}
 	m, ok := r.mask(off)
-	return ok && m&(1<<r.bit) != 0
-}
-
-// excludes reports whether the mask of a message says it does not match.
-func (r *maskReader) excludes(off int64) bool {
-	m, ok := r.mask(off)
-	return ok && m&(1<<r.bit) == 0
+	return ok && m&(1<<r.bit) != 0, ok
 }
 
 // mask returns the mask of a message, and false if none answers for it.

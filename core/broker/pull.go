@@ -181,7 +181,7 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 		if !p.filter.MatchTagHash(u.TagCode) {
 			return store.UnitSkip
 		}
-		if masks != nil && masks.excludes(u.QueueOffset) {
+		if match, known := masks.says(u.QueueOffset); known && !match {
 			b.prefilter.skipped.Add(1)
 			return store.UnitSkip // pre-filtered out: never read
 		}
@@ -197,7 +197,8 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 		at := len(body)
 		body = append(body, it.Record()...)
 		if needsRecord {
-			spans = append(spans, span{at: at, end: len(body), off: it.Offset(), match: masks != nil && masks.includes(it.Offset())})
+			match, _ := masks.says(it.Offset())
+			spans = append(spans, span{at: at, end: len(body), off: it.Offset(), match: match})
 		}
 	}
 	if err := it.Error(); err != nil {
@@ -210,7 +211,17 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 	if len(spans) == 0 {
 		return body, next, nil
 	}
-	// Evaluate the records the masks did not answer for, in batches.
+	if failed, err := b.matchSpans(p, body, spans); err != nil {
+		// Serve what matched before the failed message; resume there.
+		return compact(body, spans[:failed]), spans[failed].off, err
+	}
+	return compact(body, spans), next, nil
+}
+
+// matchSpans runs the pull's filter, in batches, on the records of body the
+// masks did not answer for, and sets their match. On a filter error it
+// returns the index of the first span of the batch that failed.
+func (b *Broker) matchSpans(p *pullRequest, body []byte, spans []span) (int, error) {
 	var (
 		batch = make([]int, 0, matchBatch)
 		recs  = make([]message.Record, 0, matchBatch)
@@ -227,17 +238,15 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 		if len(batch) == 0 {
 			break
 		}
-		if ferr := p.filter.Match(recs, res[:len(batch)]); ferr != nil {
-			b.filters.failed(p.filterName, ferr)
-			// Serve what matched before the failed message; resume there.
-			first := batch[0]
-			return compact(body, spans[:first]), spans[first].off, errors.New("filter " + p.filterName + " failed: " + ferr.Error())
+		if err := p.filter.Match(recs, res[:len(batch)]); err != nil {
+			b.filters.failed(p.filterName, err)
+			return batch[0], errors.New("filter " + p.filterName + " failed: " + err.Error())
 		}
 		for j, k := range batch {
 			spans[k].match = res[j]
 		}
 	}
-	return compact(body, spans), next, nil
+	return 0, nil
 }
 
 // span is a record's place in a pull body, and whether it matches.
