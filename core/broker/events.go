@@ -187,6 +187,9 @@ func (b *Broker) WaitEvents() <-chan struct{} { return b.events.wait() }
 // below the retained range gives store.ErrOffsetGone.
 func (b *Broker) ReadEvents(from int64, max int, dst []Event) ([]Event, error) {
 	n0 := len(dst)
+	if max <= 0 {
+		return dst, nil
+	}
 	it := b.store.NewQueueIter(EventsTopic, 0, store.IterOptions{MaxUnits: max, OnCorrupt: func(u store.Unit, err error) {
 		b.log.Error("outbox event unreadable; skipped", "offset", u.QueueOffset, "err", err)
 	}})

@@ -194,8 +194,12 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 		if gapFrom, gapTo := it.Gap(); gapFrom < gapTo {
 			break // retention moved the queue; the next pull is told
 		}
+		r := it.Record()
+		if body == nil {
+			body = make([]byte, 0, min(b.opts.PullMaxBytes, p.maxMsgs*len(r)))
+		}
 		at := len(body)
-		body = append(body, it.Record()...)
+		body = append(body, r...)
 		if needsRecord {
 			match, _ := masks.says(it.Offset())
 			spans = append(spans, span{at: at, end: len(body), off: it.Offset(), match: match})
