@@ -19,7 +19,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -210,18 +209,11 @@ func TestKillDuringSendsLosesNothingAcknowledged(t *testing.T) {
 	found := map[string]bool{}
 	tc := env.Broker.Topics()[topic]
 	for q := int32(0); q < int32(tc.ReadQueueNums); q++ {
-		units, err := env.Store.Units(topic, q, 0, 1<<20, nil)
-		if err != nil {
-			t.Fatal(err)
+		it := env.Store.NewQueueIter(topic, q, store.IterOptions{StopOnCorruption: true})
+		for ok := it.SeekGE(0); ok; ok = it.Next() {
+			found[string(it.Record().Body())] = true
 		}
-		_, err = env.Store.ReadRecords(units, nil, func(_ store.Unit, r message.Record, err error) error {
-			if err != nil {
-				return err
-			}
-			found[string(r.Body())] = true
-			return nil
-		})
-		if err != nil {
+		if err := it.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}

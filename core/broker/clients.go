@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -320,22 +321,15 @@ func (b *Broker) handleConsumerList(c *remoting.Conn, req *remoting.Command) *re
 
 // readOne reads the record at a queue offset.
 func (b *Broker) readOne(topic string, qid int32, off int64) (message.Record, error) {
-	units, err := b.store.Units(topic, qid, off, 1, nil)
-	if err != nil {
-		return nil, err
-	}
-	if len(units) == 0 {
-		return nil, store.ErrNotFound
-	}
-	var out message.Record
-	_, err = b.store.ReadRecords(units, nil, func(_ store.Unit, r message.Record, rerr error) error {
-		if rerr != nil {
-			return rerr
+	it := b.store.NewQueueIter(topic, qid, store.IterOptions{MaxUnits: 1, StopOnCorruption: true})
+	defer it.Close()
+	if !it.SeekGE(off) || it.Offset() != off {
+		if err := it.Error(); err != nil {
+			return nil, err
 		}
-		out = append(message.Record(nil), r...)
-		return nil
-	})
-	return out, err
+		return nil, fmt.Errorf("%w: %s/%d offset %d", store.ErrNotFound, topic, qid, off)
+	}
+	return append(message.Record(nil), it.Record()...), nil
 }
 
 func (b *Broker) handleViewMessage(c *remoting.Conn, req *remoting.Command) *remoting.Command {

@@ -192,37 +192,28 @@ func (b *Broker) eachDeadLetter(sel DLQSelector, limit int, fn func(r message.Re
 			}
 			from = off
 		}
-		var buf []byte
-		for off := from; off < to && n < limit; {
-			units, err := b.store.Units(topic, q, off, 64, nil)
-			if err != nil {
-				return err
+		it := b.store.NewQueueIter(topic, q, store.IterOptions{Filter: func(u store.Unit) store.UnitVerdict {
+			if u.QueueOffset >= to {
+				return store.UnitStop
 			}
-			if len(units) == 0 {
+			return store.UnitKeep
+		}})
+		for ok := it.SeekGE(from); ok && n < limit; ok = it.Next() {
+			r := it.Record()
+			if !sel.To.IsZero() && r.StoreTimestamp() > sel.To.UnixMilli() {
 				break
 			}
-			stop := false
-			buf, err = b.store.ReadRecords(units, buf, func(u store.Unit, r message.Record, rerr error) error {
-				if rerr != nil || stop || n >= limit {
-					return nil
-				}
-				if !sel.To.IsZero() && r.StoreTimestamp() > sel.To.UnixMilli() {
-					stop = true
-					return nil
-				}
-				if sel.MsgID != "" && !matchesID(r, sel.MsgID) {
-					return nil
-				}
-				n++
-				return fn(append(message.Record(nil), r...))
-			})
-			if err != nil {
+			if sel.MsgID != "" && !matchesID(r, sel.MsgID) {
+				continue
+			}
+			n++
+			if err := fn(append(message.Record(nil), r...)); err != nil {
+				it.Close()
 				return err
 			}
-			if stop {
-				break
-			}
-			off = units[len(units)-1].QueueOffset + 1
+		}
+		if err := it.Close(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -214,14 +216,12 @@ func TestOrderlyConsumeInSequence(t *testing.T) {
 	if _, maxOff := env.Store.QueueOffsets(dlq, 0); maxOff != 1 {
 		t.Fatalf("%s holds %d messages, want 1", dlq, maxOff)
 	}
-	units, err := env.Store.Units(dlq, 0, 0, 1, nil)
-	if err != nil {
-		t.Fatal(err)
+	it := env.Store.NewQueueIter(dlq, 0, store.IterOptions{StopOnCorruption: true})
+	if !it.SeekGE(0) {
+		t.Fatalf("dead letter unreadable: %v", it.Error())
 	}
-	rec, err := env.Store.ReadRecordAt(units[0].CommitLogOffset)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := slices.Clone(it.Record())
+	it.Close()
 	if want := fmt.Sprintf("%d:%d", poisonOrder, poisonStep); string(rec.Body()) != want {
 		t.Errorf("dead letter %q, want %q", rec.Body(), want)
 	}

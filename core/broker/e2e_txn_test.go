@@ -129,19 +129,12 @@ func sendTxn(t *testing.T, env *brokertest.Env, p rocketmq.TransactionProducer, 
 // queueRecords reads every record of a queue from the store.
 func queueRecords(t *testing.T, env *brokertest.Env, topic string, q int32) []message.Record {
 	t.Helper()
-	minOff, maxOff := env.Store.QueueOffsets(topic, q)
-	units, err := env.Store.Units(topic, q, minOff, int(maxOff-minOff), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []message.Record
-	if _, err := env.Store.ReadRecords(units, nil, func(_ store.Unit, r message.Record, err error) error {
-		if err != nil {
-			return err
-		}
-		out = append(out, slices.Clone(r))
-		return nil
-	}); err != nil {
+	it := env.Store.NewQueueIter(topic, q, store.IterOptions{StopOnCorruption: true})
+	for ok := it.SeekGE(env.Store.MinOffset(topic, q)); ok; ok = it.Next() {
+		out = append(out, slices.Clone(it.Record()))
+	}
+	if err := it.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -186,25 +186,31 @@ func (b *Broker) WaitEvents() <-chan struct{} { return b.events.wait() }
 // from, each with its moved message's body and properties. An offset
 // below the retained range gives store.ErrOffsetGone.
 func (b *Broker) ReadEvents(from int64, max int, dst []Event) ([]Event, error) {
-	units, err := b.store.Units(EventsTopic, 0, from, max, nil)
-	if err != nil {
-		return dst, err
+	n0 := len(dst)
+	if max <= 0 {
+		return dst, nil
 	}
-	_, err = b.store.ReadRecords(units, nil, func(u store.Unit, r message.Record, rerr error) error {
-		if rerr != nil {
-			b.log.Error("outbox event unreadable; skipped", "offset", u.QueueOffset, "err", rerr)
-			return nil
+	it := b.store.NewQueueIter(EventsTopic, 0, store.IterOptions{MaxUnits: max, OnCorrupt: func(u store.Unit, err error) {
+		b.log.Error("outbox event unreadable; skipped", "offset", u.QueueOffset, "err", err)
+	}})
+	defer it.Close()
+	for ok := it.SeekGE(from); ok; ok = it.Next() {
+		if gapFrom, gapTo := it.Gap(); gapFrom < gapTo {
+			break
 		}
-		e, err := b.decodeEvent(u.QueueOffset, r.StoreTimestamp(), r.CommitLogOffset(), r.Body())
+		r := it.Record()
+		e, err := b.decodeEvent(it.Offset(), r.StoreTimestamp(), r.CommitLogOffset(), r.Body())
 		if err != nil {
-			b.log.Error("outbox event malformed; skipped", "offset", u.QueueOffset, "err", err)
-			return nil
+			b.log.Error("outbox event malformed; skipped", "offset", it.Offset(), "err", err)
+			continue
 		}
 		dst = append(dst, e)
-		return nil
-	})
-	if err != nil {
-		return dst, err
+	}
+	if gapFrom, gapTo := it.Gap(); gapFrom < gapTo {
+		return dst[:n0], fmt.Errorf("%w: outbox offsets %d to %d", store.ErrOffsetGone, gapFrom, gapTo-1)
+	}
+	if err := it.Error(); err != nil {
+		return dst[:n0], err
 	}
 	for i := range dst {
 		e := &dst[i]
@@ -269,15 +275,17 @@ func (b *Broker) trimOutbox() {
 	if maxOff-minOff < 2 {
 		return
 	}
-	sample, err := b.store.Units(EventsTopic, 0, max(minOff, maxOff-64), 64, nil)
-	if err != nil || len(sample) == 0 {
+	var bytes, n int64
+	it := b.store.NewQueueIter(EventsTopic, 0, store.IterOptions{UnitsOnly: true, MaxUnits: 64})
+	for ok := it.SeekGE(max(minOff, maxOff-64)); ok; ok = it.Next() {
+		bytes += int64(it.Unit().Size)
+		n++
+	}
+	it.Close()
+	if n == 0 {
 		return
 	}
-	var bytes int64
-	for _, u := range sample {
-		bytes += int64(u.Size)
-	}
-	avg := max(bytes/int64(len(sample)), 1)
+	avg := max(bytes/n, 1)
 	keep := b.opts.OutboxMaxBytes / avg
 	if maxOff-minOff <= keep {
 		return

@@ -215,116 +215,167 @@ func (pf *prefilter) indexAll() {
 	}
 }
 
+// indexQueue evaluates the records of a queue from its progress to its
+// end, one mask block at a time.
 func (pf *prefilter) indexQueue(topic string, q int32, bits []*pfBit) error {
 	from := pf.progress(topic, q)
-	minOff, maxOff := pf.b.store.QueueOffsets(topic, q)
-	from = max(from, minOff)
+	var blockEnd int64
+	it := pf.b.store.NewQueueIter(topic, q, store.IterOptions{Filter: func(u store.Unit) store.UnitVerdict {
+		if u.QueueOffset >= blockEnd {
+			return store.UnitStop
+		}
+		return store.UnitKeep
+	}})
+	defer it.Close()
 	var (
-		units []store.Unit
-		recs  []message.Record
-		buf   []byte
+		arena []byte // the block's records
+		recs  []pfRec
 		block []byte
 	)
-	for from < maxOff {
-		var err error
-		units, err = pf.b.store.Units(topic, q, from, blockUnitsPF-int(from%blockUnitsPF), units[:0])
-		if err != nil || len(units) == 0 {
+	for {
+		blockEnd = (from/blockUnitsPF + 1) * blockUnitsPF
+		arena, recs = arena[:0], recs[:0]
+		gapTo := from
+		for ok := it.SeekGE(from); ok; ok = it.Next() {
+			if _, to := it.Gap(); to > gapTo {
+				gapTo = to
+				break
+			}
+			at := len(arena)
+			arena = append(arena, it.Record()...)
+			recs = append(recs, pfRec{at: at, end: len(arena), off: it.Offset()})
+		}
+		if err := it.Error(); err != nil {
 			return err
 		}
-		masks := make([]uint64, len(units))
-		recs = recs[:0]
-		pos := make([]int, 0, len(units))
-		buf, err = pf.b.store.ReadRecords(units, buf, func(u store.Unit, r message.Record, rerr error) error {
-			if rerr == nil {
-				recs = append(recs, append(message.Record(nil), r...))
-				pos = append(pos, int(u.QueueOffset-from))
-			}
+		if _, to := it.Gap(); to > gapTo {
+			gapTo = to
+		}
+		if gapTo > from {
+			// Retention removed offsets: everything before them is gone
+			// too, so the block starts again after them.
+			from = gapTo
+			continue
+		}
+		end := it.NextOffset()
+		if end == from {
 			return nil
-		})
-		if err != nil {
+		}
+		masks := make([]uint64, end-from)
+		if err := pf.evaluate(bits, arena, recs, func(i int, bit uint) { masks[recs[i].off-from] |= 1 << bit }); err != nil {
+			// Leave the bits unset and the progress where it is: an unset
+			// bit is only trusted where the filter succeeded, so the run is
+			// evaluated at pull time.
 			return err
 		}
-		out := make([]bool, len(recs))
-		for i, bit := range bits {
-			if bit.filter == nil {
-				continue
-			}
-			if err := bit.filter.Match(recs, out); err != nil {
-				// Leave the bit unset: an unset bit is only trusted where
-				// the filter succeeded, so mark the whole run for pull-time
-				// evaluation by not advancing past it.
-				return err
-			}
-			for j, ok := range out {
-				if ok {
-					masks[pos[j]] |= 1 << i
-				}
-			}
-		}
-		no := from / blockUnitsPF
-		key := pfMaskKey(topic, q, no)
-		block, _, err = pf.b.store.Value(key, block[:0])
-		if err != nil {
+		key := pfMaskKey(topic, q, from/blockUnitsPF)
+		var err error
+		if block, _, err = pf.b.store.Value(key, block[:0]); err != nil {
 			return err
 		}
 		at := int(from%blockUnitsPF) * 8
-		if len(block) < at {
-			block = append(block, make([]byte, at-len(block))...)
-		}
-		block = block[:at]
+		block = append(block, make([]byte, max(0, at-len(block)))...)[:at]
 		for _, m := range masks {
 			block = binary.LittleEndian.AppendUint64(block, m)
 		}
 		if err := pf.b.store.PutValues(store.KV{Key: key, Value: block}); err != nil {
 			return err
 		}
-		from = units[len(units)-1].QueueOffset + 1
+		from = end
 		pf.b.store.SetProgress(pfProgressName(topic, q), from)
 	}
+}
+
+// evaluate runs every bit's filter on the records of arena and calls set
+// for each record a bit's filter accepts.
+func (pf *prefilter) evaluate(bits []*pfBit, arena []byte, recs []pfRec, set func(i int, bit uint)) error {
+	batch := make([]message.Record, len(recs))
+	for i, r := range recs {
+		batch[i] = message.Record(arena[r.at:r.end])
+	}
+	out := make([]bool, len(recs))
+	for b, bit := range bits {
+		if bit.filter == nil {
+			continue
+		}
+		if err := bit.filter.Match(batch, out); err != nil {
+			return err
+		}
+		for i, ok := range out {
+			if ok {
+				set(i, uint(b))
+			}
+		}
+	}
 	return nil
+}
+
+// pfRec is a record read by the indexer: its place in the arena.
+type pfRec struct {
+	at, end int
+	off     int64
 }
 
 // blockUnitsPF is the number of masks kept under one key.
 const blockUnitsPF = 64
 
-// lookup returns, for a pull of topic/queue with the named filter, the bit
-// to test and the range of offsets its masks answer for.
-func (pf *prefilter) lookup(topic string, q int32, name string) (bit int, since, until int64, ok bool) {
+// masks returns the reader of the masks that answer for a pull of
+// topic/queue with the named filter, or nil if none do.
+func (pf *prefilter) masks(topic string, q int32, name string) *maskReader {
 	if pf == nil {
-		return 0, 0, 0, false
+		return nil
 	}
 	pf.mu.Lock()
 	t := pf.topics[topic]
 	if t == nil {
 		pf.mu.Unlock()
-		return 0, 0, 0, false
+		return nil
 	}
 	for i, b := range t.bits {
 		if b.Name == name && b.filter != nil {
-			s, found := b.Since[q]
+			since, found := b.Since[q]
 			pf.mu.Unlock()
 			if !found {
-				return 0, 0, 0, false
+				return nil
 			}
 			until, _ := pf.b.store.Progress(pfProgressName(topic, q))
-			return i, s, until, until > s
+			if until <= since {
+				return nil
+			}
+			return &maskReader{pf: pf, topic: topic, q: q, bit: uint(i), since: since, until: until}
 		}
 	}
 	pf.mu.Unlock()
-	return 0, 0, 0, false
+	return nil
 }
 
-// maskReader reads masks block by block for one pull.
+// maskReader reads one bit of the masks of a queue, block by block, for
+// one pull. Its bit answers for offsets in [since, until).
 type maskReader struct {
-	pf    *prefilter
-	topic string
-	q     int32
-	no    int64
-	block []byte
+	pf           *prefilter
+	topic        string
+	q            int32
+	bit          uint
+	since, until int64
+	no           int64
+	block        []byte
 }
 
-// mask returns the mask of a message, and false if it is not stored.
+// says returns what the mask of a message says: whether it matches, and
+// whether a mask answers for it at all. A nil reader knows nothing.
+func (r *maskReader) says(off int64) (match, known bool) {
+	if r == nil {
+		return false, false
+	}
+	m, ok := r.mask(off)
+	return ok && m&(1<<r.bit) != 0, ok
+}
+
+// mask returns the mask of a message, and false if none answers for it.
 func (r *maskReader) mask(off int64) (uint64, bool) {
+	if off < r.since || off >= r.until {
+		return 0, false
+	}
 	no := off / blockUnitsPF
 	if r.block == nil || no != r.no {
 		var ok bool

@@ -162,139 +162,109 @@ func (b *Broker) pull(p *pullRequest, mayHold bool) *remoting.Command {
 // it scanned. A filter error stops the scan before the batch that failed,
 // so no offset moves past a message that was not filtered.
 func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err error) {
-	next = p.offset
-	var (
-		units   []store.Unit
-		cand    []store.Unit
-		known   []bool // the candidate's pre-filter mask already said it matches
-		scanned int
-		size    int
-		limit   = DefaultPullScanUnits
-		masks   *maskReader
-		bit     uint
-		pfFrom  int64
-		pfTo    int64
-	)
-	if p.filter.NeedsRecord() {
-		if i, s, u, ok := b.prefilter.lookup(p.topic, p.queueID, p.filterName); ok {
-			masks = &maskReader{pf: b.prefilter, topic: p.topic, q: p.queueID}
-			bit, pfFrom, pfTo, limit = uint(i), s, u, prefilterScanUnits
+	needsRecord := p.filter.NeedsRecord()
+	opts := store.IterOptions{
+		MaxUnits:   DefaultPullScanUnits,
+		MaxRecords: p.maxMsgs,
+		MaxBytes:   b.opts.PullMaxBytes,
+		OnCorrupt: func(u store.Unit, err error) {
+			b.log.Error("skipping a message lost to corruption", "topic", p.topic, "queue", p.queueID, "offset", u.QueueOffset, "err", err)
+		},
+	}
+	var masks *maskReader
+	if needsRecord {
+		if masks = b.prefilter.masks(p.topic, p.queueID, p.filterName); masks != nil {
+			opts.MaxUnits = prefilterScanUnits
 		}
 	}
-scan:
-	for len(cand) < p.maxMsgs && scanned < limit {
-		units, err = b.store.Units(p.topic, p.queueID, next, 64, units[:0])
-		if err != nil {
-			if errors.Is(err, store.ErrOffsetGone) {
-				break // retention moved the queue; the next pull is told
-			}
-			return nil, next, err
+	opts.Filter = func(u store.Unit) store.UnitVerdict {
+		if !p.filter.MatchTagHash(u.TagCode) {
+			return store.UnitSkip
 		}
-		if len(units) == 0 {
-			break
+		if match, known := masks.says(u.QueueOffset); known && !match {
+			b.prefilter.skipped.Add(1)
+			return store.UnitSkip // pre-filtered out: never read
 		}
-		for _, u := range units {
-			next = u.QueueOffset + 1
-			scanned++
-			if u.Size == 0 {
-				b.log.Error("skipping a message lost to corruption", "topic", p.topic, "queue", p.queueID, "offset", u.QueueOffset)
-				continue
-			}
-			if !p.filter.MatchTagHash(u.TagCode) {
-				continue
-			}
-			pre := false
-			if masks != nil && u.QueueOffset >= pfFrom && u.QueueOffset < pfTo {
-				if m, ok := masks.mask(u.QueueOffset); ok {
-					if m&(1<<bit) == 0 {
-						b.prefilter.skipped.Add(1)
-						continue // pre-filtered out: never read
-					}
-					pre = true
-				}
-			}
-			cand = append(cand, u)
-			known = append(known, pre)
-			size += int(u.Size)
-			if len(cand) == p.maxMsgs || size >= b.opts.PullMaxBytes {
-				break scan
-			}
-		}
+		return store.UnitKeep
 	}
-	if len(cand) == 0 {
-		return nil, next, nil
-	}
-
-	body = make([]byte, 0, size)
-	spans := make([]span, 0, len(cand))
-	kept := make([]store.Unit, 0, len(cand))
-	match := make([]bool, 0, len(cand))
-	_, err = b.store.ReadRecords(cand, nil, func(u store.Unit, r message.Record, rerr error) error {
-		if rerr != nil {
-			// Reported by the store; never served. The offset moves past it.
-			return nil
+	it := b.store.NewQueueIter(p.topic, p.queueID, opts)
+	defer it.Close()
+	var spans []span // the records in body, when the filter must see them
+	for ok := it.SeekGE(p.offset); ok; ok = it.Next() {
+		if gapFrom, gapTo := it.Gap(); gapFrom < gapTo {
+			break // retention moved the queue; the next pull is told
+		}
+		r := it.Record()
+		if body == nil {
+			body = make([]byte, 0, min(b.opts.PullMaxBytes, p.maxMsgs*len(r)))
 		}
 		at := len(body)
 		body = append(body, r...)
-		spans = append(spans, span{at, len(body)})
-		match = append(match, known[len(kept)+skippedBefore(cand, kept, u)])
-		kept = append(kept, u)
-		return nil
-	})
-	if err != nil {
+		if needsRecord {
+			match, _ := masks.says(it.Offset())
+			spans = append(spans, span{at: at, end: len(body), off: it.Offset(), match: match})
+		}
+	}
+	if err := it.Error(); err != nil {
 		return nil, p.offset, err
 	}
-	if !p.filter.NeedsRecord() || len(spans) == 0 {
+	next = it.NextOffset()
+	if gapFrom, gapTo := it.Gap(); gapFrom < gapTo {
+		next = gapFrom
+	}
+	if len(spans) == 0 {
 		return body, next, nil
 	}
-	// Evaluate the records the masks did not answer for, in batches.
-	var todo []int
-	for i, ok := range match {
-		if !ok {
-			todo = append(todo, i)
-		}
+	if failed, err := b.matchSpans(p, body, spans); err != nil {
+		// Serve what matched before the failed message; resume there.
+		return compact(body, spans[:failed]), spans[failed].off, err
 	}
-	recs := make([]message.Record, 0, matchBatch)
-	res := make([]bool, matchBatch)
-	for i := 0; i < len(todo); i += matchBatch {
-		batch := todo[i:min(i+matchBatch, len(todo))]
-		recs = recs[:0]
-		for _, k := range batch {
-			recs = append(recs, message.Record(body[spans[k].at:spans[k].end]))
+	return compact(body, spans), next, nil
+}
+
+// matchSpans runs the pull's filter, in batches, on the records of body the
+// masks did not answer for, and sets their match. On a filter error it
+// returns the index of the first span of the batch that failed.
+func (b *Broker) matchSpans(p *pullRequest, body []byte, spans []span) (int, error) {
+	var (
+		batch = make([]int, 0, matchBatch)
+		recs  = make([]message.Record, 0, matchBatch)
+		res   [matchBatch]bool
+	)
+	for i := 0; i < len(spans); {
+		batch, recs = batch[:0], recs[:0]
+		for ; i < len(spans) && len(batch) < matchBatch; i++ {
+			if !spans[i].match {
+				batch = append(batch, i)
+				recs = append(recs, message.Record(body[spans[i].at:spans[i].end]))
+			}
 		}
-		if ferr := p.filter.Match(recs, res[:len(batch)]); ferr != nil {
-			b.filters.failed(p.filterName, ferr)
-			// Serve what matched before the failed message; resume there.
-			first := batch[0]
-			body, next = compact(body, spans[:first], match[:first]), kept[first].QueueOffset
-			return body, next, errors.New("filter " + p.filterName + " failed: " + ferr.Error())
+		if len(batch) == 0 {
+			break
+		}
+		if err := p.filter.Match(recs, res[:len(batch)]); err != nil {
+			b.filters.failed(p.filterName, err)
+			return batch[0], errors.New("filter " + p.filterName + " failed: " + err.Error())
 		}
 		for j, k := range batch {
-			match[k] = res[j]
+			spans[k].match = res[j]
 		}
 	}
-	return compact(body, spans, match), next, nil
+	return 0, nil
 }
 
-// skippedBefore counts the candidates before u that ReadRecords passed
-// over as unreadable, so u's place in cand is found without a search in
-// the common case of none.
-func skippedBefore(cand, kept []store.Unit, u store.Unit) int {
-	i := len(kept)
-	for i < len(cand) && cand[i].QueueOffset != u.QueueOffset {
-		i++
-	}
-	return i - len(kept)
+// span is a record's place in a pull body, and whether it matches.
+type span struct {
+	at, end int
+	off     int64 // queue offset
+	match   bool
 }
-
-// span is a record's place in a pull body.
-type span struct{ at, end int }
 
 // compact keeps the matching records of body, in order, in place.
-func compact(body []byte, spans []span, match []bool) []byte {
+func compact(body []byte, spans []span) []byte {
 	out := body[:0]
-	for i, s := range spans {
-		if match[i] {
+	for _, s := range spans {
+		if s.match {
 			out = append(out, body[s.at:s.end]...)
 		}
 	}

@@ -113,70 +113,73 @@ func (b *Broker) runSchedule() time.Time {
 // deliverLevel delivers the due head of one level's queue and returns when
 // its next message is due.
 func (b *Broker) deliverLevel(level int, now time.Time) (time.Time, error) {
-	q := int32(level - 1)
 	name := levelProgressName + strconv.Itoa(level)
-	minOff, maxOff := b.store.QueueOffsets(ScheduleTopic, q)
 	from, _ := b.store.Progress(name)
-	from = max(from, minOff)
-	var units []store.Unit
-	for from < maxOff {
-		var err error
-		units, err = b.store.Units(ScheduleTopic, q, from, scheduleBatch, units[:0])
-		if err != nil {
+	var next time.Time
+	it := b.store.NewQueueIter(ScheduleTopic, int32(level-1), store.IterOptions{
+		MaxRecords: scheduleBatch,
+		Filter: func(u store.Unit) store.UnitVerdict {
+			if u.TagCode > now.UnixMilli() {
+				next = time.UnixMilli(u.TagCode)
+				return store.UnitStop
+			}
+			return store.UnitKeep
+		},
+		OnCorrupt: b.parkedLost(ScheduleTopic),
+	})
+	defer it.Close()
+	var msgs []*message.Message
+	for next.IsZero() {
+		msgs = msgs[:0]
+		for ok := it.SeekGE(from); ok; ok = it.Next() {
+			if m := b.unpark(bytes.Clone(it.Record())); m != nil {
+				msgs = append(msgs, m)
+			}
+		}
+		if err := it.Error(); err != nil {
 			return time.Time{}, err
 		}
-		if len(units) == 0 {
+		if it.NextOffset() == from {
 			break
 		}
-		due := 0
-		for due < len(units) && (units[due].Size == 0 || units[due].TagCode <= now.UnixMilli()) {
-			due++
+		if err := b.redeliver(msgs); err != nil {
+			return time.Time{}, err
 		}
-		if due > 0 {
-			if err := b.redeliver(ScheduleTopic, units[:due]); err != nil {
-				return time.Time{}, err
-			}
-			from = units[due-1].QueueOffset + 1
-			b.store.SetProgress(name, from)
-		}
-		if due < len(units) {
-			return time.UnixMilli(units[due].TagCode), nil
-		}
+		from = it.NextOffset()
+		b.store.SetProgress(name, from)
 	}
-	return time.Time{}, nil
+	return next, nil
 }
 
 // indexTimers adds the index keys of timed messages stored since the last
 // call.
 func (b *Broker) indexTimers() error {
-	minOff, maxOff := b.store.QueueOffsets(TimerTopic, 0)
 	from, _ := b.store.Progress(timerIndexedName)
-	from = max(from, minOff)
-	var units []store.Unit
-	for from < maxOff {
-		var err error
-		units, err = b.store.Units(TimerTopic, 0, from, 256, units[:0])
-		if err != nil || len(units) == 0 {
-			return err
+	it := b.store.NewQueueIter(TimerTopic, 0, store.IterOptions{UnitsOnly: true, MaxUnits: 256})
+	defer it.Close()
+	var keys [][]byte
+	for {
+		keys = keys[:0]
+		for ok := it.SeekGE(from); ok; ok = it.Next() {
+			u := it.Unit()
+			keys = append(keys, timerKey(u.TagCode, u.QueueOffset), pendingKey(u.QueueOffset))
 		}
-		keys := make([][]byte, 0, 2*len(units))
-		for _, u := range units {
-			if u.Size > 0 {
-				keys = append(keys, timerKey(u.TagCode, u.QueueOffset), pendingKey(u.QueueOffset))
-			}
+		if err := it.Error(); err != nil || it.NextOffset() == from {
+			return err
 		}
 		if err := b.store.PutKeys(keys...); err != nil {
 			return err
 		}
-		from = units[len(units)-1].QueueOffset + 1
+		from = it.NextOffset()
 		b.store.SetProgress(timerIndexedName, from)
 	}
-	return nil
 }
 
 // deliverTimers delivers every timed message due by now and returns when
 // the next one is due.
 func (b *Broker) deliverTimers(now time.Time) (time.Time, error) {
+	it := b.store.NewQueueIter(TimerTopic, 0, store.IterOptions{MaxUnits: 1, OnCorrupt: b.parkedLost(TimerTopic)})
+	defer it.Close()
 	for {
 		var due []int64
 		var next time.Time
@@ -192,18 +195,19 @@ func (b *Broker) deliverTimers(now time.Time) (time.Time, error) {
 		if err != nil || len(due) == 0 {
 			return next, err
 		}
-		units := make([]store.Unit, 0, len(due)/2)
+		msgs := make([]*message.Message, 0, len(due)/2)
 		keys := make([][]byte, 0, len(due))
 		for i := 0; i < len(due); i += 2 {
-			us, err := b.store.Units(TimerTopic, 0, due[i+1], 1, nil)
-			if err == nil && len(us) == 1 {
-				units = append(units, us[0])
+			if off := due[i+1]; it.SeekGE(off) && it.Offset() == off {
+				if m := b.unpark(bytes.Clone(it.Record())); m != nil {
+					msgs = append(msgs, m)
+				}
 			} else {
-				b.log.Error("timed message lost before delivery", "offset", due[i+1], "err", err)
+				b.log.Error("timed message lost before delivery", "offset", off, "err", it.Error())
 			}
 			keys = append(keys, timerKey(due[i], due[i+1]), pendingKey(due[i+1]))
 		}
-		if err := b.redeliver(TimerTopic, units); err != nil {
+		if err := b.redeliver(msgs); err != nil {
 			return time.Time{}, err
 		}
 		if err := b.store.DeleteKeys(keys...); err != nil {
@@ -212,23 +216,19 @@ func (b *Broker) deliverTimers(now time.Time) (time.Time, error) {
 	}
 }
 
+// parkedLost returns the OnCorrupt report of a parking topic's iterator.
+func (b *Broker) parkedLost(parking string) func(store.Unit, error) {
+	return func(u store.Unit, err error) {
+		b.log.Error("parked message unreadable; skipped", "topic", parking, "offset", u.QueueOffset, "err", err)
+	}
+}
+
 // redeliver stores copies of parked messages in their real topics, in one
 // append. A failed append leaves the progress where it was, so the
 // messages are tried again, not skipped.
-func (b *Broker) redeliver(parking string, units []store.Unit) error {
-	msgs := make([]*message.Message, 0, len(units))
-	_, err := b.store.ReadRecords(units, nil, func(u store.Unit, r message.Record, rerr error) error {
-		if rerr != nil {
-			b.log.Error("parked message unreadable; skipped", "topic", parking, "offset", u.QueueOffset, "err", rerr)
-			return nil
-		}
-		if m := b.unpark(bytes.Clone(r)); m != nil {
-			msgs = append(msgs, m)
-		}
+func (b *Broker) redeliver(msgs []*message.Message) error {
+	if len(msgs) == 0 {
 		return nil
-	})
-	if err != nil || len(msgs) == 0 {
-		return err
 	}
 	if err := b.store.Append(msgs); err != nil {
 		return fmt.Errorf("re-put %d messages: %w", len(msgs), err)
@@ -279,12 +279,13 @@ func (b *Broker) unpark(r message.Record) *message.Message {
 func (b *Broker) retentionFloor() int64 {
 	floor := int64(-1)
 	keep := func(topic string, q int32, off int64) {
-		us, err := b.store.Units(topic, q, off, 1, nil)
-		if err != nil || len(us) == 0 || us[0].Size == 0 {
-			return
+		it := b.store.NewQueueIter(topic, q, store.IterOptions{UnitsOnly: true, MaxUnits: 1})
+		defer it.Close()
+		if !it.SeekGE(off) || it.Offset() != off {
+			return // gone, or a hole
 		}
-		if floor < 0 || us[0].CommitLogOffset < floor {
-			floor = us[0].CommitLogOffset
+		if u := it.Unit(); floor < 0 || u.CommitLogOffset < floor {
+			floor = u.CommitLogOffset
 		}
 	}
 	for level := 1; level <= len(b.levels); level++ {

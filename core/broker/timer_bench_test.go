@@ -81,18 +81,15 @@ func BenchmarkTimers(b *testing.B) {
 		})
 		var lags []time.Duration
 		for q := int32(0); q < 4; q++ {
-			units, err := env.Store.Units(topic, q, 0, burst, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			env.Store.ReadRecords(units, nil, func(_ store.Unit, r message.Record, err error) error {
-				if err != nil {
-					return err
-				}
+			it := env.Store.NewQueueIter(topic, q, store.IterOptions{MaxUnits: burst})
+			for ok := it.SeekGE(0); ok; ok = it.Next() {
+				r := it.Record()
 				due, _ := strconv.ParseInt(r.Properties().Get(message.PropertyTimerDeliverMS), 10, 64)
 				lags = append(lags, time.Duration(r.StoreTimestamp()-due)*time.Millisecond)
-				return nil
-			})
+			}
+			if err := it.Close(); err != nil {
+				b.Fatal(err)
+			}
 		}
 		slices.Sort(lags)
 		b.ReportMetric(float64(heapAfter-heapBefore)/(1<<20), "heap-MiB")

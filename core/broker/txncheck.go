@@ -152,8 +152,6 @@ type txnService struct {
 		savedAt   time.Time // when the progress was last saved
 		groups    map[string]string
 		producers map[string]map[*remoting.Conn]struct{} // seen sending END_TRANSACTION
-		units     []store.Unit
-		buf       []byte
 	}
 }
 
@@ -211,31 +209,15 @@ func parseHalfRecord(r message.Record, qoff int64) (halfRecord, error) {
 // from on, and returns the offset after the last one. Records lost to
 // corruption are logged and skipped; a queue cut by retention is read from
 // its first retained offset.
-func (s *txnService) scanQueue(topic string, from int64, units []store.Unit, buf []byte,
-	fn func(r message.Record, qoff int64)) (next int64, _ []store.Unit, _ []byte, err error) {
-	next = from
-	for {
-		units, err = s.b.store.Units(topic, 0, next, 256, units[:0])
-		if errors.Is(err, store.ErrOffsetGone) {
-			next = s.b.store.MinOffset(topic, 0)
-			continue
-		}
-		if err != nil || len(units) == 0 {
-			return next, units, buf, err
-		}
-		buf, err = s.b.store.ReadRecords(units, buf, func(u store.Unit, r message.Record, rerr error) error {
-			if rerr != nil {
-				s.b.log.Error("transaction record lost", "topic", topic, "offset", u.QueueOffset, "err", rerr)
-			} else {
-				fn(r, u.QueueOffset)
-			}
-			next = u.QueueOffset + 1
-			return nil
-		})
-		if err != nil {
-			return next, units, buf, err
-		}
+func (s *txnService) scanQueue(topic string, from int64, fn func(r message.Record, qoff int64)) (next int64, err error) {
+	it := s.b.store.NewQueueIter(topic, 0, store.IterOptions{OnCorrupt: func(u store.Unit, err error) {
+		s.b.log.Error("transaction record lost", "topic", topic, "offset", u.QueueOffset, "err", err)
+	}})
+	defer it.Close()
+	for ok := it.SeekGE(from); ok; ok = it.Next() {
+		fn(it.Record(), it.Offset())
 	}
+	return it.NextOffset(), it.Error()
 }
 
 // load rebuilds the index from the saved progress: the markers from
@@ -245,7 +227,7 @@ func (s *txnService) load() error {
 	half, _ := st.Progress(txnProgressHalf)
 	op, _ := st.Progress(txnProgressOp)
 	resolved := map[int64]int64{} // transaction → its marker's op offset
-	_, units, buf, err := s.scanQueue(OpHalfTopic, op, nil, nil, func(r message.Record, qoff int64) {
+	_, err := s.scanQueue(OpHalfTopic, op, func(r message.Record, qoff int64) {
 		origin, err := strconv.ParseInt(string(r.Body()), 10, 64)
 		if err != nil {
 			s.b.log.Error("bad transaction op marker", "offset", qoff, "body", string(r.Body()))
@@ -259,7 +241,6 @@ func (s *txnService) load() error {
 	lastHalf := map[int64]int64{}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.units, s.mu.buf = units, buf
 	s.mu.halfNext = half
 	err = s.catchUpLocked(func(origin, qoff int64) bool {
 		if _, ok := resolved[origin]; !ok {
@@ -298,7 +279,7 @@ func (s *txnService) catchUp() {
 // belongs to one resolved since.
 func (s *txnService) catchUpLocked(resolvedAt func(origin, qoff int64) bool) error {
 	earliest := time.Time{}
-	next, units, buf, err := s.scanQueue(HalfTopic, s.mu.halfNext, s.mu.units, s.mu.buf, func(r message.Record, qoff int64) {
+	next, err := s.scanQueue(HalfTopic, s.mu.halfNext, func(r message.Record, qoff int64) {
 		h, err := parseHalfRecord(r, qoff)
 		if err != nil {
 			s.b.log.Error("bad half message", "offset", qoff, "err", err)
@@ -327,7 +308,7 @@ func (s *txnService) catchUpLocked(resolvedAt func(origin, qoff int64) bool) err
 			earliest = t.next
 		}
 	})
-	s.mu.halfNext, s.mu.units, s.mu.buf = next, units, buf
+	s.mu.halfNext = next
 	if !earliest.IsZero() && earliest.Before(s.mu.wakeAt) {
 		s.wake()
 	}

@@ -92,20 +92,19 @@ func BenchmarkReadQueue(b *testing.B) {
 	}
 	b.SetBytes(1024)
 	b.ResetTimer()
-	var units []store.Unit
-	var buf []byte
+	it := s.NewQueueIter("read", 0, store.IterOptions{MaxUnits: 32})
+	defer it.Close()
 	off := int64(0)
 	for i := 0; i < b.N; i += 32 {
 		if off >= n {
 			off = 0
 		}
-		units, _ = s.Units("read", 0, off, 32, units[:0])
-		var err error
-		buf, err = s.ReadRecords(units, buf, func(u store.Unit, r message.Record, err error) error { return err })
-		if err != nil {
+		for ok := it.SeekGE(off); ok; ok = it.Next() {
+		}
+		if err := it.Error(); err != nil {
 			b.Fatal(err)
 		}
-		off += int64(len(units))
+		off = it.NextOffset()
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }

@@ -100,4 +100,43 @@
 //     records are never rolled back. Under FlushAsync an fsync failure,
 //     which may have lost acknowledged records, stops the store taking
 //     writes (ErrFailed).
+//
+// # Reading a queue
+//
+// Readers outside the store walk a consume queue only through a QueueIter
+// (pebble's shape: SeekGE, Next, Record, Error, Close). It loads the units
+// of one index block at a time, judges them with IterOptions.Filter before
+// any record is read, and reads the kept records that follow each other in
+// one segment with one read into a buffer it reuses (and pools on Close).
+//
+//	SeekGE(off) ─▶ load units ─▶ Filter: keep / skip / stop ─▶ read span ─▶ verify ─▶ Record
+//	                   │ ErrOffsetGone                           │ segment gone   │ CRC fails
+//	                   ▼                                         ▼                ▼
+//	             jump to the min offset, Gap()        Gap() over the unit   OnCorrupt, skip
+//
+// Iterator invariants:
+//
+//	I1. Records come in increasing queue offset order, each at most once
+//	    between two SeekGE calls, and each verified (invariant 3).
+//	I2. A record the Filter skips or stops at is never read; holes never
+//	    reach the Filter. The Filter sees each loaded unit once, in order.
+//	I3. Holes and records that fail their checksum are never returned: each
+//	    is counted in Stats.Corruptions (holes only when records are read)
+//	    and told to OnCorrupt once per pass, then skipped, or, under
+//	    StopOnCorruption, ends the walk with Error wrapping ErrCorruption
+//	    and NextOffset at the bad offset.
+//	I4. Offsets retention removed are never an error: a position below the
+//	    min offset (at SeekGE, or at a later load after retention moved the
+//	    min) moves to the min offset, and a unit whose segment was deleted
+//	    after it was loaded is passed over; both are reported by Gap for the
+//	    move that crossed them. Units loaded before a TrimQueue may still be
+//	    returned while their records remain in the log.
+//	I5. NextOffset never passes an offset the caller has not seen returned,
+//	    filtered out, or reported as a hole, a corrupt record or a gap: a
+//	    new iterator sought there misses nothing. MaxUnits, MaxRecords and
+//	    MaxBytes count from the last SeekGE; at a limit the walk ends
+//	    without error, as at the end of the queue or at a UnitStop.
+//	I6. Record aliases the iterator's buffer and is valid until the next
+//	    move or Close. Once a move fails, Next fails until SeekGE; use after
+//	    Close panics.
 package store

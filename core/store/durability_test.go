@@ -219,22 +219,16 @@ func TestCorruptRecordDetected(t *testing.T) {
 	s = storetest.Open(t, o)
 	got := map[string]bool{}
 	var corrupt int
-	units, err := s.Units("Z", 0, 0, 100, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.ReadRecords(units, nil, func(u store.Unit, r message.Record, err error) error {
-		if err != nil {
-			if !errors.Is(err, store.ErrCorruption) || u.QueueOffset != 4 {
-				t.Fatalf("offset %d: %v", u.QueueOffset, err)
-			}
-			corrupt++
-			return nil
+	it := s.NewQueueIter("Z", 0, store.IterOptions{OnCorrupt: func(u store.Unit, err error) {
+		if !errors.Is(err, store.ErrCorruption) || u.QueueOffset != 4 {
+			t.Fatalf("offset %d: %v", u.QueueOffset, err)
 		}
-		got[string(r.Body())] = true
-		return nil
-	})
-	if err != nil {
+		corrupt++
+	}})
+	for ok := it.SeekGE(0); ok; ok = it.Next() {
+		got[string(it.Record().Body())] = true
+	}
+	if err := it.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if corrupt != 1 || len(got) != 9 || got["z4"] {
@@ -258,16 +252,12 @@ func TestCorruptRecordDetected(t *testing.T) {
 	if s.Stats().Corruptions.Load() == 0 {
 		t.Fatal("recovery did not report the corrupt record")
 	}
-	units, _ = s.Units("Z", 0, 0, 100, nil)
 	holes, bodies := 0, 0
-	s.ReadRecords(units, nil, func(u store.Unit, r message.Record, err error) error {
-		if err != nil {
-			holes++
-		} else {
-			bodies++
-		}
-		return nil
-	})
+	it = s.NewQueueIter("Z", 0, store.IterOptions{OnCorrupt: func(store.Unit, error) { holes++ }})
+	for ok := it.SeekGE(0); ok; ok = it.Next() {
+		bodies++
+	}
+	it.Close()
 	if holes != 1 || bodies != 9 {
 		t.Fatalf("after rebuilding the index: %d holes, %d records", holes, bodies)
 	}

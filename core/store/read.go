@@ -54,11 +54,12 @@ func (s *Store) Queues() []QueueInfo {
 	return out
 }
 
-// Units appends to dst up to max units of the queue, starting at offset
+// units appends to dst up to max units of the queue, starting at offset
 // from. It returns fewer (or none) at the end of the queue. Units with Size
 // 0 are holes: positions whose record was lost to corruption. An offset
-// below the queue's min offset gives ErrOffsetGone.
-func (s *Store) Units(topic string, queueID int32, from int64, max int, dst []Unit) ([]Unit, error) {
+// below the queue's min offset gives ErrOffsetGone. Readers outside the
+// store use a QueueIter.
+func (s *Store) units(topic string, queueID int32, from int64, max int, dst []Unit) ([]Unit, error) {
 	k := queueKey{topic, queueID}
 	for max > 0 {
 		s.cq.RLock()
@@ -120,59 +121,6 @@ func (s *Store) indexUnits(k queueKey, no, from, end int64, dst []Unit) ([]Unit,
 	return appendUnits(dst, v, no, from, end), nil
 }
 
-// ReadRecords reads the records of units, in order, and calls fn with each.
-// Adjacent records are read together. A record that fails its checksum, or
-// a hole, is reported to fn as an error wrapping ErrCorruption and counted;
-// fn decides whether to go on. The record passed to fn aliases a buffer
-// that is reused after fn returns. buf is scratch space (may be nil); the
-// grown buffer is returned for reuse.
-func (s *Store) ReadRecords(units []Unit, buf []byte, fn func(u Unit, r message.Record, err error) error) ([]byte, error) {
-	for i := 0; i < len(units); {
-		u := units[i]
-		if u.Size <= 0 {
-			s.stats.Corruptions.Add(1)
-			if err := fn(u, nil, fmt.Errorf("%w: queue offset %d: record lost (hole)", ErrCorruption, u.QueueOffset)); err != nil {
-				return buf, err
-			}
-			i++
-			continue
-		}
-		// Extend the span over records that follow each other in the log.
-		j := i + 1
-		span := int64(u.Size) + trailerLen
-		for j < len(units) {
-			n := units[j]
-			if n.Size <= 0 || n.CommitLogOffset != u.CommitLogOffset+span || span+int64(n.Size)+trailerLen > maxReadSpan ||
-				n.CommitLogOffset/s.opts.SegmentSize != u.CommitLogOffset/s.opts.SegmentSize {
-				break
-			}
-			span += int64(n.Size) + trailerLen
-			j++
-		}
-		if int64(cap(buf)) < span {
-			buf = make([]byte, span)
-		}
-		buf = buf[:span]
-		if err := s.cl.readAt(buf, u.CommitLogOffset); err != nil {
-			return buf, err
-		}
-		at := int64(0)
-		for _, v := range units[i:j] {
-			n := int64(v.Size) + trailerLen
-			rec, err := checkFrame(buf[at:at+n], v.CommitLogOffset)
-			if err != nil {
-				s.reportCorruption(err)
-			}
-			if err := fn(v, rec, err); err != nil {
-				return buf, err
-			}
-			at += n
-		}
-		i = j
-	}
-	return buf, nil
-}
-
 func (s *Store) reportCorruption(err error) {
 	s.stats.Corruptions.Add(1)
 	s.log.Error("CORRUPT RECORD: not served", "err", err)
@@ -210,36 +158,26 @@ func (s *Store) ReadRecordAt(off int64) (message.Record, error) {
 
 // OffsetForTimestamp returns the first offset of the queue whose record was
 // stored at or after ts (ms); the max offset if every record is older, and
-// 0 for an empty queue.
+// 0 for an empty queue. A hole or corrupt record counts as older.
 func (s *Store) OffsetForTimestamp(topic string, queueID int32, ts int64) (int64, error) {
 	lo, hi := s.QueueOffsets(topic, queueID)
-	var buf []byte
-	var units []Unit
+	it := s.NewQueueIter(topic, queueID, IterOptions{MaxUnits: 1})
+	defer it.Close()
 	// Invariant: records before lo are older than ts, records at and after
 	// hi are not.
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		var err error
-		units, err = s.Units(topic, queueID, mid, 1, units[:0])
-		if err != nil {
+		ok := it.SeekGE(mid)
+		if from, to := it.Gap(); from < to {
+			return 0, fmt.Errorf("%w: %s/%d offset %d", ErrOffsetGone, topic, queueID, mid)
+		}
+		if err := it.Error(); err != nil {
 			return 0, err
 		}
-		if len(units) == 0 {
+		if !ok && it.NextOffset() == mid {
 			return 0, fmt.Errorf("%w: %s/%d offset %d", ErrNotFound, topic, queueID, mid)
 		}
-		older := true
-		if units[0].Size > 0 {
-			buf, err = s.ReadRecords(units, buf, func(_ Unit, r message.Record, rerr error) error {
-				if rerr == nil {
-					older = r.StoreTimestamp() < ts
-				}
-				return nil
-			})
-			if err != nil {
-				return 0, err
-			}
-		}
-		if older {
+		if !ok || it.Record().StoreTimestamp() < ts {
 			lo = mid + 1
 		} else {
 			hi = mid

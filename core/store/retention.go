@@ -96,7 +96,7 @@ func (s *Store) advanceMinOffsets() error {
 		newMin := info.MinOffset
 		for newMin < info.MaxOffset {
 			var err error
-			units, err = s.Units(k.topic, k.id, newMin, blockUnits, units[:0])
+			units, err = s.units(k.topic, k.id, newMin, blockUnits, units[:0])
 			if err != nil || len(units) == 0 {
 				break
 			}

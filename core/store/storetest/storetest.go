@@ -43,6 +43,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Retention", testRetention},
 		{"TrimQueue", testTrimQueue},
 	}
+	tests = append(tests, iterTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, cfg) })
 	}
@@ -72,36 +73,32 @@ func Open(t testing.TB, o store.Options) *store.Store {
 }
 
 // ReadQueue returns the bodies of every record in a queue from offset from.
+// A gap, a hole or a corrupt record fails the test.
 func ReadQueue(t testing.TB, s *store.Store, topic string, queueID int32, from int64) []string {
 	t.Helper()
 	var out []string
-	var buf []byte
-	for {
-		units, err := s.Units(topic, queueID, from, 100, nil)
-		if err != nil {
-			t.Fatalf("units %s/%d@%d: %v", topic, queueID, from, err)
+	it := s.NewQueueIter(topic, queueID, store.IterOptions{StopOnCorruption: true})
+	defer it.Close()
+	for ok := it.SeekGE(from); ok; ok = it.Next() {
+		if gf, gt := it.Gap(); gf < gt {
+			t.Fatalf("read %s/%d: offsets [%d, %d) gone", topic, queueID, gf, gt)
 		}
-		if len(units) == 0 {
-			return out
+		u, r := it.Unit(), it.Record()
+		if r.QueueOffset() != u.QueueOffset || string(r.Topic()) != topic || r.QueueID() != queueID {
+			t.Fatalf("unit %d holds record %s/%d@%d", u.QueueOffset, r.Topic(), r.QueueID(), r.QueueOffset())
 		}
-		buf, err = s.ReadRecords(units, buf, func(u store.Unit, r message.Record, err error) error {
-			if err != nil {
-				return err
-			}
-			if r.QueueOffset() != u.QueueOffset || string(r.Topic()) != topic || r.QueueID() != queueID {
-				return fmt.Errorf("unit %d holds record %s/%d@%d", u.QueueOffset, r.Topic(), r.QueueID(), r.QueueOffset())
-			}
-			if !r.CheckBodyCRC() {
-				return fmt.Errorf("body CRC of offset %d", u.QueueOffset)
-			}
-			out = append(out, string(r.Body()))
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("read %s/%d: %v", topic, queueID, err)
+		if !r.CheckBodyCRC() {
+			t.Fatalf("body CRC of offset %d", u.QueueOffset)
 		}
-		from = units[len(units)-1].QueueOffset + 1
+		out = append(out, string(r.Body()))
 	}
+	if err := it.Error(); err != nil {
+		t.Fatalf("read %s/%d: %v", topic, queueID, err)
+	}
+	if gf, gt := it.Gap(); gf < gt {
+		t.Fatalf("read %s/%d: offsets [%d, %d) gone", topic, queueID, gf, gt)
+	}
+	return out
 }
 
 func appendOne(t testing.TB, s *store.Store, m *message.Message) {
@@ -187,13 +184,18 @@ func testManyBlocks(t *testing.T, cfg Config) {
 		t.Fatalf("queue has %d messages, want %d", len(got), len(want))
 	}
 	// Reads starting inside a block and across block boundaries.
+	it := s.NewQueueIter("C", 0, store.IterOptions{UnitsOnly: true, MaxUnits: 70})
+	defer it.Close()
 	for _, from := range []int64{63, 64, 65, 127, 200, 299} {
-		units, err := s.Units("C", 0, from, 70, nil)
-		if err != nil {
+		var units []store.Unit
+		for ok := it.SeekGE(from); ok; ok = it.Next() {
+			units = append(units, it.Unit())
+		}
+		if err := it.Error(); err != nil {
 			t.Fatal(err)
 		}
 		if wantN := min(70, n-int(from)); len(units) != wantN || units[0].QueueOffset != from {
-			t.Fatalf("Units from %d: %d units starting %d", from, len(units), units[0].QueueOffset)
+			t.Fatalf("units from %d: %d units starting %d", from, len(units), units[0].QueueOffset)
 		}
 	}
 }
@@ -451,8 +453,8 @@ func testRetention(t *testing.T, cfg Config) {
 	if mn == 0 || mx != 30 {
 		t.Fatalf("after retention queue spans [%d, %d)", mn, mx)
 	}
-	if _, err := s.Units("X", 0, 0, 1, nil); !errors.Is(err, store.ErrOffsetGone) {
-		t.Fatalf("read below min: %v", err)
+	if gf, gt := seekGap(s, "X", 0, 0); gf != 0 || gt != mn {
+		t.Fatalf("read below min: gap [%d, %d), want [0, %d)", gf, gt, mn)
 	}
 	if got := ReadQueue(t, s, "X", 0, mn); len(got) != int(mx-mn) {
 		t.Fatalf("read %d retained messages, want %d", len(got), mx-mn)
@@ -518,8 +520,8 @@ func testTrimQueue(t *testing.T, cfg Config) {
 	if mn, mx := s.QueueOffsets("Trim", 0); mn != 150 || mx != 200 {
 		t.Fatalf("after trim the queue spans [%d, %d)", mn, mx)
 	}
-	if _, err := s.Units("Trim", 0, 10, 1, nil); !errors.Is(err, store.ErrOffsetGone) {
-		t.Fatalf("read below the trimmed min: %v", err)
+	if gf, gt := seekGap(s, "Trim", 0, 10); gf != 10 || gt != 150 {
+		t.Fatalf("read below the trimmed min: gap [%d, %d), want [10, 150)", gf, gt)
 	}
 	if err := s.TrimQueue("Trim", 0, 100); err != nil {
 		t.Fatal(err)
@@ -536,4 +538,12 @@ func testTrimQueue(t *testing.T, cfg Config) {
 	if got := ReadQueue(t, s, "Trim", 0, 150); len(got) != 50 || got[0] != "m150" {
 		t.Fatalf("read %d after trim, first %q", len(got), got[0])
 	}
+}
+
+// seekGap returns the gap a read of a queue from offset from passes over.
+func seekGap(s *store.Store, topic string, queueID int32, from int64) (gapFrom, gapTo int64) {
+	it := s.NewQueueIter(topic, queueID, store.IterOptions{MaxRecords: 1})
+	defer it.Close()
+	it.SeekGE(from)
+	return it.Gap()
 }
