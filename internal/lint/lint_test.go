@@ -29,6 +29,7 @@ type rule struct {
 var rules = []rule{
 	{from: "core/message", only: []string{}},
 	{from: "core/allocate", only: []string{}},
+	{from: "core/outbox", only: []string{"core/message"}},
 	{from: "core/remoting", only: []string{"core/message"}},
 	{from: "internal/bench", only: []string{"core/remoting", "core/message"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},
@@ -159,6 +160,8 @@ func TestRuleCatchesViolation(t *testing.T) {
 		{"core/remoting", "github.com/x/y", true},
 		{"internal/bench", module + "/core/broker", true},
 		{"internal/bench", module + "/core/remoting", false},
+		{"core/outbox", module + "/core/message", false},
+		{"core/outbox", module + "/core/broker", true},
 	} {
 		bad := false
 		for _, r := range rules {
