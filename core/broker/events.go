@@ -3,14 +3,13 @@ package broker
 import (
 	"bytes"
 	"compress/zlib"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/store"
 )
 
@@ -18,76 +17,6 @@ import (
 // written in the same store append as the move each describes, so an event
 // exists if and only if its move happened.
 const EventsTopic = "RMQ_SYS_EVENTS"
-
-// Event kinds.
-const (
-	EventRetry = "retry"
-	EventDLQ   = "dlq"
-)
-
-// Event describes one retry or dead-letter move.
-type Event struct {
-	// Offset is the event's position in the outbox.
-	Offset int64
-	// Kind is EventRetry or EventDLQ.
-	Kind string
-	// Time is when the move was stored.
-	Time time.Time
-	// Group is the consumer group, without %RETRY% or %DLQ%.
-	Group string
-	// Topic is the message's original topic.
-	Topic string
-	// MsgID is the message id clients see (UNIQ_KEY, or the offsetMsgId).
-	MsgID string
-	// OriginMsgID is the id of the first delivery.
-	OriginMsgID string
-	// Keys and Tags are the message's KEYS and TAGS.
-	Keys, Tags string
-	// QueueID and QueueOffset locate the failed delivery in its queue.
-	QueueID     int32
-	QueueOffset int64
-	// ReconsumeTimes is the number of failed attempts so far;
-	// MaxReconsumeTimes the limit that applied.
-	ReconsumeTimes    int32
-	MaxReconsumeTimes int32
-	// DelayLevel and NextAttemptAt say when a retry is due (zero for DLQ).
-	DelayLevel    int32
-	NextAttemptAt time.Time
-	// Reason says why the message moved.
-	Reason string
-	// Target locates the moved copy: its topic and commit-log offset.
-	TargetTopic     string
-	TargetLogOffset int64
-	// Body and Properties are the moved message's. Body is nil when the
-	// moved record is no longer in the store.
-	Body       []byte
-	Properties message.Properties
-}
-
-// eventRecord is the JSON body of an outbox record. The moved message is
-// the record stored right before it in the same append, MovedSize bytes
-// (frame included) earlier in the commit log.
-type eventRecord struct {
-	Kind              string `json:"kind"`
-	Group             string `json:"group"`
-	Topic             string `json:"topic"`
-	MsgID             string `json:"msgId"`
-	OriginMsgID       string `json:"originMsgId,omitempty"`
-	QueueID           int32  `json:"queueId"`
-	QueueOffset       int64  `json:"queueOffset"`
-	ReconsumeTimes    int32  `json:"reconsumeTimes"`
-	MaxReconsumeTimes int32  `json:"maxReconsumeTimes"`
-	DelayLevel        int32  `json:"delayLevel,omitempty"`
-	NextAttemptMS     int64  `json:"nextAttemptAt,omitempty"`
-	Reason            string `json:"reason"`
-	MovedSize         int64  `json:"movedSize"`
-}
-
-// EventSink receives each retry and dead-letter event after it is stored.
-// It must not block.
-type EventSink interface {
-	Event(e *Event)
-}
 
 // eventsSignal lets readers wait for new outbox events.
 type eventsSignal struct {
@@ -114,13 +43,13 @@ func (s *eventsSignal) fire() {
 }
 
 // outboxOn reports whether moves write events.
-func (b *Broker) outboxOn() bool { return b.opts.Outbox || b.opts.EventSink != nil }
+func (b *Broker) outboxOn() bool { return b.opts.Outbox }
 
 // newEvent builds the outbox record for a move. moved is the message
 // stored right before it in the same append.
-func (b *Broker) newEvent(ev eventRecord, moved *message.Message) *message.Message {
+func (b *Broker) newEvent(ev outbox.Record, moved *message.Message) *message.Message {
 	ev.MovedSize = int64(moved.RecordLen()) + 4 // the store's CRC trailer
-	body, _ := json.Marshal(ev)
+	body := ev.Encode()
 	return &message.Message{
 		Topic:         EventsTopic,
 		BornTimestamp: b.now().UnixMilli(),
@@ -128,49 +57,6 @@ func (b *Broker) newEvent(ev eventRecord, moved *message.Message) *message.Messa
 		StoreHost:     b.storeHost,
 		Body:          body,
 	}
-}
-
-// afterEvents tells the sink about events just stored.
-func (b *Broker) afterEvents(msgs []*message.Message) {
-	if b.opts.EventSink == nil {
-		return
-	}
-	for i, m := range msgs {
-		if m.Topic != EventsTopic || i == 0 {
-			continue
-		}
-		e, err := b.decodeEvent(m.QueueOffset, m.StoreTimestamp, m.CommitLogOffset, m.Body)
-		if err != nil {
-			continue
-		}
-		fillMoved(&e, msgs[i-1])
-		b.opts.EventSink.Event(&e)
-	}
-}
-
-func (b *Broker) decodeEvent(qoff, storeTime, logOff int64, body []byte) (Event, error) {
-	var r eventRecord
-	if err := json.Unmarshal(body, &r); err != nil {
-		return Event{}, fmt.Errorf("outbox event %d: %w", qoff, err)
-	}
-	e := Event{
-		Offset: qoff, Kind: r.Kind, Time: time.UnixMilli(storeTime), Group: r.Group, Topic: r.Topic,
-		MsgID: r.MsgID, OriginMsgID: r.OriginMsgID, QueueID: r.QueueID, QueueOffset: r.QueueOffset,
-		ReconsumeTimes: r.ReconsumeTimes, MaxReconsumeTimes: r.MaxReconsumeTimes, DelayLevel: r.DelayLevel,
-		Reason: r.Reason, TargetLogOffset: logOff - r.MovedSize,
-	}
-	if r.NextAttemptMS > 0 {
-		e.NextAttemptAt = time.UnixMilli(r.NextAttemptMS)
-	}
-	return e, nil
-}
-
-func fillMoved(e *Event, m *message.Message) {
-	e.TargetTopic = m.Topic
-	e.Body = m.Body
-	e.Properties = m.Properties
-	e.Keys = m.Properties.Get(message.PropertyKeys)
-	e.Tags = m.Properties.Get(message.PropertyTags)
 }
 
 // EventOffsets returns the first retained and the next outbox offset.
@@ -185,7 +71,7 @@ func (b *Broker) WaitEvents() <-chan struct{} { return b.events.wait() }
 // ReadEvents appends to dst up to max outbox events starting at offset
 // from, each with its moved message's body and properties. An offset
 // below the retained range gives store.ErrOffsetGone.
-func (b *Broker) ReadEvents(from int64, max int, dst []Event) ([]Event, error) {
+func (b *Broker) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Event, error) {
 	units, err := b.store.Units(EventsTopic, 0, from, max, nil)
 	if err != nil {
 		return dst, err
@@ -195,12 +81,12 @@ func (b *Broker) ReadEvents(from int64, max int, dst []Event) ([]Event, error) {
 			b.log.Error("outbox event unreadable; skipped", "offset", u.QueueOffset, "err", rerr)
 			return nil
 		}
-		e, err := b.decodeEvent(u.QueueOffset, r.StoreTimestamp(), r.CommitLogOffset(), r.Body())
+		rec, err := outbox.DecodeRecord(r.Body())
 		if err != nil {
 			b.log.Error("outbox event malformed; skipped", "offset", u.QueueOffset, "err", err)
 			return nil
 		}
-		dst = append(dst, e)
+		dst = append(dst, rec.Event(u.QueueOffset, r.StoreTimestamp(), r.CommitLogOffset()))
 		return nil
 	})
 	if err != nil {
@@ -220,7 +106,7 @@ func (b *Broker) ReadEvents(from int64, max int, dst []Event) ([]Event, error) {
 		}
 		var m message.Message
 		moved.Decode(&m)
-		fillMoved(e, &m)
+		e.SetMoved(&m)
 		if m.SysFlag&message.SysFlagCompressed != 0 {
 			if body, err := inflate(m.Body); err == nil {
 				e.Body = body

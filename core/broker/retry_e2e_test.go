@@ -11,6 +11,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -175,7 +176,7 @@ func TestMaxReconsumeTimesThenDLQ(t *testing.T) {
 	if ds := a.get("dead-0"); len(ds) != 3 {
 		t.Fatalf("attempted %d times, want 3", len(ds))
 	}
-	list, err := env.Broker.ListDLQ(broker.DLQSelector{Group: group})
+	list, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
 	if err != nil || len(list) != 1 || list[0].Topic != topic || list[0].ReconsumeTimes != 3 {
 		t.Fatalf("ListDLQ = %+v, %v", list, err)
 	}

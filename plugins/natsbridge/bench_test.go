@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
@@ -91,8 +91,8 @@ func runNATSProcess(b *testing.B) *natsProcess {
 
 // benchEvent is an event of about the size the issue measures: a 256 B
 // body and the full set of headers.
-func benchEvent(i int) broker.Event {
-	e := event(broker.EventDLQ, "CID_ORDER_PROCESSOR", "OrderCreated", i)
+func benchEvent(i int) outbox.Event {
+	e := event(outbox.KindDLQ, "CID_ORDER_PROCESSOR", "OrderCreated", i)
 	e.Body = make([]byte, 256)
 	return e
 }
@@ -148,7 +148,7 @@ func BenchmarkBridge(b *testing.B) {
 		b.Run("server="+srv+"/publisher=bridge/source=fake", func(b *testing.B) {
 			u := url(b)
 			src := newFakeSource()
-			evs := make([]broker.Event, b.N)
+			evs := make([]outbox.Event, b.N)
 			for i := range evs {
 				evs[i] = benchEvent(i)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -125,7 +126,7 @@ func TestFailingConsumerEvents(t *testing.T) {
 		}
 		lastOffset = off
 		rt, _ := strconv.Atoi(h.Get(natsbridge.HeaderReconsumeTimes))
-		if kind == broker.EventRetry {
+		if kind == outbox.KindRetry {
 			if h.Get(natsbridge.HeaderDelayLevel) != "1" || h.Get(natsbridge.HeaderNextAttemptAt) == "" {
 				t.Errorf("retry event: %v", h)
 			}
@@ -133,7 +134,7 @@ func TestFailingConsumerEvents(t *testing.T) {
 		got[id] = append(got[id], seen{kind, rt})
 	}
 	for id := range ids {
-		want := []seen{{broker.EventRetry, 1}, {broker.EventRetry, 2}, {broker.EventDLQ, 3}}
+		want := []seen{{outbox.KindRetry, 1}, {outbox.KindRetry, 2}, {outbox.KindDLQ, 3}}
 		if fmt.Sprint(got[id]) != fmt.Sprint(want) {
 			t.Errorf("message %s: events %v, want %v", id, got[id], want)
 		}
@@ -179,7 +180,7 @@ func TestResendOverNATS(t *testing.T) {
 	var dead *nats.Msg
 	for dead == nil {
 		m := brokertest.Wait(t, events, 60*time.Second, "the dead-letter event")
-		if m.Header.Get(natsbridge.HeaderEvent) == broker.EventDLQ {
+		if m.Header.Get(natsbridge.HeaderEvent) == outbox.KindDLQ {
 			dead = m
 		}
 	}
@@ -330,7 +331,7 @@ func TestBrokerRestartMidStream(t *testing.T) {
 
 // TestResendReplyJSON pins the reply's wire form.
 func TestResendReplyJSON(t *testing.T) {
-	r := natsbridge.ResendReply{OK: true, Broker: "broker-a", Resent: []broker.Resent{{QueueOffset: 3, OldMsgID: "A", NewMsgID: "B", Topic: "T", QueueID: 1}}}
+	r := natsbridge.ResendReply{OK: true, Broker: "broker-a", Resent: []outbox.Resent{{QueueOffset: 3, OldMsgID: "A", NewMsgID: "B", Topic: "T", QueueID: 1}}}
 	data, _ := json.Marshal(r)
 	want := `{"ok":true,"broker":"broker-a","resent":[{"queueOffset":3,"oldMsgId":"A","newMsgId":"B","topic":"T","queueId":1}]}`
 	if string(data) != want {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // Mode says how events are published.
@@ -106,8 +106,8 @@ type Options struct {
 	// passes the broker's).
 	Broker string
 
-	// Kinds are the event kinds to publish: broker.EventRetry and
-	// broker.EventDLQ. Default both.
+	// Kinds are the event kinds to publish: outbox.KindRetry and
+	// outbox.KindDLQ. Default both.
 	Kinds []string
 	// IncludeGroups and IncludeTopics, when set, publish only events whose
 	// group (or topic) matches one of the patterns; ExcludeGroups and
@@ -200,7 +200,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.SubjectPrefix = DefaultSubjectPrefix
 	}
 	if len(o.Kinds) == 0 {
-		o.Kinds = []string{broker.EventRetry, broker.EventDLQ}
+		o.Kinds = []string{outbox.KindRetry, outbox.KindDLQ}
 	}
 	if o.BodyCap == 0 {
 		o.BodyCap = DefaultBodyCap
@@ -309,8 +309,8 @@ func (o *Options) validate() error {
 		bad("a broker name is required")
 	}
 	for _, k := range o.Kinds {
-		if k != broker.EventRetry && k != broker.EventDLQ {
-			bad("event kind %q: want %q or %q", k, broker.EventRetry, broker.EventDLQ)
+		if k != outbox.KindRetry && k != outbox.KindDLQ {
+			bad("event kind %q: want %q or %q", k, outbox.KindRetry, outbox.KindDLQ)
 		}
 	}
 	for name, pats := range map[string][]string{

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // ResendRequest is the JSON body of a request on
@@ -45,7 +45,7 @@ type ResendReply struct {
 	// Broker is the broker that answered.
 	Broker string `json:"broker"`
 	// Resent lists the new message, with its new msgId.
-	Resent []broker.Resent `json:"resent,omitempty"`
+	Resent []outbox.Resent `json:"resent,omitempty"`
 	// Duplicate is true when the key was seen before and this is the
 	// first answer repeated.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -163,7 +163,7 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 		return failReply(CodeBadRequest, err), 0
 	}
 	if req.Target == "" {
-		req.Target = broker.ResendOrigin
+		req.Target = outbox.ResendOrigin
 	}
 	now := s.b.opts.Now()
 	if now.Sub(s.mu.lastSweep) > s.sweepEvery() {
@@ -189,13 +189,13 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 		}
 	}
 
-	sel := broker.DLQSelector{Group: req.Group, MsgID: req.MsgID, QueueOffset: req.QueueOffset, Limit: 1}
+	sel := outbox.DLQSelector{Group: req.Group, MsgID: req.MsgID, QueueOffset: req.QueueOffset, Limit: 1}
 	if found, err := s.r.ListDLQ(sel); err != nil || len(found) == 0 {
 		if err == nil {
-			err = fmt.Errorf("%w in group %s", broker.ErrNoDeadLetter, req.Group)
+			err = fmt.Errorf("%w in group %s", outbox.ErrNoDeadLetter, req.Group)
 		}
 		code := CodeFailed
-		if errors.Is(err, broker.ErrNoDeadLetter) {
+		if errors.Is(err, outbox.ErrNoDeadLetter) {
 			code = CodeNotFound
 		}
 		var delay time.Duration
@@ -210,7 +210,7 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 		return failReply(CodeFailed, err), 0
 	}
 	resent, err := s.r.ResendDLQ(sel, req.Target)
-	if errors.Is(err, broker.ErrNoDeadLetter) {
+	if errors.Is(err, outbox.ErrNoDeadLetter) {
 		// Nothing was resent: free the key.
 		if derr := s.r.DeleteExtRecord(name); derr != nil {
 			s.b.log.Warn("resend key not released", "key", req.Key, "err", derr)
@@ -276,8 +276,8 @@ func (r *ResendRequest) check() error {
 	if (r.MsgID == "") == (r.QueueOffset == nil) {
 		errs = append(errs, errors.New("exactly one of msgId and queueOffset is required"))
 	}
-	if r.Target != "" && r.Target != broker.ResendOrigin && r.Target != broker.ResendRetry {
-		errs = append(errs, fmt.Errorf("target %q: want %q or %q", r.Target, broker.ResendOrigin, broker.ResendRetry))
+	if r.Target != "" && r.Target != outbox.ResendOrigin && r.Target != outbox.ResendRetry {
+		errs = append(errs, fmt.Errorf("target %q: want %q or %q", r.Target, outbox.ResendOrigin, outbox.ResendRetry))
 	}
 	if r.Key == "" || len(r.Key) > maxKeyLen {
 		errs = append(errs, fmt.Errorf("an idempotency key of 1..%d bytes is required", maxKeyLen))

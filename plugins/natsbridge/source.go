@@ -3,7 +3,7 @@ package natsbridge
 import (
 	"errors"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // Source is the outbox the bridge reads, and the durable counters it keeps
@@ -18,7 +18,7 @@ type Source interface {
 	// reads max positions (fewer at the end of the outbox) and leaves out
 	// the ones it cannot decode. An offset below the retained range is an
 	// error.
-	ReadEvents(from int64, max int, dst []broker.Event) ([]broker.Event, error)
+	ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Event, error)
 	// Progress and SetProgress read and set a durable counter;
 	// FlushProgress makes the counters durable now.
 	Progress(name string) (int64, bool)
@@ -29,8 +29,8 @@ type Source interface {
 // Resender resends dead letters and keeps small durable records (the
 // resend service's idempotency keys). *broker.Broker satisfies it.
 type Resender interface {
-	ListDLQ(sel broker.DLQSelector) ([]broker.DeadLetter, error)
-	ResendDLQ(sel broker.DLQSelector, target string) ([]broker.Resent, error)
+	ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error)
+	ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error)
 	ExtRecord(name string) ([]byte, bool, error)
 	PutExtRecord(name string, v []byte) error
 	DeleteExtRecord(name string) error
