@@ -116,17 +116,6 @@ func (b *Broker) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.E
 	return dst, nil
 }
 
-// Progress and SetProgress keep small durable counters (cursors, for
-// example) for components wired around the broker, in the store's index.
-// Values are written every checkpoint; FlushProgress writes them now.
-func (b *Broker) Progress(name string) (int64, bool) { return b.store.Progress("ext/" + name) }
-
-// SetProgress records a counter; see Progress.
-func (b *Broker) SetProgress(name string, v int64) { b.store.SetProgress("ext/"+name, v) }
-
-// FlushProgress writes counters (and the index checkpoint) durably now.
-func (b *Broker) FlushProgress() error { return b.store.Checkpoint() }
-
 // inflate undoes the zlib compression clients apply to large bodies.
 func inflate(b []byte) ([]byte, error) {
 	r, err := zlib.NewReader(bytes.NewReader(b))

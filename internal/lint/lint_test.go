@@ -37,7 +37,7 @@ var rules = []rule{
 	{from: "core/broker", deny: []string{"plugins", "filters", "cmd", "github.com/tetratelabs/wazero", "github.com/nats-io", "github.com/spf13/pflag"}},
 	{from: "filters", only: []string{"core/message"}},
 	{from: "plugins/wasm", deny: []string{"core/store", "core/remoting", "core/namesrv", "core/broker"}},
-	{from: "plugins/natsbridge", deny: []string{"core/store", "github.com/tetratelabs/wazero"}},
+	{from: "plugins/natsbridge", deny: []string{"core/store", "core/broker", "github.com/tetratelabs/wazero"}},
 	{from: "sdk", deny: []string{"core", "plugins", "github.com/tetratelabs/wazero"}},
 	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate"}},
 	{from: "examples/wasm", deny: []string{"core"}},
@@ -162,6 +162,8 @@ func TestRuleCatchesViolation(t *testing.T) {
 		{"internal/bench", module + "/core/remoting", false},
 		{"core/outbox", module + "/core/message", false},
 		{"core/outbox", module + "/core/broker", true},
+		{"plugins/natsbridge", module + "/core/broker", true},
+		{"plugins/natsbridge", module + "/core/outbox", false},
 	} {
 		bad := false
 		for _, r := range rules {

@@ -159,7 +159,7 @@ func BenchmarkBridge(b *testing.B) {
 			u := url(b)
 			env := brokertest.Start(b, func(c *server.Config) { c.Broker.Outbox = true })
 			newSender(b, env).send(b, b.N, 8)
-			benchBridge(b, env.Broker, u, int64(b.N))
+			benchBridge(b, &server.BridgeSource{Broker: env.Broker, Store: env.Store}, u, int64(b.N))
 		})
 	}
 }
@@ -199,11 +199,11 @@ func BenchmarkBrokerSide(b *testing.B) {
 			var br *natsbridge.Bridge
 			switch mode {
 			case "bridge=on":
-				opts := natsbridge.Options{Source: env.Broker, URLs: []string{runNATSProcess(b).URL}, Cluster: "DefaultCluster",
+				opts := natsbridge.Options{Source: &server.BridgeSource{Broker: env.Broker, Store: env.Store}, URLs: []string{runNATSProcess(b).URL}, Cluster: "DefaultCluster",
 					Broker: "broker-a", Provision: true, Logger: brokertest.Logger()}
 				br = startBridge(b, opts)
 			case "bridge=down":
-				opts := natsbridge.Options{Source: env.Broker, URLs: []string{"nats://127.0.0.1:1"}, Cluster: "DefaultCluster",
+				opts := natsbridge.Options{Source: &server.BridgeSource{Broker: env.Broker, Store: env.Store}, URLs: []string{"nats://127.0.0.1:1"}, Cluster: "DefaultCluster",
 					Broker: "broker-a", Logger: brokertest.Logger()}
 				br = startBridge(b, opts)
 			}

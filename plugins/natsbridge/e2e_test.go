@@ -33,8 +33,9 @@ func shortLevels(cfg *server.Config) {
 // bridgeOn starts a bridge on a running broker, as the server wiring does.
 func bridgeOn(t testing.TB, env *brokertest.Env, ns *natsServer, mutate ...func(*natsbridge.Options)) *natsbridge.Bridge {
 	t.Helper()
-	opts := testOptions(ns, env.Broker)
-	opts.Resender = env.Broker
+	src := &server.BridgeSource{Broker: env.Broker, Store: env.Store}
+	opts := testOptions(ns, src)
+	opts.Resender = src
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -313,7 +314,7 @@ func TestBrokerRestartMidStream(t *testing.T) {
 	cursor := b1.Status().Cursor
 	t.Logf("stopped at cursor %d of %d", cursor, total/2)
 	env = env.Restart(t)
-	if v, ok := env.Broker.Progress("natsbridge/cursor"); !ok || v != cursor {
+	if v, ok := (&server.BridgeSource{Broker: env.Broker, Store: env.Store}).Progress("natsbridge/cursor"); !ok || v != cursor {
 		t.Fatalf("cursor after restart %d, %v; want %d", v, ok, cursor)
 	}
 	s.addr = env.BrokerAddr

@@ -50,10 +50,9 @@ const (
 // Options configures a Bridge. Zero values mean the documented default.
 type Options struct {
 	// Source is the outbox the bridge reads and keeps its cursor in.
-	// Required; *broker.Broker satisfies it.
+	// Required.
 	Source Source
-	// Resender serves resend requests. Required when Resend is set;
-	// *broker.Broker satisfies it.
+	// Resender serves resend requests. Required when Resend is set.
 	Resender Resender
 
 	// URLs are the NATS servers, e.g. "nats://127.0.0.1:4222". Required.

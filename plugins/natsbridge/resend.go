@@ -171,7 +171,7 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 	}
 	fp := req.fingerprint()
 	name := keyName(req.Key)
-	if v, ok, err := s.r.ExtRecord(name); err != nil {
+	if v, ok, err := s.r.Record(name); err != nil {
 		return failReply(CodeFailed, err), 0
 	} else if ok {
 		var rec keyRecord
@@ -212,7 +212,7 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 	resent, err := s.r.ResendDLQ(sel, req.Target)
 	if errors.Is(err, outbox.ErrNoDeadLetter) {
 		// Nothing was resent: free the key.
-		if derr := s.r.DeleteExtRecord(name); derr != nil {
+		if derr := s.r.DeleteRecord(name); derr != nil {
 			s.b.log.Warn("resend key not released", "key", req.Key, "err", derr)
 		}
 		return failReply(CodeNotFound, err), 0
@@ -237,7 +237,7 @@ func (s *resendService) put(name string, rec *keyRecord) error {
 	if err != nil {
 		return err
 	}
-	return s.r.PutExtRecord(name, v)
+	return s.r.PutRecord(name, v)
 }
 
 func (s *resendService) sweepEvery() time.Duration {
@@ -249,7 +249,7 @@ func (s *resendService) sweepLocked() {
 	now := s.b.opts.Now()
 	s.mu.lastSweep = now
 	var old []string
-	err := s.r.EachExtRecord(resendPrefix, func(name string, v []byte) error {
+	err := s.r.EachRecord(resendPrefix, func(name string, v []byte) error {
 		var rec keyRecord
 		if json.Unmarshal(v, &rec) != nil || now.Sub(time.UnixMilli(rec.At)) >= s.b.opts.ResendKeyTTL {
 			old = append(old, name)
@@ -261,7 +261,7 @@ func (s *resendService) sweepLocked() {
 		return
 	}
 	for _, name := range old {
-		if err := s.r.DeleteExtRecord(name); err != nil {
+		if err := s.r.DeleteRecord(name); err != nil {
 			s.b.log.Warn("resend key not forgotten", "name", name, "err", err)
 			return
 		}

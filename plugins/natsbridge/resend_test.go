@@ -70,28 +70,28 @@ func (f *fakeResender) resends() int {
 	return len(f.resent)
 }
 
-func (f *fakeResender) ExtRecord(name string) ([]byte, bool, error) {
+func (f *fakeResender) Record(name string) ([]byte, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.records[name]
 	return v, ok, nil
 }
 
-func (f *fakeResender) PutExtRecord(name string, v []byte) error {
+func (f *fakeResender) PutRecord(name string, v []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.records[name] = v
 	return nil
 }
 
-func (f *fakeResender) DeleteExtRecord(name string) error {
+func (f *fakeResender) DeleteRecord(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.records, name)
 	return nil
 }
 
-func (f *fakeResender) EachExtRecord(prefix string, fn func(string, []byte) error) error {
+func (f *fakeResender) EachRecord(prefix string, fn func(string, []byte) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k, v := range f.records {

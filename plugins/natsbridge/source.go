@@ -7,7 +7,8 @@ import (
 )
 
 // Source is the outbox the bridge reads, and the durable counters it keeps
-// its cursor and epoch in. *broker.Broker satisfies it; tests use a fake.
+// its cursor and epoch in. The wiring (internal/server) adapts the broker
+// and its store to it; tests use a fake.
 type Source interface {
 	// EventOffsets returns the first retained and the next outbox offset.
 	EventOffsets() (minOff, maxOff int64)
@@ -27,14 +28,22 @@ type Source interface {
 }
 
 // Resender resends dead letters and keeps small durable records (the
-// resend service's idempotency keys). *broker.Broker satisfies it.
+// resend service's idempotency keys). The wiring (internal/server) adapts
+// the broker and its store to it; tests use a fake.
 type Resender interface {
+	// ListDLQ and ResendDLQ list and resend a group's dead letters; a
+	// selector that matches nothing gives outbox.ErrNoDeadLetter.
 	ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error)
 	ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error)
-	ExtRecord(name string) ([]byte, bool, error)
-	PutExtRecord(name string, v []byte) error
-	DeleteExtRecord(name string) error
-	EachExtRecord(prefix string, fn func(name string, v []byte) error) error
+	// Record returns a durable record; ok is false when there is none.
+	Record(name string) (v []byte, ok bool, err error)
+	// PutRecord and DeleteRecord write and remove a record durably
+	// before they return.
+	PutRecord(name string, v []byte) error
+	DeleteRecord(name string) error
+	// EachRecord calls fn for every record whose name starts with prefix,
+	// in name order, stopping at the first error.
+	EachRecord(prefix string, fn func(name string, v []byte) error) error
 }
 
 // Errors returned by the bridge. Compare with errors.Is.
