@@ -164,7 +164,3 @@ func (b *Broker) trimOutbox() {
 	}
 	b.log.Warn("outbox over its size bound: oldest events dropped", "from", minOff, "to", newMin-1, "max_bytes", b.opts.OutboxMaxBytes)
 }
-
-// TrimOutboxNow applies the outbox size bound now rather than at the next
-// periodic check.
-func (b *Broker) TrimOutboxNow() { b.trimOutbox() }
