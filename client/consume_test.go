@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -84,7 +84,7 @@ func TestConsumeRetryThenDeadLetter(t *testing.T) {
 		}
 	}
 	d.wait(t, "the dead letter", 10*time.Second, func() bool {
-		dl, err := e.Broker.ListDLQ(broker.DLQSelector{Group: group})
+		dl, err := e.Broker.ListDLQ(outbox.DLQSelector{Group: group})
 		return err == nil && len(dl) == 1
 	})
 	if n := len(d.get("r-0")); n != 3 {

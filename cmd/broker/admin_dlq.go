@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // The dead-letter commands (core/broker/dlq.go serves them).
@@ -29,7 +29,7 @@ func init() {
 			summary: "Send dead letters again, as new messages, to their original topic or the group's retry topic",
 			args: func(fs *pflag.FlagSet) func() (any, error) {
 				sel := dlqSelectorFlags(fs)
-				target := fs.String("to", broker.ResendOrigin, `where to: "origin" (the message's topic) or "retry" (the group's retry topic)`)
+				target := fs.String("to", outbox.ResendOrigin, `where to: "origin" (the message's topic) or "retry" (the group's retry topic)`)
 				all := fs.Bool("all", false, "resend every dead letter in the range (without --msg-id or --offset)")
 				return func() (any, error) {
 					s, err := sel()
@@ -39,11 +39,11 @@ func init() {
 					if s.MsgID == "" && s.QueueOffset == nil && !*all {
 						return nil, errors.New("name one message with --msg-id or --offset, or pass --all")
 					}
-					if *target != broker.ResendOrigin && *target != broker.ResendRetry {
+					if *target != outbox.ResendOrigin && *target != outbox.ResendRetry {
 						return nil, fmt.Errorf("--to %q: want origin or retry", *target)
 					}
 					return struct {
-						broker.DLQSelector
+						outbox.DLQSelector
 						Target string `json:"target"`
 					}{s, *target}, nil
 				}
@@ -54,15 +54,15 @@ func init() {
 }
 
 // dlqSelectorFlags declares the flags that pick dead letters.
-func dlqSelectorFlags(fs *pflag.FlagSet) func() (broker.DLQSelector, error) {
+func dlqSelectorFlags(fs *pflag.FlagSet) func() (outbox.DLQSelector, error) {
 	group := fs.String("group", "", "consumer group (required)")
 	id := fs.String("msg-id", "", "message id (the client's msgId, the original id, or the offsetMsgId)")
 	offset := fs.Int64("offset", -1, "queue offset in the dead-letter queue")
 	from := fs.String("from", "", "stored at or after (RFC 3339, or a duration ago such as 2h)")
 	to := fs.String("to-time", "", "stored at or before (RFC 3339, or a duration ago)")
 	limit := fs.Int("limit", 0, "at most this many (list default 100)")
-	return func() (broker.DLQSelector, error) {
-		sel := broker.DLQSelector{Group: *group, MsgID: *id, Limit: *limit}
+	return func() (outbox.DLQSelector, error) {
+		sel := outbox.DLQSelector{Group: *group, MsgID: *id, Limit: *limit}
 		if sel.Group == "" {
 			return sel, errors.New("--group is required")
 		}
@@ -95,7 +95,7 @@ func parseWhen(s string) (time.Time, error) {
 	return t, nil
 }
 
-func printDeadLetters(w io.Writer, dls []broker.DeadLetter) error {
+func printDeadLetters(w io.Writer, dls []outbox.DeadLetter) error {
 	if len(dls) == 0 {
 		_, err := fmt.Fprintln(w, "no dead letters")
 		return err
@@ -108,7 +108,7 @@ func printDeadLetters(w io.Writer, dls []broker.DeadLetter) error {
 	return table(w, []string{"OFFSET", "MSG ID", "TOPIC", "TAGS", "KEYS", "TRIES", "STORED", "BYTES"}, rows)
 }
 
-func printResent(w io.Writer, rs []broker.Resent) error {
+func printResent(w io.Writer, rs []outbox.Resent) error {
 	rows := make([][]string, 0, len(rs))
 	for _, r := range rs {
 		rows = append(rows, []string{strconv.FormatInt(r.QueueOffset, 10), r.OldMsgID, r.NewMsgID, r.Topic, strconv.Itoa(int(r.QueueID))})

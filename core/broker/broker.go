@@ -102,9 +102,6 @@ type Options struct {
 	// dropped (readers see the gap). Default 1 GiB. Age is bounded by the
 	// store's retention.
 	OutboxMaxBytes int64 `yaml:"outboxMaxBytes" cfg:"size"`
-	// EventSink, if set, is told of every retry and dead-letter event as it
-	// is stored; setting it turns the outbox on.
-	EventSink EventSink `yaml:"-"`
 
 	// Orderly consumption and transactions (locks.go, txn.go).
 

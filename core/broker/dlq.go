@@ -8,71 +8,21 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/store"
 )
 
-// DLQSelector picks dead letters of one group: one message by id or by
-// queue offset, or every message stored in a time range.
-type DLQSelector struct {
-	Group string `json:"group"`
-	// MsgID matches the message id clients saw (UNIQ_KEY), the original
-	// message id, or the dead letter's offsetMsgId.
-	MsgID string `json:"msgId,omitempty"`
-	// QueueOffset, when set, picks the dead letter at that offset of the
-	// group's dead-letter queue 0.
-	QueueOffset *int64 `json:"queueOffset,omitempty"`
-	// From and To bound the time the dead letter was stored (zero: open).
-	From time.Time `json:"from,omitzero"`
-	To   time.Time `json:"to,omitzero"`
-	// Limit caps the number of messages; default 100 for lists, no limit
-	// for resends of a range.
-	Limit int `json:"limit,omitempty"`
-}
-
-// DeadLetter is one message in a dead-letter topic.
-type DeadLetter struct {
-	QueueOffset    int64             `json:"queueOffset"`
-	MsgID          string            `json:"msgId"`
-	OffsetMsgID    string            `json:"offsetMsgId"`
-	OriginMsgID    string            `json:"originMsgId,omitempty"`
-	Topic          string            `json:"topic"`
-	Tags           string            `json:"tags,omitempty"`
-	Keys           string            `json:"keys,omitempty"`
-	ReconsumeTimes int32             `json:"reconsumeTimes"`
-	StoredAt       time.Time         `json:"storedAt"`
-	BodySize       int               `json:"bodySize"`
-	Properties     map[string]string `json:"properties,omitempty"`
-}
-
-// Resend targets.
-const (
-	ResendOrigin = "origin" // the message's original topic
-	ResendRetry  = "retry"  // the group's retry topic, consumed at once
-)
-
-// Resent reports one dead letter sent again.
-type Resent struct {
-	QueueOffset int64  `json:"queueOffset"` // in the dead-letter queue
-	OldMsgID    string `json:"oldMsgId"`
-	NewMsgID    string `json:"newMsgId"`
-	Topic       string `json:"topic"`
-	QueueID     int32  `json:"queueId"`
-}
-
-// ErrNoDeadLetter is returned when a selector matches nothing.
-var ErrNoDeadLetter = errors.New("broker: no matching dead letter")
-
 // ListDLQ lists a group's dead letters matching sel.
-func (b *Broker) ListDLQ(sel DLQSelector) ([]DeadLetter, error) {
+func (b *Broker) ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error) {
 	limit := sel.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	var out []DeadLetter
+	var out []outbox.DeadLetter
 	err := b.eachDeadLetter(sel, limit, func(r message.Record) error {
 		var m message.Message
 		r.Decode(&m)
-		out = append(out, DeadLetter{
+		out = append(out, outbox.DeadLetter{
 			QueueOffset:    m.QueueOffset,
 			MsgID:          msgID(&m),
 			OffsetMsgID:    message.OffsetMsgID(m.StoreHost, m.CommitLogOffset),
@@ -93,9 +43,9 @@ func (b *Broker) ListDLQ(sel DLQSelector) ([]DeadLetter, error) {
 // ResendDLQ sends the dead letters matching sel again, each as a new
 // message, to their original topic or to the group's retry topic. The dead
 // letters stay where they are.
-func (b *Broker) ResendDLQ(sel DLQSelector, target string) ([]Resent, error) {
-	if target != ResendOrigin && target != ResendRetry {
-		return nil, fmt.Errorf("broker: resend target %q: want %q or %q", target, ResendOrigin, ResendRetry)
+func (b *Broker) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error) {
+	if target != outbox.ResendOrigin && target != outbox.ResendRetry {
+		return nil, fmt.Errorf("broker: resend target %q: want %q or %q", target, outbox.ResendOrigin, outbox.ResendRetry)
 	}
 	limit := sel.Limit
 	if limit <= 0 && sel.MsgID == "" && sel.QueueOffset == nil {
@@ -103,7 +53,7 @@ func (b *Broker) ResendDLQ(sel DLQSelector, target string) ([]Resent, error) {
 	} else if limit <= 0 {
 		limit = 1
 	}
-	var out []Resent
+	var out []outbox.Resent
 	err := b.eachDeadLetter(sel, limit, func(r message.Record) error {
 		var old message.Message
 		r.Decode(&old)
@@ -116,12 +66,12 @@ func (b *Broker) ResendDLQ(sel DLQSelector, target string) ([]Resent, error) {
 		if err := b.store.Append([]*message.Message{m}); err != nil {
 			return fmt.Errorf("resend %s: %w", msgID(&old), err)
 		}
-		out = append(out, Resent{QueueOffset: old.QueueOffset, OldMsgID: msgID(&old), NewMsgID: msgID(m), Topic: m.Topic, QueueID: m.QueueID})
+		out = append(out, outbox.Resent{QueueOffset: old.QueueOffset, OldMsgID: msgID(&old), NewMsgID: msgID(m), Topic: m.Topic, QueueID: m.QueueID})
 		b.log.Info("dead letter resent", "group", sel.Group, "old_msg_id", msgID(&old), "new_msg_id", msgID(m), "topic", m.Topic)
 		return nil
 	})
 	if err == nil && len(out) == 0 {
-		err = fmt.Errorf("%w in group %s", ErrNoDeadLetter, sel.Group)
+		err = fmt.Errorf("%w in group %s", outbox.ErrNoDeadLetter, sel.Group)
 	}
 	return out, err
 }
@@ -138,7 +88,7 @@ func (b *Broker) resendMessage(old *message.Message, group, target string) *mess
 	}
 	props = props.With(message.PropertyOriginMessageID, origin).With(message.PropertyUniqKey, message.NewUniqID())
 	topic := originTopic(old)
-	if target == ResendRetry {
+	if target == outbox.ResendRetry {
 		topic = RetryGroupTopicPrefix + group
 		props = props.With(message.PropertyRetryTopic, originTopic(old))
 	}
@@ -164,14 +114,14 @@ func (b *Broker) resendTopic(topic string) (TopicConfig, error) {
 
 // eachDeadLetter calls fn for each dead letter of sel.Group matching sel,
 // in queue order, up to limit.
-func (b *Broker) eachDeadLetter(sel DLQSelector, limit int, fn func(r message.Record) error) error {
+func (b *Broker) eachDeadLetter(sel outbox.DLQSelector, limit int, fn func(r message.Record) error) error {
 	if sel.Group == "" {
 		return errors.New("broker: a consumer group is required")
 	}
 	topic := DLQGroupTopicPrefix + sel.Group
 	tc, ok := b.topics.get(topic)
 	if !ok {
-		return fmt.Errorf("%w: group %s has no dead-letter topic", ErrNoDeadLetter, sel.Group)
+		return fmt.Errorf("%w: group %s has no dead-letter topic", outbox.ErrNoDeadLetter, sel.Group)
 	}
 	n := 0
 	for q := int32(0); q < int32(tc.ReadQueueNums) && n < limit; q++ {
@@ -183,7 +133,7 @@ func (b *Broker) eachDeadLetter(sel DLQSelector, limit int, fn func(r message.Re
 			}
 			from, to = *sel.QueueOffset, *sel.QueueOffset+1
 			if from < minOff || from >= maxOff {
-				return fmt.Errorf("%w at offset %d (the queue holds %d..%d)", ErrNoDeadLetter, from, minOff, maxOff)
+				return fmt.Errorf("%w at offset %d (the queue holds %d..%d)", outbox.ErrNoDeadLetter, from, minOff, maxOff)
 			}
 		} else if !sel.From.IsZero() {
 			off, err := b.store.OffsetForTimestamp(topic, q, sel.From.UnixMilli())
@@ -246,7 +196,7 @@ func originTopic(m *message.Message) string {
 
 func (b *Broker) registerDLQAdmin() {
 	b.HandleAdmin("dlq.list", func(ctx context.Context, args json.RawMessage) (any, error) {
-		var sel DLQSelector
+		var sel outbox.DLQSelector
 		if err := decodeArgs(args, &sel); err != nil {
 			return nil, err
 		}
@@ -254,14 +204,14 @@ func (b *Broker) registerDLQAdmin() {
 	})
 	b.HandleAdmin("dlq.resend", func(ctx context.Context, args json.RawMessage) (any, error) {
 		var a struct {
-			DLQSelector
+			outbox.DLQSelector
 			Target string `json:"target"`
 		}
 		if err := decodeArgs(args, &a); err != nil {
 			return nil, err
 		}
 		if a.Target == "" {
-			a.Target = ResendOrigin
+			a.Target = outbox.ResendOrigin
 		}
 		return b.ResendDLQ(a.DLQSelector, a.Target)
 	})

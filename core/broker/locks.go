@@ -268,7 +268,3 @@ func (b *Broker) broadcasting(group string) bool {
 	g := b.clients.consumers[group]
 	return g != nil && g.model == ModelBroadcasting
 }
-
-// QueueLocks returns which client holds each locked queue of a consumer
-// group.
-func (b *Broker) QueueLocks(group string) map[Queue]string { return b.locks.holders(group, b.now()) }

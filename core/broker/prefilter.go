@@ -394,21 +394,6 @@ func (r *maskReader) mask(off int64) (uint64, bool) {
 	return binary.LittleEndian.Uint64(r.block[at:]), true
 }
 
-// PrefilterSkipped returns how many messages pulls skipped on their
-// pre-filter mask, without reading them.
-func (b *Broker) PrefilterSkipped() int64 {
-	if b.prefilter == nil {
-		return 0
-	}
-	return b.prefilter.skipped.Load()
-}
-
-// PrefilterProgress returns the next offset the pre-filter indexer will
-// evaluate in a queue, and false if it never looked at the queue.
-func (b *Broker) PrefilterProgress(topic string, q int32) (int64, bool) {
-	return b.store.Progress(pfProgressName(topic, q))
-}
-
 // PureFilter is implemented by filters whose answer depends on the record
 // alone and that never fail, such as the built-in SQL92 filter. Only these
 // are evaluated ahead of pulls.

@@ -308,13 +308,3 @@ func (b *Broker) Pulled(group, topic string, queue int32) bool {
 	_, ok := b.pulled.Load(pullKey{group, topic, queue})
 	return ok
 }
-
-// LastPullOffset returns the offset a consumer group last pulled a queue
-// from.
-func (b *Broker) LastPullOffset(group, topic string, queue int32) (int64, bool) {
-	v, ok := b.pulled.Load(pullKey{group, topic, queue})
-	if !ok {
-		return 0, false
-	}
-	return v.(*atomic.Int64).Load(), true
-}

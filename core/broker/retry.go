@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
@@ -181,7 +182,6 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *remoting.Command) *remoti
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)
 	}
-	b.afterEvents(msgs)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
@@ -211,7 +211,7 @@ func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTi
 		ReconsumeTimes: orig.ReconsumeTimes + 1,
 		Body:           orig.Body,
 	}
-	ev := eventRecord{
+	ev := outbox.Record{
 		Group: group, Topic: props.Get(message.PropertyRetryTopic), MsgID: msgID(orig), OriginMsgID: props.Get(message.PropertyOriginMessageID),
 		QueueID: orig.QueueID, QueueOffset: orig.QueueOffset, ReconsumeTimes: orig.ReconsumeTimes + 1, MaxReconsumeTimes: maxTimes, Reason: reason,
 	}
@@ -221,7 +221,7 @@ func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTi
 			return nil, err
 		}
 		m.Topic, m.QueueID, m.Properties = tc.TopicName, rand.Int32N(int32(tc.WriteQueueNums)), props
-		ev.Kind = EventDLQ
+		ev.Kind = outbox.KindDLQ
 		if delayLevel < 0 {
 			ev.Reason = "consumer gave up (delay level < 0)"
 		} else {
@@ -243,7 +243,7 @@ func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTi
 		if _, err := b.toSchedule(m); err != nil {
 			return nil, err
 		}
-		ev.Kind, ev.DelayLevel = EventRetry, int32(level)
+		ev.Kind, ev.DelayLevel = outbox.KindRetry, int32(level)
 		ev.NextAttemptMS = b.now().Add(b.levelDelay(level)).UnixMilli()
 	}
 	msgs := []*message.Message{m}
@@ -260,15 +260,15 @@ func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTi
 // failure in reconsumeTimes, so the limit is passed when it exceeds the
 // maximum, as with send-back. With the outbox on it returns the event to
 // store after the message.
-func (b *Broker) retryLimit(m *message.Message, h *remoting.SendHeader) (*eventRecord, error) {
+func (b *Broker) retryLimit(m *message.Message, h *remoting.SendHeader) (*outbox.Record, error) {
 	group := strings.TrimPrefix(m.Topic, RetryGroupTopicPrefix)
 	maxTimes := b.maxReconsume(group, h.MaxReconsumeTimes, h.MaxReconsumeTimes > 0)
-	ev := &eventRecord{Group: group, Topic: m.Properties.Get(message.PropertyRetryTopic),
+	ev := &outbox.Record{Group: group, Topic: m.Properties.Get(message.PropertyRetryTopic),
 		MsgID: msgIDOf(m), OriginMsgID: m.Properties.Get(message.PropertyOriginMessageID),
 		ReconsumeTimes: m.ReconsumeTimes, MaxReconsumeTimes: maxTimes, QueueID: -1, QueueOffset: -1}
 	if m.ReconsumeTimes <= maxTimes {
 		level, _ := strconv.Atoi(m.Properties.Get(message.PropertyDelayLevel))
-		ev.Kind, ev.DelayLevel, ev.Reason = EventRetry, int32(level), "consumer sent the message back itself"
+		ev.Kind, ev.DelayLevel, ev.Reason = outbox.KindRetry, int32(level), "consumer sent the message back itself"
 		if level > 0 {
 			ev.NextAttemptMS = b.now().Add(b.levelDelay(level)).UnixMilli()
 		}
@@ -280,7 +280,7 @@ func (b *Broker) retryLimit(m *message.Message, h *remoting.SendHeader) (*eventR
 		m.Topic, m.QueueID = tc.TopicName, 0
 		m.Properties = m.Properties.Without(message.PropertyDelayLevel, message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS)
 		b.log.Info("message moved to the dead-letter topic", "group", group, "msg_id", ev.MsgID, "reconsume_times", m.ReconsumeTimes)
-		ev.Kind = EventDLQ
+		ev.Kind = outbox.KindDLQ
 		ev.Reason = fmt.Sprintf("reconsumed %d times, the limit is %d", m.ReconsumeTimes-1, maxTimes)
 	}
 	if !b.outboxOn() {

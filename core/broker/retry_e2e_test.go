@@ -11,6 +11,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -175,7 +176,7 @@ func TestMaxReconsumeTimesThenDLQ(t *testing.T) {
 	if ds := a.get("dead-0"); len(ds) != 3 {
 		t.Fatalf("attempted %d times, want 3", len(ds))
 	}
-	list, err := env.Broker.ListDLQ(broker.DLQSelector{Group: group})
+	list, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
 	if err != nil || len(list) != 1 || list[0].Topic != topic || list[0].ReconsumeTimes != 3 {
 		t.Fatalf("ListDLQ = %+v, %v", list, err)
 	}
@@ -269,7 +270,9 @@ func TestPendingSurviveRestart(t *testing.T) {
 	})
 	env.StartConsumer(t, c, group, true, topic)
 	brokertest.Wait(t, failed, 20*time.Second, "the first failure")
-	brokertest.Eventually(t, 10*time.Second, "the retry parked", func() bool { return env.Store.MaxOffset(broker.ScheduleTopic, 2) >= 1 })
+	// The delayed message is already in level 3's queue (offset 0); the
+	// retry (level 3 + 0 reconsumes) parks behind it.
+	brokertest.Eventually(t, 10*time.Second, "the retry parked", func() bool { return env.Store.MaxOffset(broker.ScheduleTopic, 2) >= 2 })
 	c.Shutdown()
 	p.Shutdown()
 	brokertest.Eventually(t, 10*time.Second, "the consumed offset committed", func() bool {

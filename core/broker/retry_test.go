@@ -10,6 +10,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -74,7 +75,7 @@ func TestRetryFallbackSend(t *testing.T) {
 	if n := env.Store.MaxOffset(broker.ScheduleTopic, 2); n != 1 {
 		t.Fatalf("schedule level 3 holds %d messages, want 1", n)
 	}
-	dead, err := env.Broker.ListDLQ(broker.DLQSelector{Group: group})
+	dead, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
 	if err != nil || len(dead) != 1 || dead[0].MsgID != "B" || dead[0].Topic != "Orders" {
 		t.Fatalf("dead letters %+v, %v", dead, err)
 	}
@@ -82,10 +83,10 @@ func TestRetryFallbackSend(t *testing.T) {
 	if err != nil || len(events) != 2 {
 		t.Fatalf("events %+v, %v", events, err)
 	}
-	if e := events[0]; e.Kind != broker.EventRetry || e.MsgID != "A" || e.Group != group || e.Topic != "Orders" || e.DelayLevel != 3 || string(e.Body) != "within" || e.NextAttemptAt.IsZero() {
+	if e := events[0]; e.Kind != outbox.KindRetry || e.MsgID != "A" || e.Group != group || e.Topic != "Orders" || e.DelayLevel != 3 || string(e.Body) != "within" || e.NextAttemptAt.IsZero() {
 		t.Fatalf("retry event %+v", e)
 	}
-	if e := events[1]; e.Kind != broker.EventDLQ || e.MsgID != "B" || string(e.Body) != "past" || e.TargetTopic != broker.DLQGroupTopicPrefix+group {
+	if e := events[1]; e.Kind != outbox.KindDLQ || e.MsgID != "B" || string(e.Body) != "past" || e.TargetTopic != broker.DLQGroupTopicPrefix+group {
 		t.Fatalf("dlq event %+v", e)
 	}
 }
@@ -106,7 +107,7 @@ func TestSubscriptionGroupConfig(t *testing.T) {
 	if resp := rawSend(t, cl, env.BrokerAddr, broker.RetryGroupTopicPrefix+group, 2, 5, map[string]string{"UNIQ_KEY": "X", "DELAY": "3"}, "x"); resp.Code != remoting.Success {
 		t.Fatalf("send: %v", resp)
 	}
-	if dead, _ := env.Broker.ListDLQ(broker.DLQSelector{Group: group}); len(dead) != 1 {
+	if dead, _ := env.Broker.ListDLQ(outbox.DLQSelector{Group: group}); len(dead) != 1 {
 		t.Fatalf("dead letters %+v, want the message past the group's limit", dead)
 	}
 	if tc := env.Broker.Topics()[broker.RetryGroupTopicPrefix+group]; tc.WriteQueueNums != 3 {
@@ -134,11 +135,11 @@ func TestDLQResend(t *testing.T) {
 	}
 	ctx := context.Background()
 	res, err := env.Broker.RunAdmin(ctx, "dlq.list", json.RawMessage(`{"group":"`+group+`","msgId":"D2"}`))
-	if list, _ := res.([]broker.DeadLetter); err != nil || len(list) != 1 || list[0].Tags != "t1" {
+	if list, _ := res.([]outbox.DeadLetter); err != nil || len(list) != 1 || list[0].Tags != "t1" {
 		t.Fatalf("dlq.list: %+v, %v", res, err)
 	}
 	res, err = env.Broker.RunAdmin(ctx, "dlq.resend", json.RawMessage(`{"group":"`+group+`","msgId":"D2","target":"origin"}`))
-	resent, _ := res.([]broker.Resent)
+	resent, _ := res.([]outbox.Resent)
 	if err != nil || len(resent) != 1 || resent[0].Topic != "Orders" || resent[0].NewMsgID == "D2" || resent[0].OldMsgID != "D2" {
 		t.Fatalf("resend to origin: %+v, %v", res, err)
 	}
@@ -153,18 +154,18 @@ func TestDLQResend(t *testing.T) {
 		t.Fatal("nothing arrived in Orders")
 	}
 	// All of them to the retry topic.
-	resent, err = env.Broker.ResendDLQ(broker.DLQSelector{Group: group}, broker.ResendRetry)
+	resent, err = env.Broker.ResendDLQ(outbox.DLQSelector{Group: group}, outbox.ResendRetry)
 	if err != nil || len(resent) != 3 || resent[0].Topic != broker.RetryGroupTopicPrefix+group {
 		t.Fatalf("resend all to retry: %+v, %v", resent, err)
 	}
 	// The dead letters stay.
-	if list, _ := env.Broker.ListDLQ(broker.DLQSelector{Group: group}); len(list) != 3 {
+	if list, _ := env.Broker.ListDLQ(outbox.DLQSelector{Group: group}); len(list) != 3 {
 		t.Fatalf("dead letters after resends: %d", len(list))
 	}
-	if _, err := env.Broker.ResendDLQ(broker.DLQSelector{Group: group, MsgID: "nope"}, broker.ResendOrigin); err == nil {
+	if _, err := env.Broker.ResendDLQ(outbox.DLQSelector{Group: group, MsgID: "nope"}, outbox.ResendOrigin); err == nil {
 		t.Fatal("resending an unknown id succeeded")
 	}
-	if _, err := env.Broker.ResendDLQ(broker.DLQSelector{Group: group}, "elsewhere"); err == nil {
+	if _, err := env.Broker.ResendDLQ(outbox.DLQSelector{Group: group}, "elsewhere"); err == nil {
 		t.Fatal("an unknown target was accepted")
 	}
 }

@@ -81,9 +81,6 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)
 	}
-	if len(msgs) > sent {
-		b.afterEvents(msgs)
-	}
 	return b.sendResponse(req, msgs[:sent])
 }
 

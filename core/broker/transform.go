@@ -2,6 +2,7 @@ package broker
 
 import (
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
@@ -23,7 +24,7 @@ func (b *Broker) transform(m *message.Message, h *remoting.SendHeader) (extra []
 		}
 		return nil, remoting.Success, nil
 	}
-	var ev *eventRecord
+	var ev *outbox.Record
 	if isRetryTopic(m.Topic) {
 		if ev, err = b.retryLimit(m, h); err != nil {
 			return nil, remoting.SystemError, err

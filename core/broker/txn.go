@@ -235,7 +235,3 @@ func (b *Broker) opMarker(origin int64, outcome string, now time.Time) *message.
 		Properties:    opMarkerProps[outcome],
 	}
 }
-
-// PendingTransactions returns the number of half messages not yet
-// committed, rolled back or discarded.
-func (b *Broker) PendingTransactions() int { return b.txn.pending() }

@@ -36,6 +36,7 @@ var rules = []rule{
 	{from: "core/message", only: []string{"internal/properties"}},
 	{from: "internal/properties", only: []string{}},
 	{from: "core/allocate", only: []string{}},
+	{from: "core/outbox", only: []string{"core/message", "internal/properties"}},
 	{from: "core/remoting", only: []string{"core/message", "internal/properties"}},
 	{from: "internal/bench", only: []string{"core/remoting", "core/message", "internal/properties"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},
@@ -43,7 +44,7 @@ var rules = []rule{
 	{from: "core/broker", deny: []string{"plugins", "filters", "cmd", "github.com/tetratelabs/wazero", "github.com/nats-io", "github.com/spf13/pflag"}},
 	{from: "filters", only: []string{"core/message", "internal/properties"}},
 	{from: "plugins/wasm", deny: []string{"core/store", "core/remoting", "core/namesrv", "core/broker"}},
-	{from: "plugins/natsbridge", deny: []string{"core/store", "github.com/tetratelabs/wazero"}},
+	{from: "plugins/natsbridge", deny: []string{"core/store", "core/broker", "github.com/tetratelabs/wazero"}},
 	{from: "sdk", deny: []string{"core", "plugins", "github.com/tetratelabs/wazero"}},
 	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate", "internal/properties"}},
 	// Guests may use the filters, which are built over core/message views
@@ -172,6 +173,10 @@ func TestRuleCatchesViolation(t *testing.T) {
 		{"sdk", module + "/internal/properties", false},
 		{"sdk", module + "/core/message", true},
 		{"internal/properties", module + "/core/message", true},
+		{"core/outbox", module + "/core/message", false},
+		{"core/outbox", module + "/core/broker", true},
+		{"plugins/natsbridge", module + "/core/broker", true},
+		{"plugins/natsbridge", module + "/core/outbox", false},
 	} {
 		bad := false
 		for _, r := range rules {

@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
+	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
 
@@ -33,7 +36,8 @@ func (s *Server) startBridge() error {
 		return nil
 	}
 	o := *s.cfg.NATSBridge
-	o.Source, o.Resender = s.Broker, s.Broker
+	src := &BridgeSource{Broker: s.Broker, Store: s.Store}
+	o.Source, o.Resender = src, src
 	if o.Cluster == "" {
 		o.Cluster = s.cfg.Broker.ClusterName
 		if o.Cluster == "" {
@@ -73,3 +77,85 @@ func (s *Server) stopBridge(ctx context.Context) error {
 
 // Bridge returns the running NATS bridge, or nil.
 func (s *Server) Bridge() *natsbridge.Bridge { return s.bridge }
+
+// BridgeSource adapts the broker and its store to what the NATS bridge
+// consumes (natsbridge.Source and natsbridge.Resender): the broker's
+// outbox events and dead letters, and the bridge's own durable counters
+// (cursor, epoch) and records (resend keys), which it keeps in the store's
+// index under bridgeKeyPrefix, apart from the broker's names.
+type BridgeSource struct {
+	Broker *broker.Broker
+	Store  *store.Store
+}
+
+// bridgeKeyPrefix namespaces the bridge's progress and metadata names in
+// the store. It was the broker's prefix for components wired around it:
+// stores written before the bridge moved out keep their cursor.
+const bridgeKeyPrefix = "ext/"
+
+// EventOffsets returns the first retained and the next outbox offset.
+func (a *BridgeSource) EventOffsets() (minOff, maxOff int64) { return a.Broker.EventOffsets() }
+
+// WaitEvents returns a channel closed when events are stored after the call.
+func (a *BridgeSource) WaitEvents() <-chan struct{} { return a.Broker.WaitEvents() }
+
+// ReadEvents appends up to max outbox events from offset from to dst.
+func (a *BridgeSource) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Event, error) {
+	return a.Broker.ReadEvents(from, max, dst)
+}
+
+// ListDLQ lists a group's dead letters matching sel.
+func (a *BridgeSource) ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error) {
+	return a.Broker.ListDLQ(sel)
+}
+
+// ResendDLQ sends the dead letters matching sel again.
+func (a *BridgeSource) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error) {
+	return a.Broker.ResendDLQ(sel, target)
+}
+
+// Progress returns a durable counter.
+func (a *BridgeSource) Progress(name string) (int64, bool) {
+	return a.Store.Progress(bridgeKeyPrefix + name)
+}
+
+// SetProgress sets a counter; it is written at the store's next
+// checkpoint, or by FlushProgress.
+func (a *BridgeSource) SetProgress(name string, v int64) {
+	a.Store.SetProgress(bridgeKeyPrefix+name, v)
+}
+
+// FlushProgress writes the counters (and the index checkpoint) durably now.
+func (a *BridgeSource) FlushProgress() error { return a.Store.Checkpoint() }
+
+// Record returns a durable record; ok is false when there is none.
+func (a *BridgeSource) Record(name string) (v []byte, ok bool, err error) {
+	v, err = a.Store.Meta(bridgeKeyPrefix + name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	return v, err == nil, err
+}
+
+// PutRecord writes a record durably (fsync before returning).
+func (a *BridgeSource) PutRecord(name string, v []byte) error {
+	return a.Store.PutMeta(bridgeKeyPrefix+name, v)
+}
+
+// DeleteRecord removes a record durably.
+func (a *BridgeSource) DeleteRecord(name string) error {
+	return a.Store.DeleteMeta(bridgeKeyPrefix + name)
+}
+
+// EachRecord calls fn for every record whose name starts with prefix, in
+// name order, stopping at the first error.
+func (a *BridgeSource) EachRecord(prefix string, fn func(name string, v []byte) error) error {
+	return a.Store.EachMeta(bridgeKeyPrefix+prefix, func(name string, v []byte) error {
+		return fn(name[len(bridgeKeyPrefix):], v)
+	})
+}
+
+var (
+	_ natsbridge.Source   = (*BridgeSource)(nil)
+	_ natsbridge.Resender = (*BridgeSource)(nil)
+)

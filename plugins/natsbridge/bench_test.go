@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
@@ -91,8 +91,8 @@ func runNATSProcess(b *testing.B) *natsProcess {
 
 // benchEvent is an event of about the size the issue measures: a 256 B
 // body and the full set of headers.
-func benchEvent(i int) broker.Event {
-	e := event(broker.EventDLQ, "CID_ORDER_PROCESSOR", "OrderCreated", i)
+func benchEvent(i int) outbox.Event {
+	e := event(outbox.KindDLQ, "CID_ORDER_PROCESSOR", "OrderCreated", i)
 	e.Body = make([]byte, 256)
 	return e
 }
@@ -148,7 +148,7 @@ func BenchmarkBridge(b *testing.B) {
 		b.Run("server="+srv+"/publisher=bridge/source=fake", func(b *testing.B) {
 			u := url(b)
 			src := newFakeSource()
-			evs := make([]broker.Event, b.N)
+			evs := make([]outbox.Event, b.N)
 			for i := range evs {
 				evs[i] = benchEvent(i)
 			}
@@ -159,7 +159,7 @@ func BenchmarkBridge(b *testing.B) {
 			u := url(b)
 			env := brokertest.Start(b, func(c *server.Config) { c.Broker.Outbox = true })
 			newSender(b, env).send(b, b.N, 8)
-			benchBridge(b, env.Broker, u, int64(b.N))
+			benchBridge(b, &server.BridgeSource{Broker: env.Broker, Store: env.Store}, u, int64(b.N))
 		})
 	}
 }
@@ -199,11 +199,11 @@ func BenchmarkBrokerSide(b *testing.B) {
 			var br *natsbridge.Bridge
 			switch mode {
 			case "bridge=on":
-				opts := natsbridge.Options{Source: env.Broker, URLs: []string{runNATSProcess(b).URL}, Cluster: "DefaultCluster",
+				opts := natsbridge.Options{Source: &server.BridgeSource{Broker: env.Broker, Store: env.Store}, URLs: []string{runNATSProcess(b).URL}, Cluster: "DefaultCluster",
 					Broker: "broker-a", Provision: true, Logger: brokertest.Logger()}
 				br = startBridge(b, opts)
 			case "bridge=down":
-				opts := natsbridge.Options{Source: env.Broker, URLs: []string{"nats://127.0.0.1:1"}, Cluster: "DefaultCluster",
+				opts := natsbridge.Options{Source: &server.BridgeSource{Broker: env.Broker, Store: env.Store}, URLs: []string{"nats://127.0.0.1:1"}, Cluster: "DefaultCluster",
 					Broker: "broker-a", Logger: brokertest.Logger()}
 				br = startBridge(b, opts)
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // readBatch bounds the events read from the outbox at once.
@@ -34,7 +34,7 @@ type Bridge struct {
 
 	// Loop state, touched by the run goroutine alone.
 	win         window
-	buf         []broker.Event
+	buf         []outbox.Event
 	failing     bool
 	failedAt    time.Time
 	backoff     time.Duration
@@ -526,9 +526,9 @@ func newFilter(o *Options) filter {
 	f := filter{incG: o.IncludeGroups, excG: o.ExcludeGroups, incT: o.IncludeTopics, excT: o.ExcludeTopics}
 	for _, k := range o.Kinds {
 		switch k {
-		case broker.EventRetry:
+		case outbox.KindRetry:
 			f.retry = true
-		case broker.EventDLQ:
+		case outbox.KindDLQ:
 			f.dlq = true
 		}
 	}
@@ -536,13 +536,13 @@ func newFilter(o *Options) filter {
 	return f
 }
 
-func (f *filter) pass(ev *broker.Event) bool {
+func (f *filter) pass(ev *outbox.Event) bool {
 	switch ev.Kind {
-	case broker.EventRetry:
+	case outbox.KindRetry:
 		if !f.retry {
 			return false
 		}
-	case broker.EventDLQ:
+	case outbox.KindDLQ:
 		if !f.dlq {
 			return false
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
@@ -24,9 +24,9 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 	b := startBridge(t, opts)
 
 	src.add(
-		event(broker.EventRetry, "CID_ORDER", "TopicTest", 0),
-		event(broker.EventDLQ, "CID_ORDER", "TopicTest", 1),
-		event(broker.EventRetry, "g.with dots", "t%1*>", 2),
+		event(outbox.KindRetry, "CID_ORDER", "TopicTest", 0),
+		event(outbox.KindDLQ, "CID_ORDER", "TopicTest", 1),
+		event(outbox.KindRetry, "g.with dots", "t%1*>", 2),
 	)
 	waitCursor(t, b, 3, 10*time.Second)
 
@@ -45,7 +45,7 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 			t.Errorf("message %d: subject %q, want %q", i, m.Subject, wantSubj[i])
 		}
 		h := m.Header
-		want := event([]string{broker.EventRetry, broker.EventDLQ, broker.EventRetry}[i], "", "", i)
+		want := event([]string{outbox.KindRetry, outbox.KindDLQ, outbox.KindRetry}[i], "", "", i)
 		checks := map[string]string{
 			natsbridge.HeaderMsgID:                 "DefaultCluster-broker-a-" + b.Status().Epoch + "-" + strconv.Itoa(i),
 			natsbridge.HeaderEvent:                 want.Kind,
@@ -62,7 +62,7 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 			natsbridge.HeaderPropPrefix + "absent": "",
 			natsbridge.HeaderBodyTruncated:         "",
 		}
-		if want.Kind == broker.EventRetry {
+		if want.Kind == outbox.KindRetry {
 			checks[natsbridge.HeaderDelayLevel] = "4"
 			checks[natsbridge.HeaderNextAttemptAt] = want.NextAttemptAt.UTC().Format(natsbridge.TimeFormat)
 		} else {
@@ -107,9 +107,9 @@ func TestBodyCapAndMissingBody(t *testing.T) {
 	opts := testOptions(ns, src)
 	opts.BodyCap = 10
 	b := startBridge(t, opts)
-	big := event(broker.EventDLQ, "g", "t", 0)
+	big := event(outbox.KindDLQ, "g", "t", 0)
 	big.Body = []byte(strings.Repeat("x", 100))
-	gone := event(broker.EventDLQ, "g", "t", 1)
+	gone := event(outbox.KindDLQ, "g", "t", 1)
 	gone.Body = nil
 	src.add(big, gone)
 	waitCursor(t, b, 2, 10*time.Second)
@@ -130,16 +130,16 @@ func TestFilters(t *testing.T) {
 	ns := runNATS(t)
 	src := newFakeSource()
 	opts := testOptions(ns, src)
-	opts.Kinds = []string{broker.EventDLQ}
+	opts.Kinds = []string{outbox.KindDLQ}
 	opts.IncludeGroups = []string{"orders-*"}
 	opts.ExcludeTopics = []string{"noisy"}
 	b := startBridge(t, opts)
 	src.add(
-		event(broker.EventDLQ, "orders-a", "t", 0),   // published
-		event(broker.EventRetry, "orders-a", "t", 1), // kind left out
-		event(broker.EventDLQ, "billing", "t", 2),    // group not included
-		event(broker.EventDLQ, "orders-b", "noisy", 3),
-		event(broker.EventDLQ, "orders-b", "t", 4), // published
+		event(outbox.KindDLQ, "orders-a", "t", 0),   // published
+		event(outbox.KindRetry, "orders-a", "t", 1), // kind left out
+		event(outbox.KindDLQ, "billing", "t", 2),    // group not included
+		event(outbox.KindDLQ, "orders-b", "noisy", 3),
+		event(outbox.KindDLQ, "orders-b", "t", 4), // published
 	)
 	waitCursor(t, b, 5, 10*time.Second)
 	_, js := ns.client(t)
@@ -161,12 +161,12 @@ func TestOutage(t *testing.T) {
 	b := startBridge(t, testOptions(ns, src))
 
 	for i := range total / 10 {
-		src.add(event(broker.EventRetry, "g", "t", i))
+		src.add(event(outbox.KindRetry, "g", "t", i))
 	}
 	waitCursor(t, b, total/10, 10*time.Second)
 	// Stop the server with publishes in flight.
 	for i := total / 10; i < total/2; i++ {
-		src.add(event(broker.EventRetry, "g", "t", i))
+		src.add(event(outbox.KindRetry, "g", "t", i))
 		if i == total/5 {
 			ns.stop()
 		}
@@ -175,7 +175,7 @@ func TestOutage(t *testing.T) {
 		return b.Status().Failures > 0
 	})
 	for i := total / 2; i < total; i++ {
-		src.add(event(broker.EventRetry, "g", "t", i))
+		src.add(event(outbox.KindRetry, "g", "t", i))
 	}
 	st := b.Status()
 	if st.LagEvents == 0 || st.Cursor >= total {
@@ -218,7 +218,7 @@ func TestRestartResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range total / 2 {
-		src.add(event(broker.EventDLQ, "g", "t", i))
+		src.add(event(outbox.KindDLQ, "g", "t", i))
 	}
 	waitCursor(t, b1, total/4, 10*time.Second)
 	stopBridge(t, b1)
@@ -230,7 +230,7 @@ func TestRestartResumes(t *testing.T) {
 	src.crash()
 	epoch := b1.Status().Epoch
 	for i := total / 2; i < total; i++ {
-		src.add(event(broker.EventDLQ, "g", "t", i))
+		src.add(event(outbox.KindDLQ, "g", "t", i))
 	}
 	b2 := startBridge(t, opts)
 	if b2.Status().Epoch != epoch {
@@ -254,7 +254,7 @@ func TestCrashReplaysAsDuplicates(t *testing.T) {
 	opts := testOptions(ns, src)
 	b1 := startBridge(t, opts)
 	for i := range 100 {
-		src.add(event(broker.EventDLQ, "g", "t", i))
+		src.add(event(outbox.KindDLQ, "g", "t", i))
 	}
 	waitCursor(t, b1, 100, 10*time.Second)
 	stopBridge(t, b1)
@@ -276,11 +276,11 @@ func TestExpiredUnpublished(t *testing.T) {
 	ns := runNATS(t)
 	src := newFakeSource()
 	b := startBridge(t, testOptions(ns, src))
-	src.add(event(broker.EventDLQ, "g", "t", 0))
+	src.add(event(outbox.KindDLQ, "g", "t", 0))
 	waitCursor(t, b, 1, 10*time.Second)
 	ns.stop()
 	for i := 1; i < 50; i++ {
-		src.add(event(broker.EventDLQ, "g", "t", i))
+		src.add(event(outbox.KindDLQ, "g", "t", i))
 	}
 	brokertest.Eventually(t, 10*time.Second, "the bridge to notice the outage", func() bool {
 		return b.Status().Failures > 0
@@ -303,7 +303,7 @@ func TestStartBelowRetention(t *testing.T) {
 	ns := runNATS(t)
 	src := newFakeSource()
 	for i := range 10 {
-		src.add(event(broker.EventDLQ, "g", "t", i))
+		src.add(event(outbox.KindDLQ, "g", "t", i))
 	}
 	src.SetProgress("natsbridge/cursor", 2)
 	src.trim(6)
@@ -327,7 +327,7 @@ func TestWrongStream(t *testing.T) {
 	opts := testOptions(ns, src)
 	opts.Provision = false
 	b := startBridge(t, opts)
-	src.add(event(broker.EventDLQ, "g", "t", 0))
+	src.add(event(outbox.KindDLQ, "g", "t", 0))
 	brokertest.Eventually(t, 10*time.Second, "a failure", func() bool { return b.Status().Failures > 0 })
 	st := b.Status()
 	if st.Cursor != 0 || !strings.Contains(st.LastError, "stream") {
@@ -358,7 +358,7 @@ func TestCoreMode(t *testing.T) {
 	opts.Mode, opts.Provision = natsbridge.ModeCore, false
 	b := startBridge(t, opts)
 	for i := range 20 {
-		src.add(event(broker.EventRetry, "g", "t", i))
+		src.add(event(outbox.KindRetry, "g", "t", i))
 	}
 	for i := range 20 {
 		m := brokertest.Wait(t, got, 10*time.Second, "a core message")
@@ -388,7 +388,7 @@ func TestShutdownWhileDown(t *testing.T) {
 	if err := b.Start(); err != nil {
 		t.Fatalf("start with NATS down: %v", err)
 	}
-	src.add(event(broker.EventDLQ, "g", "t", 0))
+	src.add(event(outbox.KindDLQ, "g", "t", 0))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -3,10 +3,12 @@
 // dead-letter resends over NATS.
 //
 // It owns the outbox reader and its durable cursor, the subject and header
-// mapping, the in-flight window and the resend service. It reads the
-// broker only through the small interfaces it declares (Source,
-// Resender), which *broker.Broker satisfies; the broker never calls it,
-// so no send, pull or retry ever waits on NATS.
+// mapping, the in-flight window and the resend service. The event and
+// dead-letter types are core/outbox's. It reads the broker only through
+// the small interfaces it declares (Source, Resender), which the wiring
+// (internal/server) adapts the broker and its store to; it does not
+// import the broker, and the broker never calls it, so no send, pull or
+// retry ever waits on NATS.
 //
 // # Subjects
 //

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -32,8 +33,9 @@ func shortLevels(cfg *server.Config) {
 // bridgeOn starts a bridge on a running broker, as the server wiring does.
 func bridgeOn(t testing.TB, env *brokertest.Env, ns *natsServer, mutate ...func(*natsbridge.Options)) *natsbridge.Bridge {
 	t.Helper()
-	opts := testOptions(ns, env.Broker)
-	opts.Resender = env.Broker
+	src := &server.BridgeSource{Broker: env.Broker, Store: env.Store}
+	opts := testOptions(ns, src)
+	opts.Resender = src
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -125,7 +127,7 @@ func TestFailingConsumerEvents(t *testing.T) {
 		}
 		lastOffset = off
 		rt, _ := strconv.Atoi(h.Get(natsbridge.HeaderReconsumeTimes))
-		if kind == broker.EventRetry {
+		if kind == outbox.KindRetry {
 			if h.Get(natsbridge.HeaderDelayLevel) != "1" || h.Get(natsbridge.HeaderNextAttemptAt) == "" {
 				t.Errorf("retry event: %v", h)
 			}
@@ -133,12 +135,17 @@ func TestFailingConsumerEvents(t *testing.T) {
 		got[id] = append(got[id], seen{kind, rt})
 	}
 	for id := range ids {
-		want := []seen{{broker.EventRetry, 1}, {broker.EventRetry, 2}, {broker.EventDLQ, 3}}
+		want := []seen{{outbox.KindRetry, 1}, {outbox.KindRetry, 2}, {outbox.KindDLQ, 3}}
 		if fmt.Sprint(got[id]) != fmt.Sprint(want) {
 			t.Errorf("message %s: events %v, want %v", id, got[id], want)
 		}
 	}
+	// A subscriber can see the sixth event before the stream has stored
+	// it: wait for the stream, then check it holds no more than six.
 	_, js := ns.client(t)
+	brokertest.Eventually(t, 10*time.Second, "the stream to hold 6 events", func() bool {
+		return streamCount(t, js, natsbridge.DefaultStream) >= 6
+	})
 	if n := streamCount(t, js, natsbridge.DefaultStream); n != 6 {
 		t.Errorf("stream holds %d events, want 6", n)
 	}
@@ -179,7 +186,7 @@ func TestResendOverNATS(t *testing.T) {
 	var dead *nats.Msg
 	for dead == nil {
 		m := brokertest.Wait(t, events, 60*time.Second, "the dead-letter event")
-		if m.Header.Get(natsbridge.HeaderEvent) == broker.EventDLQ {
+		if m.Header.Get(natsbridge.HeaderEvent) == outbox.KindDLQ {
 			dead = m
 		}
 	}
@@ -312,7 +319,7 @@ func TestBrokerRestartMidStream(t *testing.T) {
 	cursor := b1.Status().Cursor
 	t.Logf("stopped at cursor %d of %d", cursor, total/2)
 	env = env.Restart(t)
-	if v, ok := env.Broker.Progress("natsbridge/cursor"); !ok || v != cursor {
+	if v, ok := (&server.BridgeSource{Broker: env.Broker, Store: env.Store}).Progress("natsbridge/cursor"); !ok || v != cursor {
 		t.Fatalf("cursor after restart %d, %v; want %d", v, ok, cursor)
 	}
 	s.addr = env.BrokerAddr
@@ -330,7 +337,7 @@ func TestBrokerRestartMidStream(t *testing.T) {
 
 // TestResendReplyJSON pins the reply's wire form.
 func TestResendReplyJSON(t *testing.T) {
-	r := natsbridge.ResendReply{OK: true, Broker: "broker-a", Resent: []broker.Resent{{QueueOffset: 3, OldMsgID: "A", NewMsgID: "B", Topic: "T", QueueID: 1}}}
+	r := natsbridge.ResendReply{OK: true, Broker: "broker-a", Resent: []outbox.Resent{{QueueOffset: 3, OldMsgID: "A", NewMsgID: "B", Topic: "T", QueueID: 1}}}
 	data, _ := json.Marshal(r)
 	want := `{"ok":true,"broker":"broker-a","resent":[{"queueOffset":3,"oldMsgId":"A","newMsgId":"B","topic":"T","queueId":1}]}`
 	if string(data) != want {

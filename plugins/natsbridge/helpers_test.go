@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
@@ -135,7 +135,7 @@ func streamCount(t testing.TB, js jetstream.JetStream, stream string) uint64 {
 // bridge restart (as the store's do).
 type fakeSource struct {
 	mu       sync.Mutex
-	events   []broker.Event // offsets min..max-1
+	events   []outbox.Event // offsets min..max-1
 	min      int64
 	sig      chan struct{}
 	progress map[string]int64
@@ -150,7 +150,7 @@ func newFakeSource() *fakeSource {
 
 // add appends events, giving them their offsets and a time, and wakes
 // readers.
-func (f *fakeSource) add(evs ...broker.Event) {
+func (f *fakeSource) add(evs ...outbox.Event) {
 	f.mu.Lock()
 	for _, e := range evs {
 		e.Offset = f.min + int64(len(f.events))
@@ -191,7 +191,7 @@ func (f *fakeSource) WaitEvents() <-chan struct{} {
 	return f.sig
 }
 
-func (f *fakeSource) ReadEvents(from int64, max int, dst []broker.Event) ([]broker.Event, error) {
+func (f *fakeSource) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.readErr != nil {
@@ -247,8 +247,8 @@ func (f *fakeSource) durableValue(name string) (int64, bool) {
 }
 
 // event builds a test event.
-func event(kind, group, topic string, i int) broker.Event {
-	return broker.Event{
+func event(kind, group, topic string, i int) outbox.Event {
+	return outbox.Event{
 		Kind:              kind,
 		Group:             group,
 		Topic:             topic,

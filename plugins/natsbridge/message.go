@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // Headers of a published event; doc.go has the table.
@@ -81,13 +81,13 @@ func (e *encoder) offsetOf(m *nats.Msg) (int64, bool) {
 }
 
 // subject returns the subject of ev.
-func (e *encoder) subject(ev *broker.Event) string {
+func (e *encoder) subject(ev *outbox.Event) string {
 	return e.subjBase + ev.Kind + "." + EscapeToken(ev.Group) + "." + EscapeToken(ev.Topic)
 }
 
 // message builds the NATS message of ev. maxPayload bounds headers and
 // body together (the server's limit); zero means no bound.
-func (e *encoder) message(ev *broker.Event, maxPayload int) *nats.Msg {
+func (e *encoder) message(ev *outbox.Event, maxPayload int) *nats.Msg {
 	// One backing array for every header value instead of one small slice
 	// per header.
 	vals := make([]string, 0, maxHeaders+len(e.props))
@@ -117,7 +117,7 @@ func (e *encoder) message(ev *broker.Event, maxPayload int) *nats.Msg {
 	set(HeaderQueueOffset, strconv.FormatInt(ev.QueueOffset, 10))
 	set(HeaderReconsumeTimes, strconv.FormatInt(int64(ev.ReconsumeTimes), 10))
 	set(HeaderMaxReconsumeTimes, strconv.FormatInt(int64(ev.MaxReconsumeTimes), 10))
-	if ev.Kind == broker.EventRetry {
+	if ev.Kind == outbox.KindRetry {
 		set(HeaderDelayLevel, strconv.FormatInt(int64(ev.DelayLevel), 10))
 		if !ev.NextAttemptAt.IsZero() {
 			set(HeaderNextAttemptAt, ev.NextAttemptAt.UTC().Format(TimeFormat))

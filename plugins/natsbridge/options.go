@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // Mode says how events are published.
@@ -53,10 +53,9 @@ const (
 // cfg:"path" file names relative to the config file's directory.
 type Options struct {
 	// Source is the outbox the bridge reads and keeps its cursor in.
-	// Required; *broker.Broker satisfies it.
+	// Required.
 	Source Source `yaml:"-"`
-	// Resender serves resend requests. Required when Resend is set;
-	// *broker.Broker satisfies it.
+	// Resender serves resend requests. Required when Resend is set.
 	Resender Resender `yaml:"-"`
 
 	// URLs are the NATS servers, e.g. "nats://127.0.0.1:4222". Required.
@@ -110,8 +109,8 @@ type Options struct {
 	// passes the broker's).
 	Broker string `yaml:"broker"`
 
-	// Kinds are the event kinds to publish: broker.EventRetry and
-	// broker.EventDLQ. Default both.
+	// Kinds are the event kinds to publish: outbox.KindRetry and
+	// outbox.KindDLQ. Default both.
 	Kinds []string `yaml:"kinds"`
 	// IncludeGroups and IncludeTopics, when set, publish only events whose
 	// group (or topic) matches one of the patterns; ExcludeGroups and
@@ -210,7 +209,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.SubjectPrefix = DefaultSubjectPrefix
 	}
 	if len(o.Kinds) == 0 {
-		o.Kinds = []string{broker.EventRetry, broker.EventDLQ}
+		o.Kinds = []string{outbox.KindRetry, outbox.KindDLQ}
 	}
 	omitAndCap := o.OmitBody && o.BodyCap != 0
 	if o.OmitBody {
@@ -327,8 +326,8 @@ func (o *Options) validate() error {
 		bad("a broker name is required")
 	}
 	for _, k := range o.Kinds {
-		if k != broker.EventRetry && k != broker.EventDLQ {
-			bad("event kind %q: want %q or %q", k, broker.EventRetry, broker.EventDLQ)
+		if k != outbox.KindRetry && k != outbox.KindDLQ {
+			bad("event kind %q: want %q or %q", k, outbox.KindRetry, outbox.KindDLQ)
 		}
 	}
 	for name, pats := range map[string][]string{

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // ResendRequest is the JSON body of a request on
@@ -45,7 +45,7 @@ type ResendReply struct {
 	// Broker is the broker that answered.
 	Broker string `json:"broker"`
 	// Resent lists the new message, with its new msgId.
-	Resent []broker.Resent `json:"resent,omitempty"`
+	Resent []outbox.Resent `json:"resent,omitempty"`
 	// Duplicate is true when the key was seen before and this is the
 	// first answer repeated.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -163,7 +163,7 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 		return failReply(CodeBadRequest, err), 0
 	}
 	if req.Target == "" {
-		req.Target = broker.ResendOrigin
+		req.Target = outbox.ResendOrigin
 	}
 	now := s.b.opts.Now()
 	if now.Sub(s.mu.lastSweep) > s.sweepEvery() {
@@ -171,7 +171,7 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 	}
 	fp := req.fingerprint()
 	name := keyName(req.Key)
-	if v, ok, err := s.r.ExtRecord(name); err != nil {
+	if v, ok, err := s.r.Record(name); err != nil {
 		return failReply(CodeFailed, err), 0
 	} else if ok {
 		var rec keyRecord
@@ -189,13 +189,13 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 		}
 	}
 
-	sel := broker.DLQSelector{Group: req.Group, MsgID: req.MsgID, QueueOffset: req.QueueOffset, Limit: 1}
+	sel := outbox.DLQSelector{Group: req.Group, MsgID: req.MsgID, QueueOffset: req.QueueOffset, Limit: 1}
 	if found, err := s.r.ListDLQ(sel); err != nil || len(found) == 0 {
 		if err == nil {
-			err = fmt.Errorf("%w in group %s", broker.ErrNoDeadLetter, req.Group)
+			err = fmt.Errorf("%w in group %s", outbox.ErrNoDeadLetter, req.Group)
 		}
 		code := CodeFailed
-		if errors.Is(err, broker.ErrNoDeadLetter) {
+		if errors.Is(err, outbox.ErrNoDeadLetter) {
 			code = CodeNotFound
 		}
 		var delay time.Duration
@@ -210,9 +210,9 @@ func (s *resendService) serveLocked(data []byte) (*ResendReply, time.Duration) {
 		return failReply(CodeFailed, err), 0
 	}
 	resent, err := s.r.ResendDLQ(sel, req.Target)
-	if errors.Is(err, broker.ErrNoDeadLetter) {
+	if errors.Is(err, outbox.ErrNoDeadLetter) {
 		// Nothing was resent: free the key.
-		if derr := s.r.DeleteExtRecord(name); derr != nil {
+		if derr := s.r.DeleteRecord(name); derr != nil {
 			s.b.log.Warn("resend key not released", "key", req.Key, "err", derr)
 		}
 		return failReply(CodeNotFound, err), 0
@@ -237,7 +237,7 @@ func (s *resendService) put(name string, rec *keyRecord) error {
 	if err != nil {
 		return err
 	}
-	return s.r.PutExtRecord(name, v)
+	return s.r.PutRecord(name, v)
 }
 
 func (s *resendService) sweepEvery() time.Duration {
@@ -249,7 +249,7 @@ func (s *resendService) sweepLocked() {
 	now := s.b.opts.Now()
 	s.mu.lastSweep = now
 	var old []string
-	err := s.r.EachExtRecord(resendPrefix, func(name string, v []byte) error {
+	err := s.r.EachRecord(resendPrefix, func(name string, v []byte) error {
 		var rec keyRecord
 		if json.Unmarshal(v, &rec) != nil || now.Sub(time.UnixMilli(rec.At)) >= s.b.opts.ResendKeyTTL {
 			old = append(old, name)
@@ -261,7 +261,7 @@ func (s *resendService) sweepLocked() {
 		return
 	}
 	for _, name := range old {
-		if err := s.r.DeleteExtRecord(name); err != nil {
+		if err := s.r.DeleteRecord(name); err != nil {
 			s.b.log.Warn("resend key not forgotten", "name", name, "err", err)
 			return
 		}
@@ -276,8 +276,8 @@ func (r *ResendRequest) check() error {
 	if (r.MsgID == "") == (r.QueueOffset == nil) {
 		errs = append(errs, errors.New("exactly one of msgId and queueOffset is required"))
 	}
-	if r.Target != "" && r.Target != broker.ResendOrigin && r.Target != broker.ResendRetry {
-		errs = append(errs, fmt.Errorf("target %q: want %q or %q", r.Target, broker.ResendOrigin, broker.ResendRetry))
+	if r.Target != "" && r.Target != outbox.ResendOrigin && r.Target != outbox.ResendRetry {
+		errs = append(errs, fmt.Errorf("target %q: want %q or %q", r.Target, outbox.ResendOrigin, outbox.ResendRetry))
 	}
 	if r.Key == "" || len(r.Key) > maxKeyLen {
 		errs = append(errs, fmt.Errorf("an idempotency key of 1..%d bytes is required", maxKeyLen))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
 
@@ -20,7 +20,7 @@ import (
 type fakeResender struct {
 	mu      sync.Mutex
 	letters map[string][]string // group → msg ids, by queue offset
-	resent  []broker.Resent
+	resent  []outbox.Resent
 	records map[string][]byte
 	fail    error
 }
@@ -29,27 +29,27 @@ func newFakeResender() *fakeResender {
 	return &fakeResender{letters: map[string][]string{}, records: map[string][]byte{}}
 }
 
-func (f *fakeResender) find(sel broker.DLQSelector) (int64, error) {
+func (f *fakeResender) find(sel outbox.DLQSelector) (int64, error) {
 	ids := f.letters[sel.Group]
 	for i, id := range ids {
 		if (sel.MsgID != "" && sel.MsgID == id) || (sel.QueueOffset != nil && *sel.QueueOffset == int64(i)) {
 			return int64(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w in group %s", broker.ErrNoDeadLetter, sel.Group)
+	return 0, fmt.Errorf("%w in group %s", outbox.ErrNoDeadLetter, sel.Group)
 }
 
-func (f *fakeResender) ListDLQ(sel broker.DLQSelector) ([]broker.DeadLetter, error) {
+func (f *fakeResender) ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	off, err := f.find(sel)
 	if err != nil {
 		return nil, err
 	}
-	return []broker.DeadLetter{{QueueOffset: off, MsgID: f.letters[sel.Group][off]}}, nil
+	return []outbox.DeadLetter{{QueueOffset: off, MsgID: f.letters[sel.Group][off]}}, nil
 }
 
-func (f *fakeResender) ResendDLQ(sel broker.DLQSelector, target string) ([]broker.Resent, error) {
+func (f *fakeResender) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -59,9 +59,9 @@ func (f *fakeResender) ResendDLQ(sel broker.DLQSelector, target string) ([]broke
 	if err != nil {
 		return nil, err
 	}
-	r := broker.Resent{QueueOffset: off, OldMsgID: f.letters[sel.Group][off], NewMsgID: fmt.Sprintf("NEW%d", len(f.resent)), Topic: target}
+	r := outbox.Resent{QueueOffset: off, OldMsgID: f.letters[sel.Group][off], NewMsgID: fmt.Sprintf("NEW%d", len(f.resent)), Topic: target}
 	f.resent = append(f.resent, r)
-	return []broker.Resent{r}, nil
+	return []outbox.Resent{r}, nil
 }
 
 func (f *fakeResender) resends() int {
@@ -70,28 +70,28 @@ func (f *fakeResender) resends() int {
 	return len(f.resent)
 }
 
-func (f *fakeResender) ExtRecord(name string) ([]byte, bool, error) {
+func (f *fakeResender) Record(name string) ([]byte, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.records[name]
 	return v, ok, nil
 }
 
-func (f *fakeResender) PutExtRecord(name string, v []byte) error {
+func (f *fakeResender) PutRecord(name string, v []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.records[name] = v
 	return nil
 }
 
-func (f *fakeResender) DeleteExtRecord(name string) error {
+func (f *fakeResender) DeleteRecord(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.records, name)
 	return nil
 }
 
-func (f *fakeResender) EachExtRecord(prefix string, fn func(string, []byte) error) error {
+func (f *fakeResender) EachRecord(prefix string, fn func(string, []byte) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k, v := range f.records {
@@ -157,7 +157,7 @@ func TestResendService(t *testing.T) {
 	// By queue offset, default target.
 	off := int64(0)
 	r = resendRequest(t, nc, subj, natsbridge.ResendRequest{Group: "g", QueueOffset: &off, Key: "k2"})
-	if !r.OK || r.Resent[0].OldMsgID != "A" || r.Resent[0].Topic != broker.ResendOrigin {
+	if !r.OK || r.Resent[0].OldMsgID != "A" || r.Resent[0].Topic != outbox.ResendOrigin {
 		t.Fatalf("by offset: %+v", r)
 	}
 	// Not found: the key stays free.

@@ -3,11 +3,12 @@ package natsbridge
 import (
 	"errors"
 
-	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 )
 
 // Source is the outbox the bridge reads, and the durable counters it keeps
-// its cursor and epoch in. *broker.Broker satisfies it; tests use a fake.
+// its cursor and epoch in. The wiring (internal/server) adapts the broker
+// and its store to it; tests use a fake.
 type Source interface {
 	// EventOffsets returns the first retained and the next outbox offset.
 	EventOffsets() (minOff, maxOff int64)
@@ -18,7 +19,7 @@ type Source interface {
 	// reads max positions (fewer at the end of the outbox) and leaves out
 	// the ones it cannot decode. An offset below the retained range is an
 	// error.
-	ReadEvents(from int64, max int, dst []broker.Event) ([]broker.Event, error)
+	ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Event, error)
 	// Progress and SetProgress read and set a durable counter;
 	// FlushProgress makes the counters durable now.
 	Progress(name string) (int64, bool)
@@ -27,14 +28,22 @@ type Source interface {
 }
 
 // Resender resends dead letters and keeps small durable records (the
-// resend service's idempotency keys). *broker.Broker satisfies it.
+// resend service's idempotency keys). The wiring (internal/server) adapts
+// the broker and its store to it; tests use a fake.
 type Resender interface {
-	ListDLQ(sel broker.DLQSelector) ([]broker.DeadLetter, error)
-	ResendDLQ(sel broker.DLQSelector, target string) ([]broker.Resent, error)
-	ExtRecord(name string) ([]byte, bool, error)
-	PutExtRecord(name string, v []byte) error
-	DeleteExtRecord(name string) error
-	EachExtRecord(prefix string, fn func(name string, v []byte) error) error
+	// ListDLQ and ResendDLQ list and resend a group's dead letters; a
+	// selector that matches nothing gives outbox.ErrNoDeadLetter.
+	ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error)
+	ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error)
+	// Record returns a durable record; ok is false when there is none.
+	Record(name string) (v []byte, ok bool, err error)
+	// PutRecord and DeleteRecord write and remove a record durably
+	// before they return.
+	PutRecord(name string, v []byte) error
+	DeleteRecord(name string) error
+	// EachRecord calls fn for every record whose name starts with prefix,
+	// in name order, stopping at the first error.
+	EachRecord(prefix string, fn func(name string, v []byte) error) error
 }
 
 // Errors returned by the bridge. Compare with errors.Is.

@@ -1,0 +1,43 @@
+package broker
+
+import "sync/atomic"
+
+// Test hooks: they let this directory's tests (package broker_test) look
+// inside the broker. They are not part of its API.
+
+// LastPullOffset returns the offset a consumer group last pulled a queue
+// from.
+func (b *Broker) LastPullOffset(group, topic string, queue int32) (int64, bool) {
+	v, ok := b.pulled.Load(pullKey{group, topic, queue})
+	if !ok {
+		return 0, false
+	}
+	return v.(*atomic.Int64).Load(), true
+}
+
+// PrefilterSkipped returns how many messages pulls skipped on their
+// pre-filter mask, without reading them.
+func (b *Broker) PrefilterSkipped() int64 {
+	if b.prefilter == nil {
+		return 0
+	}
+	return b.prefilter.skipped.Load()
+}
+
+// PrefilterProgress returns the next offset the pre-filter indexer will
+// evaluate in a queue, and false if it never looked at the queue.
+func (b *Broker) PrefilterProgress(topic string, q int32) (int64, bool) {
+	return b.store.Progress(pfProgressName(topic, q))
+}
+
+// TrimOutboxNow applies the outbox size bound now rather than at the next
+// periodic check.
+func (b *Broker) TrimOutboxNow() { b.trimOutbox() }
+
+// PendingTransactions returns the number of half messages not yet
+// committed, rolled back or discarded.
+func (b *Broker) PendingTransactions() int { return b.txn.pending() }
+
+// QueueLocks returns which client holds each locked queue of a consumer
+// group.
+func (b *Broker) QueueLocks(group string) map[Queue]string { return b.locks.holders(group, b.now()) }
