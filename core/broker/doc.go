@@ -1,4 +1,115 @@
-// Package broker serves the RocketMQ broker protocol over a core/store
-// Store: topics, sends, long-polling pulls, consumer offsets, heartbeats and
-// the consumer table.
+// Package broker serves the RocketMQ 4.x broker protocol over a core/store
+// Store: topics and groups, sends, long-polling pulls, consumer offsets,
+// heartbeats and the consumer table, retries and dead letters, delayed and
+// timed messages, orderly queue locks, transactions with check-back, the
+// outbox of retry and dead-letter events, and queue assignment.
+//
+// It speaks the wire through core/remoting (whose types it shares with the
+// name server and the clients) and stores through core/store; filters,
+// allocation strategies and transaction policies come in through the small
+// interfaces of ext.go and filter.go, so it imports no plugin.
+//
+// # Components
+//
+// A Broker owns its goroutines and wires these components together; each
+// keeps its own state behind its own lock and is handed what it needs when
+// it is built (see LOCKING.md for the order):
+//
+//	+-------------+---------------+------------------------------------------+
+//	| component   | file          | owns                                     |
+//	+-------------+---------------+------------------------------------------+
+//	| topicTable  | topics.go     | topic configs (durable), auto-create     |
+//	| clientTable | clients.go    | producers and consumers per group, their |
+//	|             |               | connections, subscriptions, expiry       |
+//	| holdTable   | holds.go      | long-polling pulls waiting for messages  |
+//	| filterCache | filters.go    | compiled subscription filters, bounded   |
+//	| lockTable   | locks.go      | orderly queue locks per group            |
+//	| prefilter   | prefilter.go  | SQL92 match masks computed on arrival    |
+//	| txnService  | txn.go,       | pending half messages, op markers, the   |
+//	|             | txncheck.go   | checker                                  |
+//	| schedulers  | schedule.go,  | delay levels and timed messages          |
+//	|             | delay.go      |                                          |
+//	| outbox      | events.go     | retry and dead-letter events (format in  |
+//	|             |               | core/outbox)                             |
+//	+-------------+---------------+------------------------------------------+
+//
+// Request handlers live with the part they serve: send.go and transform.go
+// (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE), pull.go (PULL_MESSAGE),
+// offsets.go, retry.go and dlq.go (CONSUMER_SEND_MSG_BACK, group config,
+// dead letters), locks.go (LOCK/UNLOCK_BATCH_MQ), txn.go (END_TRANSACTION),
+// assignment.go (QUERY_ASSIGNMENT), register.go (name server registration)
+// and admin.go (the admin command framework).
+//
+// Every walk over a queue goes through the store's queue iterator
+// (store.QueueIter), which handles retention gaps, corruption holes and
+// unit filters in one place.
+//
+// # Invariants
+//
+// Send:
+//
+//  1. A send is answered after the store appended it, which under the
+//     store's sync flush means after the fsync that covers it; a refused
+//     send (bad header, system topic, unwritable topic, no such queue,
+//     oversize body or properties) stores nothing.
+//  2. A batch is stored whole or not at all, at consecutive offsets of one
+//     queue.
+//  3. A delayed or timed message is stored in the schedule or timer topic,
+//     never in its real queue, until it is due; a half message only in the
+//     half topic.
+//
+// Retry and dead letters:
+//
+//  4. A CONSUMER_SEND_MSG_BACK stores a new message: in the group's retry
+//     topic through the schedule (delay level 3 + reconsume times, or the
+//     consumer's level), or, once the reconsume times reach the group's
+//     limit or the consumer asks with a negative level, in %DLQ%<group>.
+//     The original message is never changed. Its UNIQ_KEY is kept, and
+//     ORIGIN_MESSAGE_ID and RETRY_TOPIC point back at it.
+//  5. A retry or dead letter is stored in the same append as its outbox
+//     event (when the outbox is on), so an event exists if and only if its
+//     move happened, and a crash keeps both or neither.
+//  6. A retried message is delivered only to the group whose retry topic
+//     holds it, and re-checked against that group's subscription.
+//
+// Long polling:
+//
+//  7. A pull that finds nothing new and may be held is parked; it is
+//     answered when a message arrives on its queue, when its suspend time
+//     ends, or when the broker stops, exactly once. A message that lands
+//     between the pull's read and its parking is not missed: the queue is
+//     checked again once the pull is parked.
+//  8. A held pull whose connection closed is dropped, never answered.
+//
+// Queue locks:
+//
+//  9. A queue of a group is locked by at most one client id at a time. A
+//     lock ends when its holder unlocks it, when it is not renewed within
+//     the expiry (60 s), when its holder's connection closes or its
+//     registration expires. Clients refused a lock are told to rebalance
+//     when it ends.
+// 10. While a queue is locked, pulls of that group's other clients get no
+//     messages from it.
+//
+// Transactions (details in txncheck.go):
+//
+// 11. A half message is resolved by exactly one op marker, stored in the
+//     same append as its effect (the committed message, or the copy kept
+//     for the next check), so an outcome is written whole or not at all.
+// 12. Every unresolved transaction has a record at or after the half
+//     queue's progress, and a restart finds every unresolved transaction
+//     again; a transaction being checked gets no other marker until the
+//     check ends.
+//
+// Offsets and groups:
+//
+// 13. Topic and group configs are written durably before they are
+//     answered. Consumer offsets are checkpoints: a crash may replay the
+//     last few seconds of a group's messages, never skip any.
+//
+// Pre-filtering (prefilter.go):
+//
+// 14. A mask bit answers only for offsets the indexer evaluated while the
+//     bit was registered; every other offset is filtered when pulled, so
+//     pre-filtering changes what is read, never what is delivered.
 package broker
