@@ -88,28 +88,28 @@
 //     the expiry (60 s), when its holder's connection closes or its
 //     registration expires. Clients refused a lock are told to rebalance
 //     when it ends.
-// 10. While a queue is locked, pulls of that group's other clients get no
+//  10. While a queue is locked, pulls of that group's other clients get no
 //     messages from it.
 //
 // Transactions (details in txncheck.go):
 //
-// 11. A half message is resolved by exactly one op marker, stored in the
+//  11. A half message is resolved by exactly one op marker, stored in the
 //     same append as its effect (the committed message, or the copy kept
 //     for the next check), so an outcome is written whole or not at all.
-// 12. Every unresolved transaction has a record at or after the half
+//  12. Every unresolved transaction has a record at or after the half
 //     queue's progress, and a restart finds every unresolved transaction
 //     again; a transaction being checked gets no other marker until the
 //     check ends.
 //
 // Offsets and groups:
 //
-// 13. Topic and group configs are written durably before they are
+//  13. Topic and group configs are written durably before they are
 //     answered. Consumer offsets are checkpoints: a crash may replay the
 //     last few seconds of a group's messages, never skip any.
 //
 // Pre-filtering (prefilter.go):
 //
-// 14. A mask bit answers only for offsets the indexer evaluated while the
+//  14. A mask bit answers only for offsets the indexer evaluated while the
 //     bit was registered; every other offset is filtered when pulled, so
 //     pre-filtering changes what is read, never what is delivered.
 package broker
