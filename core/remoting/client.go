@@ -82,6 +82,8 @@ func NewClient(opts ClientOptions) *Client {
 		maxFrame:     opts.MaxFrameSize,
 		maxInflight:  defaultMaxInflight,
 		writeTimeout: defaultWriteTimeout,
+		maxQueued:    defaultMaxQueuedBytes,
+		limits:       newLimitLog(opts.Logger),
 	}
 	cl.mu.conns = make(map[string]*clientConn)
 	return cl

@@ -13,8 +13,14 @@ import (
 // configured: 16 MiB counted after the length prefix.
 const DefaultMaxFrameSize = 16 << 20
 
-// maxHeaderLen is the largest header the 24-bit length field can describe.
-const maxHeaderLen = 1<<24 - 1
+// MaxHeaderSize is the largest header a frame can carry: its length field
+// has 24 bits. A handler whose response header grows with its input (a
+// batch's message ids in one extFields value) must keep the input small
+// enough, or its response is answered with ResponseNotEncodable instead.
+const MaxHeaderSize = 1<<24 - 1
+
+// maxHeaderLen is the 24-bit header length field's mask.
+const maxHeaderLen = MaxHeaderSize
 
 // frameHeadLen is the length prefix plus the type/header-length word.
 const frameHeadLen = 8

@@ -98,6 +98,14 @@ const (
 	FlowControl                = 215 // FLOW_CONTROL
 )
 
+// ResponseNotEncodable is what a Server answers when a handler's response
+// cannot be sent: larger than the frame limit (ServerOptions.MaxFrameSize),
+// a header beyond MaxHeaderSize, or otherwise not encodable. The handler
+// has done its work by then, so the code is MESSAGE_ILLEGAL, which RocketMQ
+// clients do not retry: a retried send would store its messages twice. The
+// remark names the request and the size. The connection stays open.
+const ResponseNotEncodable = MessageIllegal
+
 var requestNames = map[RequestCode]string{
 	SendMessage:                      "SEND_MESSAGE",
 	PullMessage:                      "PULL_MESSAGE",

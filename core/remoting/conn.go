@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -27,11 +28,9 @@ const (
 	inlineBodyMax = 64 << 10
 	// keptWriteBuffer is the largest send-queue buffer kept for reuse.
 	keptWriteBuffer = 4 << 20
-	// maxQueuedBytes bounds what may wait in one connection's send queue.
-	// Above it, senders block until the writer catches up or the connection
-	// closes, and through the in-flight limit the reader stops reading:
-	// a peer that does not read its responses gets no more served.
-	maxQueuedBytes = 64 << 20
+	// defaultMaxQueuedBytes is ServerOptions.MaxQueuedBytesPerConn's
+	// default, and the bound of a Client connection's send queue.
+	defaultMaxQueuedBytes = 64 << 20
 	// defaultWriteTimeout bounds one write of queued frames.
 	defaultWriteTimeout = 30 * time.Second
 	// defaultMaxInflight is the default number of handlers running at once
@@ -54,8 +53,22 @@ type endpoint struct {
 	maxFrame     int
 	maxInflight  int
 	writeTimeout time.Duration
-	onConnect    func(*Conn)
-	onClose      func(*Conn)
+	// maxQueued bounds the bytes queued and not yet written on one
+	// connection; senders wait above it.
+	maxQueued int
+	// gateReads makes the reader stop dispatching requests while maxQueued
+	// is reached (a Server's connections; a Client's never stop reading,
+	// so two of this package's ends cannot wait on each other).
+	gateReads bool
+	// frameTimeout bounds the arrival of a frame once its first byte is
+	// in, and idleTimeout the wait for a frame's first byte; zero is no
+	// limit (a Client's connections).
+	frameTimeout time.Duration
+	idleTimeout  time.Duration
+	// limits logs limit hits at most once per interval per kind.
+	limits    *limitLog
+	onConnect func(*Conn)
+	onClose   func(*Conn)
 	// drain is closed when the owner shuts down gracefully: readers stop
 	// and connections close once their handlers have answered. nil for a
 	// Client, whose connections always close at once.
@@ -85,6 +98,8 @@ type Conn struct {
 		segs      [][]byte
 		mark      int  // start of the part of buf not yet in segs
 		queued    int  // bytes queued since the queue was last taken
+		inWrite   int  // bytes taken by the write in progress, until it ends
+		peak      int  // the most queued+inWrite has been, for tests
 		closed    bool // no more frames are accepted
 		writing   bool // the write token is held
 		spareBuf  []byte
@@ -328,7 +343,7 @@ func (c *Conn) deliver(resp *Command) {
 func (c *Conn) send(cmd *Command, direct bool) error {
 	o := &c.out
 	o.Lock()
-	for o.queued >= maxQueuedBytes && !o.closed {
+	for o.queued+o.inWrite >= c.ep.maxQueued && !o.closed {
 		o.cond.Wait()
 	}
 	if o.closed {
@@ -342,6 +357,11 @@ func (c *Conn) send(cmd *Command, direct bool) error {
 		o.Unlock()
 		return err
 	}
+	if n := len(buf) - start - 4 + len(cmd.Body); c.ep.maxFrame > 0 && n > c.ep.maxFrame {
+		o.buf = buf[:start]
+		o.Unlock()
+		return fmt.Errorf("%w: %s of %d bytes, limit %d", ErrFrameTooLarge, frameKind(cmd), n, c.ep.maxFrame)
+	}
 	if len(cmd.Body) <= inlineBodyMax {
 		buf = append(buf, cmd.Body...)
 	} else {
@@ -349,6 +369,7 @@ func (c *Conn) send(cmd *Command, direct bool) error {
 		o.mark = len(buf)
 	}
 	o.queued += len(buf) - start + len(cmd.Body)
+	o.peak = max(o.peak, o.queued+o.inWrite)
 	o.buf = buf
 	if o.writing || !direct {
 		o.Unlock()
@@ -418,8 +439,10 @@ func (c *Conn) writeOut() bool {
 			o.Unlock()
 			return true
 		}
+		// The bytes taken stay counted until they are written, so a peer
+		// that does not read holds at most maxQueued (plus one frame).
+		o.inWrite += o.queued
 		o.buf, o.segs, o.mark, o.queued = o.spareBuf[:0], o.spareSegs[:0], 0, 0
-		o.cond.Broadcast()
 		o.Unlock()
 
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.ep.writeTimeout))
@@ -428,6 +451,8 @@ func (c *Conn) writeOut() bool {
 		clear(segs) // drop the bodies written by reference
 
 		o.Lock()
+		o.inWrite = 0
+		o.cond.Broadcast()
 		o.spareSegs = segs[:0]
 		if cap(buf) <= keptWriteBuffer {
 			o.spareBuf = buf[:0]
@@ -496,7 +521,17 @@ func (c *Conn) draining() bool {
 func (c *Conn) logReadEnd(err error) {
 	switch {
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrFrameTooLarge):
-		c.log().Warn("remoting: closing connection after a bad frame", "err", err)
+		// Warn at a bounded rate, so a flood of bad frames cannot flood
+		// the log; each one is still there at Debug.
+		c.ep.limits.warn("badFrame", "remoting: closing connection after a bad frame",
+			"conn", c.id, "peer", c.remote.String(), "err", err)
+		c.log().Debug("remoting: bad frame", "err", err)
+	case errors.Is(err, errIdle):
+		c.ep.limits.info("idle", "remoting: closing idle connection",
+			"conn", c.id, "peer", c.remote.String(), "idle_timeout", c.ep.idleTimeout)
+	case errors.Is(err, errFrameTimeout):
+		c.ep.limits.warn("frameTimeout", "remoting: closing connection whose frame arrives too slowly",
+			"conn", c.id, "peer", c.remote.String(), "timeout", c.ep.frameTimeout)
 	case errors.Is(err, io.EOF):
 		c.log().Debug("remoting: connection closed by peer")
 	default:
@@ -510,12 +545,18 @@ func (c *Conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	var buf []byte
 	for {
+		if err := c.awaitFrame(br); err != nil {
+			return err
+		}
 		frame, err := ReadFrame(br, c.ep.maxFrame, buf)
 		if err != nil {
 			select {
 			case <-c.done:
 				return c.cause
 			default:
+			}
+			if isTimeout(err) && !c.draining() {
+				return fmt.Errorf("%w: %w", errFrameTimeout, err)
 			}
 			return err
 		}
@@ -538,6 +579,11 @@ func (c *Conn) readLoop() error {
 		if c.ep.handler == nil {
 			continue
 		}
+		if c.ep.gateReads {
+			if err := c.waitForWriter(); err != nil {
+				return err
+			}
+		}
 		select {
 		case c.slots <- struct{}{}:
 		case <-c.done:
@@ -552,6 +598,97 @@ func (c *Conn) readLoop() error {
 			go c.worker(cmd)
 		}
 	}
+}
+
+// waitForWriter waits while the connection's unwritten bytes are at the
+// bound, so a peer that does not read its responses gets no more requests
+// served until it does: its requests wait in the socket, not as responses
+// in memory.
+func (c *Conn) waitForWriter() error {
+	o := &c.out
+	o.Lock()
+	defer o.Unlock()
+	if o.queued+o.inWrite < c.ep.maxQueued {
+		return nil
+	}
+	c.ep.limits.warn("queued", "remoting: peer is not reading its responses; reading its requests paused",
+		"conn", c.id, "peer", c.remote.String(), "queued_bytes", o.queued+o.inWrite, "limit", c.ep.maxQueued)
+	for o.queued+o.inWrite >= c.ep.maxQueued {
+		if o.closed {
+			return c.cause
+		}
+		if c.draining() {
+			return ErrServerClosed
+		}
+		o.cond.Wait()
+	}
+	return nil
+}
+
+// wakeReader makes a reader blocked in a read or in waitForWriter look at
+// the connection's state again; Shutdown uses it.
+func (c *Conn) wakeReader() {
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	c.out.Lock()
+	c.out.cond.Broadcast()
+	c.out.Unlock()
+}
+
+// Why the reader gave up on a connection whose peer was too slow.
+var (
+	errIdle         = errors.New("remoting: no frame within the idle timeout")
+	errFrameTimeout = errors.New("remoting: frame not received whole within the frame read timeout")
+)
+
+// awaitFrame waits for the first byte of the next frame, at most
+// idleTimeout, then gives the rest of the frame until frameTimeout from
+// now. Both deadlines are set only when they are configured and the bytes
+// are not already buffered.
+func (c *Conn) awaitFrame(br *bufio.Reader) error {
+	if c.ep.idleTimeout == 0 && c.ep.frameTimeout == 0 {
+		return nil
+	}
+	if br.Buffered() == 0 {
+		var deadline time.Time
+		if c.ep.idleTimeout > 0 {
+			deadline = time.Now().Add(c.ep.idleTimeout)
+		}
+		_ = c.nc.SetReadDeadline(deadline)
+		// Shutdown closes drain before it sets its own deadline to wake
+		// readers; look after setting ours so neither is lost.
+		if c.draining() {
+			return ErrServerClosed
+		}
+		if _, err := br.Peek(1); err != nil {
+			if isTimeout(err) && !c.draining() {
+				select {
+				case <-c.done:
+					return c.cause
+				default:
+				}
+				return fmt.Errorf("%w (%v)", errIdle, c.ep.idleTimeout)
+			}
+			return err
+		}
+	}
+	if p, err := br.Peek(min(4, br.Buffered())); err == nil && len(p) == 4 &&
+		int64(int32(binary.BigEndian.Uint32(p)))+4 <= int64(br.Buffered()) {
+		return nil // the whole frame is here
+	}
+	var deadline time.Time
+	if c.ep.frameTimeout > 0 {
+		deadline = time.Now().Add(c.ep.frameTimeout)
+	}
+	_ = c.nc.SetReadDeadline(deadline)
+	if c.draining() {
+		return ErrServerClosed
+	}
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // worker handles req, then waits for more work until the reader stops or
@@ -585,10 +722,14 @@ func (c *Conn) handle(req *Command) {
 	if err == nil || errors.Is(err, ErrClosed) {
 		return
 	}
-	// The response cannot be encoded; say so instead of leaving the peer to
-	// time out.
-	c.log().Error("remoting: cannot send response", "code", RequestCode(req.Code), "err", err)
-	_ = c.Reply(req, NewResponse(req, SystemError, "remoting: response cannot be encoded: "+err.Error()))
+	// The response cannot be encoded (too large for a frame, most likely)
+	// although the handler did its work. Say so with a code clients do not
+	// retry, instead of leaving the peer to time out and resend.
+	c.ep.limits.warn("encode", "remoting: response cannot be sent",
+		"conn", c.id, "peer", c.remote.String(), "code", RequestCode(req.Code), "err", err)
+	_ = c.Reply(req, NewResponse(req, ResponseNotEncodable,
+		fmt.Sprintf("remoting: the response to %s cannot be sent (%v); the request was carried out, do not retry it",
+			RequestCode(req.Code), err)))
 }
 
 func (c *Conn) runHandler(req *Command) (resp *Command) {

@@ -26,30 +26,65 @@ import (
 type Handler func(c *Conn, req *Command) *Command
 
 // ServerOptions configures a Server. The zero value of each field means its
-// default.
+// default; negative values are invalid. The yaml tags name each field in
+// the broker's config file (section remoting:); cfg:"size" marks sizes
+// written with a unit ("64MiB").
 type ServerOptions struct {
 	// MaxFrameSize is the largest frame accepted, counted after the length
 	// prefix; default DefaultMaxFrameSize (16 MiB). A larger frame is logged
-	// and closes its connection.
-	MaxFrameSize int
+	// and closes its connection. A response larger than this is not sent:
+	// the peer gets ResponseNotEncodable instead.
+	MaxFrameSize int `yaml:"maxFrameSize" cfg:"size"`
 	// MaxInflightPerConn is how many handlers may run at once for one
 	// connection; default 4096. When all are busy the connection's reader
 	// waits, which pushes back on the peer. Held requests whose handler has
 	// returned do not count.
-	MaxInflightPerConn int
+	MaxInflightPerConn int `yaml:"maxInflightPerConn"`
+	// MaxQueuedBytesPerConn bounds the response bytes built and not yet
+	// written to one connection, large bodies sent by reference included;
+	// default 64 MiB. At the bound, handlers wait to queue their response
+	// and the reader starts no new handler, until the peer has read enough:
+	// a peer that does not read pins at most this plus the responses of
+	// the handlers already running (MaxInflightPerConn of them at worst).
+	MaxQueuedBytesPerConn int `yaml:"maxQueuedBytesPerConn" cfg:"size"`
 	// WriteTimeout bounds each write to a peer; default 30 s. A write that
 	// times out closes the connection.
-	WriteTimeout time.Duration
+	WriteTimeout time.Duration `yaml:"writeTimeout"`
+	// FrameReadTimeout is how long a frame may take to arrive whole once
+	// its first byte has; default 60 s (16 MiB then needs 2.2 Mbit/s). A
+	// frame that takes longer closes its connection, so a peer trickling a
+	// large frame cannot hold its buffer for long.
+	FrameReadTimeout time.Duration `yaml:"frameReadTimeout"`
+	// IdleTimeout closes a connection that sends no frame for this long;
+	// default 120 s, as RocketMQ's brokers (clients heartbeat every 30 s).
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// MaxConns is how many connections the server keeps open at once;
+	// default 10,000, or three quarters of the process's file descriptor
+	// limit when that is lower. A connection over the limit is closed as
+	// soon as it is accepted; open ones are unaffected.
+	MaxConns int `yaml:"maxConns"`
+	// MaxConnsPerAddr is how many connections one source IP address may
+	// hold at once; default 1,000. Over it a new connection from that
+	// address is closed as soon as it is accepted.
+	MaxConnsPerAddr int `yaml:"maxConnsPerAddr"`
 	// Logger receives the server's logs; default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// OnConnect, if set, is called for each new connection before its first
 	// request is read.
-	OnConnect func(*Conn)
+	OnConnect func(*Conn) `yaml:"-"`
 	// OnClose, if set, is called once per connection after it has closed
 	// and its running handlers have returned, for cleanup such as dropping
 	// its consumers and held pulls.
-	OnClose func(*Conn)
+	OnClose func(*Conn) `yaml:"-"`
 }
+
+// Defaults of ServerOptions fields left zero.
+const (
+	defaultFrameReadTimeout = 60 * time.Second
+	defaultIdleTimeout      = 120 * time.Second
+	defaultMaxConns         = 10000
+	defaultMaxConnsPerAddr  = 1000
+)
 
 // Server accepts connections and serves requests on them with the handlers
 // registered by code.
@@ -69,6 +104,7 @@ type Server struct {
 		closed    bool
 		listeners map[net.Listener]struct{}
 		conns     map[*Conn]struct{}
+		perAddr   map[string]int // open connections by source IP
 	}
 }
 
@@ -83,8 +119,23 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.MaxInflightPerConn < 0 {
 		problems = append(problems, fmt.Sprintf("MaxInflightPerConn %d is negative", opts.MaxInflightPerConn))
 	}
+	if opts.MaxQueuedBytesPerConn < 0 {
+		problems = append(problems, fmt.Sprintf("MaxQueuedBytesPerConn %d is negative", opts.MaxQueuedBytesPerConn))
+	}
 	if opts.WriteTimeout < 0 {
 		problems = append(problems, fmt.Sprintf("WriteTimeout %v is negative", opts.WriteTimeout))
+	}
+	if opts.FrameReadTimeout < 0 {
+		problems = append(problems, fmt.Sprintf("FrameReadTimeout %v is negative", opts.FrameReadTimeout))
+	}
+	if opts.IdleTimeout < 0 {
+		problems = append(problems, fmt.Sprintf("IdleTimeout %v is negative", opts.IdleTimeout))
+	}
+	if opts.MaxConns < 0 {
+		problems = append(problems, fmt.Sprintf("MaxConns %d is negative", opts.MaxConns))
+	}
+	if opts.MaxConnsPerAddr < 0 {
+		problems = append(problems, fmt.Sprintf("MaxConnsPerAddr %d is negative", opts.MaxConnsPerAddr))
 	}
 	if len(problems) > 0 {
 		panic("remoting: invalid ServerOptions: " + strings.Join(problems, "; "))
@@ -97,6 +148,24 @@ func NewServer(opts ServerOptions) *Server {
 	}
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = defaultWriteTimeout
+	}
+	if opts.MaxQueuedBytesPerConn == 0 {
+		opts.MaxQueuedBytesPerConn = defaultMaxQueuedBytes
+	}
+	if opts.FrameReadTimeout == 0 {
+		opts.FrameReadTimeout = defaultFrameReadTimeout
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = defaultIdleTimeout
+	}
+	if opts.MaxConns == 0 {
+		opts.MaxConns = defaultMaxConns
+		if n := fileLimit(); n > 0 && n*3/4 < opts.MaxConns {
+			opts.MaxConns = max(n*3/4, 1)
+		}
+	}
+	if opts.MaxConnsPerAddr == 0 {
+		opts.MaxConnsPerAddr = defaultMaxConnsPerAddr
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -112,6 +181,11 @@ func NewServer(opts ServerOptions) *Server {
 		maxFrame:     opts.MaxFrameSize,
 		maxInflight:  opts.MaxInflightPerConn,
 		writeTimeout: opts.WriteTimeout,
+		maxQueued:    opts.MaxQueuedBytesPerConn,
+		gateReads:    true,
+		frameTimeout: opts.FrameReadTimeout,
+		idleTimeout:  opts.IdleTimeout,
+		limits:       newLimitLog(opts.Logger),
 		onConnect:    opts.OnConnect,
 		onClose:      opts.OnClose,
 		drain:        s.quit,
@@ -119,6 +193,7 @@ func NewServer(opts ServerOptions) *Server {
 	s.ep.handler = s.dispatch
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.conns = make(map[*Conn]struct{})
+	s.mu.perAddr = make(map[string]int)
 	return s
 }
 
@@ -193,18 +268,36 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		c := newConn(nc, &s.ep)
+		host := sourceIP(c.remote)
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
 			_ = nc.Close()
 			return ErrServerClosed
 		}
+		total, fromHost := len(s.mu.conns), s.mu.perAddr[host]
+		if total >= s.opts.MaxConns || fromHost >= s.opts.MaxConnsPerAddr {
+			s.mu.Unlock()
+			_ = nc.Close()
+			if total >= s.opts.MaxConns {
+				s.ep.limits.warn("conns", "remoting: connection limit reached, refusing new connections",
+					"peer", c.remote.String(), "conns", total, "limit", s.opts.MaxConns)
+			} else {
+				s.ep.limits.warn("connsPerAddr", "remoting: per-address connection limit reached, refusing new connections",
+					"peer", c.remote.String(), "conns_from_addr", fromHost, "limit", s.opts.MaxConnsPerAddr)
+			}
+			continue
+		}
 		s.mu.conns[c] = struct{}{}
+		s.mu.perAddr[host]++
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go c.serve(func() {
 			s.mu.Lock()
 			delete(s.mu.conns, c)
+			if s.mu.perAddr[host]--; s.mu.perAddr[host] == 0 {
+				delete(s.mu.perAddr, host)
+			}
 			s.mu.Unlock()
 			s.wg.Done()
 		})
@@ -228,7 +321,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		for c := range s.mu.conns {
 			// Wake the reader; it sees quit and drains the connection.
-			_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+			c.wakeReader()
 		}
 		s.mu.Unlock()
 		go func() {
@@ -247,4 +340,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		return ctx.Err()
 	}
+}
+
+// sourceIP is the address connections are counted by for MaxConnsPerAddr:
+// the IP without the port.
+func sourceIP(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return host
+	}
+	return a.String()
 }
