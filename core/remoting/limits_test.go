@@ -3,7 +3,9 @@ package remoting
 import (
 	"bufio"
 	"bytes"
+	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -170,3 +172,208 @@ func TestQueuedBytesBoundPausesReading(t *testing.T) {
 		seen[resp.Opaque] = true
 	}
 }
+
+func TestFrameReadTimeoutClosesTrickle(t *testing.T) {
+	var logs logBuffer
+	s := NewServer(ServerOptions{FrameReadTimeout: 500 * time.Millisecond, Logger: logs.logger()})
+	s.Handle(codeEcho, echo)
+	addr := startServer(t, s)
+
+	// A slow but whole frame within the deadline is served.
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	f := rawRequest(t, codeEcho, 1)
+	_, _ = slow.Write(f[:len(f)/2])
+	time.Sleep(100 * time.Millisecond)
+	_, _ = slow.Write(f[len(f)/2:])
+	_ = slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp := readResponse(t, bufio.NewReader(slow)); resp.Opaque != 1 || resp.Code != Success {
+		t.Fatalf("slow frame answered with code %d opaque %d", resp.Code, resp.Opaque)
+	}
+
+	// A large frame trickled a byte every 50 ms is cut off.
+	trickle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trickle.Close()
+	start := time.Now()
+	_, _ = trickle.Write([]byte{0, 1, 0, 0}) // 64 KiB frame
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for time.Since(start) < 5*time.Second {
+			if _, err := trickle.Write([]byte{0}); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	expectClosed(t, trickle, 5*time.Second, "trickled frame")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("trickled frame cut off after %v, timeout 500ms", d)
+	}
+	<-closed
+	if !strings.Contains(logs.String(), "frame arrives too slowly") {
+		t.Errorf("no log line about the slow frame:\n%s", logs.String())
+	}
+}
+
+func TestIdleTimeoutClosesSilentConnection(t *testing.T) {
+	var logs logBuffer
+	s := NewServer(ServerOptions{IdleTimeout: 400 * time.Millisecond, Logger: logs.logger()})
+	s.Handle(codeEcho, echo)
+	addr := startServer(t, s)
+
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	start := time.Now()
+	// The busy connection sends a request every 100 ms for longer than
+	// the idle timeout and stays open.
+	br := bufio.NewReader(busy)
+	_ = busy.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for i := int32(1); i <= 10; i++ {
+		if _, err := busy.Write(rawRequest(t, codeEcho, i)); err != nil {
+			t.Fatal(err)
+		}
+		if resp := readResponse(t, br); resp.Opaque != i {
+			t.Fatalf("busy connection: opaque %d, want %d", resp.Opaque, i)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	expectClosed(t, silent, 5*time.Second, "silent connection")
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("silent connection closed after %v, idle timeout 400ms", d)
+	}
+	if !strings.Contains(logs.String(), "closing idle connection") {
+		t.Errorf("no log line about the idle connection:\n%s", logs.String())
+	}
+}
+
+func TestDeclaredFrameLengthPinsLittleMemory(t *testing.T) {
+	s := NewServer(ServerOptions{Logger: discardLogger()})
+	addr := startServer(t, s)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const conns = 40
+	for range conns {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		// 16 MiB - 1 declared, a few bytes sent.
+		if _, err := nc.Write([]byte{0, 0xff, 0xff, 0xff, 0, 0, 0, 2, '{', '}'}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapInuse) - int64(before.HeapInuse)
+	// A read buffer and a first chunk each: about 100 KiB a connection.
+	if grown > conns*256<<10 {
+		t.Errorf("heap grew %d KiB for %d connections that each sent a few bytes", grown>>10, conns)
+	}
+}
+
+func TestConnectionCaps(t *testing.T) {
+	var logs logBuffer
+	s := NewServer(ServerOptions{MaxConns: 3, MaxConnsPerAddr: 2, Logger: logs.logger()})
+	s.Handle(codeEcho, echo)
+	addr := startServer(t, s)
+	dialFrom := func(ip string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	opaque := int32(0)
+	served := func(nc net.Conn) bool {
+		opaque++
+		if _, err := nc.Write(rawRequest(t, codeEcho, opaque)); err != nil {
+			return false
+		}
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		frame, err := ReadFrame(bufio.NewReader(nc), 0, nil)
+		return err == nil && len(frame) > 0
+	}
+
+	a1, a2 := dialFrom("127.0.0.1"), dialFrom("127.0.0.1")
+	if !served(a1) || !served(a2) {
+		t.Fatal("connections under the caps not served")
+	}
+	expectClosed(t, dialFrom("127.0.0.1"), 5*time.Second, "third connection from one address")
+	b1 := dialFrom("127.0.0.2")
+	if !served(b1) {
+		t.Fatal("connection from another address not served")
+	}
+	expectClosed(t, dialFrom("127.0.0.3"), 5*time.Second, "connection over the total cap")
+	if !served(a1) || !served(a2) || !served(b1) {
+		t.Fatal("existing connections affected by refused ones")
+	}
+	// A slot freed is a slot for the next connection.
+	a2.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !served(dialFrom("127.0.0.3")) {
+		if time.Now().After(deadline) {
+			t.Fatal("no connection accepted after one closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := logs.String()
+	for _, want := range []string{"per-address connection limit reached", "remoting: connection limit reached"} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("want one log line %q (rate-limited):\n%s", want, out)
+		}
+	}
+}
+
+func TestResponseTooLargeAnsweredAndConnectionKept(t *testing.T) {
+	const limit = 64 << 10
+	s := NewServer(ServerOptions{MaxFrameSize: limit, Logger: discardLogger()})
+	s.Handle(codeEcho, echo)
+	s.Handle(codeHuge, func(c *Conn, req *Command) *Command {
+		resp := NewResponse(req, Success, "")
+		resp.Body = make([]byte, 2*limit)
+		return resp
+	})
+	s.Handle(codeWide, func(c *Conn, req *Command) *Command {
+		return NewResponse(req, Success, strings.Repeat("x", MaxHeaderSize+1))
+	})
+	addr := startServer(t, s)
+	cl := newTestClient(t, ClientOptions{})
+	ctx := testCtx(t)
+	for _, code := range []int16{codeHuge, codeWide} {
+		resp, err := cl.Invoke(ctx, addr, NewRequest(code, nil, nil))
+		if err != nil {
+			t.Fatalf("%d: %v", code, err)
+		}
+		if resp.Code != ResponseNotEncodable || !strings.Contains(resp.Remark, "frame too large") {
+			t.Fatalf("%d: code %d remark %.200q; want ResponseNotEncodable naming the size", code, resp.Code, resp.Remark)
+		}
+		// The connection stays usable.
+		resp, err = cl.Invoke(ctx, addr, NewRequest(codeEcho, nil, []byte("after")))
+		if err != nil || string(resp.Body) != "after" {
+			t.Fatalf("after %d: %v", code, err)
+		}
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
