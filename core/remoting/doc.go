@@ -103,7 +103,34 @@
 //
 // A malformed or oversize frame closes its connection only, logged with the
 // peer's address. A handler panic is recovered, logged, and answered with
-// SystemError.
+// SystemError. A response that cannot be sent (over MaxFrameSize, or a
+// header over [MaxHeaderSize]) is answered with [ResponseNotEncodable].
+//
+// # Limits
+//
+// A Server protects itself from peers that are slow, silent or many
+// (ServerOptions; zero means the default):
+//
+//	+-----------------------+---------+-------------------------------------+
+//	| option                | default | when reached                        |
+//	+-----------------------+---------+-------------------------------------+
+//	| MaxConns              | 10,000* | new connection closed on accept     |
+//	| MaxConnsPerAddr       | 1,000   | same, per source IP                 |
+//	| IdleTimeout           | 120 s   | connection with no frame closed     |
+//	| FrameReadTimeout      | 60 s    | frame not whole by then: closed     |
+//	| MaxFrameSize          | 16 MiB  | frame refused, connection closed;   |
+//	|                       |         | response replaced by an error       |
+//	| MaxInflightPerConn    | 4,096   | reader waits for a handler          |
+//	| MaxQueuedBytesPerConn | 64 MiB  | handlers wait to queue; the reader  |
+//	|                       |         | starts no handler until it drains   |
+//	| WriteTimeout          | 30 s    | connection closed                   |
+//	+-----------------------+---------+-------------------------------------+
+//	* or three quarters of the open file limit, if lower
+//
+// Each limit hit is logged at most once per 10 s per kind, with how many
+// were not logged since. A Client's connections have no read deadlines and
+// never pause reading, so two ends of this package cannot wait on each
+// other; their send queue has the same 64 MiB bound.
 //
 // Lock order: Server.mu, then Conn.out. Conn.pending and Client.mu are
 // never held with another lock.
@@ -139,4 +166,13 @@
 //     accept loop and each connection's serving goroutine by the Server,
 //     each connection's by the Client, the reader's handlers and writer by
 //     the connection's serving goroutine.
+//  9. A Server connection holds at most MaxQueuedBytesPerConn of
+//     unwritten responses plus one frame; bytes handed to a write count
+//     until the write returns. While it is at the bound, no new handler
+//     starts for it: the peer's requests wait in the socket.
+//  10. A Server never writes a frame longer than its MaxFrameSize: a
+//     larger response is replaced by ResponseNotEncodable, and the
+//     connection stays open.
+//  11. A Server connection is closed when no frame starts within
+//     IdleTimeout or a started frame is not whole within FrameReadTimeout.
 package remoting
