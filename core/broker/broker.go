@@ -136,6 +136,11 @@ type Options struct {
 	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock. Default time.Now.
 	Now func() time.Time `yaml:"-"`
+	// Remoting holds the client-facing limits of the broker's port
+	// (connections, deadlines, queued bytes); its Logger and OnClose are
+	// the broker's. The config file has them under remoting:, set by
+	// internal/server.
+	Remoting remoting.ServerOptions `yaml:"-"`
 }
 
 // TopicOptions is a topic the broker creates at start (Options.Topics).
@@ -321,10 +326,9 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger})
-	b.rs = remoting.NewServer(remoting.ServerOptions{
-		Logger:  opts.Logger,
-		OnClose: b.connClosed,
-	})
+	ro := opts.Remoting
+	ro.Logger, ro.OnClose = opts.Logger, b.connClosed
+	b.rs = remoting.NewServer(ro)
 	b.routes()
 	b.registerBuiltinAdmin()
 	return b, nil

@@ -49,3 +49,18 @@ func TestConfigSwitchesAndMovedKeys(t *testing.T) {
 		t.Fatal("flush given twice: no error")
 	}
 }
+
+// TestConfigRemotingLimits reads the remoting: section onto the broker
+// port's limits.
+func TestConfigRemotingLimits(t *testing.T) {
+	var c Config
+	err := c.decode([]byte("remoting: {maxConns: 500, maxConnsPerAddr: 50, idleTimeout: 2m, frameReadTimeout: 20s, maxQueuedBytesPerConn: 8MiB, maxFrameSize: 4MiB}\n"), "")
+	r := c.Remoting
+	if err != nil || r.MaxConns != 500 || r.MaxConnsPerAddr != 50 || r.IdleTimeout != 2*time.Minute ||
+		r.FrameReadTimeout != 20*time.Second || r.MaxQueuedBytesPerConn != 8<<20 || r.MaxFrameSize != 4<<20 {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if err := c.decode([]byte("remoting: {maxConn: 1}\n"), ""); err == nil {
+		t.Fatal("unknown key under remoting: no error")
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/namesrv"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/filters/sql92"
 	"github.com/rmq-go/rmq/filters/tag"
@@ -50,6 +51,11 @@ type Config struct {
 	// Broker configures the broker; Store, NameServers, Filters and
 	// Logger are filled in. Its keys sit at the top of the config file.
 	Broker broker.Options `yaml:",inline"`
+	// Remoting holds the limits of the broker's client port: connections
+	// in total and per address, frame and idle deadlines, queued response
+	// bytes per connection, frame size (remoting.ServerOptions, whose
+	// comments give the defaults). Logger and OnClose are the broker's.
+	Remoting remoting.ServerOptions `yaml:"remoting"`
 	// EmbeddedNamesrv configures the embedded name server.
 	EmbeddedNamesrv namesrv.Options `yaml:"embeddedNamesrv"`
 	// NATSBridge, if set, publishes retry and dead-letter events to NATS
@@ -191,6 +197,7 @@ func Start(cfg Config) (*Server, error) {
 	bo.TxnPolicy = s.txnPolicy(bo) // txn.go
 	bo.GroupAllocator = s.plugins.groupAllocator
 	cfg.bridgeBrokerOptions(&bo)
+	bo.Remoting = cfg.Remoting
 	s.Broker, err = broker.New(bo)
 	if err != nil {
 		s.stopNamesrv()
