@@ -607,12 +607,15 @@ func (c *Conn) readLoop() error {
 func (c *Conn) waitForWriter() error {
 	o := &c.out
 	o.Lock()
-	defer o.Unlock()
-	if o.queued+o.inWrite < c.ep.maxQueued {
+	unwritten := o.queued + o.inWrite
+	o.Unlock()
+	if unwritten < c.ep.maxQueued {
 		return nil
 	}
 	c.ep.limits.warn("queued", "remoting: peer is not reading its responses; reading its requests paused",
-		"conn", c.id, "peer", c.remote.String(), "queued_bytes", o.queued+o.inWrite, "limit", c.ep.maxQueued)
+		"conn", c.id, "peer", c.remote.String(), "queued_bytes", unwritten, "limit", c.ep.maxQueued)
+	o.Lock()
+	defer o.Unlock()
 	for o.queued+o.inWrite >= c.ep.maxQueued {
 		if o.closed {
 			return c.cause

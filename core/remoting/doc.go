@@ -133,7 +133,7 @@
 // other; their send queue has the same 64 MiB bound.
 //
 // Lock order: Server.mu, then Conn.out. Conn.pending and Client.mu are
-// never held with another lock.
+// never held with another lock; nor is the rate-limited limit log's.
 //
 // # Closing
 //
