@@ -166,3 +166,21 @@ func TestParsePerm(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseConfig: parsing never panics, and a document that parses
+// without error builds a Checker.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(rocketmqSample))
+	f.Add([]byte(testACL))
+	f.Add([]byte("enabled: true\nglobalWhiteRemoteAddresses: [\"1.2.3.{1,2}\", \"::1/128\"]\n"))
+	f.Add([]byte("accounts: [{accessKey: abcdefg, secretKey: hijklmn, topicPerms: [a=b=PUB]}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := acl.ParseConfig(data)
+		if err != nil {
+			return
+		}
+		if _, err := acl.New(cfg); err != nil {
+			t.Fatalf("parsed without error, New refuses: %v", err)
+		}
+	})
+}

@@ -27,6 +27,12 @@
 // both forms (the plain ACL never checks the token). The comparison is of
 // the base64 text, as RocketMQ compares strings, in constant time.
 //
+// The scheme authenticates, it does not protect: there is no timestamp or
+// nonce, so a captured request verifies again when replayed, and values
+// are joined without separators, so characters can move between adjacent
+// fields of a captured request without changing its signature. Both are
+// RocketMQ's protocol; on untrusted networks run it over TLS.
+//
 // # Configuration
 //
 // Under acl: in the broker's file, or a plain_acl.yml as is:
