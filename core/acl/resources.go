@@ -19,6 +19,7 @@ const (
 	Group
 )
 
+// String returns "topic" or "group".
 func (k Kind) String() string {
 	switch k {
 	case Topic:
