@@ -38,6 +38,7 @@ var rules = []rule{
 	{from: "core/allocate", only: []string{}},
 	{from: "core/outbox", only: []string{"core/message", "internal/properties"}},
 	{from: "core/remoting", only: []string{"core/message", "internal/properties"}},
+	{from: "core/acl", only: []string{"core/remoting", "core/message", "internal/properties", "go.yaml.in/yaml/v3"}},
 	{from: "internal/bench", only: []string{"core/remoting", "core/message", "internal/properties"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},
 	{from: "core/namesrv", deny: []string{"core/store", "core/broker"}},
@@ -177,6 +178,10 @@ func TestRuleCatchesViolation(t *testing.T) {
 		{"core/outbox", module + "/core/broker", true},
 		{"plugins/natsbridge", module + "/core/broker", true},
 		{"plugins/natsbridge", module + "/core/outbox", false},
+		{"core/acl", module + "/core/remoting", false},
+		{"core/acl", "go.yaml.in/yaml/v3", false},
+		{"core/acl", module + "/core/broker", true},
+		{"core/acl", "gopkg.in/yaml.v3", true},
 	} {
 		bad := false
 		for _, r := range rules {
