@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
@@ -265,8 +264,7 @@ type Broker struct {
 	clients    *clientTable
 	holds      *holdTable
 	filters    *filterCache
-	registerMu sync.Mutex // serialises registrations
-	notifyOff  atomic.Bool
+	registerMu sync.Mutex      // serialises registrations
 	levels     []time.Duration // delay levels, from Options
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
@@ -296,7 +294,6 @@ func New(opts Options) (*Broker, error) {
 		quit:    make(chan struct{}),
 		started: make(chan struct{}),
 	}
-	b.notifyOff.Store(opts.DisableNotifyConsumerIDsChanged)
 	b.levels = opts.DelayLevels
 	b.sched = make(chan struct{}, 1)
 	b.topics, err = loadTopics(b)
@@ -308,15 +305,19 @@ func New(opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
-	b.clients = newClientTable(b)
-	b.holds = newHoldTable(b)
-	b.filters = newFilterCache(b, DefaultFilterCacheSize)
+	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
+		b.locks.releaseClients(ids)
+	})
+	b.holds = newHoldTable(b.log, b.store, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
+	b.filters = newFilterCache(b.log, opts.Filters, opts.DisablePropertyFilter, DefaultFilterCacheSize)
 	if !opts.DisablePrefilter {
 		if b.prefilter, err = newPrefilter(b); err != nil {
 			return nil, err
 		}
 	}
-	b.locks = newLockTable(b, opts.QueueLockExpiry)
+	b.locks = newLockTable(b.log, opts.BrokerName, opts.QueueLockExpiry, func(group string, conns []*remoting.Conn) {
+		b.clients.notify(group, conns)
+	})
 	if b.txn, err = newTxnService(b); err != nil {
 		return nil, err
 	}
@@ -384,8 +385,8 @@ func (b *Broker) Serve(ln net.Listener) error {
 	if b.prefilter != nil {
 		b.goTracked(b.prefilter.loop)
 	}
-	b.goTracked(b.clients.sweepLoop)
-	b.goTracked(b.locks.sweepLoop)
+	b.goTracked(func() { b.every(b.clients.sweepGap(), func() { b.clients.sweep(b.now()) }) })
+	b.goTracked(func() { b.every(b.locks.sweepGap(), func() { b.locks.sweep(b.now()) }) })
 	b.goTracked(b.txn.run)
 	close(b.started)
 	err = b.rs.Serve(ln)
