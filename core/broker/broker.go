@@ -296,7 +296,13 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.levels = opts.DelayLevels
 	b.sched = make(chan struct{}, 1)
-	b.topics, err = loadTopics(b)
+	b.topics, err = loadTopics(b.store, topicsConfig{
+		log:               b.log,
+		now:               b.now,
+		changed:           b.registerNow,
+		queueNums:         opts.DefaultTopicQueueNums,
+		disableAutoCreate: opts.DisableAutoCreateTopic,
+	})
 	if err != nil {
 		return nil, err
 	}
