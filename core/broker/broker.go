@@ -317,7 +317,7 @@ func New(opts Options) (*Broker, error) {
 	b.holds = newHoldTable(b.log, b.store, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
 	b.filters = newFilterCache(b.log, opts.Filters, opts.DisablePropertyFilter, DefaultFilterCacheSize)
 	if !opts.DisablePrefilter {
-		if b.prefilter, err = newPrefilter(b); err != nil {
+		if b.prefilter, err = newPrefilter(b.log, b.store, b.topics.get, b.filters.compile); err != nil {
 			return nil, err
 		}
 	}
@@ -389,7 +389,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		b.goTracked(b.outboxLoop)
 	}
 	if b.prefilter != nil {
-		b.goTracked(b.prefilter.loop)
+		b.goTracked(func() { b.prefilter.loop(b.quit) })
 	}
 	b.goTracked(func() { b.every(b.clients.sweepGap(), func() { b.clients.sweep(b.now()) }) })
 	b.goTracked(func() { b.every(b.locks.sweepGap(), func() { b.locks.sweep(b.now()) }) })
