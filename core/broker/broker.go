@@ -324,7 +324,19 @@ func New(opts Options) (*Broker, error) {
 	b.locks = newLockTable(b.log, opts.BrokerName, opts.QueueLockExpiry, func(group string, conns []*remoting.Conn) {
 		b.clients.notify(group, conns)
 	})
-	if b.txn, err = newTxnService(b); err != nil {
+	if b.txn, err = newTxnService(txnDeps{
+		log:           b.log,
+		now:           b.now,
+		store:         b.store,
+		quit:          b.quit,
+		timeout:       opts.TxnTimeout,
+		checkInterval: opts.TxnCheckInterval,
+		policy:        opts.TxnPolicy,
+		policies:      opts.TxnPolicies,
+		producers:     b.clients.producerConns,
+		ensureTopic:   b.topics.ensure,
+		schedule:      b.toSchedule,
+	}); err != nil {
 		return nil, err
 	}
 	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger})
@@ -378,6 +390,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		return fmt.Errorf("broker: advertise address %q: want ip:port (%v)", addr, err)
 	}
 	b.addr, b.storeHost = addr, ap
+	b.txn.start(ap)
 	b.store.SetArrivalHook(b.arrived)
 	// Register before anyone is told the broker is up, so a client started
 	// right after finds its routes.

@@ -225,6 +225,20 @@ func (t *clientTable) subscription(group, topic string) (*subscription, bool) {
 	return s, ok
 }
 
+// producerConns returns the live connections of a producer group's
+// members.
+func (t *clientTable) producerConns(group string) []*remoting.Conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var conns []*remoting.Conn
+	for _, m := range t.producers[group] {
+		if !isClosed(m.conn) {
+			conns = append(conns, m.conn)
+		}
+	}
+	return conns
+}
+
 // consumerIDs returns a group's client ids, sorted.
 func (t *clientTable) consumerIDs(group string) ([]string, bool) {
 	t.mu.Lock()
