@@ -27,40 +27,50 @@ type AdminHandler func(ctx context.Context, args json.RawMessage) (any, error)
 // ErrUnknownCommand is returned for an admin command nobody registered.
 var ErrUnknownCommand = errors.New("broker: unknown admin command")
 
+// adminTable is the registry of admin commands.
 type adminTable struct {
 	mu       sync.RWMutex
 	handlers map[string]AdminHandler
 }
 
-// HandleAdmin registers an admin command. Components wired around the
-// broker (plugins, the NATS bridge) add theirs; registering a name twice
-// replaces the handler.
-func (b *Broker) HandleAdmin(name string, h AdminHandler) {
-	b.admin.mu.Lock()
-	defer b.admin.mu.Unlock()
-	if b.admin.handlers == nil {
-		b.admin.handlers = map[string]AdminHandler{}
+func (t *adminTable) set(name string, h AdminHandler) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.handlers == nil {
+		t.handlers = map[string]AdminHandler{}
 	}
-	b.admin.handlers[name] = h
+	t.handlers[name] = h
 }
 
-// AdminCommands lists the registered admin commands.
-func (b *Broker) AdminCommands() []string {
-	b.admin.mu.RLock()
-	defer b.admin.mu.RUnlock()
+func (t *adminTable) get(name string) AdminHandler {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.handlers[name]
+}
+
+// names returns the registered commands, sorted.
+func (t *adminTable) names() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	var names []string
-	for n := range b.admin.handlers {
+	for n := range t.handlers {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	return names
 }
 
+// HandleAdmin registers an admin command. Components wired around the
+// broker (plugins, the NATS bridge) add theirs; registering a name twice
+// replaces the handler.
+func (b *Broker) HandleAdmin(name string, h AdminHandler) { b.admin.set(name, h) }
+
+// AdminCommands lists the registered admin commands.
+func (b *Broker) AdminCommands() []string { return b.admin.names() }
+
 // RunAdmin runs an admin command in-process.
 func (b *Broker) RunAdmin(ctx context.Context, name string, args json.RawMessage) (any, error) {
-	b.admin.mu.RLock()
-	h := b.admin.handlers[name]
-	b.admin.mu.RUnlock()
+	h := b.admin.get(name)
 	if h == nil {
 		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownCommand, name, b.AdminCommands())
 	}

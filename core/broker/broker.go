@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
@@ -270,8 +269,7 @@ type Broker struct {
 	clients    *clientTable
 	holds      *holdTable
 	filters    *filterCache
-	registerMu sync.Mutex // serialises registrations
-	notifyOff  atomic.Bool
+	registerMu sync.Mutex      // serialises registrations
 	levels     []time.Duration // delay levels, from Options
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
@@ -301,10 +299,15 @@ func New(opts Options) (*Broker, error) {
 		quit:    make(chan struct{}),
 		started: make(chan struct{}),
 	}
-	b.notifyOff.Store(opts.DisableNotifyConsumerIDsChanged)
 	b.levels = opts.DelayLevels
 	b.sched = make(chan struct{}, 1)
-	b.topics, err = loadTopics(b)
+	b.topics, err = loadTopics(b.store, topicsConfig{
+		log:               b.log,
+		now:               b.now,
+		changed:           b.registerNow,
+		queueNums:         opts.DefaultTopicQueueNums,
+		disableAutoCreate: opts.DisableAutoCreateTopic,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -313,16 +316,32 @@ func New(opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
-	b.clients = newClientTable(b)
-	b.holds = newHoldTable(b)
-	b.filters = newFilterCache(b, DefaultFilterCacheSize)
+	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
+		b.locks.releaseClients(ids)
+	})
+	b.holds = newHoldTable(b.log, b.store, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
+	b.filters = newFilterCache(b.log, opts.Filters, opts.DisablePropertyFilter, DefaultFilterCacheSize)
 	if !opts.DisablePrefilter {
-		if b.prefilter, err = newPrefilter(b); err != nil {
+		if b.prefilter, err = newPrefilter(b.log, b.store, b.topics.get, b.filters.compile); err != nil {
 			return nil, err
 		}
 	}
-	b.locks = newLockTable(b, opts.QueueLockExpiry)
-	if b.txn, err = newTxnService(b); err != nil {
+	b.locks = newLockTable(b.log, opts.BrokerName, opts.QueueLockExpiry, func(group string, conns []*remoting.Conn) {
+		b.clients.notify(group, conns)
+	})
+	if b.txn, err = newTxnService(txnDeps{
+		log:           b.log,
+		now:           b.now,
+		store:         b.store,
+		quit:          b.quit,
+		timeout:       opts.TxnTimeout,
+		checkInterval: opts.TxnCheckInterval,
+		policy:        opts.TxnPolicy,
+		policies:      opts.TxnPolicies,
+		producers:     b.clients.producerConns,
+		ensureTopic:   b.topics.ensure,
+		schedule:      b.toSchedule,
+	}); err != nil {
 		return nil, err
 	}
 	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger})
@@ -375,6 +394,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		return fmt.Errorf("broker: advertise address %q: want ip:port (%v)", addr, err)
 	}
 	b.addr, b.storeHost = addr, ap
+	b.txn.start(ap)
 	b.store.SetArrivalHook(b.arrived)
 	// Register before anyone is told the broker is up, so a client started
 	// right after finds its routes.
@@ -386,10 +406,10 @@ func (b *Broker) Serve(ln net.Listener) error {
 		b.goTracked(b.outboxLoop)
 	}
 	if b.prefilter != nil {
-		b.goTracked(b.prefilter.loop)
+		b.goTracked(func() { b.prefilter.loop(b.quit) })
 	}
-	b.goTracked(b.clients.sweepLoop)
-	b.goTracked(b.locks.sweepLoop)
+	b.goTracked(func() { b.every(b.clients.sweepGap(), func() { b.clients.sweep(b.now()) }) })
+	b.goTracked(func() { b.every(b.locks.sweepGap(), func() { b.locks.sweep(b.now()) }) })
 	b.goTracked(b.txn.run)
 	close(b.started)
 	err = b.rs.Serve(ln)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -46,15 +48,27 @@ type consumerGroup struct {
 
 // clientTable tracks producers and consumers from their heartbeats.
 type clientTable struct {
-	b  *Broker
+	log    *slog.Logger
+	expiry time.Duration // Options.ClientExpiry
+	// onExpired is told the client ids sweep dropped, after their groups
+	// were notified; it is called with no lock held.
+	onExpired func(clientIDs []string)
+	// notifyOff stops NOTIFY_CONSUMER_IDS_CHANGED
+	// (Options.DisableNotifyConsumerIDsChanged, SetNotifyConsumerIDsChanged).
+	notifyOff atomic.Bool
+
 	mu sync.Mutex
 	// consumers by group, producers by group then client id.
 	consumers map[string]*consumerGroup
 	producers map[string]map[string]*member
 }
 
-func newClientTable(b *Broker) *clientTable {
-	return &clientTable{b: b, consumers: map[string]*consumerGroup{}, producers: map[string]map[string]*member{}}
+// newClientTable returns an empty table that drops clients silent for
+// expiry and tells onExpired which ones it dropped.
+func newClientTable(log *slog.Logger, expiry time.Duration, notifyOff bool, onExpired func(clientIDs []string)) *clientTable {
+	t := &clientTable{log: log, expiry: expiry, onExpired: onExpired, consumers: map[string]*consumerGroup{}, producers: map[string]map[string]*member{}}
+	t.notifyOff.Store(notifyOff)
+	return t
 }
 
 func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -122,7 +136,7 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 		m = &member{clientID: clientID}
 		g.members[clientID] = m
 		changed = true
-		t.b.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
+		t.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
 	}
 	m.conn, m.lastSeen = c, now
 	// The latest heartbeat's subscriptions replace the group's, keeping the
@@ -175,7 +189,7 @@ func (g *consumerGroup) connsLocked() []*remoting.Conn {
 // notify tells a group's members that its membership changed, so they
 // rebalance at once.
 func (t *clientTable) notify(group string, conns []*remoting.Conn) {
-	if t.b.notifyOff.Load() {
+	if t.notifyOff.Load() {
 		return
 	}
 	for _, c := range conns {
@@ -184,10 +198,19 @@ func (t *clientTable) notify(group string, conns []*remoting.Conn) {
 			defer cancel()
 			req := remoting.NewRequest(remoting.NotifyConsumerIdsChanged, map[string]string{"consumerGroup": group}, nil)
 			if err := c.Oneway(ctx, req); err != nil {
-				t.b.log.Debug("notify consumer ids changed", "group", group, "err", err)
+				t.log.Debug("notify consumer ids changed", "group", group, "err", err)
 			}
 		}()
 	}
+}
+
+// broadcasting reports whether a group's members consume in broadcasting
+// mode.
+func (t *clientTable) broadcasting(group string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.consumers[group]
+	return g != nil && g.model == ModelBroadcasting
 }
 
 // subscription returns a group's subscription to topic.
@@ -200,6 +223,20 @@ func (t *clientTable) subscription(group, topic string) (*subscription, bool) {
 	}
 	s, ok := g.subs[topic]
 	return s, ok
+}
+
+// producerConns returns the live connections of a producer group's
+// members.
+func (t *clientTable) producerConns(group string) []*remoting.Conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var conns []*remoting.Conn
+	for _, m := range t.producers[group] {
+		if !isClosed(m.conn) {
+			conns = append(conns, m.conn)
+		}
+	}
+	return conns
 }
 
 // consumerIDs returns a group's client ids, sorted.
@@ -232,7 +269,7 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 			if fn(m) {
 				delete(g.members, id)
 				removed = true
-				t.b.log.Info("consumer left", "group", name, "client", id, "reason", reason)
+				t.log.Info("consumer left", "group", name, "client", id, "reason", reason)
 			}
 		}
 		if len(g.members) == 0 {
@@ -268,43 +305,52 @@ func (b *Broker) connClosed(c *remoting.Conn) {
 	b.clients.drop("connection closed", func(m *member) bool { return m.conn == c })
 }
 
-// sweepLoop drops clients that stopped heartbeating.
-func (t *clientTable) sweepLoop() {
-	t.b.every(min(defaultHeartbeatSweepGap, t.b.opts.ClientExpiry/4), func() {
-		deadline := t.b.now().Add(-t.b.opts.ClientExpiry)
-		var gone []string // client ids whose queue locks go with them
-		t.drop("heartbeat expired", func(m *member) bool {
-			if m.lastSeen.Before(deadline) {
-				gone = append(gone, m.clientID)
-				return true
-			}
-			return false
-		})
-		t.b.locks.releaseClients(gone)
+// sweepGap is how often sweep runs.
+func (t *clientTable) sweepGap() time.Duration {
+	return min(defaultHeartbeatSweepGap, t.expiry/4)
+}
+
+// sweep drops clients that stopped heartbeating.
+func (t *clientTable) sweep(now time.Time) {
+	deadline := now.Add(-t.expiry)
+	var gone []string // client ids whose queue locks go with them
+	t.drop("heartbeat expired", func(m *member) bool {
+		if m.lastSeen.Before(deadline) {
+			gone = append(gone, m.clientID)
+			return true
+		}
+		return false
 	})
+	t.onExpired(gone)
 }
 
 func (b *Broker) handleUnregister(c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	id := req.Get("clientID")
 	pg, cg := req.Get("producerGroup"), req.Get("consumerGroup")
-	b.clients.mu.Lock()
-	if g := b.clients.producers[pg]; g != nil {
-		delete(g, id)
+	b.clients.unregister(pg, cg, id)
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// unregister removes a client from a producer group and a consumer group
+// and notifies the consumer group's other members.
+func (t *clientTable) unregister(producerGroup, consumerGroup, clientID string) {
+	t.mu.Lock()
+	if g := t.producers[producerGroup]; g != nil {
+		delete(g, clientID)
 	}
 	var conns []*remoting.Conn
-	if g := b.clients.consumers[cg]; g != nil {
-		if _, ok := g.members[id]; ok {
-			delete(g.members, id)
-			b.log.Info("consumer left", "group", cg, "client", id, "reason", "unregistered")
+	if g := t.consumers[consumerGroup]; g != nil {
+		if _, ok := g.members[clientID]; ok {
+			delete(g.members, clientID)
+			t.log.Info("consumer left", "group", consumerGroup, "client", clientID, "reason", "unregistered")
 			conns = g.connsLocked()
 			if len(g.members) == 0 {
-				delete(b.clients.consumers, cg)
+				delete(t.consumers, consumerGroup)
 			}
 		}
 	}
-	b.clients.mu.Unlock()
-	b.clients.notify(cg, conns)
-	return remoting.NewResponse(req, remoting.Success, "")
+	t.mu.Unlock()
+	t.notify(consumerGroup, conns)
 }
 
 func (b *Broker) handleConsumerList(c *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -354,4 +400,4 @@ func (b *Broker) ConsumerIDs(group string) []string {
 
 // SetNotifyConsumerIDsChanged turns NOTIFY_CONSUMER_IDS_CHANGED on or off.
 // Without it, consumers still rebalance every 20 s.
-func (b *Broker) SetNotifyConsumerIDsChanged(on bool) { b.notifyOff.Store(!on) }
+func (b *Broker) SetNotifyConsumerIDsChanged(on bool) { b.clients.notifyOff.Store(!on) }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -17,8 +18,9 @@ const (
 
 // filterCache compiles each (type, expression) once and shares the Filter.
 type filterCache struct {
-	b   *Broker
-	max int
+	log        *slog.Logger
+	max        int  // compiled filters kept before the cache is cleared
+	disableSQL bool // Options.DisablePropertyFilter
 
 	mu        sync.Mutex
 	compiled  map[string]Filter
@@ -28,8 +30,10 @@ type filterCache struct {
 	errors atomic.Int64 // filter failures during pulls
 }
 
-func newFilterCache(b *Broker, max int) *filterCache {
-	return &filterCache{b: b, max: max, compiled: map[string]Filter{}, factories: maps.Clone(b.opts.Filters)}
+// newFilterCache returns a cache of at most max filters compiled through
+// factories (copied); with disableSQL it refuses SQL92 expressions.
+func newFilterCache(log *slog.Logger, factories map[string]FilterFactory, disableSQL bool, max int) *filterCache {
+	return &filterCache{log: log, max: max, disableSQL: disableSQL, compiled: map[string]Filter{}, factories: maps.Clone(factories)}
 }
 
 // SetFilterFactory makes f serve expression type typ from now on, or with f
@@ -86,7 +90,7 @@ func (c *filterCache) compile(typ, expr string) (Filter, error) {
 	if ok {
 		return f, nil
 	}
-	if typ == ExpressionSQL92 && c.b.opts.DisablePropertyFilter {
+	if typ == ExpressionSQL92 && c.disableSQL {
 		return nil, fmt.Errorf("this broker does not filter by SQL92 (enablePropertyFilter is off)")
 	}
 	if !known {
@@ -120,5 +124,5 @@ func (c *filterCache) knownTypes() string {
 // failed counts and logs a filter failure.
 func (c *filterCache) failed(name string, err error) {
 	c.errors.Add(1)
-	c.b.log.Error("filter failed; the subscription holds at the failed message", "filter", name, "err", err)
+	c.log.Error("filter failed; the subscription holds at the failed message", "filter", name, "err", err)
 }

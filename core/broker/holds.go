@@ -1,14 +1,22 @@
 package broker
 
 import (
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store"
 )
 
 // holdTable keeps pulls that found nothing new until a message arrives on
 // their queue or their suspend time ends (long polling).
 type holdTable struct {
-	b  *Broker
+	log   *slog.Logger
+	store *store.Store
+	// rerun answers a released pull; it must not hold it again.
+	rerun func(p *pullRequest) *remoting.Command
+
 	mu sync.Mutex
 	// held maps a queue to its held pulls.
 	held   map[holdKey]map[*heldPull]struct{}
@@ -25,8 +33,10 @@ type heldPull struct {
 	timer *time.Timer
 }
 
-func newHoldTable(b *Broker) *holdTable {
-	return &holdTable{b: b, held: map[holdKey]map[*heldPull]struct{}{}}
+// newHoldTable returns a table that checks st for messages that landed
+// while a pull was being parked and answers released pulls with rerun.
+func newHoldTable(log *slog.Logger, st *store.Store, rerun func(*pullRequest) *remoting.Command) *holdTable {
+	return &holdTable{log: log, store: st, rerun: rerun, held: map[holdKey]map[*heldPull]struct{}{}}
 }
 
 // hold parks p. It reports false when the broker is stopping. A message
@@ -48,7 +58,7 @@ func (t *holdTable) hold(p *pullRequest) bool {
 	set[h] = struct{}{}
 	h.timer = time.AfterFunc(p.suspend, func() { t.release(k, h) })
 	t.mu.Unlock()
-	if t.b.store.MaxOffset(p.topic, p.queueID) > p.offset {
+	if t.store.MaxOffset(p.topic, p.queueID) > p.offset {
 		t.release(k, h)
 	}
 	return true
@@ -88,9 +98,9 @@ func (t *holdTable) release(k holdKey, h *heldPull) {
 		return
 	default:
 	}
-	resp := t.b.pull(p, false)
+	resp := t.rerun(p)
 	if err := p.conn.Reply(p.req, resp); err != nil {
-		t.b.log.Debug("held pull answered on a closed connection", "topic", p.topic, "queue", p.queueID, "err", err)
+		t.log.Debug("held pull answered on a closed connection", "topic", p.topic, "queue", p.queueID, "err", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,8 +35,12 @@ type queueLock struct {
 // lockTable holds the queue locks of orderly consumer groups: a queue is
 // locked by at most one client id of a group at a time (spec §11).
 type lockTable struct {
-	b      *Broker
-	expiry time.Duration
+	log        *slog.Logger
+	brokerName string        // names the queues holders reports
+	expiry     time.Duration // Options.QueueLockExpiry
+	// wakeGroup tells a group's refused clients that queues came free;
+	// it is called with no lock held.
+	wakeGroup func(group string, conns []*remoting.Conn)
 	// held counts the locks in the table, so pulls of groups without
 	// orderly consumers skip the table.
 	held atomic.Int64
@@ -45,8 +50,10 @@ type lockTable struct {
 	}
 }
 
-func newLockTable(b *Broker, expiry time.Duration) *lockTable {
-	t := &lockTable{b: b, expiry: expiry}
+// newLockTable returns an empty table whose locks live expiry without
+// renewal; wakeGroup is told of the waiters of a released lock.
+func newLockTable(log *slog.Logger, brokerName string, expiry time.Duration, wakeGroup func(group string, conns []*remoting.Conn)) *lockTable {
+	t := &lockTable{log: log, brokerName: brokerName, expiry: expiry, wakeGroup: wakeGroup}
 	t.mu.groups = map[string]map[lockKey]*queueLock{}
 	return t
 }
@@ -63,7 +70,7 @@ func (w wakeList) addLocked(group string, l *queueLock) {
 
 func (t *lockTable) wake(w wakeList) {
 	for group, conns := range w {
-		t.b.clients.notify(group, conns)
+		t.wakeGroup(group, conns)
 	}
 }
 
@@ -86,12 +93,12 @@ func (t *lockTable) lock(group, clientID string, c *remoting.Conn, mqs []Queue, 
 			}
 			g[k] = &queueLock{clientID: clientID, conn: c, renewed: now}
 			t.held.Add(1)
-			t.b.log.Debug("queue locked", "group", group, "topic", mq.Topic, "queue", mq.QueueID, "client", clientID)
+			t.log.Debug("queue locked", "group", group, "topic", mq.Topic, "queue", mq.QueueID, "client", clientID)
 		case l.clientID == clientID:
 			l.conn, l.renewed = c, now
 			delete(l.waiters, clientID)
 		case now.Sub(l.renewed) >= t.expiry:
-			t.b.log.Info("queue lock handed over", "group", group, "topic", mq.Topic, "queue", mq.QueueID,
+			t.log.Info("queue lock handed over", "group", group, "topic", mq.Topic, "queue", mq.QueueID,
 				"from", l.clientID, "to", clientID, "reason", "expired")
 			delete(l.waiters, clientID)
 			l.clientID, l.conn, l.renewed = clientID, c, now
@@ -130,7 +137,7 @@ func (t *lockTable) removeLocked(group string, g map[lockKey]*queueLock, k lockK
 	}
 	t.held.Add(-1)
 	w.addLocked(group, l)
-	t.b.log.Info("queue lock released", "group", group, "topic", k.topic, "queue", k.queue, "client", l.clientID, "reason", reason)
+	t.log.Info("queue lock released", "group", group, "topic", k.topic, "queue", k.queue, "client", l.clientID, "reason", reason)
 }
 
 // releaseIf drops every lock for which drop reports true.
@@ -176,10 +183,10 @@ func (t *lockTable) sweep(now time.Time) {
 	t.releaseIf("expired", func(_ string, l *queueLock) bool { return now.Sub(l.renewed) >= t.expiry })
 }
 
-// sweepLoop runs sweep often enough that a waiter learns of an expired
-// lock within a quarter of the expiry.
-func (t *lockTable) sweepLoop() {
-	t.b.every(max(min(t.expiry/4, 5*time.Second), 10*time.Millisecond), func() { t.sweep(t.b.now()) })
+// sweepGap is how often sweep runs: often enough that a waiter learns of
+// an expired lock within a quarter of the expiry.
+func (t *lockTable) sweepGap() time.Duration {
+	return max(min(t.expiry/4, 5*time.Second), 10*time.Millisecond)
 }
 
 // holderElsewhere reports the client that holds a group's queue through
@@ -204,7 +211,7 @@ func (t *lockTable) holders(group string, now time.Time) map[Queue]string {
 	out := map[Queue]string{}
 	for k, l := range t.mu.groups[group] {
 		if now.Sub(l.renewed) < t.expiry {
-			out[Queue{Topic: k.topic, BrokerName: t.b.opts.BrokerName, QueueID: k.queue}] = l.clientID
+			out[Queue{Topic: k.topic, BrokerName: t.brokerName, QueueID: k.queue}] = l.clientID
 		}
 	}
 	return out
@@ -262,9 +269,4 @@ func (b *Broker) lockedPull(p *pullRequest) *remoting.Command {
 
 // broadcasting reports whether a consumer group consumes in broadcasting
 // mode, where every member reads every queue whatever the locks say.
-func (b *Broker) broadcasting(group string) bool {
-	b.clients.mu.Lock()
-	defer b.clients.mu.Unlock()
-	g := b.clients.consumers[group]
-	return g != nil && g.model == ModelBroadcasting
-}
+func (b *Broker) broadcasting(group string) bool { return b.clients.broadcasting(group) }

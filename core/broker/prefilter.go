@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/binary"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -42,7 +43,11 @@ const (
 )
 
 type prefilter struct {
-	b       *Broker
+	log   *slog.Logger
+	store *store.Store
+	// topic looks up a topic's configuration (the topic table).
+	topic func(name string) (TopicConfig, bool)
+
 	kick    chan struct{}
 	skipped atomic.Int64 // messages pulls skipped on their mask alone
 
@@ -64,12 +69,14 @@ type pfBit struct {
 	filter Filter
 }
 
-func newPrefilter(b *Broker) (*prefilter, error) {
-	pf := &prefilter{b: b, kick: make(chan struct{}, 1), topics: map[string]*pfTopic{}}
-	err := b.store.EachMeta(prefilterMetaKey, func(name string, v []byte) error {
+// newPrefilter loads the pre-filter registry from st, compiling each
+// registered expression with compile.
+func newPrefilter(log *slog.Logger, st *store.Store, topic func(string) (TopicConfig, bool), compile func(typ, expr string) (Filter, error)) (*prefilter, error) {
+	pf := &prefilter{log: log, store: st, topic: topic, kick: make(chan struct{}, 1), topics: map[string]*pfTopic{}}
+	err := st.EachMeta(prefilterMetaKey, func(name string, v []byte) error {
 		var bits []*pfBit
 		if err := json.Unmarshal(v, &bits); err != nil {
-			b.log.Error("pre-filter registry unreadable; starting it again", "key", name, "err", err)
+			log.Error("pre-filter registry unreadable; starting it again", "key", name, "err", err)
 			return nil
 		}
 		t := &pfTopic{name: name[len(prefilterMetaKey):], bits: bits}
@@ -77,7 +84,7 @@ func newPrefilter(b *Broker) (*prefilter, error) {
 			// A type now served by something that is not pure (a plugin
 			// replacing SQL92) keeps no pre-filter: its masks were made by
 			// another filter.
-			if f, err := b.filters.compile(bit.Type, bit.Expr); err == nil && isPure(f) {
+			if f, err := compile(bit.Type, bit.Expr); err == nil && isPure(f) {
 				bit.filter = f
 			}
 		}
@@ -129,17 +136,17 @@ func (pf *prefilter) register(topic, typ, expr string, f Filter) {
 		return // evaluated at pull time, as without pre-filtering
 	}
 	bit := &pfBit{Name: name, Type: typ, Expr: expr, Since: map[int32]int64{}, filter: f}
-	tc, _ := pf.b.topics.get(topic)
+	tc, _ := pf.topic(topic)
 	for q := int32(0); q < int32(max(tc.ReadQueueNums, tc.WriteQueueNums)); q++ {
 		bit.Since[q] = pf.progress(topic, q)
 	}
 	t.bits = append(t.bits, bit)
 	v, _ := json.Marshal(t.bits)
 	pf.mu.Unlock()
-	if err := pf.b.store.PutMeta(prefilterMetaKey+topic, v); err != nil {
-		pf.b.log.Warn("pre-filter registry not saved", "topic", topic, "err", err)
+	if err := pf.store.PutMeta(prefilterMetaKey+topic, v); err != nil {
+		pf.log.Warn("pre-filter registry not saved", "topic", topic, "err", err)
 	}
-	pf.b.log.Info("subscription pre-filtered", "topic", topic, "filter", name, "bit", len(t.bits)-1)
+	pf.log.Info("subscription pre-filtered", "topic", topic, "filter", name, "bit", len(t.bits)-1)
 	pf.wake()
 }
 
@@ -147,11 +154,11 @@ func (pf *prefilter) register(topic, typ, expr string, f Filter) {
 // the indexer never saw starts at its current end: what is already stored
 // is filtered at pull time.
 func (pf *prefilter) progress(topic string, q int32) int64 {
-	if v, ok := pf.b.store.Progress(pfProgressName(topic, q)); ok {
+	if v, ok := pf.store.Progress(pfProgressName(topic, q)); ok {
 		return v
 	}
-	v := pf.b.store.MaxOffset(topic, q)
-	pf.b.store.SetProgress(pfProgressName(topic, q), v)
+	v := pf.store.MaxOffset(topic, q)
+	pf.store.SetProgress(pfProgressName(topic, q), v)
 	return v
 }
 
@@ -175,13 +182,13 @@ func (pf *prefilter) arrived(topic string) {
 	}
 }
 
-// loop runs the indexer until the broker stops.
-func (pf *prefilter) loop() {
+// loop runs the indexer until quit is closed.
+func (pf *prefilter) loop(quit <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		select {
-		case <-pf.b.quit:
+		case <-quit:
 			return
 		case <-pf.kick:
 		case <-t.C:
@@ -203,13 +210,13 @@ func (pf *prefilter) indexAll() {
 	}
 	pf.mu.Unlock()
 	for _, j := range jobs {
-		tc, ok := pf.b.topics.get(j.topic)
+		tc, ok := pf.topic(j.topic)
 		if !ok {
 			continue
 		}
 		for q := int32(0); q < int32(max(tc.ReadQueueNums, tc.WriteQueueNums)); q++ {
 			if err := pf.indexQueue(j.topic, q, j.bits); err != nil {
-				pf.b.log.Error("pre-filter indexing failed; pulls filter as usual", "topic", j.topic, "queue", q, "err", err)
+				pf.log.Error("pre-filter indexing failed; pulls filter as usual", "topic", j.topic, "queue", q, "err", err)
 			}
 		}
 	}
@@ -220,7 +227,7 @@ func (pf *prefilter) indexAll() {
 func (pf *prefilter) indexQueue(topic string, q int32, bits []*pfBit) error {
 	from := pf.progress(topic, q)
 	var blockEnd int64
-	it := pf.b.store.NewQueueIter(topic, q, store.IterOptions{Filter: func(u store.Unit) store.UnitVerdict {
+	it := pf.store.NewQueueIter(topic, q, store.IterOptions{Filter: func(u store.Unit) store.UnitVerdict {
 		if u.QueueOffset >= blockEnd {
 			return store.UnitStop
 		}
@@ -270,7 +277,7 @@ func (pf *prefilter) indexQueue(topic string, q int32, bits []*pfBit) error {
 		}
 		key := pfMaskKey(topic, q, from/blockUnitsPF)
 		var err error
-		if block, _, err = pf.b.store.Value(key, block[:0]); err != nil {
+		if block, _, err = pf.store.Value(key, block[:0]); err != nil {
 			return err
 		}
 		at := int(from%blockUnitsPF) * 8
@@ -278,11 +285,11 @@ func (pf *prefilter) indexQueue(topic string, q int32, bits []*pfBit) error {
 		for _, m := range masks {
 			block = binary.LittleEndian.AppendUint64(block, m)
 		}
-		if err := pf.b.store.PutValues(store.KV{Key: key, Value: block}); err != nil {
+		if err := pf.store.PutValues(store.KV{Key: key, Value: block}); err != nil {
 			return err
 		}
 		from = end
-		pf.b.store.SetProgress(pfProgressName(topic, q), from)
+		pf.store.SetProgress(pfProgressName(topic, q), from)
 	}
 }
 
@@ -338,7 +345,7 @@ func (pf *prefilter) masks(topic string, q int32, name string) *maskReader {
 			if !found {
 				return nil
 			}
-			until, _ := pf.b.store.Progress(pfProgressName(topic, q))
+			until, _ := pf.store.Progress(pfProgressName(topic, q))
 			if until <= since {
 				return nil
 			}
@@ -380,7 +387,7 @@ func (r *maskReader) mask(off int64) (uint64, bool) {
 	if r.block == nil || no != r.no {
 		var ok bool
 		var err error
-		r.block, ok, err = r.pf.b.store.Value(pfMaskKey(r.topic, r.q, no), r.block[:0])
+		r.block, ok, err = r.pf.store.Value(pfMaskKey(r.topic, r.q, no), r.block[:0])
 		if err != nil || !ok {
 			r.block = nil
 			return 0, false

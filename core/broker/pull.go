@@ -105,7 +105,7 @@ func (b *Broker) pullFilter(p *pullRequest) (int16, error) {
 		if group, ok := strings.CutPrefix(p.topic, RetryGroupTopicPrefix); ok && group == p.group {
 			// A retried message is checked again against the group's
 			// subscription to its original topic.
-			p.filter, p.filterName = &retryFilter{b: b, group: group, inner: sub.filter}, "retry "+group
+			p.filter, p.filterName = &retryFilter{subscription: b.clients.subscription, group: group, inner: sub.filter}, "retry "+group
 		}
 		return 0, nil
 	}

@@ -11,9 +11,11 @@ import (
 // whose original topic the group no longer subscribes to is delivered,
 // since only the group's own client can still act on it.
 type retryFilter struct {
-	b     *Broker
-	group string
-	inner Filter // the retry topic's own subscription ("*")
+	// subscription looks up a group's current subscription to a topic
+	// (the client table).
+	subscription func(group, topic string) (*subscription, bool)
+	group        string
+	inner        Filter // the retry topic's own subscription ("*")
 }
 
 func (f *retryFilter) MatchTagHash(hash int64) bool { return f.inner.MatchTagHash(hash) }
@@ -33,7 +35,7 @@ func (f *retryFilter) Match(batch []message.Record, out []bool) error {
 		if !ok {
 			continue
 		}
-		sub, ok := f.b.clients.subscription(f.group, string(topic))
+		sub, ok := f.subscription(f.group, string(topic))
 		if !ok || sub.err != nil {
 			continue
 		}

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store"
 )
 
 // TopicConfig is a topic's configuration: queue counts and permissions.
@@ -56,15 +59,34 @@ func systemTopic(topic string) bool {
 
 // topicTable is the broker's topic configuration, persisted in the store.
 type topicTable struct {
-	b       *Broker
+	log   *slog.Logger
+	now   func() time.Time
+	store *store.Store
+	// changed is called, with no lock held, after a topic is saved or
+	// deleted (the broker registers with the name servers).
+	changed func()
+
 	mu      sync.RWMutex
 	topics  map[string]TopicConfig
 	version remoting.DataVersion
 }
 
-func loadTopics(b *Broker) (*topicTable, error) {
-	t := &topicTable{b: b, topics: map[string]TopicConfig{}}
-	err := b.store.EachMeta(topicMetaKey, func(name string, v []byte) error {
+// topicsConfig is what loadTopics needs besides the store.
+type topicsConfig struct {
+	log     *slog.Logger
+	now     func() time.Time
+	changed func()
+	// queueNums and disableAutoCreate shape the template topic
+	// (Options.DefaultTopicQueueNums, DisableAutoCreateTopic).
+	queueNums         int
+	disableAutoCreate bool
+}
+
+// loadTopics reads the topic table from st and saves the template topic
+// when it is missing or auto-creation is off.
+func loadTopics(st *store.Store, cfg topicsConfig) (*topicTable, error) {
+	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, topics: map[string]TopicConfig{}}
+	err := st.EachMeta(topicMetaKey, func(name string, v []byte) error {
 		var tc TopicConfig
 		if err := json.Unmarshal(v, &tc); err != nil {
 			return fmt.Errorf("broker: topic config %s: %w", name, err)
@@ -75,10 +97,10 @@ func loadTopics(b *Broker) (*topicTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := b.opts.DefaultTopicQueueNums
-	if _, ok := t.topics[AutoCreateTopicKey]; !ok || b.opts.DisableAutoCreateTopic {
+	n := cfg.queueNums
+	if _, ok := t.topics[AutoCreateTopicKey]; !ok || cfg.disableAutoCreate {
 		tc := TopicConfig{TopicName: AutoCreateTopicKey, ReadQueueNums: n, WriteQueueNums: n, Perm: permRW | remoting.PermInherit, TopicFilterType: "SINGLE_TAG"}
-		if b.opts.DisableAutoCreateTopic {
+		if cfg.disableAutoCreate {
 			tc.Perm = permRW
 		}
 		if err := t.persist(tc); err != nil {
@@ -86,7 +108,7 @@ func loadTopics(b *Broker) (*topicTable, error) {
 		}
 		t.topics[tc.TopicName] = tc
 	}
-	t.version = remoting.DataVersion{Timestamp: b.now().UnixMilli()}
+	t.version = remoting.DataVersion{Timestamp: t.now().UnixMilli()}
 	return t, nil
 }
 
@@ -95,7 +117,7 @@ func (t *topicTable) persist(tc TopicConfig) error {
 	if err != nil {
 		return err
 	}
-	return t.b.store.PutMeta(topicMetaKey+tc.TopicName, v)
+	return t.store.PutMeta(topicMetaKey+tc.TopicName, v)
 }
 
 func (t *topicTable) get(topic string) (TopicConfig, bool) {
@@ -132,10 +154,10 @@ func (t *topicTable) put(tc TopicConfig) error {
 	}
 	t.topics[tc.TopicName] = tc
 	t.version.Counter++
-	t.version.Timestamp = t.b.now().UnixMilli()
+	t.version.Timestamp = t.now().UnixMilli()
 	t.mu.Unlock()
-	t.b.log.Info("topic saved", "topic", tc.TopicName, "read_queues", tc.ReadQueueNums, "write_queues", tc.WriteQueueNums, "perm", tc.Perm)
-	t.b.registerNow()
+	t.log.Info("topic saved", "topic", tc.TopicName, "read_queues", tc.ReadQueueNums, "write_queues", tc.WriteQueueNums, "perm", tc.Perm)
+	t.changed()
 	return nil
 }
 
@@ -157,15 +179,15 @@ func (t *topicTable) delete(topic string) error {
 		t.mu.Unlock()
 		return nil
 	}
-	if err := t.b.store.DeleteMeta(topicMetaKey + topic); err != nil {
+	if err := t.store.DeleteMeta(topicMetaKey + topic); err != nil {
 		t.mu.Unlock()
 		return err
 	}
 	delete(t.topics, topic)
 	t.version.Counter++
 	t.mu.Unlock()
-	t.b.log.Info("topic deleted", "topic", topic)
-	t.b.registerNow()
+	t.log.Info("topic deleted", "topic", topic)
+	t.changed()
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -197,7 +198,7 @@ func (b *Broker) handleEndTransaction(c *remoting.Conn, req *remoting.Command) *
 // committed builds the visible message of a committed half message stored
 // as rec: its real topic and queue, its properties without the transaction
 // markers, transaction type COMMIT and the half message's offset.
-func (b *Broker) committed(rec message.Record, origin int64) (*message.Message, error) {
+func committed(rec message.Record, origin int64, storeHost netip.AddrPort) (*message.Message, error) {
 	var m message.Message
 	rec.Decode(&m)
 	topic := m.Properties.Get(message.PropertyRealTopic)
@@ -210,7 +211,7 @@ func (b *Broker) committed(rec message.Record, origin int64) (*message.Message, 
 		message.PropertyRealQueueID, message.PropertyTransactionCheckTimes, propTxnOrigin)
 	m.SysFlag = m.SysFlag&^message.SysFlagTxMask | message.SysFlagTxCommit
 	m.PreparedTransactionOffset = origin
-	m.StoreHost = b.storeHost
+	m.StoreHost = storeHost
 	return &m, nil
 }
 
@@ -225,12 +226,12 @@ func init() {
 
 // opMarker builds the op marker recording a transaction's outcome: body
 // the half message's commit-log offset in decimal.
-func (b *Broker) opMarker(origin int64, outcome string, now time.Time) *message.Message {
+func opMarker(origin int64, outcome string, now time.Time, storeHost netip.AddrPort) *message.Message {
 	return &message.Message{
 		Topic:         OpHalfTopic,
 		BornTimestamp: now.UnixMilli(),
-		BornHost:      b.storeHost,
-		StoreHost:     b.storeHost,
+		BornHost:      storeHost,
+		StoreHost:     storeHost,
 		Body:          strconv.AppendInt(nil, origin, 10),
 		Properties:    opMarkerProps[outcome],
 	}

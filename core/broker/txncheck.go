@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,12 +136,41 @@ func (h *txnHeap) Pop() any {
 // last half-queue offset of its transaction.
 type opMark struct{ op, lastHalf int64 }
 
+// txnDeps is what the transaction service needs from the rest of the
+// broker. producers, ensureTopic and schedule are called with
+// txnService.mu released (LOCKING.md).
+type txnDeps struct {
+	log   *slog.Logger
+	now   func() time.Time
+	store *store.Store
+	// quit is closed when the broker stops; the checker then returns.
+	quit <-chan struct{}
+	// timeout and checkInterval are Options.TxnTimeout and
+	// TxnCheckInterval; policy and policies Options.TxnPolicy and
+	// TxnPolicies.
+	timeout       time.Duration
+	checkInterval time.Duration
+	policy        TxnPolicy
+	policies      map[string]TxnPolicy
+	// producers returns the live connections of a producer group's
+	// heartbeating members (the client table).
+	producers func(group string) []*remoting.Conn
+	// ensureTopic creates a topic unless it exists (the topic table).
+	ensureTopic func(TopicConfig) (TopicConfig, error)
+	// schedule parks a committed message that is delayed or timed
+	// (Broker.toSchedule).
+	schedule func(*message.Message) (int16, error)
+}
+
 // txnService indexes half messages, resolves them and checks them back.
 type txnService struct {
-	b        *Broker
-	checkGap time.Duration // after a check, the earliest next decision
-	kick     chan struct{}
-	mu       struct {
+	txnDeps
+	// storeHost is the broker's advertised address, set by start before
+	// any request is served.
+	storeHost netip.AddrPort
+	checkGap  time.Duration // after a check, the earliest next decision
+	kick      chan struct{}
+	mu        struct {
 		sync.Mutex
 		idle      sync.Cond // broadcast when a busy transaction is released
 		pending   map[int64]*halfTxn
@@ -155,8 +186,9 @@ type txnService struct {
 	}
 }
 
-func newTxnService(b *Broker) (*txnService, error) {
-	s := &txnService{b: b, checkGap: min(b.opts.TxnCheckInterval, time.Second), kick: make(chan struct{}, 1)}
+// newTxnService loads the transaction index from the store.
+func newTxnService(d txnDeps) (*txnService, error) {
+	s := &txnService{txnDeps: d, checkGap: min(d.checkInterval, time.Second), kick: make(chan struct{}, 1)}
 	s.mu.idle.L = &s.mu.Mutex
 	s.mu.pending = map[int64]*halfTxn{}
 	s.mu.groups = map[string]string{}
@@ -210,8 +242,8 @@ func parseHalfRecord(r message.Record, qoff int64) (halfRecord, error) {
 // corruption are logged and skipped; a queue cut by retention is read from
 // its first retained offset.
 func (s *txnService) scanQueue(topic string, from int64, fn func(r message.Record, qoff int64)) (next int64, err error) {
-	it := s.b.store.NewQueueIter(topic, 0, store.IterOptions{OnCorrupt: func(u store.Unit, err error) {
-		s.b.log.Error("transaction record lost", "topic", topic, "offset", u.QueueOffset, "err", err)
+	it := s.store.NewQueueIter(topic, 0, store.IterOptions{OnCorrupt: func(u store.Unit, err error) {
+		s.log.Error("transaction record lost", "topic", topic, "offset", u.QueueOffset, "err", err)
 	}})
 	defer it.Close()
 	for ok := it.SeekGE(from); ok; ok = it.Next() {
@@ -223,14 +255,14 @@ func (s *txnService) scanQueue(topic string, from int64, fn func(r message.Recor
 // load rebuilds the index from the saved progress: the markers from
 // txn/op, then the half messages from txn/half.
 func (s *txnService) load() error {
-	st := s.b.store
+	st := s.store
 	half, _ := st.Progress(txnProgressHalf)
 	op, _ := st.Progress(txnProgressOp)
 	resolved := map[int64]int64{} // transaction → its marker's op offset
 	_, err := s.scanQueue(OpHalfTopic, op, func(r message.Record, qoff int64) {
 		origin, err := strconv.ParseInt(string(r.Body()), 10, 64)
 		if err != nil {
-			s.b.log.Error("bad transaction op marker", "offset", qoff, "body", string(r.Body()))
+			s.log.Error("bad transaction op marker", "offset", qoff, "body", string(r.Body()))
 			return
 		}
 		resolved[origin] = qoff
@@ -258,7 +290,7 @@ func (s *txnService) load() error {
 	slices.SortFunc(s.mu.marks, func(a, b opMark) int { return int(a.op - b.op) })
 	s.mu.opSaved = op
 	if n := len(s.mu.pending); n > 0 || half > 0 {
-		s.b.log.Info("transactions loaded", "pending", n, "half_from", half, "op_from", op, "half_next", s.mu.halfNext)
+		s.log.Info("transactions loaded", "pending", n, "half_from", half, "op_from", op, "half_next", s.mu.halfNext)
 	}
 	return nil
 }
@@ -268,7 +300,7 @@ func (s *txnService) catchUp() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.catchUpLocked(nil); err != nil {
-		s.b.log.Error("index half messages", "err", err)
+		s.log.Error("index half messages", "err", err)
 	}
 }
 
@@ -282,7 +314,7 @@ func (s *txnService) catchUpLocked(resolvedAt func(origin, qoff int64) bool) err
 	next, err := s.scanQueue(HalfTopic, s.mu.halfNext, func(r message.Record, qoff int64) {
 		h, err := parseHalfRecord(r, qoff)
 		if err != nil {
-			s.b.log.Error("bad half message", "offset", qoff, "err", err)
+			s.log.Error("bad half message", "offset", qoff, "err", err)
 			return
 		}
 		if t := s.mu.pending[h.origin]; t != nil {
@@ -300,7 +332,7 @@ func (s *txnService) catchUpLocked(resolvedAt func(origin, qoff int64) bool) err
 		if h.isCopy {
 			t.next = time.UnixMilli(h.lastCheck).Add(s.checkGap)
 		} else {
-			t.next = time.UnixMilli(h.stored).Add(s.b.opts.TxnTimeout)
+			t.next = time.UnixMilli(h.stored).Add(s.timeout)
 		}
 		s.mu.pending[t.origin] = t
 		heap.Push(&s.mu.sched, t)
@@ -366,14 +398,7 @@ func (s *txnService) forgetConn(c *remoting.Conn) {
 // producerConn picks a live connection of a producer of group: one that
 // heartbeats, or one that ended a transaction.
 func (s *txnService) producerConn(group string) *remoting.Conn {
-	var conns []*remoting.Conn
-	s.b.clients.mu.Lock()
-	for _, m := range s.b.clients.producers[group] {
-		if !isClosed(m.conn) {
-			conns = append(conns, m.conn)
-		}
-	}
-	s.b.clients.mu.Unlock()
+	conns := s.producers(group)
 	s.mu.Lock()
 	for c := range s.mu.producers[group] {
 		if !isClosed(c) && !slices.Contains(conns, c) {
@@ -393,7 +418,7 @@ func (s *txnService) lookupLocked(off int64) *halfTxn {
 	if t := s.mu.pending[off]; t != nil {
 		return t
 	}
-	r, err := s.b.store.ReadRecordAt(off)
+	r, err := s.store.ReadRecordAt(off)
 	if err != nil || string(r.Topic()) != HalfTopic {
 		return nil
 	}
@@ -431,10 +456,10 @@ func (s *txnService) end(group string, off int64, outcome string) error {
 	latest := t.latest
 	s.mu.Unlock()
 
-	now := s.b.now()
+	now := s.now()
 	msgs, err := s.effect(t, latest, outcome, now)
 	if err == nil {
-		err = s.b.store.Append(msgs)
+		err = s.store.Append(msgs)
 	}
 
 	s.mu.Lock()
@@ -453,21 +478,21 @@ func (s *txnService) end(group string, off int64, outcome string) error {
 // effect builds what resolving t with outcome writes: the committed
 // message for a commit, the kept copy for a discard, then the marker.
 func (s *txnService) effect(t *halfTxn, latest int64, outcome string, now time.Time) ([]*message.Message, error) {
-	marker := s.b.opMarker(t.origin, outcome, now)
+	marker := opMarker(t.origin, outcome, now, s.storeHost)
 	switch outcome {
 	case outcomeCommit, outcomeDiscard:
-		rec, err := s.b.store.ReadRecordAt(latest)
+		rec, err := s.store.ReadRecordAt(latest)
 		if err != nil {
 			return nil, fmt.Errorf("read half message %d: %w", latest, err)
 		}
 		if outcome == outcomeDiscard {
 			return []*message.Message{s.discarded(rec), marker}, nil
 		}
-		m, err := s.b.committed(rec, t.origin)
+		m, err := committed(rec, t.origin, s.storeHost)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.b.toSchedule(m); err != nil {
+		if _, err := s.schedule(m); err != nil {
 			return nil, fmt.Errorf("schedule committed message: %w", err)
 		}
 		return []*message.Message{m, marker}, nil
@@ -480,10 +505,10 @@ func (s *txnService) effect(t *halfTxn, latest int64, outcome string, now time.T
 func (s *txnService) discarded(rec message.Record) *message.Message {
 	var m message.Message
 	rec.Decode(&m)
-	m.Topic, m.QueueID, m.StoreHost = TxnCheckMaxTopic, 0, s.b.storeHost
+	m.Topic, m.QueueID, m.StoreHost = TxnCheckMaxTopic, 0, s.storeHost
 	m.Properties = m.Properties.Without(propTxnOrigin)
-	if _, err := s.b.topics.ensure(TopicConfig{TopicName: TxnCheckMaxTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW}); err != nil {
-		s.b.log.Warn("create topic", "topic", TxnCheckMaxTopic, "err", err)
+	if _, err := s.ensureTopic(TopicConfig{TopicName: TxnCheckMaxTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW}); err != nil {
+		s.log.Warn("create topic", "topic", TxnCheckMaxTopic, "err", err)
 	}
 	return &m
 }
@@ -507,30 +532,34 @@ func (s *txnService) saveProgressLocked() {
 	for _, t := range s.mu.pending {
 		half = min(half, t.latestQOff)
 	}
-	s.b.store.SetProgress(txnProgressHalf, half)
+	s.store.SetProgress(txnProgressHalf, half)
 	if s.mu.resolving > 0 {
 		return // a marker may be appended but not yet in marks
 	}
 	s.mu.marks = slices.DeleteFunc(s.mu.marks, func(m opMark) bool { return m.lastHalf < half })
-	op := s.b.store.MaxOffset(OpHalfTopic, 0)
+	op := s.store.MaxOffset(OpHalfTopic, 0)
 	if len(s.mu.marks) > 0 {
 		op = s.mu.marks[0].op
 	}
 	if op > s.mu.opSaved {
 		s.mu.opSaved = op
-		s.b.store.SetProgress(txnProgressOp, op)
+		s.store.SetProgress(txnProgressOp, op)
 	}
 }
 
+// start records the broker's advertised address; Serve calls it before
+// serving requests or running the checker.
+func (s *txnService) start(storeHost netip.AddrPort) { s.storeHost = storeHost }
+
 // run is the checker: it decides the due half messages, writes the
 // outcome and sends the checks, then sleeps until the next is due, the
-// check interval passes, or it is woken.
+// check interval passes, or it is woken. It returns when quit is closed.
 func (s *txnService) run() {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
-		case <-s.b.quit:
+		case <-s.quit:
 			s.mu.Lock()
 			s.saveProgressLocked()
 			s.mu.Unlock()
@@ -545,26 +574,26 @@ func (s *txnService) run() {
 // round decides every due half message and returns how long to sleep.
 func (s *txnService) round() time.Duration {
 	for {
-		now := s.b.now()
+		now := s.now()
 		batch := s.takeDue(now)
 		if len(batch) == 0 {
 			break
 		}
 		s.process(now, batch)
 		select {
-		case <-s.b.quit:
+		case <-s.quit:
 			return time.Hour
 		default:
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.b.now()
+	now := s.now()
 	if now.Sub(s.mu.savedAt) >= txnSaveEvery {
 		s.saveProgressLocked()
 		s.mu.savedAt = now
 	}
-	sleep := s.b.opts.TxnCheckInterval
+	sleep := s.checkInterval
 	if len(s.mu.sched) > 0 {
 		sleep = min(sleep, s.mu.sched[0].next.Sub(now))
 	}
@@ -579,7 +608,7 @@ func (s *txnService) takeDue(now time.Time) []*halfTxn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.catchUpLocked(nil); err != nil {
-		s.b.log.Error("index half messages", "err", err)
+		s.log.Error("index half messages", "err", err)
 	}
 	var batch []*halfTxn
 	for len(s.mu.sched) > 0 && len(batch) < txnBatch && !s.mu.sched[0].next.After(now) {
@@ -600,11 +629,11 @@ func (s *txnService) process(now time.Time, batch []*halfTxn) {
 	dec := make([]TxnDecision, len(batch))
 	byGroup := map[string][]int{}
 	for i, t := range batch {
-		rec, err := s.b.store.ReadRecordAt(t.latest)
+		rec, err := s.store.ReadRecordAt(t.latest)
 		if err != nil {
 			// The record is gone (retention or corruption): the message can
 			// never be committed.
-			s.b.log.Error("half message unreadable; discarding its transaction", "offset", t.latest, "err", err)
+			s.log.Error("half message unreadable; discarding its transaction", "offset", t.latest, "err", err)
 			dec[i] = TxnDecision{Action: TxnRollback}
 			continue
 		}
@@ -638,7 +667,7 @@ func (s *txnService) process(now time.Time, batch []*halfTxn) {
 			dec[i] = d
 		}
 		if err != nil {
-			s.b.log.Warn("transaction-check policy failed; asking again later", "group", group, "messages", len(idx), "err", err)
+			s.log.Warn("transaction-check policy failed; asking again later", "group", group, "messages", len(idx), "err", err)
 		}
 	}
 	cancel()
@@ -662,7 +691,7 @@ func (s *txnService) process(now time.Time, batch []*halfTxn) {
 			add, err = s.effect(t, t.latest, outcomeDiscard, now)
 		}
 		if err != nil {
-			s.b.log.Error("resolve half message", "offset", t.origin, "action", dec[i].Action, "err", err)
+			s.log.Error("resolve half message", "offset", t.origin, "action", dec[i].Action, "err", err)
 			dec[i] = TxnDecision{Action: txnUnknown}
 			continue
 		}
@@ -672,8 +701,8 @@ func (s *txnService) process(now time.Time, batch []*halfTxn) {
 		}
 	}
 	if len(msgs) > 0 {
-		if err := s.b.store.Append(msgs); err != nil {
-			s.b.log.Error("write transaction checks", "messages", len(msgs), "err", err)
+		if err := s.store.Append(msgs); err != nil {
+			s.log.Error("write transaction checks", "messages", len(msgs), "err", err)
 			for i := range dec {
 				if written[i] >= 0 {
 					dec[i], written[i] = TxnDecision{Action: txnUnknown}, -1
@@ -698,12 +727,12 @@ func (s *txnService) process(now time.Time, batch []*halfTxn) {
 			checks = append(checks, check{*t, c})
 		case a == TxnCommit || a == TxnRollback || a == TxnDiscard:
 			s.resolvedLocked(t, msgs[written[i]].QueueOffset)
-			s.b.log.Info("transaction resolved by the check policy", "group", t.group, "offset", t.origin, "action", a, "checks", t.checks)
+			s.log.Info("transaction resolved by the check policy", "group", t.group, "offset", t.origin, "action", a, "checks", t.checks)
 			continue
 		case a == TxnWait:
 			t.next = now.Add(max(dec[i].Wait, txnMinWait))
 		default:
-			t.next = now.Add(s.b.opts.TxnCheckInterval)
+			t.next = now.Add(s.checkInterval)
 		}
 		heap.Push(&s.mu.sched, t)
 	}
@@ -717,14 +746,14 @@ func (s *txnService) process(now time.Time, batch []*halfTxn) {
 		}
 	}
 	for group, n := range unreachable {
-		s.b.log.Warn("no live producer to check transactions with; counted as checked", "group", group, "messages", n)
+		s.log.Warn("no live producer to check transactions with; counted as checked", "group", group, "messages", n)
 	}
 }
 
 // decide runs the group's policy; a panic is a failure like an error.
 func (s *txnService) decide(ctx context.Context, group string, now time.Time, in []HalfMessage, out []TxnDecision) (err error) {
-	p := s.b.opts.TxnPolicy
-	if gp, ok := s.b.opts.TxnPolicies[group]; ok {
+	p := s.policy
+	if gp, ok := s.policies[group]; ok {
 		p = gp
 	}
 	defer func() {
@@ -740,7 +769,7 @@ func (s *txnService) decide(ctx context.Context, group string, now time.Time, in
 func (s *txnService) checkCopy(rec message.Record, t *halfTxn, now time.Time) *message.Message {
 	var m message.Message
 	rec.Decode(&m)
-	m.StoreHost = s.b.storeHost
+	m.StoreHost = s.storeHost
 	m.Properties = m.Properties.
 		With(message.PropertyTransactionCheckTimes, strconv.Itoa(int(t.checks+1))).
 		With(propTxnOrigin, strconv.FormatInt(t.origin, 10)+","+strconv.FormatInt(t.originQOff, 10)+","+strconv.FormatInt(t.stored, 10))
@@ -766,7 +795,7 @@ func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) (reached bool) {
 	m.Properties = m.Properties.Without(propTxnOrigin)
 	body, err := message.AppendRecord(nil, &m)
 	if err != nil {
-		s.b.log.Error("encode transaction check", "offset", t.origin, "err", err)
+		s.log.Error("encode transaction check", "offset", t.origin, "err", err)
 		return true
 	}
 	uniq := m.Properties.Get(message.PropertyUniqKey)
@@ -775,14 +804,14 @@ func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) (reached bool) {
 		"commitLogOffset":      strconv.FormatInt(t.origin, 10),
 		"msgId":                uniq,
 		"transactionId":        uniq,
-		"offsetMsgId":          message.OffsetMsgID(s.b.storeHost, t.origin),
+		"offsetMsgId":          message.OffsetMsgID(s.storeHost, t.origin),
 	}, body)
 	ctx, cancel := context.WithTimeout(context.Background(), txnSendTimeout)
 	defer cancel()
 	if err := c.Oneway(ctx, req); err != nil {
-		s.b.log.Warn("send transaction check", "group", t.group, "offset", t.origin, "err", err)
+		s.log.Warn("send transaction check", "group", t.group, "offset", t.origin, "err", err)
 		return true
 	}
-	s.b.log.Debug("transaction check sent", "group", t.group, "offset", t.origin, "checks", t.checks, "peer", c.RemoteAddr())
+	s.log.Debug("transaction check sent", "group", t.group, "offset", t.origin, "checks", t.checks, "peer", c.RemoteAddr())
 	return true
 }
