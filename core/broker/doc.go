@@ -31,7 +31,15 @@
 //	|             | delay.go      |                                          |
 //	| outbox      | events.go     | retry and dead-letter events (format in  |
 //	|             |               | core/outbox)                             |
+//	| adminTable  | admin.go      | the admin command registry               |
 //	+-------------+---------------+------------------------------------------+
+//
+// A component gets a logger, a clock, the store or the narrow part of it it
+// reads, and callbacks for what it must ask of another component (the
+// client table's onExpired releases the expired clients' queue locks; the
+// lock table's wakeGroup tells waiting clients to rebalance; the
+// transaction service's producers(group) looks up producer connections).
+// The Broker runs their periodic sweeps on goroutines it owns.
 //
 // Request handlers live with the part they serve: send.go and transform.go
 // (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE), pull.go (PULL_MESSAGE),
