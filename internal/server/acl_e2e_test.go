@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -23,6 +25,7 @@ const (
 	brokerAK, brokerSK = "brokerAdmin", "brokerAdminSecret"
 	appAK, appSK       = "orderApp", "orderAppSecret"
 	pubAK, pubSK       = "pubOnly1", "pubOnlySecret"
+	subAK, subSK       = "subOnly1", "subOnlySecret"
 	aclTopic           = "AclOrders"
 	aclGroup           = "aclBilling"
 )
@@ -42,6 +45,10 @@ accounts:
   - accessKey: pubOnly1
     secretKey: pubOnlySecret
     topicPerms: [AclOrders=PUB]
+    groupPerms: [aclBilling=SUB]
+  - accessKey: subOnly1
+    secretKey: subOnlySecret
+    topicPerms: [AclOrders=SUB]
     groupPerms: [aclBilling=SUB]
 `
 
@@ -187,4 +194,57 @@ func TestACLNonAdminCannotDeleteTopic(t *testing.T) {
 func TestACLGlobalWhiteList(t *testing.T) {
 	env := startACL(t, "enabled: true\nglobalWhiteRemoteAddresses: [127.0.0.1]\naccounts:\n  - {accessKey: brokerAdmin, secretKey: brokerAdminSecret, admin: true}\n")
 	produceConsume(t, env, nil, nil)
+}
+
+// TestACLBodyAndStoreResources checks the resources the broker adds from
+// request bodies and the store: VIEW_MESSAGE_BY_ID needs SUB on the
+// stored topic, END_TRANSACTION PUB on it, LOCK_BATCH_MQ and
+// QUERY_ASSIGNMENT SUB on the body's group and topics, and a body that
+// names nothing is refused.
+func TestACLBodyAndStoreResources(t *testing.T) {
+	env := startACL(t, aclYAML)
+	p := env.Producer(t, producer.WithCredentials(creds(appAK, appSK)))
+	res, err := p.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, off, err := message.ParseOffsetMsgID(res.OffsetMsgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offset := strconv.FormatInt(off, 10)
+	lock := []byte(`{"consumerGroup":"aclBilling","clientId":"c1","mqSet":[{"topic":"AclOrders","brokerName":"broker-a","queueId":0}]}`)
+	assign := []byte(`{"topic":"AclOrders","consumerGroup":"aclBilling","clientId":"c1","strategyName":"AVG","messageModel":"CLUSTERING"}`)
+	for _, c := range []struct {
+		name   string
+		req    func() *remoting.Command
+		ak, sk string
+		denied string // "" when allowed
+	}{
+		{"view by subscriber", func() *remoting.Command {
+			return remoting.NewRequest(remoting.ViewMessageByID, map[string]string{"offset": offset}, nil)
+		}, subAK, subSK, ""},
+		{"view by publisher", func() *remoting.Command {
+			return remoting.NewRequest(remoting.ViewMessageByID, map[string]string{"offset": offset}, nil)
+		}, pubAK, pubSK, "no SUB on topic"},
+		{"view at no record", func() *remoting.Command {
+			return remoting.NewRequest(remoting.ViewMessageByID, map[string]string{"offset": "999999999"}, nil)
+		}, subAK, subSK, "nothing to check"},
+		{"end transaction by subscriber", func() *remoting.Command {
+			return remoting.NewRequest(remoting.EndTransaction, map[string]string{"producerGroup": "pg", "commitLogOffset": offset, "commitOrRollback": "8"}, nil)
+		}, subAK, subSK, "no PUB on topic"},
+		{"lock by subscriber", func() *remoting.Command { return remoting.NewRequest(remoting.LockBatchMQ, nil, lock) }, subAK, subSK, ""},
+		{"lock by publisher", func() *remoting.Command { return remoting.NewRequest(remoting.LockBatchMQ, nil, lock) }, pubAK, pubSK, "no SUB on topic"},
+		{"lock without body", func() *remoting.Command { return remoting.NewRequest(remoting.LockBatchMQ, nil, nil) }, subAK, subSK, "nothing to check"},
+		{"assignment by subscriber", func() *remoting.Command { return remoting.NewRequest(remoting.QueryAssignment, nil, assign) }, subAK, subSK, ""},
+		{"assignment by publisher", func() *remoting.Command { return remoting.NewRequest(remoting.QueryAssignment, nil, assign) }, pubAK, pubSK, "no SUB on topic"},
+	} {
+		resp := invokeSigned(t, env.BrokerAddr, c.req(), c.ak, c.sk)
+		switch {
+		case c.denied == "" && resp.Code == remoting.NoPermission:
+			t.Errorf("%s: refused: %s", c.name, resp.Remark)
+		case c.denied != "" && (resp.Code != remoting.NoPermission || !strings.Contains(resp.Remark, c.denied)):
+			t.Errorf("%s: answered %d %q, want NO_PERMISSION with %q", c.name, resp.Code, resp.Remark, c.denied)
+		}
+	}
 }
