@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
@@ -88,6 +90,8 @@ func runAdmin(args []string, stdout, stderr io.Writer) int {
 		addr    = global.String("broker", "127.0.0.1:10911", "the broker's address")
 		asJSON  = global.Bool("json", false, "print the broker's JSON answer as it is")
 		timeout = global.Duration("timeout", adminTimeout, "give up after this long")
+		ak      = global.String("access-key", os.Getenv("RMQ_ACCESS_KEY"), "an admin account's access key, when the broker checks access (env RMQ_ACCESS_KEY)")
+		sk      = global.String("secret-key", "", "that account's secret key (default: env RMQ_SECRET_KEY)")
 	)
 	global.Usage = func() {
 		adminUsage(stderr, "")
@@ -154,7 +158,15 @@ func runAdmin(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	cl := remoting.NewClient(remoting.ClientOptions{Logger: slog.New(slog.DiscardHandler)})
 	defer cl.Close()
-	resp, err := cl.Invoke(ctx, *addr, remoting.NewRequest(broker.AdminCode, map[string]string{"command": cmd.command}, body))
+	req := remoting.NewRequest(broker.AdminCode, map[string]string{"command": cmd.command}, body)
+	if *ak != "" {
+		secret := *sk
+		if secret == "" {
+			secret = os.Getenv("RMQ_SECRET_KEY")
+		}
+		acl.Sign(req, *ak, secret, "")
+	}
+	resp, err := cl.Invoke(ctx, *addr, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: broker %s: %v\n", name, *addr, err)
 		return 1

@@ -42,6 +42,7 @@ func brokerConfig(args []string, stderr io.Writer) (cfg server.Config, pprofAddr
 			return cfg, "", 2
 		}
 		cfg.PluginSource = server.PluginFile(configPath)
+		cfg.ACLSource = server.ACLFile(configPath)
 		// The flags again, over the file: each one's default is now the
 		// file's value, so only those given replace it. The arguments
 		// parsed above, so they parse again.
@@ -67,6 +68,7 @@ func brokerFlags(c *server.Config, configPath, pprofAddr *string, stderr io.Writ
 	fs.Var(textFlag{&c.Store.Flush}, "flush", "flush mode: sync (ack after fsync, group commit) or async (fsync on an interval)")
 	fs.Var(textFlag{&c.LogLevel}, "log-level", "log level: debug, info, warn or error")
 	fs.Var(textFlag{&c.Broker.DelayLevels}, "delay-levels", "delay of each level, space-separated, units s, m, h or d (default \""+broker.DefaultDelayLevels+"\")")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow listening on a non-loopback address with access control (acl:) off")
 	fs.StringVar(configPath, "config", *configPath, "YAML config file; flags override it")
 	fs.StringVar(pprofAddr, "pprof-listen", *pprofAddr, "serve Go profiles (net/http/pprof) on this address; empty disables")
 	return fs

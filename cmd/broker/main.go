@@ -123,6 +123,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 			ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
 			srv.ReloadPlugins(ctx)
 			cancel()
+			srv.ReloadACL()
 		case sig := <-sigs:
 			log.Info("shutting down", "signal", sig.String())
 			if !shutdown(srv, log) {

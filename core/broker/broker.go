@@ -55,6 +55,11 @@ type Options struct {
 	// NameServers are registered with at start, every RegisterInterval and
 	// whenever a topic changes.
 	NameServers []string `yaml:"-"`
+	// AccessKey and SecretKey are the broker's own account (core/acl):
+	// with AccessKey set, the broker signs its registrations with the name
+	// servers, which need an admin account when they check access.
+	AccessKey string `yaml:"accessKey"`
+	SecretKey string `yaml:"secretKey"`
 	// RegisterInterval is the re-registration period. Default 30 s.
 	RegisterInterval time.Duration `yaml:"registerInterval"`
 	// DisableAutoCreateTopic refuses sends to unknown topics with

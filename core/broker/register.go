@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
@@ -44,6 +45,7 @@ func (b *Broker) registerAll() {
 			"brokerId":     "0",
 			"compressed":   "false",
 		}, body)
+		b.sign(req)
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultRegisterTimeout)
 		resp, err := b.nsc.Invoke(ctx, ns, req)
 		cancel()
@@ -56,11 +58,20 @@ func (b *Broker) registerAll() {
 	}
 }
 
+// sign signs a request to a name server with the broker's own account, if
+// it has one.
+func (b *Broker) sign(req *remoting.Command) {
+	if b.opts.AccessKey != "" {
+		acl.Sign(req, b.opts.AccessKey, b.opts.SecretKey, "")
+	}
+}
+
 func (b *Broker) unregister(ctx context.Context) {
 	for _, ns := range b.opts.NameServers {
 		req := remoting.NewRequest(remoting.UnregisterBroker, map[string]string{
 			"brokerName": b.opts.BrokerName, "brokerAddr": b.addr, "clusterName": b.opts.ClusterName, "brokerId": "0",
 		}, nil)
+		b.sign(req)
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		if _, err := b.nsc.Invoke(cctx, ns, req); err != nil {
 			b.log.Debug("unregister from name server", "namesrv", ns, "err", err)

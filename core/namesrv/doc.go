@@ -18,6 +18,14 @@
 // queueDatas is always an array, and every brokerData carries brokerAddrs,
 // with the master at id 0.
 //
+// # Access control
+//
+// The name server decides nothing about access itself: Options.Authorize,
+// when set, is asked before every request. The broker process passes its
+// core/acl checker there, so registering, unregistering a broker and
+// deleting a route are admin-only and a broker signs its registrations
+// with its own admin account.
+//
 // # Invariants
 //
 //  1. A route names only brokers that registered the topic and have not

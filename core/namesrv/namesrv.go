@@ -37,6 +37,12 @@ type Options struct {
 	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock. Default time.Now.
 	Now func() time.Time `yaml:"-"`
+	// Authorize, if set, is asked before every request is served
+	// (remoting.ServerOptions.Authorize): a non-nil answer is sent instead.
+	// The broker process passes one built over core/acl, under which
+	// REGISTER_BROKER, UNREGISTER_BROKER and DELETE_TOPIC_IN_NAMESRV need
+	// an admin account. Nil allows everything.
+	Authorize func(c *remoting.Conn, req *remoting.Command) *remoting.Command `yaml:"-"`
 }
 
 // Server is a name server.
@@ -80,7 +86,7 @@ func New(opts Options) *Server {
 		brokers: make(map[string]*brokerEntry),
 		quit:    make(chan struct{}),
 	}
-	s.rs = remoting.NewServer(remoting.ServerOptions{Logger: opts.Logger})
+	s.rs = remoting.NewServer(remoting.ServerOptions{Logger: opts.Logger, Authorize: opts.Authorize})
 	s.rs.Handle(remoting.RegisterBroker, s.handleRegister)
 	s.rs.Handle(remoting.UnregisterBroker, s.handleUnregister)
 	s.rs.Handle(remoting.GetRouteInfoByTopic, s.handleRoute)

@@ -106,6 +106,16 @@
 // SystemError. A response that cannot be sent (over MaxFrameSize, or a
 // header over [MaxHeaderSize]) is answered with [ResponseNotEncodable].
 //
+// # Authorization
+//
+// ServerOptions.Authorize is the one place a Server asks whether a request
+// may be served: it is called for every request, before the handler and
+// before an unknown code is answered, and a non-nil result is sent as the
+// response instead of running the handler (NoPermission with the reason,
+// typically; the connection stays open). This package does not know what
+// is allowed: the broker and the name server pass a hook built over
+// core/acl.
+//
 // # Limits
 //
 // A Server protects itself from peers that are slow, silent or many
@@ -175,4 +185,6 @@
 //     connection stays open.
 //  11. A Server connection is closed when no frame starts within
 //     IdleTimeout or a started frame is not whole within FrameReadTimeout.
+//  12. With an Authorize hook, no handler runs for a request the hook
+//     answered.
 package remoting

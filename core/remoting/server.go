@@ -76,6 +76,13 @@ type ServerOptions struct {
 	// and its running handlers have returned, for cleanup such as dropping
 	// its consumers and held pulls.
 	OnClose func(*Conn) `yaml:"-"`
+	// Authorize, if set, is called for every request before its handler
+	// (and before the check for an unknown code). A nil result lets the
+	// handler run; a non-nil one is the response instead, completed as a
+	// handler's is (opaque, flags), and the handler does not run. It runs
+	// on the request's goroutine, under the same panic recovery, and
+	// should not keep req. Nil allows everything.
+	Authorize func(c *Conn, req *Command) *Command `yaml:"-"`
 }
 
 // Defaults of ServerOptions fields left zero.
@@ -213,6 +220,11 @@ func (s *Server) Handle(code int16, h Handler) {
 }
 
 func (s *Server) dispatch(c *Conn, req *Command) *Command {
+	if s.opts.Authorize != nil {
+		if resp := s.opts.Authorize(c, req); resp != nil {
+			return resp
+		}
+	}
 	h := s.handlers[req.Code]
 	if h == nil {
 		return NewResponse(req, RequestCodeNotSupported,

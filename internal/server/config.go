@@ -27,6 +27,8 @@ import (
 //	            sets DisablePropertyFilter)
 //	cfg:"path"  a file name, relative to the config file's directory
 //	cfg:"json"  bytes: a string's own, anything else encoded as JSON
+//	cfg:"acl"   a plain_acl.yml document (core/acl): its dataVersion block,
+//	            RocketMQ's bookkeeping, is accepted and ignored
 //
 // and a dotted yaml tag (limits.deadline) names a key of a nested section
 // (limits: {deadline: 1s}).
@@ -243,6 +245,10 @@ func convert(v *yaml.Node, op, dir string) (drop bool, err error) {
 	case "path":
 		if v.Kind == yaml.ScalarNode && v.Value != "" && dir != "" && !filepath.IsAbs(v.Value) {
 			v.Value = filepath.Join(dir, v.Value)
+		}
+	case "acl":
+		if v.Kind == yaml.MappingNode {
+			take(v, "dataVersion")
 		}
 	case "json":
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {

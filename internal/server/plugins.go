@@ -58,6 +58,7 @@ func byGroup(m map[string]*wasm.Plugin, group string) *wasm.Plugin {
 type pluginHost struct {
 	reg        *wasm.Registry
 	source     func() ([]Plugin, error)
+	reloadACL  func() error // Server.ReloadACL, set before attach
 	log        *slog.Logger
 	brokerName string
 
@@ -272,11 +273,17 @@ func (h *pluginHost) attach(b *broker.Broker) {
 	h.applyMu.Unlock()
 	b.HandleAdmin("plugins.list", func(context.Context, json.RawMessage) (any, error) { return h.list(), nil })
 	b.HandleAdmin("plugins.reload", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		// The ACL is re-read with the plugins; each keeps its running
+		// version when its new one is refused.
+		var aclErr error
+		if h.reloadACL != nil {
+			aclErr = h.reloadACL()
+		}
 		r, err := h.reload(ctx)
-		if err != nil {
+		if err = errors.Join(aclErr, err); err != nil {
 			return nil, err
 		}
-		return ReloadResult(r), nil
+		return ReloadResult{Added: r.Added, Reloaded: r.Reloaded, Removed: r.Removed, Unchanged: r.Unchanged}, nil
 	})
 	b.HandleAdmin("allocate", h.handleAllocate)
 }

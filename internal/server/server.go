@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/core/remoting"
@@ -71,6 +72,18 @@ type Config struct {
 	// file (PluginFile). Nil reloads the list last applied, which still
 	// picks up changed module files and revives disabled plugins.
 	PluginSource func() ([]Plugin, error) `yaml:"-"`
+	// ACL is the access control of the broker's port and the embedded
+	// name server's (acl.go), with RocketMQ's plain_acl.yml field names
+	// (core/acl); off by default. Every problem of it is reported by
+	// Start.
+	ACL acl.Config `yaml:"acl" cfg:"acl"`
+	// ACLSource returns the ACL again for a reload (SIGHUP, the
+	// plugins.reload admin command), typically by re-reading the config
+	// file (ACLFile). Nil: a reload keeps the ACL as it is.
+	ACLSource func() (acl.Config, error) `yaml:"-"`
+	// Insecure allows listening on a non-loopback address with ACL off;
+	// without it Start refuses, saying why.
+	Insecure bool `yaml:"insecure"`
 	// PluginCacheDir keeps the plugins' compiled code across restarts.
 	// Default DataDir/plugin-cache.
 	PluginCacheDir string `yaml:"pluginCacheDir"`
@@ -106,6 +119,7 @@ type Server struct {
 	bridge *natsBridge
 
 	plugins *pluginHost
+	acl     *aclGate
 
 	// BrokerAddr and NamesrvAddr are where they listen.
 	BrokerAddr  string
@@ -123,9 +137,17 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.NamesrvListen == "" && len(cfg.NameServers) == 0 {
 		cfg.Logger.Warn("no name server: the embedded one is off and namesrv names none; clients will not find this broker")
 	}
+	if err := cfg.checkExposure(); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 2)}
+	gate, err := newACLGate(&cfg, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s.acl = gate
 
-	var nsLn net.Listener
+	var nsLn, brokerLn net.Listener
 	if cfg.NamesrvListen != "" {
 		ln, err := net.Listen("tcp", cfg.NamesrvListen)
 		if err != nil {
@@ -134,7 +156,7 @@ func Start(cfg Config) (*Server, error) {
 		nsLn = ln
 		s.NamesrvAddr = ln.Addr().String()
 	}
-	brokerLn, err := net.Listen("tcp", cfg.Listen)
+	brokerLn, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		if nsLn != nil {
 			nsLn.Close()
@@ -165,6 +187,7 @@ func Start(cfg Config) (*Server, error) {
 		closeListeners()
 		return nil, err
 	}
+	s.acl.store = s.Store
 	if err := s.loadPlugins(); err != nil {
 		closeListeners()
 		s.Store.Close()
@@ -176,6 +199,7 @@ func Start(cfg Config) (*Server, error) {
 		if no.Logger == nil {
 			no.Logger = cfg.Logger
 		}
+		no.Authorize = s.acl.authorizeNamesrv
 		s.NS = namesrv.New(no)
 		s.serve(func() error { return s.NS.Serve(nsLn) })
 	}
@@ -198,6 +222,7 @@ func Start(cfg Config) (*Server, error) {
 	bo.GroupAllocator = s.plugins.groupAllocator
 	cfg.bridgeBrokerOptions(&bo)
 	bo.Remoting = cfg.Remoting
+	bo.Remoting.Authorize = s.acl.authorizeBroker
 	s.Broker, err = broker.New(bo)
 	if err != nil {
 		s.stopNamesrv()
@@ -206,6 +231,7 @@ func Start(cfg Config) (*Server, error) {
 		s.Store.Close()
 		return nil, err
 	}
+	s.plugins.reloadACL = s.ReloadACL
 	s.plugins.attach(s.Broker)
 	if err := s.startBridge(); err != nil {
 		s.stopNamesrv()
