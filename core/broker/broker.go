@@ -29,6 +29,8 @@ const (
 	DefaultPullMaxBytes      = 1 << 20
 	DefaultPullScanUnits     = 800
 	DefaultFilterCacheSize   = 4096
+	DefaultFilterCacheBytes  = 64 << 20
+	DefaultMaxFilterExpr     = 16 << 10
 	DefaultRegisterTimeout   = 3 * time.Second
 	defaultBrokerVersion     = 409
 	defaultHeartbeatSweepGap = 10 * time.Second
@@ -80,6 +82,14 @@ type Options struct {
 	// Filters maps subscription expression types ("TAG", "SQL92", plugin
 	// types) to their factories. An empty type means "TAG".
 	Filters map[string]FilterFactory `yaml:"-"`
+	// FilterCacheMaxBytes bounds the estimated memory of the compiled
+	// subscription filters the broker keeps (at most 4,096 of them).
+	// Default 64 MiB: a 16 KiB SQL92 expression compiles to about 1.5 MB.
+	FilterCacheMaxBytes int64 `yaml:"filterCacheMaxBytes" cfg:"size"`
+	// MaxFilterExpression bounds a subscription expression's length; a
+	// longer one is refused with SUBSCRIPTION_PARSE_FAILED. Default 16 KiB,
+	// the SQL92 compiler's own limit.
+	MaxFilterExpression int `yaml:"maxFilterExpression" cfg:"size"`
 	// DisablePropertyFilter refuses SQL92 subscriptions.
 	DisablePropertyFilter bool `yaml:"enablePropertyFilter" cfg:"not"`
 	// DisablePrefilter turns off evaluating SQL92 subscriptions as
@@ -200,6 +210,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PullMaxBytes == 0 {
 		o.PullMaxBytes = DefaultPullMaxBytes
 	}
+	if o.FilterCacheMaxBytes == 0 {
+		o.FilterCacheMaxBytes = DefaultFilterCacheBytes
+	}
+	if o.MaxFilterExpression == 0 {
+		o.MaxFilterExpression = DefaultMaxFilterExpr
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -239,6 +255,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DefaultTopicQueueNums < 1 || o.DefaultTopicQueueNums > maxQueueNums {
 		errs = append(errs, fmt.Errorf("broker: DefaultTopicQueueNums %d is outside 1..%d", o.DefaultTopicQueueNums, maxQueueNums))
+	}
+	if o.FilterCacheMaxBytes < 0 || o.MaxFilterExpression < 0 {
+		errs = append(errs, errors.New("broker: FilterCacheMaxBytes and MaxFilterExpression must not be negative"))
 	}
 	if o.MaxMessageSize < 1 {
 		errs = append(errs, errors.New("broker: MaxMessageSize must be positive"))
@@ -320,7 +339,9 @@ func New(opts Options) (*Broker, error) {
 		b.locks.releaseClients(ids)
 	})
 	b.holds = newHoldTable(b.log, b.store, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
-	b.filters = newFilterCache(b.log, opts.Filters, opts.DisablePropertyFilter, DefaultFilterCacheSize)
+	b.filters = newFilterCache(b.log, opts.Filters, filterCacheLimits{
+		count: DefaultFilterCacheSize, bytes: opts.FilterCacheMaxBytes, exprLen: opts.MaxFilterExpression, disableS: opts.DisablePropertyFilter,
+	})
 	if !opts.DisablePrefilter {
 		if b.prefilter, err = newPrefilter(b.log, b.store, b.topics.get, b.filters.compile); err != nil {
 			return nil, err

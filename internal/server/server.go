@@ -257,15 +257,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// DefaultFilters are the built-in expression types: TAG and SQL92.
+// DefaultFilters are the built-in expression types: TAG and SQL92. They
+// compile afresh: the broker's filter cache shares compiled filters and
+// bounds them by bytes, so a second cache here would hold them unbounded.
 func DefaultFilters() map[string]broker.FilterFactory {
-	sqlCache := sql92.NewCache(4096)
 	return map[string]broker.FilterFactory{
 		broker.ExpressionTag: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
 			return tag.Compile(expr)
 		}),
 		broker.ExpressionSQL92: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
-			return sqlCache.Compile(expr)
+			return sql92.Compile(expr)
 		}),
 	}
 }

@@ -1,0 +1,54 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Errors of the broker's limits and name rules (limits.go). Compare with
+// errors.Is.
+var (
+	// ErrFilterTooLong refuses a subscription expression longer than
+	// Options.MaxFilterExpression.
+	ErrFilterTooLong = errors.New("broker: subscription expression too long")
+	// ErrBadGroup refuses a group name that is empty, longer than
+	// MaxGroupNameLen or outside RocketMQ's character set.
+	ErrBadGroup = errors.New("broker: invalid group name")
+)
+
+// MaxGroupNameLen is the longest producer or consumer group name, as in
+// RocketMQ (CHARACTER_MAX_LENGTH).
+const MaxGroupNameLen = 255
+
+// validName is RocketMQ's character set for topic and group names
+// (TopicValidator.VALID_PATTERN_STR).
+var validName = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+
+// checkGroup reports why group is not a valid group name, or nil. Its
+// error quotes at most logName's prefix of the name.
+func checkGroup(group string) error {
+	switch {
+	case group == "":
+		return fmt.Errorf("%w: empty", ErrBadGroup)
+	case len(group) > MaxGroupNameLen:
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrBadGroup, len(group), MaxGroupNameLen)
+	case !validName.MatchString(group):
+		return fmt.Errorf("%w: %q has characters outside [%%|a-zA-Z0-9_-]", ErrBadGroup, logName(group))
+	}
+	return nil
+}
+
+// logNameMax is how much of a client-supplied name a log line or an error
+// quotes.
+const logNameMax = 64
+
+// logName returns name cut to logNameMax bytes, marked when cut, for logs
+// and error remarks: a hostile client's 4 MiB name must not be written
+// whole.
+func logName(name string) string {
+	if len(name) <= logNameMax {
+		return name
+	}
+	return fmt.Sprintf("%s…(%d bytes)", name[:logNameMax], len(name))
+}
