@@ -105,7 +105,9 @@
 //
 //  13. Topic and group configs are written durably before they are
 //     answered. Consumer offsets are checkpoints: a crash may replay the
-//     last few seconds of a group's messages, never skip any.
+//     last few seconds of a group's messages, never skip any. An offset is
+//     stored only for a valid group name, an existing topic and queue, and
+//     a value within [0, the queue's max offset].
 //
 // Pre-filtering (prefilter.go):
 //

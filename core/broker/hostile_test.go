@@ -1,0 +1,95 @@
+package broker_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/internal/brokertest"
+)
+
+// invoke sends one request and fails the test if it gets no answer.
+func invoke(t *testing.T, cl *remoting.Client, env *brokertest.Env, code int16, ext map[string]string, body []byte) *remoting.Command {
+	t.Helper()
+	resp, err := cl.Invoke(context.Background(), env.BrokerAddr, remoting.NewRequest(code, ext, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// sendRaw sends one message over SEND_MESSAGE with the given header
+// fields over the defaults.
+func sendRaw(t *testing.T, cl *remoting.Client, env *brokertest.Env, ext map[string]string, body []byte) *remoting.Command {
+	t.Helper()
+	base := map[string]string{"producerGroup": "p", "topic": "Good", "queueId": "0", "sysFlag": "0",
+		"bornTimestamp": "1", "flag": "0", "properties": "", "reconsumeTimes": "0"}
+	for k, v := range ext {
+		base[k] = v
+	}
+	return invoke(t, cl, env, remoting.SendMessage, base, body)
+}
+
+// TestUpdateOffsetValidated checks that UPDATE_CONSUMER_OFFSET and a pull's
+// commit offset store nothing for an invalid group, a topic that does not
+// exist, a queue out of range or an offset beyond the queue, and that a
+// valid commit is kept.
+func TestUpdateOffsetValidated(t *testing.T) {
+	env := brokertest.Start(t)
+	createTopic(t, env, "Good", 2)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	for i := range 3 {
+		if r := sendRaw(t, cl, env, map[string]string{"properties": string(message.EncodeProperties(map[string]string{"i": strconv.Itoa(i)}))}, []byte("x")); r.Code != remoting.Success {
+			t.Fatalf("send: %v", r)
+		}
+	}
+	update := func(group, topic, queue, off string) *remoting.Command {
+		return invoke(t, cl, env, remoting.UpdateConsumerOffset, map[string]string{
+			"consumerGroup": group, "topic": topic, "queueId": queue, "commitOffset": off}, nil)
+	}
+	cases := []struct {
+		name, group, topic, queue, off string
+		want                           int16
+		remark                         string
+	}{
+		{"long group", strings.Repeat("g", 256), "Good", "0", "1", remoting.SubscriptionGroupNotExist, "255"},
+		{"group with NUL", "a\x00b", "Good", "0", "1", remoting.SubscriptionGroupNotExist, "characters"},
+		{"group with space", "a b", "Good", "0", "1", remoting.SubscriptionGroupNotExist, "characters"},
+		{"no topic", "g", "Missing", "0", "1", remoting.TopicNotExist, "does not exist"},
+		{"queue out of range", "g", "Good", "2", "1", remoting.SystemError, "queue 2"},
+		{"negative queue", "g", "Good", "-1", "1", remoting.SystemError, "queue -1"},
+		{"offset beyond max", "g", "Good", "0", "4", remoting.SystemError, "outside"},
+		{"negative offset", "g", "Good", "0", "-1", remoting.SystemError, "outside"},
+	}
+	for _, c := range cases {
+		r := update(c.group, c.topic, c.queue, c.off)
+		if r.Code != c.want || !strings.Contains(r.Remark, c.remark) {
+			t.Errorf("%s: code %d %q, want %d mentioning %q", c.name, r.Code, r.Remark, c.want, c.remark)
+		}
+		if len(r.Remark) > 512 {
+			t.Errorf("%s: remark of %d bytes quotes the name whole", c.name, len(r.Remark))
+		}
+	}
+	if got := env.Store.ConsumerOffsets(""); len(got) != 0 {
+		t.Fatalf("refused commits stored offsets: %+v", got)
+	}
+	if r := update("g", "Good", "0", "3"); r.Code != remoting.Success {
+		t.Fatalf("valid commit: %v", r)
+	}
+	// A pull's commit offset is checked the same way: beyond the max it
+	// is not stored, but the pull is still served.
+	r := invoke(t, cl, env, remoting.PullMessage, map[string]string{"consumerGroup": "g", "topic": "Good", "queueId": "0",
+		"queueOffset": "0", "maxMsgNums": "32", "sysFlag": "5", "commitOffset": "99", "suspendTimeoutMillis": "0",
+		"subscription": "*", "expressionType": "TAG"}, nil)
+	if r.Code != remoting.Success {
+		t.Fatalf("pull with a bad commit offset: %v", r)
+	}
+	if off, ok := env.Store.ConsumerOffset("g", "Good", 0); !ok || off != 3 {
+		t.Fatalf("offset after a pull committing 99: %d %v, want 3", off, ok)
+	}
+}
+
