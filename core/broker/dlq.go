@@ -57,6 +57,11 @@ func (b *Broker) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Rese
 	err := b.eachDeadLetter(sel, limit, func(r message.Record) error {
 		var old message.Message
 		r.Decode(&old)
+		if origin := originTopic(&old); reservedTopic(origin) || isRetryTopic(origin) {
+			// RETRY_TOPIC is whatever the consumer's message carried; a
+			// resend must never write into the broker's own topics.
+			return fmt.Errorf("resend %s: %w: its original topic %s belongs to the broker", msgID(&old), ErrReservedTopic, logName(origin))
+		}
 		m := b.resendMessage(&old, sel.Group, target)
 		tc, err := b.resendTopic(m.Topic)
 		if err != nil {

@@ -2,11 +2,14 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 )
@@ -93,3 +96,39 @@ func TestUpdateOffsetValidated(t *testing.T) {
 	}
 }
 
+// TestDLQResendRefusesReservedTopics dead-letters messages whose
+// RETRY_TOPIC names the broker's own topics: resending them, to their
+// origin or to the retry topic, is refused and writes nothing there.
+func TestDLQResendRefusesReservedTopics(t *testing.T) {
+	env := brokertest.Start(t, shortLevels)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	group := brokertest.Name("cg")
+	reserved := []string{broker.HalfTopic, broker.OpHalfTopic, broker.ScheduleTopic, broker.TimerTopic, broker.EventsTopic,
+		broker.TxnCheckMaxTopic, broker.AutoCreateTopicKey, broker.DLQGroupTopicPrefix + "other"}
+	for i, topic := range reserved {
+		props := map[string]string{"UNIQ_KEY": "R" + strconv.Itoa(i), "RETRY_TOPIC": topic}
+		if resp := rawSend(t, cl, env.BrokerAddr, broker.RetryGroupTopicPrefix+group, 17, 16, props, "x"); resp.Code != remoting.Success {
+			t.Fatalf("send: %v", resp)
+		}
+	}
+	before := env.Broker.Topics()
+	for i, topic := range reserved {
+		for _, target := range []string{outbox.ResendOrigin, outbox.ResendRetry} {
+			_, err := env.Broker.ResendDLQ(outbox.DLQSelector{Group: group, MsgID: "R" + strconv.Itoa(i)}, target)
+			if !errors.Is(err, broker.ErrReservedTopic) {
+				t.Errorf("resend of a dead letter from %s to %s: %v, want ErrReservedTopic", topic, target, err)
+			}
+		}
+	}
+	for _, topic := range reserved {
+		if _, ok := before[topic]; !ok {
+			if _, ok := env.Broker.Topics()[topic]; ok {
+				t.Errorf("resends created %s", topic)
+			}
+		}
+		if n := env.Store.MaxOffset(topic, 0); n != 0 && topic != broker.ScheduleTopic {
+			t.Errorf("%s holds %d messages", topic, n)
+		}
+	}
+}

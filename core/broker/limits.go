@@ -15,6 +15,9 @@ var (
 	// ErrBadGroup refuses a group name that is empty, longer than
 	// MaxGroupNameLen or outside RocketMQ's character set.
 	ErrBadGroup = errors.New("broker: invalid group name")
+	// ErrReservedTopic refuses a write, by a client or a dead-letter
+	// resend, into a topic the broker keeps for itself (reservedTopic).
+	ErrReservedTopic = errors.New("broker: topic reserved for the broker")
 )
 
 // MaxGroupNameLen is the longest producer or consumer group name, as in

@@ -57,6 +57,15 @@ func systemTopic(topic string) bool {
 	return topic == ScheduleTopic || topic == HalfTopic || topic == OpHalfTopic || topic == TimerTopic || topic == EventsTopic
 }
 
+// reservedTopic reports whether topic belongs to the broker: the system
+// topics, the auto-create template, the transaction check-max topic and
+// every dead-letter topic. No client send or dead-letter resend may write
+// into one; the broker writes them itself.
+func reservedTopic(topic string) bool {
+	return systemTopic(topic) || topic == AutoCreateTopicKey || topic == TxnCheckMaxTopic ||
+		strings.HasPrefix(topic, DLQGroupTopicPrefix)
+}
+
 // topicTable is the broker's topic configuration, persisted in the store.
 type topicTable struct {
 	log   *slog.Logger
