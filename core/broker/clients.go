@@ -387,6 +387,11 @@ func (b *Broker) handleViewMessage(c *remoting.Conn, req *remoting.Command) *rem
 	if err != nil {
 		return response(req, remoting.SystemError, "view message at %d: %v", off, err)
 	}
+	if topic := string(r.Topic()); systemTopic(topic) || topic == TxnCheckMaxTopic {
+		// Half messages, parked delays and outbox events are the broker's:
+		// serving them would let anyone read uncommitted transactions.
+		return response(req, remoting.NoPermission, "view message at %d: it is in %s, reserved for the broker", off, topic)
+	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = r
 	return resp

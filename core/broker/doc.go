@@ -99,7 +99,10 @@
 //  12. Every unresolved transaction has a record at or after the half
 //     queue's progress, and a restart finds every unresolved transaction
 //     again; a transaction being checked gets no other marker until the
-//     check ends.
+//     check ends. END_TRANSACTION is accepted only from a connection of
+//     the producer group: one registered by heartbeat, or one that sent a
+//     half message of the group. VIEW_MESSAGE_BY_ID never serves a record
+//     of a system topic (half messages, parked delays, events).
 //
 // Offsets and groups:
 //

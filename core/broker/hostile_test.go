@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -130,5 +131,47 @@ func TestDLQResendRefusesReservedTopics(t *testing.T) {
 		if n := env.Store.MaxOffset(topic, 0); n != 0 && topic != broker.ScheduleTopic {
 			t.Errorf("%s holds %d messages", topic, n)
 		}
+	}
+}
+
+// heartbeatProducer registers cl's connection as a producer of group.
+func heartbeatProducer(t *testing.T, cl *remoting.Client, env *brokertest.Env, clientID, group string) {
+	t.Helper()
+	body, _ := json.Marshal(remoting.HeartbeatData{ClientID: clientID, ProducerDataSet: []remoting.ProducerData{{GroupName: group}}})
+	if r := invoke(t, cl, env, remoting.HeartBeat, nil, body); r.Code != remoting.Success {
+		t.Fatalf("heartbeat: %v", r)
+	}
+}
+
+// TestTxnForeignConnectionRefused checks that another connection can
+// neither read a half message by id nor end its transaction, until it
+// registers as a producer of the group.
+func TestTxnForeignConnectionRefused(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("TxnForeign")
+	createTopic(t, env, topic, 1)
+	owner := remoting.NewClient(remoting.ClientOptions{})
+	defer owner.Close()
+	other := remoting.NewClient(remoting.ClientOptions{})
+	defer other.Close()
+	const group = "pg"
+	off := rawTxn(t, owner, env, topic, group, "secret", nil)
+
+	view := invoke(t, other, env, remoting.ViewMessageByID, map[string]string{"offset": strconv.FormatInt(off, 10)}, nil)
+	if view.Code != remoting.NoPermission || strings.Contains(string(view.Body), "secret") {
+		t.Fatalf("viewing a half message: code %d %q, body %d bytes", view.Code, view.Remark, len(view.Body))
+	}
+	if r := rawEnd(t, other, env, group, off, 8); r.Code != remoting.NoPermission {
+		t.Fatalf("a foreign connection's commit: %d %q", r.Code, r.Remark)
+	}
+	if n := env.Store.MaxOffset(topic, 0); n != 0 {
+		t.Fatalf("a refused commit made %d messages visible", n)
+	}
+	heartbeatProducer(t, other, env, "other@1", group)
+	if r := rawEnd(t, other, env, group, off, 8); r.Code != remoting.Success {
+		t.Fatalf("a registered producer's commit: %d %q", r.Code, r.Remark)
+	}
+	if n := env.Store.MaxOffset(topic, 0); n != 1 {
+		t.Fatalf("%d messages visible after the commit, want 1", n)
 	}
 }

@@ -81,6 +81,10 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)
 	}
+	if msgs[0].Topic == HalfTopic {
+		// This connection may now end the group's transactions.
+		b.txn.rememberProducer(msgs[0].Properties.Get(message.PropertyProducerGroup), c)
+	}
 	return b.sendResponse(req, msgs[:sent])
 }
 
