@@ -30,6 +30,7 @@ const (
 	DefaultPullScanUnits     = 800
 	DefaultFilterCacheSize   = 4096
 	DefaultFilterCacheBytes  = 64 << 20
+	DefaultMaxBatchMessages  = 10000
 	DefaultMaxFilterExpr     = 16 << 10
 	DefaultRegisterTimeout   = 3 * time.Second
 	defaultBrokerVersion     = 409
@@ -69,8 +70,14 @@ type Options struct {
 	// Topics are created, or updated to this configuration, by New: before
 	// the broker first registers with the name servers.
 	Topics []TopicOptions `yaml:"topics"`
-	// MaxMessageSize bounds a message body. Default 4 MiB.
+	// MaxMessageSize bounds a message body, and the whole body of a batch
+	// (every message with its framing, as the client encodes it). Default
+	// 4 MiB.
 	MaxMessageSize int `yaml:"maxMessageSize" cfg:"size"`
+	// MaxBatchMessages bounds how many messages one batch send may hold.
+	// Default 10,000; at most maxBatchMessagesLimit, so the answer's list
+	// of message ids (33 bytes each) always fits a frame header.
+	MaxBatchMessages int `yaml:"maxBatchMessages"`
 	// ClientExpiry drops producers and consumers that stop heartbeating.
 	// Default 120 s.
 	ClientExpiry time.Duration `yaml:"clientExpiry"`
@@ -210,6 +217,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PullMaxBytes == 0 {
 		o.PullMaxBytes = DefaultPullMaxBytes
 	}
+	if o.MaxBatchMessages == 0 {
+		o.MaxBatchMessages = DefaultMaxBatchMessages
+	}
 	if o.FilterCacheMaxBytes == 0 {
 		o.FilterCacheMaxBytes = DefaultFilterCacheBytes
 	}
@@ -255,6 +265,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DefaultTopicQueueNums < 1 || o.DefaultTopicQueueNums > maxQueueNums {
 		errs = append(errs, fmt.Errorf("broker: DefaultTopicQueueNums %d is outside 1..%d", o.DefaultTopicQueueNums, maxQueueNums))
+	}
+	if o.MaxBatchMessages < 0 || o.MaxBatchMessages > maxBatchMessagesLimit {
+		errs = append(errs, fmt.Errorf("broker: MaxBatchMessages %d is outside 1..%d", o.MaxBatchMessages, maxBatchMessagesLimit))
 	}
 	if o.FilterCacheMaxBytes < 0 || o.MaxFilterExpression < 0 {
 		errs = append(errs, errors.New("broker: FilterCacheMaxBytes and MaxFilterExpression must not be negative"))

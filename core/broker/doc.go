@@ -51,7 +51,8 @@
 //  1. A send is answered after the store appended it, which under the
 //     store's sync flush means after the fsync that covers it; a refused
 //     send (bad header, system topic, unwritable topic, no such queue,
-//     oversize body or properties) stores nothing.
+//     oversize body or properties, a batch over MaxBatchMessages or whose
+//     whole body is over MaxMessageSize) stores nothing.
 //  2. A batch is stored whole or not at all, at consecutive offsets of one
 //     queue.
 //  3. A delayed or timed message is stored in the schedule or timer topic,

@@ -175,3 +175,45 @@ func TestTxnForeignConnectionRefused(t *testing.T) {
 		t.Fatalf("%d messages visible after the commit, want 1", n)
 	}
 }
+
+// TestBatchBounded sends batches over the count and byte limits: each is
+// refused with MESSAGE_ILLEGAL before anything is stored, and a batch at
+// the count limit is stored and answered with every id.
+func TestBatchBounded(t *testing.T) {
+	env := brokertest.Start(t)
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	batch := func(n, size int) []byte {
+		var b []byte
+		body := make([]byte, size)
+		for range n {
+			b, _ = message.AppendBatchEntry(b, message.BatchEntry{Body: body})
+		}
+		return b
+	}
+	send := func(body []byte) *remoting.Command {
+		return invoke(t, cl, env, remoting.SendBatchMessage, map[string]string{"a": "p", "b": "Good", "e": "0", "f": "0",
+			"g": "1", "h": "0", "i": "", "j": "0"}, body)
+	}
+	for _, c := range []struct {
+		name   string
+		body   []byte
+		remark string
+	}{
+		{"too many", batch(broker.DefaultMaxBatchMessages+1, 1), "per batch"},
+		{"too many bytes", batch(3, 2<<20), "exceeds"},
+	} {
+		r := send(c.body)
+		if r.Code != remoting.MessageIllegal || !strings.Contains(r.Remark, c.remark) {
+			t.Errorf("%s: code %d %q, want MESSAGE_ILLEGAL mentioning %q", c.name, r.Code, r.Remark, c.remark)
+		}
+		if n := env.Store.MaxOffset("Good", 0); n != 0 {
+			t.Fatalf("%s: %d messages stored", c.name, n)
+		}
+	}
+	r := send(batch(broker.DefaultMaxBatchMessages, 1))
+	if r.Code != remoting.Success || strings.Count(r.Get("msgId"), ",") != broker.DefaultMaxBatchMessages-1 {
+		t.Fatalf("a batch at the limit: code %d %q", r.Code, r.Remark)
+	}
+}

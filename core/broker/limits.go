@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+
+	"github.com/rmq-go/rmq/core/remoting"
 )
 
 // Errors of the broker's limits and name rules (limits.go). Compare with
@@ -19,6 +21,11 @@ var (
 	// resend, into a topic the broker keeps for itself (reservedTopic).
 	ErrReservedTopic = errors.New("broker: topic reserved for the broker")
 )
+
+// maxBatchMessagesLimit is the largest Options.MaxBatchMessages: a batch's
+// answer lists every message id (32 hex digits and a comma) in its header,
+// which must stay under remoting.MaxHeaderSize with room for the rest.
+const maxBatchMessagesLimit = (remoting.MaxHeaderSize - 64<<10) / 33
 
 // MaxGroupNameLen is the longest producer or consumer group name, as in
 // RocketMQ (CHARACTER_MAX_LENGTH).

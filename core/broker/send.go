@@ -56,6 +56,9 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 
 	var msgs []*message.Message
 	if req.Code == remoting.SendBatchMessage {
+		if len(req.Body) > b.opts.MaxMessageSize {
+			return response(req, remoting.MessageIllegal, "send batch: body of %d bytes exceeds the %d-byte limit (maxMessageSize)", len(req.Body), b.opts.MaxMessageSize)
+		}
 		if msgs, err = b.batchMessages(c, &h, qid, req.Body); err != nil {
 			return response(req, remoting.MessageIllegal, "send batch: %v", err)
 		}
@@ -141,6 +144,9 @@ func (b *Broker) batchMessages(c *remoting.Conn, h *remoting.SendHeader, qid int
 	entries, err := message.DecodeBatch(body)
 	if err != nil {
 		return nil, err
+	}
+	if len(entries) > b.opts.MaxBatchMessages {
+		return nil, errors.New(strconv.Itoa(len(entries)) + " messages exceed the limit of " + strconv.Itoa(b.opts.MaxBatchMessages) + " per batch (maxBatchMessages)")
 	}
 	if h.SysFlag&message.SysFlagTxMask != 0 {
 		return nil, errors.New("a batch may not hold transactional messages")
