@@ -225,6 +225,13 @@ func (t *clientTable) subscription(group, topic string) (*subscription, bool) {
 	return s, ok
 }
 
+// hasConsumerGroup reports whether a consumer group has registered.
+func (t *clientTable) hasConsumerGroup(group string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.consumers[group] != nil
+}
+
 // producerConns returns the live connections of a producer group's
 // members.
 func (t *clientTable) producerConns(group string) []*remoting.Conn {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -112,6 +113,9 @@ func (b *Broker) resendMessage(old *message.Message, group, target string) *mess
 func (b *Broker) resendTopic(topic string) (TopicConfig, error) {
 	if tc, ok := b.topics.get(topic); ok {
 		return tc, nil
+	}
+	if group, ok := strings.CutPrefix(topic, RetryGroupTopicPrefix); ok {
+		return b.ensureRetry(group) // the group has dead letters: it existed
 	}
 	tc, _, err := b.autoCreate(topic, AutoCreateTopicKey, 0)
 	return tc, err

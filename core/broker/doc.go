@@ -72,6 +72,13 @@
 //     move happened, and a crash keeps both or neither.
 //  6. A retried message is delivered only to the group whose retry topic
 //     holds it, and re-checked against that group's subscription.
+//     Retry and dead-letter topics are created only by the broker, for
+//     known groups (a consumer registered by heartbeat, a configured group,
+//     or one whose retry topic exists), whatever autoCreateTopic says. A
+//     client may send into a retry topic (the official client's fallback),
+//     batches included, and the retry rule applies; it may never send
+//     into a dead-letter topic, TBW102, the check-max topic or a system
+//     topic (NO_PERMISSION), nor send back a record of one.
 //
 // Long polling:
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 // invoke sends one request and fails the test if it gets no answer.
@@ -105,6 +106,7 @@ func TestDLQResendRefusesReservedTopics(t *testing.T) {
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	group := brokertest.Name("cg")
+	heartbeatConsumer(t, cl, env, group)
 	reserved := []string{broker.HalfTopic, broker.OpHalfTopic, broker.ScheduleTopic, broker.TimerTopic, broker.EventsTopic,
 		broker.TxnCheckMaxTopic, broker.AutoCreateTopicKey, broker.DLQGroupTopicPrefix + "other"}
 	for i, topic := range reserved {
@@ -131,6 +133,17 @@ func TestDLQResendRefusesReservedTopics(t *testing.T) {
 		if n := env.Store.MaxOffset(topic, 0); n != 0 && topic != broker.ScheduleTopic {
 			t.Errorf("%s holds %d messages", topic, n)
 		}
+	}
+}
+
+// heartbeatConsumer registers cl's connection as a consumer of group,
+// which makes the group known to the broker.
+func heartbeatConsumer(t *testing.T, cl *remoting.Client, env *brokertest.Env, group string) {
+	t.Helper()
+	body, _ := json.Marshal(remoting.HeartbeatData{ClientID: "c@" + group, ConsumerDataSet: []remoting.ConsumerData{{
+		GroupName: group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING"}}})
+	if r := invoke(t, cl, env, remoting.HeartBeat, nil, body); r.Code != remoting.Success {
+		t.Fatalf("heartbeat: %v", r)
 	}
 }
 
@@ -166,6 +179,13 @@ func TestTxnForeignConnectionRefused(t *testing.T) {
 	}
 	if n := env.Store.MaxOffset(topic, 0); n != 0 {
 		t.Fatalf("a refused commit made %d messages visible", n)
+	}
+	// Nor can it copy the half message into its own retry topic.
+	heartbeatConsumer(t, other, env, "thief")
+	back := invoke(t, other, env, remoting.ConsumerSendMsgBack, map[string]string{"group": "thief", "offset": strconv.FormatInt(off, 10),
+		"delayLevel": "0", "originMsgId": "", "originTopic": topic, "maxReconsumeTimes": "16"}, nil)
+	if back.Code != remoting.NoPermission {
+		t.Fatalf("sending a half message back: code %d %q", back.Code, back.Remark)
 	}
 	heartbeatProducer(t, other, env, "other@1", group)
 	if r := rawEnd(t, other, env, group, off, 8); r.Code != remoting.Success {
@@ -215,5 +235,53 @@ func TestBatchBounded(t *testing.T) {
 	r := send(batch(broker.DefaultMaxBatchMessages, 1))
 	if r.Code != remoting.Success || strings.Count(r.Get("msgId"), ",") != broker.DefaultMaxBatchMessages-1 {
 		t.Fatalf("a batch at the limit: code %d %q", r.Code, r.Remark)
+	}
+}
+
+// TestReservedAndRetryTopicRules checks the rules for sends into the
+// broker's topics: direct sends into dead-letter, template and check-max
+// topics are refused with NO_PERMISSION; a retry topic is created only for
+// a known group, even with auto-creation on or off; and a batch into a
+// retry topic past the retry limit goes to the dead-letter topic.
+func TestReservedAndRetryTopicRules(t *testing.T) {
+	for _, autoCreate := range []bool{true, false} {
+		t.Run("autoCreate="+strconv.FormatBool(autoCreate), func(t *testing.T) {
+			env := brokertest.Start(t, func(c *server.Config) { c.Broker.DisableAutoCreateTopic = !autoCreate })
+			cl := remoting.NewClient(remoting.ClientOptions{})
+			defer cl.Close()
+			for _, topic := range []string{broker.DLQGroupTopicPrefix + "g", broker.AutoCreateTopicKey, broker.TxnCheckMaxTopic, broker.HalfTopic} {
+				if r := sendRaw(t, cl, env, map[string]string{"topic": topic}, []byte("x")); r.Code != remoting.NoPermission {
+					t.Errorf("send to %s: code %d %q, want NO_PERMISSION", topic, r.Code, r.Remark)
+				}
+			}
+			before := len(env.Broker.Topics())
+			for i := range 20 {
+				topic := broker.RetryGroupTopicPrefix + "made_up_" + strconv.Itoa(i)
+				if r := sendRaw(t, cl, env, map[string]string{"topic": topic}, []byte("x")); r.Code == remoting.Success {
+					t.Fatalf("send to %s of an unknown group succeeded", topic)
+				}
+			}
+			if after := len(env.Broker.Topics()); after != before {
+				t.Fatalf("sends to unknown groups' retry topics created %d topics", after-before)
+			}
+
+			group := brokertest.Name("cg")
+			heartbeatConsumer(t, cl, env, group)
+			var batch []byte
+			for i := range 3 {
+				batch, _ = message.AppendBatchEntry(batch, message.BatchEntry{Body: []byte("b" + strconv.Itoa(i))})
+			}
+			r := invoke(t, cl, env, remoting.SendBatchMessage, map[string]string{"a": "p", "b": broker.RetryGroupTopicPrefix + group,
+				"e": "0", "f": "0", "g": "1", "h": "0", "i": "", "j": "999"}, batch)
+			if r.Code != remoting.Success {
+				t.Fatalf("batch into the retry topic: %v", r)
+			}
+			if n := env.Store.MaxOffset(broker.RetryGroupTopicPrefix+group, 0); n != 0 {
+				t.Fatalf("a batch with reconsume times 999 left %d messages in the retry topic", n)
+			}
+			if dead, _ := env.Broker.ListDLQ(outbox.DLQSelector{Group: group}); len(dead) != 3 {
+				t.Fatalf("%d dead letters, want the batch's 3", len(dead))
+			}
+		})
 	}
 }

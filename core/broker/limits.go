@@ -17,6 +17,9 @@ var (
 	// ErrBadGroup refuses a group name that is empty, longer than
 	// MaxGroupNameLen or outside RocketMQ's character set.
 	ErrBadGroup = errors.New("broker: invalid group name")
+	// ErrUnknownGroup refuses to create a retry or dead-letter topic for a
+	// consumer group the broker does not know.
+	ErrUnknownGroup = errors.New("broker: unknown consumer group")
 	// ErrReservedTopic refuses a write, by a client or a dead-letter
 	// resend, into a topic the broker keeps for itself (reservedTopic).
 	ErrReservedTopic = errors.New("broker: topic reserved for the broker")

@@ -30,7 +30,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := ValidateTopic(h.Topic); err != nil {
 		return response(req, remoting.SystemError, "send: %v", err)
 	}
-	if systemTopic(h.Topic) {
+	if reservedTopic(h.Topic) {
 		return response(req, remoting.NoPermission, "send: topic %s is reserved for the broker", h.Topic)
 	}
 	if len(h.Properties) > message.MaxPropertiesLen {
@@ -61,6 +61,26 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 		}
 		if msgs, err = b.batchMessages(c, &h, qid, req.Body); err != nil {
 			return response(req, remoting.MessageIllegal, "send batch: %v", err)
+		}
+		if isRetryTopic(h.Topic) {
+			// The retry rule holds for batches too. Every message carries
+			// the header's reconsume times, so the whole batch goes one
+			// way and stays in one queue.
+			var events []*message.Message
+			for _, m := range msgs {
+				ev, err := b.retryLimit(m, &h)
+				if err != nil {
+					return response(req, remoting.SystemError, "send batch: %v", err)
+				}
+				if ev != nil {
+					events = append(events, b.newEvent(*ev, m))
+				}
+			}
+			sent := len(msgs)
+			if err := b.store.Append(append(msgs, events...)); err != nil {
+				return b.storeError(req, err)
+			}
+			return b.sendResponse(req, msgs[:sent])
 		}
 	} else {
 		if len(req.Body) > b.opts.MaxMessageSize {
