@@ -117,7 +117,8 @@ type Server struct {
 }
 
 // Start opens the store, starts the embedded name server and the broker,
-// and returns once both accept connections.
+// and returns once both accept connections. Nothing listens until the
+// store is open and recovered.
 func Start(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if cfg.NamesrvListen == "" && len(cfg.NameServers) == 0 {
@@ -125,29 +126,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 2)}
 
-	var nsLn net.Listener
-	if cfg.NamesrvListen != "" {
-		ln, err := net.Listen("tcp", cfg.NamesrvListen)
-		if err != nil {
-			return nil, fmt.Errorf("name server: listen on %s: %w", cfg.NamesrvListen, err)
-		}
-		nsLn = ln
-		s.NamesrvAddr = ln.Addr().String()
-	}
-	brokerLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		if nsLn != nil {
-			nsLn.Close()
-		}
-		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
-	}
-	closeListeners := func() {
-		brokerLn.Close()
-		if nsLn != nil {
-			nsLn.Close()
-		}
-	}
-
+	// The store is opened and recovered before anything listens: a client
+	// that connects during a slow or failing start would otherwise wait
+	// for answers that never come. A store that cannot open stops the
+	// start with its one error.
 	so := cfg.Store
 	so.Dir = cfg.DataDir
 	if so.TagCode == nil {
@@ -160,15 +142,26 @@ func Start(cfg Config) (*Server, error) {
 	if so.Logger == nil {
 		so.Logger = cfg.Logger
 	}
+	var err error
 	s.Store, err = store.Open(so)
 	if err != nil {
-		closeListeners()
-		return nil, err
+		return nil, fmt.Errorf("broker: open the store in %s: %w", so.Dir, err)
 	}
 	if err := s.loadPlugins(); err != nil {
-		closeListeners()
 		s.Store.Close()
 		return nil, err
+	}
+
+	var nsLn net.Listener
+	if cfg.NamesrvListen != "" {
+		ln, err := net.Listen("tcp", cfg.NamesrvListen)
+		if err != nil {
+			s.plugins.close(context.Background())
+			s.Store.Close()
+			return nil, fmt.Errorf("name server: listen on %s: %w", cfg.NamesrvListen, err)
+		}
+		nsLn = ln
+		s.NamesrvAddr = ln.Addr().String()
 	}
 
 	if nsLn != nil {
@@ -201,7 +194,6 @@ func Start(cfg Config) (*Server, error) {
 	s.Broker, err = broker.New(bo)
 	if err != nil {
 		s.stopNamesrv()
-		brokerLn.Close()
 		s.plugins.close(context.Background())
 		s.Store.Close()
 		return nil, err
@@ -209,10 +201,17 @@ func Start(cfg Config) (*Server, error) {
 	s.plugins.attach(s.Broker)
 	if err := s.startBridge(); err != nil {
 		s.stopNamesrv()
-		brokerLn.Close()
 		s.plugins.close(context.Background())
 		s.Store.Close()
 		return nil, err
+	}
+	brokerLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		s.stopBridge(context.Background())
+		s.stopNamesrv()
+		s.plugins.close(context.Background())
+		s.Store.Close()
+		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
 	}
 	s.serve(func() error { return s.Broker.Serve(brokerLn) })
 	s.BrokerAddr = s.Broker.Addr()
