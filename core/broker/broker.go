@@ -31,6 +31,7 @@ const (
 	DefaultFilterCacheSize   = 4096
 	DefaultFilterCacheBytes  = 64 << 20
 	DefaultMaxBatchMessages  = 10000
+	DefaultMaxHeldPulls      = 4096
 	DefaultMaxFilterExpr     = 16 << 10
 	DefaultRegisterTimeout   = 3 * time.Second
 	defaultBrokerVersion     = 409
@@ -84,6 +85,12 @@ type Options struct {
 	// MaxPullSuspend caps how long a pull is held. Default 25 s (clients
 	// ask for 20 s and time out at 30 s).
 	MaxPullSuspend time.Duration `yaml:"maxPullSuspend"`
+	// MaxHeldPullsPerConn bounds the pulls held (long polling) for one
+	// connection; beyond it a pull that finds nothing is answered
+	// PULL_NOT_FOUND at once. Default 4,096: a client process shares one
+	// connection per broker among all its consumers, one held pull per
+	// queue, and each held pull costs about 1 KiB.
+	MaxHeldPullsPerConn int `yaml:"maxHeldPullsPerConn"`
 	// PullMaxBytes bounds the body of one pull response. Default 1 MiB.
 	PullMaxBytes int `yaml:"pullMaxBytes" cfg:"size"`
 	// Filters maps subscription expression types ("TAG", "SQL92", plugin
@@ -217,6 +224,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PullMaxBytes == 0 {
 		o.PullMaxBytes = DefaultPullMaxBytes
 	}
+	if o.MaxHeldPullsPerConn == 0 {
+		o.MaxHeldPullsPerConn = DefaultMaxHeldPulls
+	}
 	if o.MaxBatchMessages == 0 {
 		o.MaxBatchMessages = DefaultMaxBatchMessages
 	}
@@ -265,6 +275,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DefaultTopicQueueNums < 1 || o.DefaultTopicQueueNums > maxQueueNums {
 		errs = append(errs, fmt.Errorf("broker: DefaultTopicQueueNums %d is outside 1..%d", o.DefaultTopicQueueNums, maxQueueNums))
+	}
+	if o.MaxHeldPullsPerConn < 0 {
+		errs = append(errs, errors.New("broker: MaxHeldPullsPerConn must not be negative"))
 	}
 	if o.MaxBatchMessages < 0 || o.MaxBatchMessages > maxBatchMessagesLimit {
 		errs = append(errs, fmt.Errorf("broker: MaxBatchMessages %d is outside 1..%d", o.MaxBatchMessages, maxBatchMessagesLimit))
@@ -351,7 +364,7 @@ func New(opts Options) (*Broker, error) {
 	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
 		b.locks.releaseClients(ids)
 	})
-	b.holds = newHoldTable(b.log, b.store, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
+	b.holds = newHoldTable(b.log, b.store, opts.MaxHeldPullsPerConn, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
 	b.filters = newFilterCache(b.log, opts.Filters, filterCacheLimits{
 		count: DefaultFilterCacheSize, bytes: opts.FilterCacheMaxBytes, exprLen: opts.MaxFilterExpression, disableS: opts.DisablePropertyFilter,
 	})

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
@@ -283,5 +284,50 @@ func TestReservedAndRetryTopicRules(t *testing.T) {
 				t.Fatalf("%d dead letters, want the batch's 3", len(dead))
 			}
 		})
+	}
+}
+
+// TestHeldPullsCappedPerConnection holds pulls on one connection up to
+// MaxHeldPullsPerConn: the next pull that finds nothing is answered at
+// once with PULL_NOT_FOUND and the queue's offsets, not held.
+func TestHeldPullsCappedPerConnection(t *testing.T) {
+	const limit = 5
+	env := brokertest.Start(t, func(c *server.Config) { c.Broker.MaxHeldPullsPerConn = limit })
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	pull := func(ctx context.Context) (*remoting.Command, error) {
+		return cl.Invoke(ctx, env.BrokerAddr, remoting.NewRequest(remoting.PullMessage, map[string]string{
+			"consumerGroup": "g", "topic": "Good", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+			"sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "20000", "subscription": "*", "expressionType": "TAG"}, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answered := make(chan struct{}, limit)
+	for range limit {
+		go func() {
+			if _, err := pull(ctx); err == nil {
+				answered <- struct{}{}
+			}
+		}()
+	}
+	brokertest.Eventually(t, 5*time.Second, "the pulls to be held", func() bool { return env.Broker.HeldPulls() == limit })
+	start := time.Now()
+	tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer tcancel()
+	r, err := pull(tctx)
+	if err != nil {
+		t.Fatalf("the pull over the limit was not answered at once: %v", err)
+	}
+	if r.Code != remoting.PullNotFound || r.Get("nextBeginOffset") != "0" || r.Get("maxOffset") != "0" || time.Since(start) > 2*time.Second {
+		t.Fatalf("the pull over the limit: %v after %v", r, time.Since(start))
+	}
+	select {
+	case <-answered:
+		t.Fatal("a held pull was answered early")
+	default:
+	}
+	if n := env.Broker.HeldPulls(); n != limit {
+		t.Fatalf("%d pulls held, want %d", n, limit)
 	}
 }

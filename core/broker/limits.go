@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
+	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
 )
@@ -64,4 +66,20 @@ func logName(name string) string {
 		return name
 	}
 	return fmt.Sprintf("%s…(%d bytes)", name[:logNameMax], len(name))
+}
+
+// limitLogGap is the least time between two log lines of one limit.
+const limitLogGap = 10 * time.Second
+
+// limitLog rate-limits the log line of a limit being hit, so a client
+// that keeps hitting it cannot flood the log.
+type limitLog struct{ last atomic.Int64 } // unix nanoseconds of the last line
+
+// allow reports whether a line may be logged now.
+func (l *limitLog) allow(now time.Time) bool {
+	last := l.last.Load()
+	if now.UnixNano()-last < int64(limitLogGap) {
+		return false
+	}
+	return l.last.CompareAndSwap(last, now.UnixNano())
 }
