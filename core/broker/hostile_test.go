@@ -1,11 +1,14 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -329,5 +332,73 @@ func TestHeldPullsCappedPerConnection(t *testing.T) {
 	}
 	if n := env.Broker.HeldPulls(); n != limit {
 		t.Fatalf("%d pulls held, want %d", n, limit)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// TestGroupNamesValidated sends requests naming a 1 MiB group, and groups
+// outside RocketMQ's character set: each is refused with a short remark,
+// nothing is registered or created for them, and the log never holds the
+// name whole.
+func TestGroupNamesValidated(t *testing.T) {
+	logs := &syncBuffer{}
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	topicsBefore := len(env.Broker.Topics())
+	for _, group := range []string{strings.Repeat("g", 1<<20), "a b", "a\x00b", "a/b", ""} {
+		hb, _ := json.Marshal(remoting.HeartbeatData{ClientID: "c@1",
+			ConsumerDataSet: []remoting.ConsumerData{{GroupName: group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING",
+				SubscriptionDataSet: []remoting.SubscriptionData{{Topic: "Good", SubString: "*"}}}},
+			ProducerDataSet: []remoting.ProducerData{{GroupName: group}}})
+		lock, _ := json.Marshal(map[string]any{"consumerGroup": group, "clientId": "c@1", "mqSet": []any{}})
+		for name, r := range map[string]*remoting.Command{
+			"heartbeat": invoke(t, cl, env, remoting.HeartBeat, nil, hb),
+			"pull": invoke(t, cl, env, remoting.PullMessage, map[string]string{"consumerGroup": group, "topic": "Good", "queueId": "0",
+				"queueOffset": "0", "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
+				"subscription": "*", "expressionType": "TAG"}, nil),
+			"query offset": invoke(t, cl, env, remoting.QueryConsumerOffset, map[string]string{"consumerGroup": group, "topic": "Good", "queueId": "0"}, nil),
+			"lock":         invoke(t, cl, env, remoting.LockBatchMQ, nil, lock),
+			"send back": invoke(t, cl, env, remoting.ConsumerSendMsgBack, map[string]string{"group": group, "offset": "0",
+				"delayLevel": "0", "originMsgId": "", "originTopic": "Good", "maxReconsumeTimes": "16"}, nil),
+			"end transaction": invoke(t, cl, env, remoting.EndTransaction, map[string]string{"producerGroup": group,
+				"tranStateTableOffset": "0", "commitLogOffset": "0", "commitOrRollback": "8"}, nil),
+		} {
+			if r.Code == remoting.Success {
+				t.Errorf("%s with group %.20q succeeded", name, group)
+			}
+			if len(r.Remark) > 512 {
+				t.Errorf("%s: a remark of %d bytes", name, len(r.Remark))
+			}
+		}
+		if group != "" && len(env.Broker.ConsumerIDs(group)) != 0 {
+			t.Errorf("group %.20q was registered", group)
+		}
+	}
+	if n := len(env.Broker.Topics()); n != topicsBefore {
+		t.Errorf("invalid groups created %d topics", n-topicsBefore)
+	}
+	if n := logs.Len(); n > 256<<10 {
+		t.Errorf("the log grew by %d bytes: a name was logged whole", n)
 	}
 }

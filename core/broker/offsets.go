@@ -29,6 +29,9 @@ func (b *Broker) handleQueryOffset(c *remoting.Conn, req *remoting.Command) *rem
 	if err != nil || group == "" {
 		return response(req, remoting.SystemError, "query consumer offset: consumerGroup, topic and queueId are required")
 	}
+	if err := checkGroup(group); err != nil {
+		return response(req, remoting.SubscriptionGroupNotExist, "query consumer offset: %v", err)
+	}
 	if off, ok := b.store.ConsumerOffset(group, topic, qid); ok {
 		return offsetResponse(req, off)
 	}

@@ -56,6 +56,9 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := errors.Join(errs...); err != nil {
 		return response(req, remoting.SystemError, "pull: %v", err)
 	}
+	if err := checkGroup(p.group); err != nil {
+		return response(req, remoting.SubscriptionGroupNotExist, "pull: %v", err)
+	}
 	// The lite pull consumer sends 0 unless told otherwise: that means the
 	// default batch, not one message.
 	p.maxMsgs = int(maxMsgs)

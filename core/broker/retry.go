@@ -66,8 +66,8 @@ func (b *Broker) groupConfig(group string) (SubscriptionGroupConfig, bool) {
 
 // PutGroupConfig creates or replaces a group's configuration durably.
 func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
-	if gc.GroupName == "" {
-		return fmt.Errorf("broker: a group name is required")
+	if err := checkGroup(gc.GroupName); err != nil {
+		return err
 	}
 	if gc.RetryQueueNums < 1 || gc.RetryQueueNums > maxQueueNums {
 		return fmt.Errorf("broker: group %s: retryQueueNums %d is outside 1..%d", gc.GroupName, gc.RetryQueueNums, maxQueueNums)

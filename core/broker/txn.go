@@ -167,6 +167,9 @@ func (b *Broker) handleEndTransaction(c *remoting.Conn, req *remoting.Command) *
 	if err != nil || terr != nil || group == "" {
 		return response(req, remoting.SystemError, "end transaction: producerGroup, commitLogOffset and commitOrRollback are required")
 	}
+	if err := checkGroup(group); err != nil {
+		return response(req, remoting.SystemError, "end transaction: %v", err)
+	}
 	fromCheck := req.Get("fromTransactionCheck") == "true"
 	if !b.isProducerConn(group, c) {
 		// Without this anyone could commit or roll back another
