@@ -19,6 +19,7 @@ func TestAdminDLQ(t *testing.T) {
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	group := brokertest.Name("cg")
+	env.KnowGroup(t, group)
 	if err := env.Broker.CreateTopic(broker.TopicConfig{TopicName: "Orders", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
 		t.Fatal(err)
 	}

@@ -108,6 +108,7 @@ func TestAdminBridgeStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := brokertest.StartConfig(t, cfg)
+	env.KnowGroup(t, "cg")
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	req := remoting.NewRequest(remoting.SendMessage, map[string]string{

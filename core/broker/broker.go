@@ -29,6 +29,10 @@ const (
 	DefaultPullMaxBytes      = 1 << 20
 	DefaultPullScanUnits     = 800
 	DefaultFilterCacheSize   = 4096
+	DefaultFilterCacheBytes  = 64 << 20
+	DefaultMaxBatchMessages  = 10000
+	DefaultMaxHeldPulls      = 4096
+	DefaultMaxFilterExpr     = 16 << 10
 	DefaultRegisterTimeout   = 3 * time.Second
 	defaultBrokerVersion     = 409
 	defaultHeartbeatSweepGap = 10 * time.Second
@@ -72,19 +76,39 @@ type Options struct {
 	// Topics are created, or updated to this configuration, by New: before
 	// the broker first registers with the name servers.
 	Topics []TopicOptions `yaml:"topics"`
-	// MaxMessageSize bounds a message body. Default 4 MiB.
+	// MaxMessageSize bounds a message body, and the whole body of a batch
+	// (every message with its framing, as the client encodes it). Default
+	// 4 MiB.
 	MaxMessageSize int `yaml:"maxMessageSize" cfg:"size"`
+	// MaxBatchMessages bounds how many messages one batch send may hold.
+	// Default 10,000; at most maxBatchMessagesLimit, so the answer's list
+	// of message ids (33 bytes each) always fits a frame header.
+	MaxBatchMessages int `yaml:"maxBatchMessages"`
 	// ClientExpiry drops producers and consumers that stop heartbeating.
 	// Default 120 s.
 	ClientExpiry time.Duration `yaml:"clientExpiry"`
 	// MaxPullSuspend caps how long a pull is held. Default 25 s (clients
 	// ask for 20 s and time out at 30 s).
 	MaxPullSuspend time.Duration `yaml:"maxPullSuspend"`
+	// MaxHeldPullsPerConn bounds the pulls held (long polling) for one
+	// connection; beyond it a pull that finds nothing is answered
+	// PULL_NOT_FOUND at once. Default 4,096: a client process shares one
+	// connection per broker among all its consumers, one held pull per
+	// queue, and each held pull costs about 1 KiB.
+	MaxHeldPullsPerConn int `yaml:"maxHeldPullsPerConn"`
 	// PullMaxBytes bounds the body of one pull response. Default 1 MiB.
 	PullMaxBytes int `yaml:"pullMaxBytes" cfg:"size"`
 	// Filters maps subscription expression types ("TAG", "SQL92", plugin
 	// types) to their factories. An empty type means "TAG".
 	Filters map[string]FilterFactory `yaml:"-"`
+	// FilterCacheMaxBytes bounds the estimated memory of the compiled
+	// subscription filters the broker keeps (at most 4,096 of them).
+	// Default 64 MiB: a 16 KiB SQL92 expression compiles to about 1.5 MB.
+	FilterCacheMaxBytes int64 `yaml:"filterCacheMaxBytes" cfg:"size"`
+	// MaxFilterExpression bounds a subscription expression's length; a
+	// longer one is refused with SUBSCRIPTION_PARSE_FAILED. Default 16 KiB,
+	// the SQL92 compiler's own limit.
+	MaxFilterExpression int `yaml:"maxFilterExpression" cfg:"size"`
 	// DisablePropertyFilter refuses SQL92 subscriptions.
 	DisablePropertyFilter bool `yaml:"enablePropertyFilter" cfg:"not"`
 	// DisablePrefilter turns off evaluating SQL92 subscriptions as
@@ -205,6 +229,18 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PullMaxBytes == 0 {
 		o.PullMaxBytes = DefaultPullMaxBytes
 	}
+	if o.MaxHeldPullsPerConn == 0 {
+		o.MaxHeldPullsPerConn = DefaultMaxHeldPulls
+	}
+	if o.MaxBatchMessages == 0 {
+		o.MaxBatchMessages = DefaultMaxBatchMessages
+	}
+	if o.FilterCacheMaxBytes == 0 {
+		o.FilterCacheMaxBytes = DefaultFilterCacheBytes
+	}
+	if o.MaxFilterExpression == 0 {
+		o.MaxFilterExpression = DefaultMaxFilterExpr
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -244,6 +280,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DefaultTopicQueueNums < 1 || o.DefaultTopicQueueNums > maxQueueNums {
 		errs = append(errs, fmt.Errorf("broker: DefaultTopicQueueNums %d is outside 1..%d", o.DefaultTopicQueueNums, maxQueueNums))
+	}
+	if o.MaxHeldPullsPerConn < 0 {
+		errs = append(errs, errors.New("broker: MaxHeldPullsPerConn must not be negative"))
+	}
+	if o.MaxBatchMessages < 0 || o.MaxBatchMessages > maxBatchMessagesLimit {
+		errs = append(errs, fmt.Errorf("broker: MaxBatchMessages %d is outside 1..%d", o.MaxBatchMessages, maxBatchMessagesLimit))
+	}
+	if o.FilterCacheMaxBytes < 0 || o.MaxFilterExpression < 0 {
+		errs = append(errs, errors.New("broker: FilterCacheMaxBytes and MaxFilterExpression must not be negative"))
 	}
 	if o.MaxMessageSize < 1 {
 		errs = append(errs, errors.New("broker: MaxMessageSize must be positive"))
@@ -324,8 +369,10 @@ func New(opts Options) (*Broker, error) {
 	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
 		b.locks.releaseClients(ids)
 	})
-	b.holds = newHoldTable(b.log, b.store, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
-	b.filters = newFilterCache(b.log, opts.Filters, opts.DisablePropertyFilter, DefaultFilterCacheSize)
+	b.holds = newHoldTable(b.log, b.store, opts.MaxHeldPullsPerConn, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
+	b.filters = newFilterCache(b.log, opts.Filters, filterCacheLimits{
+		count: DefaultFilterCacheSize, bytes: opts.FilterCacheMaxBytes, exprLen: opts.MaxFilterExpression, disableS: opts.DisablePropertyFilter,
+	})
 	if !opts.DisablePrefilter {
 		if b.prefilter, err = newPrefilter(b.log, b.store, b.topics.get, b.filters.compile); err != nil {
 			return nil, err

@@ -80,14 +80,18 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 		return response(req, remoting.SystemError, "heartbeat: clientID is required")
 	}
 	now := b.now()
-	var problems []string
+	var problems, badGroups []string
 	for _, cd := range hb.ConsumerDataSet {
+		if err := checkGroup(cd.GroupName); err != nil {
+			badGroups = append(badGroups, "consumer "+err.Error())
+			continue
+		}
 		subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))
 		for _, sd := range cd.SubscriptionDataSet {
 			sub := &subscription{topic: sd.Topic, typ: normalizeType(sd.ExpressionType), expr: sd.SubString, version: sd.SubVersion}
 			sub.filter, sub.err = b.filters.compile(sub.typ, sub.expr)
 			if sub.err != nil {
-				problems = append(problems, "group "+cd.GroupName+", topic "+sd.Topic+": "+sub.err.Error())
+				problems = append(problems, "group "+cd.GroupName+", topic "+logName(sd.Topic)+": "+sub.err.Error())
 			} else {
 				b.prefilter.register(sd.Topic, sub.typ, sub.expr, sub.filter)
 			}
@@ -99,9 +103,18 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 		b.clients.registerConsumer(cd, subs, hb.ClientID, c, now)
 	}
 	for _, pd := range hb.ProducerDataSet {
+		if err := checkGroup(pd.GroupName); err != nil {
+			badGroups = append(badGroups, "producer "+err.Error())
+			continue
+		}
 		b.clients.registerProducer(pd.GroupName, hb.ClientID, c, now)
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
+	if len(badGroups) > 0 {
+		// The groups with valid names are registered all the same.
+		resp.Code, resp.Remark = remoting.SubscriptionGroupNotExist, "heartbeat: "+badGroups[0]
+		return resp
+	}
 	if len(problems) > 0 {
 		// The client logs the remark; pulls of the bad subscription are
 		// refused with SUBSCRIPTION_PARSE_FAILED naming the same problem.
@@ -223,6 +236,13 @@ func (t *clientTable) subscription(group, topic string) (*subscription, bool) {
 	}
 	s, ok := g.subs[topic]
 	return s, ok
+}
+
+// hasConsumerGroup reports whether a consumer group has registered.
+func (t *clientTable) hasConsumerGroup(group string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.consumers[group] != nil
 }
 
 // producerConns returns the live connections of a producer group's
@@ -386,6 +406,11 @@ func (b *Broker) handleViewMessage(c *remoting.Conn, req *remoting.Command) *rem
 	r, err := b.store.ReadRecordAt(off)
 	if err != nil {
 		return response(req, remoting.SystemError, "view message at %d: %v", off, err)
+	}
+	if topic := string(r.Topic()); systemTopic(topic) || topic == TxnCheckMaxTopic {
+		// Half messages, parked delays and outbox events are the broker's:
+		// serving them would let anyone read uncommitted transactions.
+		return response(req, remoting.NoPermission, "view message at %d: it is in %s, reserved for the broker", off, topic)
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = r

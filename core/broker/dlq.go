@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -57,6 +58,11 @@ func (b *Broker) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Rese
 	err := b.eachDeadLetter(sel, limit, func(r message.Record) error {
 		var old message.Message
 		r.Decode(&old)
+		if origin := originTopic(&old); reservedTopic(origin) || isRetryTopic(origin) {
+			// RETRY_TOPIC is whatever the consumer's message carried; a
+			// resend must never write into the broker's own topics.
+			return fmt.Errorf("resend %s: %w: its original topic %s belongs to the broker", msgID(&old), ErrReservedTopic, logName(origin))
+		}
 		m := b.resendMessage(&old, sel.Group, target)
 		tc, err := b.resendTopic(m.Topic)
 		if err != nil {
@@ -107,6 +113,9 @@ func (b *Broker) resendMessage(old *message.Message, group, target string) *mess
 func (b *Broker) resendTopic(topic string) (TopicConfig, error) {
 	if tc, ok := b.topics.get(topic); ok {
 		return tc, nil
+	}
+	if group, ok := strings.CutPrefix(topic, RetryGroupTopicPrefix); ok {
+		return b.ensureRetry(group) // the group has dead letters: it existed
 	}
 	tc, _, err := b.autoCreate(topic, AutoCreateTopicKey, 0)
 	return tc, err

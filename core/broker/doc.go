@@ -59,7 +59,8 @@
 //  1. A send is answered after the store appended it, which under the
 //     store's sync flush means after the fsync that covers it; a refused
 //     send (bad header, system topic, unwritable topic, no such queue,
-//     oversize body or properties) stores nothing.
+//     oversize body or properties, a batch over MaxBatchMessages or whose
+//     whole body is over MaxMessageSize) stores nothing.
 //  2. A batch is stored whole or not at all, at consecutive offsets of one
 //     queue.
 //  3. A delayed or timed message is stored in the schedule or timer topic,
@@ -79,6 +80,13 @@
 //     move happened, and a crash keeps both or neither.
 //  6. A retried message is delivered only to the group whose retry topic
 //     holds it, and re-checked against that group's subscription.
+//     Retry and dead-letter topics are created only by the broker, for
+//     known groups (a consumer registered by heartbeat, a configured group,
+//     or one whose retry topic exists), whatever autoCreateTopic says. A
+//     client may send into a retry topic (the official client's fallback),
+//     batches included, and the retry rule applies; it may never send
+//     into a dead-letter topic, TBW102, the check-max topic or a system
+//     topic (NO_PERMISSION), nor send back a record of one.
 //
 // Long polling:
 //
@@ -107,13 +115,18 @@
 //  12. Every unresolved transaction has a record at or after the half
 //     queue's progress, and a restart finds every unresolved transaction
 //     again; a transaction being checked gets no other marker until the
-//     check ends.
+//     check ends. END_TRANSACTION is accepted only from a connection of
+//     the producer group: one registered by heartbeat, or one that sent a
+//     half message of the group. VIEW_MESSAGE_BY_ID never serves a record
+//     of a system topic (half messages, parked delays, events).
 //
 // Offsets and groups:
 //
 //  13. Topic and group configs are written durably before they are
 //     answered. Consumer offsets are checkpoints: a crash may replay the
-//     last few seconds of a group's messages, never skip any.
+//     last few seconds of a group's messages, never skip any. An offset is
+//     stored only for a valid group name, an existing topic and queue, and
+//     a value within [0, the queue's max offset].
 //
 // Pre-filtering (prefilter.go):
 //

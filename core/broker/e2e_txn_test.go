@@ -373,7 +373,7 @@ func TestTxnEndIsIdempotent(t *testing.T) {
 		}
 	}
 	b := rawTxn(t, cl, env, topic, group, "b", nil)
-	if resp := rawEnd(t, cl, env, "other", b, 8); resp.Code != remoting.SystemError {
+	if resp := rawEnd(t, cl, env, "other", b, 8); resp.Code != remoting.NoPermission {
 		t.Fatalf("a foreign group's commit answered %d %s", resp.Code, resp.Remark)
 	}
 	for _, typ := range []int{12, 8, 12} {

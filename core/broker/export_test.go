@@ -41,3 +41,6 @@ func (b *Broker) PendingTransactions() int { return b.txn.pending() }
 // QueueLocks returns which client holds each locked queue of a consumer
 // group.
 func (b *Broker) QueueLocks(group string) map[Queue]string { return b.locks.holders(group, b.now()) }
+
+// HeldPulls returns the number of pulls held (long polling).
+func (b *Broker) HeldPulls() int { return b.holds.count() }

@@ -23,7 +23,7 @@ func labelFactory(label string) FilterFactory {
 // run time: the type's cached filters are dropped, other types' are kept.
 func TestSetFilterFactory(t *testing.T) {
 	b := &Broker{opts: Options{Filters: map[string]FilterFactory{"CLASS": labelFactory("v1"), "OTHER": labelFactory("other")}}}
-	b.filters = newFilterCache(slog.Default(), b.opts.Filters, false, 16)
+	b.filters = newFilterCache(slog.Default(), b.opts.Filters, filterCacheLimits{count: 16, bytes: 1 << 20})
 	compile := func(typ, expr string) *labelFilter {
 		t.Helper()
 		f, err := b.filters.compile(typ, expr)

@@ -17,23 +17,68 @@ const (
 )
 
 // filterCache compiles each (type, expression) once and shares the Filter.
+// It is bounded by count and by the estimated bytes of what it holds
+// (filterCost): one long SQL92 expression compiles to megabytes, so a count
+// alone lets a client that subscribes with many distinct expressions
+// exhaust memory. Over either bound, entries are evicted at random (map
+// order) until the new one fits; a filter costing more than the whole
+// budget is used but not kept.
 type filterCache struct {
 	log        *slog.Logger
-	max        int  // compiled filters kept before the cache is cleared
-	disableSQL bool // Options.DisablePropertyFilter
+	max        int   // compiled filters kept
+	maxBytes   int64 // Options.FilterCacheMaxBytes
+	maxExpr    int   // Options.MaxFilterExpression
+	disableSQL bool  // Options.DisablePropertyFilter
 
 	mu        sync.Mutex
-	compiled  map[string]Filter
+	compiled  map[string]cachedFilter
+	bytes     int64                    // sum of the compiled filters' costs
 	factories map[string]FilterFactory // by expression type; starts as Options.Filters
 	epoch     uint64                   // bumped by setFactory: a compile that straddles it is not cached
 
 	errors atomic.Int64 // filter failures during pulls
 }
 
-// newFilterCache returns a cache of at most max filters compiled through
-// factories (copied); with disableSQL it refuses SQL92 expressions.
-func newFilterCache(log *slog.Logger, factories map[string]FilterFactory, disableSQL bool, max int) *filterCache {
-	return &filterCache{log: log, max: max, disableSQL: disableSQL, compiled: map[string]Filter{}, factories: maps.Clone(factories)}
+// cachedFilter is a compiled filter and its estimated cost in bytes.
+type cachedFilter struct {
+	f    Filter
+	cost int64
+}
+
+// filterCacheLimits bound a filterCache.
+type filterCacheLimits struct {
+	count    int   // filters kept
+	bytes    int64 // their estimated bytes
+	exprLen  int   // longest expression compiled
+	disableS bool  // refuse SQL92
+}
+
+// newFilterCache returns a cache compiling through factories (copied)
+// within lim.
+func newFilterCache(log *slog.Logger, factories map[string]FilterFactory, lim filterCacheLimits) *filterCache {
+	return &filterCache{log: log, max: lim.count, maxBytes: lim.bytes, maxExpr: lim.exprLen, disableSQL: lim.disableS,
+		compiled: map[string]cachedFilter{}, factories: maps.Clone(factories)}
+}
+
+// memSizer is implemented by filters that know the bytes they hold (a
+// compiled SQL92 expression).
+type memSizer interface{ MemSize() int }
+
+// filterCost estimates the bytes a compiled filter holds: its own MemSize
+// when it has one, else a bound taken from the worst SQL92 shape (a long OR
+// chain holds about 90 bytes per source byte).
+func filterCost(key string, f Filter) int64 {
+	if m, ok := f.(memSizer); ok {
+		return int64(m.MemSize() + len(key))
+	}
+	return int64(128*len(key) + 256)
+}
+
+// cachedBytes returns the estimated bytes the cache holds.
+func (c *filterCache) cachedBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
 
 // SetFilterFactory makes f serve expression type typ from now on, or with f
@@ -58,9 +103,10 @@ func (c *filterCache) setFactory(typ string, f FilterFactory) {
 		c.factories[typ] = f
 	}
 	prefix := typ + "\x00"
-	for k := range c.compiled {
+	for k, e := range c.compiled {
 		if strings.HasPrefix(k, prefix) {
 			delete(c.compiled, k)
+			c.bytes -= e.cost
 		}
 	}
 	c.epoch++
@@ -81,14 +127,17 @@ func (c *filterCache) compile(typ, expr string) (Filter, error) {
 	if typ == ExpressionTag && strings.TrimSpace(expr) == "" {
 		expr = "*"
 	}
+	if c.maxExpr > 0 && len(expr) > c.maxExpr {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d (maxFilterExpression)", ErrFilterTooLong, len(expr), c.maxExpr)
+	}
 	key := typ + "\x00" + expr
 	c.mu.Lock()
-	f, ok := c.compiled[key]
+	e, ok := c.compiled[key]
 	factory, known := c.factories[typ]
 	epoch := c.epoch
 	c.mu.Unlock()
 	if ok {
-		return f, nil
+		return e.f, nil
 	}
 	if typ == ExpressionSQL92 && c.disableSQL {
 		return nil, fmt.Errorf("this broker does not filter by SQL92 (enablePropertyFilter is off)")
@@ -100,14 +149,24 @@ func (c *filterCache) compile(typ, expr string) (Filter, error) {
 	if err != nil {
 		return nil, err
 	}
+	cost := filterCost(key, f)
 	c.mu.Lock()
-	if c.epoch == epoch {
-		if len(c.compiled) >= c.max {
-			clear(c.compiled) // rare: more distinct subscriptions than the cache holds
-		}
-		c.compiled[key] = f
+	defer c.mu.Unlock()
+	if c.epoch != epoch || cost > c.maxBytes {
+		return f, nil
 	}
-	c.mu.Unlock()
+	if old, ok := c.compiled[key]; ok { // compiled twice at once
+		return old.f, nil
+	}
+	for k, e := range c.compiled {
+		if len(c.compiled) < c.max && c.bytes+cost <= c.maxBytes {
+			break
+		}
+		delete(c.compiled, k)
+		c.bytes -= e.cost
+	}
+	c.compiled[key] = cachedFilter{f, cost}
+	c.bytes += cost
 	return f, nil
 }
 

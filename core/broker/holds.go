@@ -16,11 +16,16 @@ type holdTable struct {
 	store *store.Store
 	// rerun answers a released pull; it must not hold it again.
 	rerun func(p *pullRequest) *remoting.Command
+	// maxPerConn is Options.MaxHeldPullsPerConn.
+	maxPerConn int
+	capped     limitLog // logs the cap being hit, at most every 10 s
 
 	mu sync.Mutex
 	// held maps a queue to its held pulls.
-	held   map[holdKey]map[*heldPull]struct{}
-	closed bool
+	held map[holdKey]map[*heldPull]struct{}
+	// perConn counts the held pulls of each connection.
+	perConn map[*remoting.Conn]int
+	closed  bool
 }
 
 type holdKey struct {
@@ -35,13 +40,16 @@ type heldPull struct {
 
 // newHoldTable returns a table that checks st for messages that landed
 // while a pull was being parked and answers released pulls with rerun.
-func newHoldTable(log *slog.Logger, st *store.Store, rerun func(*pullRequest) *remoting.Command) *holdTable {
-	return &holdTable{log: log, store: st, rerun: rerun, held: map[holdKey]map[*heldPull]struct{}{}}
+// It holds at most maxPerConn pulls of one connection.
+func newHoldTable(log *slog.Logger, st *store.Store, maxPerConn int, rerun func(*pullRequest) *remoting.Command) *holdTable {
+	return &holdTable{log: log, store: st, rerun: rerun, maxPerConn: maxPerConn,
+		held: map[holdKey]map[*heldPull]struct{}{}, perConn: map[*remoting.Conn]int{}}
 }
 
-// hold parks p. It reports false when the broker is stopping. A message
-// that landed between the caller's check and the hold is not missed: the
-// queue is checked again once p is parked.
+// hold parks p. It reports false when the broker is stopping or p's
+// connection already has maxPerConn pulls held; the caller answers at
+// once. A message that landed between the caller's check and the hold is
+// not missed: the queue is checked again once p is parked.
 func (t *holdTable) hold(p *pullRequest) bool {
 	k := holdKey{p.topic, p.queueID}
 	h := &heldPull{p: p}
@@ -50,6 +58,15 @@ func (t *holdTable) hold(p *pullRequest) bool {
 		t.mu.Unlock()
 		return false
 	}
+	if t.perConn[p.conn] >= t.maxPerConn {
+		t.mu.Unlock()
+		if t.capped.allow(time.Now()) {
+			t.log.Warn("held pulls per connection at the limit; answering pulls at once (maxHeldPullsPerConn)",
+				"peer", p.conn.RemoteAddr(), "limit", t.maxPerConn)
+		}
+		return false
+	}
+	t.perConn[p.conn]++
 	set := t.held[k]
 	if set == nil {
 		set = map[*heldPull]struct{}{}
@@ -115,6 +132,9 @@ func (t *holdTable) remove(k holdKey, h *heldPull) bool {
 	if len(set) == 0 {
 		delete(t.held, k)
 	}
+	if t.perConn[h.p.conn]--; t.perConn[h.p.conn] <= 0 {
+		delete(t.perConn, h.p.conn)
+	}
 	h.timer.Stop()
 	return true
 }
@@ -139,6 +159,13 @@ func (t *holdTable) releaseAll() {
 	for _, e := range all {
 		t.release(e.k, e.h)
 	}
+}
+
+// connCount returns the number of pulls held for c.
+func (t *holdTable) connCount(c *remoting.Conn) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.perConn[c]
 }
 
 // count returns the number of held pulls.

@@ -234,6 +234,9 @@ func (b *Broker) handleLockBatch(c *remoting.Conn, req *remoting.Command) *remot
 	if body.ConsumerGroup == "" || body.ClientID == "" {
 		return response(req, remoting.SystemError, "lock batch: consumerGroup and clientId are required")
 	}
+	if err := checkGroup(body.ConsumerGroup); err != nil {
+		return response(req, remoting.SubscriptionGroupNotExist, "lock batch: %v", err)
+	}
 	locked := b.locks.lock(body.ConsumerGroup, body.ClientID, c, body.MQSet, b.now())
 	out, err := json.Marshal(remoting.LockBatchResult[Queue]{LockOKMQSet: locked})
 	if err != nil {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/rmq-go/rmq/core/remoting"
@@ -28,6 +29,9 @@ func (b *Broker) handleQueryOffset(c *remoting.Conn, req *remoting.Command) *rem
 	if err != nil || group == "" {
 		return response(req, remoting.SystemError, "query consumer offset: consumerGroup, topic and queueId are required")
 	}
+	if err := checkGroup(group); err != nil {
+		return response(req, remoting.SubscriptionGroupNotExist, "query consumer offset: %v", err)
+	}
 	if off, ok := b.store.ConsumerOffset(group, topic, qid); ok {
 		return offsetResponse(req, off)
 	}
@@ -44,11 +48,38 @@ func (b *Broker) handleUpdateOffset(c *remoting.Conn, req *remoting.Command) *re
 	topic, qid, err := queueArgs(req)
 	group := req.Get("consumerGroup")
 	off, oerr := req.Int64("commitOffset")
-	if err != nil || oerr != nil || group == "" || off < 0 {
-		return response(req, remoting.SystemError, "update consumer offset: consumerGroup, topic, queueId and a non-negative commitOffset are required")
+	if err != nil || oerr != nil || group == "" {
+		return response(req, remoting.SystemError, "update consumer offset: consumerGroup, topic, queueId and commitOffset are required")
 	}
-	b.store.CommitOffset(group, topic, qid, off)
+	if code, err := b.commitOffset(group, topic, qid, off); err != nil {
+		return response(req, code, "update consumer offset: %v", err)
+	}
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// commitOffset stores a consumer group's offset for a queue after checking
+// it: a valid group name, a topic that exists, one of its queues, and an
+// offset within [0, the queue's max offset]. Offsets persist and are
+// loaded at every start, so anything else a client sends would be kept
+// for good.
+func (b *Broker) commitOffset(group, topic string, qid int32, off int64) (int16, error) {
+	if err := checkGroup(group); err != nil {
+		return remoting.SubscriptionGroupNotExist, err
+	}
+	tc, ok := b.topics.get(topic)
+	if !ok {
+		return remoting.TopicNotExist, fmt.Errorf("topic %s does not exist", logName(topic))
+	}
+	if qid < 0 || int(qid) >= max(tc.ReadQueueNums, tc.WriteQueueNums) {
+		return remoting.SystemError, fmt.Errorf("queue %d does not exist in topic %s (%d queues)", qid, topic, max(tc.ReadQueueNums, tc.WriteQueueNums))
+	}
+	if maxOff := b.store.MaxOffset(topic, qid); off < 0 || off > maxOff {
+		return remoting.SystemError, fmt.Errorf("offset %d is outside the queue's 0..%d", off, maxOff)
+	}
+	if err := b.store.CommitOffset(group, topic, qid, off); err != nil {
+		return remoting.SystemError, err
+	}
+	return remoting.Success, nil
 }
 
 // The Go client reads `offset` from these answers without checking the

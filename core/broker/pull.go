@@ -56,6 +56,9 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := errors.Join(errs...); err != nil {
 		return response(req, remoting.SystemError, "pull: %v", err)
 	}
+	if err := checkGroup(p.group); err != nil {
+		return response(req, remoting.SubscriptionGroupNotExist, "pull: %v", err)
+	}
 	// The lite pull consumer sends 0 unless told otherwise: that means the
 	// default batch, not one message.
 	p.maxMsgs = int(maxMsgs)
@@ -83,8 +86,12 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if resp := b.lockedPull(p); resp != nil {
 		return resp // before the commit: the holder's offset is not rewound
 	}
-	if p.sysFlag&pullCommitOffset != 0 && p.group != "" && commit >= 0 {
-		b.store.CommitOffset(p.group, p.topic, p.queueID, commit)
+	if p.sysFlag&pullCommitOffset != 0 {
+		// A commit the broker refuses does not fail the pull: the client
+		// still gets its messages, and commits again with the next one.
+		if _, err := b.commitOffset(p.group, p.topic, p.queueID, commit); err != nil {
+			b.log.Debug("pull: commit offset refused", "group", logName(p.group), "topic", p.topic, "queue", p.queueID, "err", err)
+		}
 	}
 	return b.pull(p, p.sysFlag&pullSuspend != 0 && p.suspend > 0)
 }

@@ -66,8 +66,8 @@ func (b *Broker) groupConfig(group string) (SubscriptionGroupConfig, bool) {
 
 // PutGroupConfig creates or replaces a group's configuration durably.
 func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
-	if gc.GroupName == "" {
-		return fmt.Errorf("broker: a group name is required")
+	if err := checkGroup(gc.GroupName); err != nil {
+		return err
 	}
 	if gc.RetryQueueNums < 1 || gc.RetryQueueNums > maxQueueNums {
 		return fmt.Errorf("broker: group %s: retryQueueNums %d is outside 1..%d", gc.GroupName, gc.RetryQueueNums, maxQueueNums)
@@ -140,6 +140,26 @@ func (b *Broker) maxReconsume(group string, fromClient int32, hasClient bool) in
 	return int32(gc.RetryMaxTimes)
 }
 
+// knownGroup reports why group is not a consumer group the broker knows
+// (a valid name that a live consumer registered by heartbeat, that has a
+// configuration, or whose retry topic exists), or nil. Only known groups
+// get retry and dead-letter topics.
+func (b *Broker) knownGroup(group string) error {
+	if err := checkGroup(group); err != nil {
+		return err
+	}
+	if b.clients.hasConsumerGroup(group) {
+		return nil
+	}
+	if _, ok := b.topics.get(RetryGroupTopicPrefix + group); ok {
+		return nil
+	}
+	if _, ok := b.groupConfig(group); ok {
+		return nil
+	}
+	return fmt.Errorf("%w: consumer group %s is not known (no heartbeat and no group config)", ErrUnknownGroup, group)
+}
+
 // ensureDLQ creates a group's dead-letter topic, readable and writable so
 // operators and consumers can drain it.
 func (b *Broker) ensureDLQ(group string) (TopicConfig, error) {
@@ -158,6 +178,9 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *remoting.Command) *remoti
 	if group == "" || err != nil {
 		return response(req, remoting.SystemError, "send back: group and a commit-log offset are required")
 	}
+	if err := b.knownGroup(group); err != nil {
+		return response(req, remoting.SubscriptionGroupNotExist, "send back: %v", err)
+	}
 	delayLevel, err := req.Int32Or("delayLevel", 0)
 	if err != nil {
 		return response(req, remoting.SystemError, "send back: %v", err)
@@ -172,6 +195,10 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *remoting.Command) *remoti
 	if err != nil {
 		// The client falls back to sending the message itself.
 		return response(req, remoting.SystemError, "send back: look message by offset %d failed: %v", off, err)
+	}
+	if topic := string(rec.Topic()); reservedTopic(topic) && !strings.HasPrefix(topic, DLQGroupTopicPrefix) {
+		// Sending back a half message would copy it where anyone reads.
+		return response(req, remoting.NoPermission, "send back: the message at %d is in %s, reserved for the broker", off, topic)
 	}
 	var orig message.Message
 	rec.Decode(&orig)

@@ -63,6 +63,7 @@ func TestRetryFallbackSend(t *testing.T) {
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	group := brokertest.Name("cg")
+	heartbeatConsumer(t, cl, env, group)
 	props := func(id string) map[string]string {
 		return map[string]string{"UNIQ_KEY": id, "RETRY_TOPIC": "Orders", "DELAY": "3", "ORIGIN_MESSAGE_ID": id}
 	}
@@ -126,6 +127,7 @@ func TestDLQResend(t *testing.T) {
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	group := brokertest.Name("cg")
+	heartbeatConsumer(t, cl, env, group)
 	createTopic(t, env, "Orders", 2)
 	for i, id := range []string{"D1", "D2", "D3"} {
 		props := map[string]string{"UNIQ_KEY": id, "RETRY_TOPIC": "Orders", "TAGS": "t" + strconv.Itoa(i)}
@@ -180,6 +182,7 @@ func TestOutboxSizeBound(t *testing.T) {
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	group := brokertest.Name("cg")
+	heartbeatConsumer(t, cl, env, group)
 	for i := 0; i < 300; i++ {
 		if resp := rawSend(t, cl, env.BrokerAddr, broker.RetryGroupTopicPrefix+group, 17, 16, map[string]string{"UNIQ_KEY": strconv.Itoa(i)}, "x"); resp.Code != remoting.Success {
 			t.Fatalf("send: %v", resp)

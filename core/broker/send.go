@@ -30,7 +30,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := ValidateTopic(h.Topic); err != nil {
 		return response(req, remoting.SystemError, "send: %v", err)
 	}
-	if systemTopic(h.Topic) {
+	if reservedTopic(h.Topic) {
 		return response(req, remoting.NoPermission, "send: topic %s is reserved for the broker", h.Topic)
 	}
 	if len(h.Properties) > message.MaxPropertiesLen {
@@ -56,8 +56,31 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 
 	var msgs []*message.Message
 	if req.Code == remoting.SendBatchMessage {
+		if len(req.Body) > b.opts.MaxMessageSize {
+			return response(req, remoting.MessageIllegal, "send batch: body of %d bytes exceeds the %d-byte limit (maxMessageSize)", len(req.Body), b.opts.MaxMessageSize)
+		}
 		if msgs, err = b.batchMessages(c, &h, qid, req.Body); err != nil {
 			return response(req, remoting.MessageIllegal, "send batch: %v", err)
+		}
+		if isRetryTopic(h.Topic) {
+			// The retry rule holds for batches too. Every message carries
+			// the header's reconsume times, so the whole batch goes one
+			// way and stays in one queue.
+			var events []*message.Message
+			for _, m := range msgs {
+				ev, err := b.retryLimit(m, &h)
+				if err != nil {
+					return response(req, remoting.SystemError, "send batch: %v", err)
+				}
+				if ev != nil {
+					events = append(events, b.newEvent(*ev, m))
+				}
+			}
+			sent := len(msgs)
+			if err := b.store.Append(append(msgs, events...)); err != nil {
+				return b.storeError(req, err)
+			}
+			return b.sendResponse(req, msgs[:sent])
 		}
 	} else {
 		if len(req.Body) > b.opts.MaxMessageSize {
@@ -80,6 +103,10 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	}
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)
+	}
+	if msgs[0].Topic == HalfTopic {
+		// This connection may now end the group's transactions.
+		b.txn.rememberProducer(msgs[0].Properties.Get(message.PropertyProducerGroup), c)
 	}
 	return b.sendResponse(req, msgs[:sent])
 }
@@ -137,6 +164,9 @@ func (b *Broker) batchMessages(c *remoting.Conn, h *remoting.SendHeader, qid int
 	entries, err := message.DecodeBatch(body)
 	if err != nil {
 		return nil, err
+	}
+	if len(entries) > b.opts.MaxBatchMessages {
+		return nil, errors.New(strconv.Itoa(len(entries)) + " messages exceed the limit of " + strconv.Itoa(b.opts.MaxBatchMessages) + " per batch (maxBatchMessages)")
 	}
 	if h.SysFlag&message.SysFlagTxMask != 0 {
 		return nil, errors.New("a batch may not hold transactional messages")

@@ -57,6 +57,15 @@ func systemTopic(topic string) bool {
 	return topic == ScheduleTopic || topic == HalfTopic || topic == OpHalfTopic || topic == TimerTopic || topic == EventsTopic
 }
 
+// reservedTopic reports whether topic belongs to the broker: the system
+// topics, the auto-create template, the transaction check-max topic and
+// every dead-letter topic. No client send or dead-letter resend may write
+// into one; the broker writes them itself.
+func reservedTopic(topic string) bool {
+	return systemTopic(topic) || topic == AutoCreateTopicKey || topic == TxnCheckMaxTopic ||
+		strings.HasPrefix(topic, DLQGroupTopicPrefix)
+}
+
 // topicTable is the broker's topic configuration, persisted in the store.
 type topicTable struct {
 	log   *slog.Logger
@@ -210,12 +219,17 @@ func checkTopicConfig(tc TopicConfig) error {
 // send to an unknown topic does.
 func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicConfig, int16, error) {
 	if group, ok := strings.CutPrefix(topic, RetryGroupTopicPrefix); ok {
+		// A group's retry topic exists for groups the broker knows, as
+		// the official client's fallback send needs; never for a name a
+		// client makes up.
+		if err := b.knownGroup(group); err != nil {
+			return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
+		}
 		tc, err := b.ensureRetry(group)
 		return tc, remoting.SystemError, err
 	}
-	if group, ok := strings.CutPrefix(topic, DLQGroupTopicPrefix); ok {
-		tc, err := b.ensureDLQ(group)
-		return tc, remoting.SystemError, err
+	if strings.HasPrefix(topic, DLQGroupTopicPrefix) {
+		return TopicConfig{}, remoting.NoPermission, fmt.Errorf("%w: %s is created only by the broker", ErrReservedTopic, logName(topic))
 	}
 	if b.opts.DisableAutoCreateTopic {
 		return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist and auto-creation is off", topic)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -166,8 +167,15 @@ func (b *Broker) handleEndTransaction(c *remoting.Conn, req *remoting.Command) *
 	if err != nil || terr != nil || group == "" {
 		return response(req, remoting.SystemError, "end transaction: producerGroup, commitLogOffset and commitOrRollback are required")
 	}
+	if err := checkGroup(group); err != nil {
+		return response(req, remoting.SystemError, "end transaction: %v", err)
+	}
 	fromCheck := req.Get("fromTransactionCheck") == "true"
-	b.txn.rememberProducer(group, c)
+	if !b.isProducerConn(group, c) {
+		// Without this anyone could commit or roll back another
+		// producer's transactions by offset.
+		return response(req, remoting.NoPermission, "end transaction: this connection is not a producer of group %s (no heartbeat or half message from it)", logName(group))
+	}
 	var outcome string
 	switch typ {
 	case endCommit:
@@ -193,6 +201,12 @@ func (b *Broker) handleEndTransaction(c *remoting.Conn, req *remoting.Command) *
 	}
 	b.log.Debug("transaction ended", "group", group, "offset", off, "outcome", outcome, "from_check", fromCheck)
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// isProducerConn reports whether c belongs to producer group: it
+// registered as one by heartbeat, or sent one of the group's half messages.
+func (b *Broker) isProducerConn(group string, c *remoting.Conn) bool {
+	return slices.Contains(b.clients.producerConns(group), c) || b.txn.isProducer(group, c)
 }
 
 // committed builds the visible message of a committed half message stored

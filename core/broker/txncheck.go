@@ -369,9 +369,9 @@ func (s *txnService) pending() int {
 	return len(s.mu.pending)
 }
 
-// rememberProducer records that a producer of group answers on c: the
-// producer's own END_TRANSACTION proves it, even before its first
-// heartbeat reaches this broker.
+// rememberProducer records that a producer of group answers on c: it sent
+// one of the group's half messages on c, even before its first heartbeat
+// reached this broker.
 func (s *txnService) rememberProducer(group string, c *remoting.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -381,6 +381,14 @@ func (s *txnService) rememberProducer(group string, c *remoting.Conn) {
 		s.mu.producers[group] = set
 	}
 	set[c] = struct{}{}
+}
+
+// isProducer reports whether c sent a half message of group.
+func (s *txnService) isProducer(group string, c *remoting.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.mu.producers[group][c]
+	return ok
 }
 
 // forgetConn drops a closed connection.
@@ -396,7 +404,7 @@ func (s *txnService) forgetConn(c *remoting.Conn) {
 }
 
 // producerConn picks a live connection of a producer of group: one that
-// heartbeats, or one that ended a transaction.
+// heartbeats, or one that sent one of its half messages.
 func (s *txnService) producerConn(group string) *remoting.Conn {
 	conns := s.producers(group)
 	s.mu.Lock()

@@ -22,6 +22,9 @@ var (
 	// could not be rolled back; the store serves reads but takes no writes
 	// until it is reopened.
 	ErrFailed = errors.New("store: failed, read-only until reopened")
+	// ErrBadName is returned for a consumer offset whose group or topic is
+	// empty or holds a NUL byte, the separator of the offset's key.
+	ErrBadName = errors.New("store: invalid group or topic name")
 	// ErrLocked is returned by Open when another Store holds the directory.
 	ErrLocked = errors.New("store: directory in use")
 )

@@ -68,9 +68,15 @@ func consumerOffsetName(group, topic string, queueID int32) string {
 	return "o/" + group + "\x00" + topic + "\x00" + strconv.Itoa(int(queueID))
 }
 
-// CommitOffset records a consumer group's next offset for a queue.
-func (s *Store) CommitOffset(group, topic string, queueID int32, off int64) {
+// CommitOffset records a consumer group's next offset for a queue. It
+// refuses, with ErrBadName, a group or topic that is empty or holds the
+// key separator (NUL): such names would let two pairs share one key.
+func (s *Store) CommitOffset(group, topic string, queueID int32, off int64) error {
+	if group == "" || topic == "" || strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
+		return ErrBadName
+	}
 	s.SetProgress(consumerOffsetName(group, topic, queueID), off)
+	return nil
 }
 
 // ConsumerOffset returns a consumer group's committed offset for a queue.

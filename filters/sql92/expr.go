@@ -3,6 +3,7 @@ package sql92
 import (
 	"bytes"
 	"fmt"
+	"unsafe"
 
 	"github.com/rmq-go/rmq/core/message"
 )
@@ -479,4 +480,34 @@ func asNumber(v value) (num, bool) {
 		return parseNumber(v.s)
 	}
 	return num{}, false
+}
+
+// MemSize estimates the bytes e holds: its nodes, their literals, IN sets
+// and the canonical text. A cache uses it to bound its memory rather than
+// its entry count, since one long expression can cost as much as thousands
+// of short ones.
+func (e *Expr) MemSize() int {
+	n := int(unsafe.Sizeof(Expr{})) + len(e.canon)
+	for _, s := range e.names {
+		n += int(unsafe.Sizeof(s)) + len(s)
+	}
+	return n + e.root.memSize()
+}
+
+func (n *node) memSize() int {
+	if n == nil {
+		return 0
+	}
+	size := int(unsafe.Sizeof(*n)) + len(n.val.s) + len(n.name) + cap(n.kids)*int(unsafe.Sizeof(n))
+	for _, s := range n.set {
+		size += int(unsafe.Sizeof(s)) + len(s)
+	}
+	if n.setMap != nil {
+		// A map entry costs its key header and some bucket overhead.
+		size += len(n.setMap) * (int(unsafe.Sizeof("")) + 16)
+	}
+	for _, k := range n.kids {
+		size += k.memSize()
+	}
+	return size
 }

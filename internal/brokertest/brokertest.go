@@ -19,6 +19,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -210,4 +211,15 @@ func (e *Env) StartConsumer(t testing.TB, c rocketmq.PushConsumer, group string,
 		}
 		return true
 	})
+}
+
+// KnowGroup makes the broker know consumer group by creating its retry
+// topic, as a consumer's heartbeat would: the broker accepts sends into a
+// group's retry topic only for groups it knows.
+func (e *Env) KnowGroup(t testing.TB, group string) {
+	t.Helper()
+	tc := broker.TopicConfig{TopicName: broker.RetryGroupTopicPrefix + group, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	if err := e.Broker.CreateTopic(tc); err != nil {
+		t.Fatalf("create the retry topic of %s: %v", group, err)
+	}
 }

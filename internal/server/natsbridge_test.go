@@ -50,6 +50,7 @@ func TestNATSBridgeWiring(t *testing.T) {
 		c.Broker.ClusterName, c.Broker.BrokerName = "c1", "b1"
 		c.NATSBridge = &server.BridgeOptions{URLs: []string{url}, Provision: true, CursorInterval: 10 * time.Millisecond}
 	})
+	env.KnowGroup(t, "cg")
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	deadLetter := func(id string) {

@@ -131,7 +131,8 @@ type Server struct {
 }
 
 // Start opens the store, starts the embedded name server and the broker,
-// and returns once both accept connections.
+// and returns once both accept connections. Nothing listens until the
+// store is open and recovered.
 func Start(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if cfg.NamesrvListen == "" && len(cfg.NameServers) == 0 {
@@ -147,29 +148,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.acl = gate
 
-	var nsLn, brokerLn net.Listener
-	if cfg.NamesrvListen != "" {
-		ln, err := net.Listen("tcp", cfg.NamesrvListen)
-		if err != nil {
-			return nil, fmt.Errorf("name server: listen on %s: %w", cfg.NamesrvListen, err)
-		}
-		nsLn = ln
-		s.NamesrvAddr = ln.Addr().String()
-	}
-	brokerLn, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		if nsLn != nil {
-			nsLn.Close()
-		}
-		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
-	}
-	closeListeners := func() {
-		brokerLn.Close()
-		if nsLn != nil {
-			nsLn.Close()
-		}
-	}
-
+	// The store is opened and recovered before anything listens: a client
+	// that connects during a slow or failing start would otherwise wait
+	// for answers that never come. A store that cannot open stops the
+	// start with its one error.
 	so := cfg.Store
 	so.Dir = cfg.DataDir
 	if so.TagCode == nil {
@@ -184,14 +166,24 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.Store, err = store.Open(so)
 	if err != nil {
-		closeListeners()
-		return nil, err
+		return nil, fmt.Errorf("broker: open the store in %s: %w", so.Dir, err)
 	}
 	s.acl.store = s.Store
 	if err := s.loadPlugins(); err != nil {
-		closeListeners()
 		s.Store.Close()
 		return nil, err
+	}
+
+	var nsLn net.Listener
+	if cfg.NamesrvListen != "" {
+		ln, err := net.Listen("tcp", cfg.NamesrvListen)
+		if err != nil {
+			s.plugins.close(context.Background())
+			s.Store.Close()
+			return nil, fmt.Errorf("name server: listen on %s: %w", cfg.NamesrvListen, err)
+		}
+		nsLn = ln
+		s.NamesrvAddr = ln.Addr().String()
 	}
 
 	if nsLn != nil {
@@ -226,7 +218,6 @@ func Start(cfg Config) (*Server, error) {
 	s.Broker, err = broker.New(bo)
 	if err != nil {
 		s.stopNamesrv()
-		brokerLn.Close()
 		s.plugins.close(context.Background())
 		s.Store.Close()
 		return nil, err
@@ -235,10 +226,17 @@ func Start(cfg Config) (*Server, error) {
 	s.plugins.attach(s.Broker)
 	if err := s.startBridge(); err != nil {
 		s.stopNamesrv()
-		brokerLn.Close()
 		s.plugins.close(context.Background())
 		s.Store.Close()
 		return nil, err
+	}
+	brokerLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		s.stopBridge(context.Background())
+		s.stopNamesrv()
+		s.plugins.close(context.Background())
+		s.Store.Close()
+		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
 	}
 	s.serve(func() error { return s.Broker.Serve(brokerLn) })
 	s.BrokerAddr = s.Broker.Addr()
@@ -283,15 +281,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// DefaultFilters are the built-in expression types: TAG and SQL92.
+// DefaultFilters are the built-in expression types: TAG and SQL92. They
+// compile afresh: the broker's filter cache shares compiled filters and
+// bounds them by bytes, so a second cache here would hold them unbounded.
 func DefaultFilters() map[string]broker.FilterFactory {
-	sqlCache := sql92.NewCache(4096)
 	return map[string]broker.FilterFactory{
 		broker.ExpressionTag: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
 			return tag.Compile(expr)
 		}),
 		broker.ExpressionSQL92: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
-			return sqlCache.Compile(expr)
+			return sql92.Compile(expr)
 		}),
 	}
 }

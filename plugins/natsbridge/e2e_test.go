@@ -227,7 +227,9 @@ type sender struct {
 func newSender(t testing.TB, env *brokertest.Env) *sender {
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	t.Cleanup(func() { cl.Close() })
-	return &sender{cl: cl, addr: env.BrokerAddr, group: brokertest.Name("cg")}
+	group := brokertest.Name("cg")
+	env.KnowGroup(t, group)
+	return &sender{cl: cl, addr: env.BrokerAddr, group: group}
 }
 
 // send sends n messages from workers goroutines and returns when all were

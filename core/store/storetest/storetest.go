@@ -339,6 +339,16 @@ func testProgressAndMeta(t *testing.T, cfg Config) {
 	s.CommitOffset("g1", "T", 0, 5)
 	s.CommitOffset("g1", "T", 1, 6)
 	s.CommitOffset("g2", "T", 0, 7)
+	// Names holding the key separator would share a key with others
+	// ("a\x00b"/"c" and "a"/"b\x00c"): they are refused.
+	for _, bad := range [][2]string{{"a\x00b", "c"}, {"a", "b\x00c"}, {"", "T"}, {"g", ""}} {
+		if err := s.CommitOffset(bad[0], bad[1], 0, 1); !errors.Is(err, store.ErrBadName) {
+			t.Fatalf("CommitOffset(%q, %q) = %v, want ErrBadName", bad[0], bad[1], err)
+		}
+	}
+	if _, ok := s.ConsumerOffset("a", "b\x00c", 0); ok {
+		t.Fatal("a refused offset was stored")
+	}
 	s.SetProgress("delay/1", 99)
 	if err := s.PutMeta("topic/T", []byte(`{"q":4}`)); err != nil {
 		t.Fatal(err)
