@@ -46,7 +46,11 @@ func TestMixedGroupWithOfficialClient(t *testing.T) {
 		ids := e.Broker.ConsumerIDs(group)
 		return len(ids) == 2
 	})
-	e.Broker.SetNotifyConsumerIDsChanged(true)
+	// Cleanups run last-in first-out: this one runs before either
+	// consumer stops, so our consumer's departure does not notify the
+	// official client into a rebalance that races its own Shutdown (a race
+	// inside that client).
+	t.Cleanup(func() { e.Broker.SetNotifyConsumerIDsChanged(false) })
 	// Let the official client's rebalance catch up with the new member.
 	deadline := time.Now().Add(25 * time.Second)
 	var bodies []string
