@@ -50,29 +50,37 @@ func (s *Server) accept(nc net.Conn) (_ net.Conn, ok bool) {
 		}
 	}()
 
-	var first [1]byte
-	if _, err := io.ReadFull(nc, first[:]); err != nil {
+	// Peek at the first byte where the platform allows, so a plain
+	// connection in permissive mode is served unwrapped; else read it and
+	// put it back in front.
+	first, peeked, err := peekFirstByte(nc)
+	conn := nc
+	if err == nil && !peeked {
+		var b [1]byte
+		_, err = io.ReadFull(nc, b[:])
+		first, conn = b[0], &prefixConn{Conn: nc, prefix: b[:]}
+	}
+	if err != nil {
 		s.ep.limits.info("tlsFirstByte", "remoting: connection closed before its first byte",
 			"peer", nc.RemoteAddr().String(), "err", err)
 		_ = nc.Close()
 		return nil, false
 	}
-	pc := &prefixConn{Conn: nc, prefix: first[:]}
-	if first[0] != tlsRecordHandshake {
+	if first != tlsRecordHandshake {
 		if s.opts.TLSPermissive {
 			if !stop() {
 				_ = nc.Close()
 				return nil, false
 			}
 			_ = nc.SetDeadline(time.Time{})
-			return pc, true
+			return conn, true
 		}
 		s.ep.limits.warn("plainOnTLS", "remoting: plain client on a TLS-only port; closing (connect with TLS, or set tls mode permissive)",
 			"peer", nc.RemoteAddr().String())
 		lingerClose(nc)
 		return nil, false
 	}
-	tc := tls.Server(pc, s.opts.TLS)
+	tc := tls.Server(conn, s.opts.TLS)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		s.ep.limits.warn("tlsHandshake", "remoting: TLS handshake failed; closing",
 			"peer", nc.RemoteAddr().String(), "err", err)
