@@ -161,6 +161,9 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.MaxConnsPerAddr < 0 {
 		problems = append(problems, fmt.Sprintf("MaxConnsPerAddr %d is negative", opts.MaxConnsPerAddr))
 	}
+	if opts.MaxFrameSize >= tlsRecordHandshake<<24 {
+		problems = append(problems, fmt.Sprintf("MaxFrameSize %d is not below %d: a frame could not be told from a TLS handshake", opts.MaxFrameSize, tlsRecordHandshake<<24))
+	}
 	if opts.TLSPermissive && opts.TLS == nil {
 		problems = append(problems, "TLSPermissive is set without TLS")
 	}

@@ -35,6 +35,17 @@ func startTLS(t *testing.T, mode, caFile string) (*brokertest.Env, *x509.CertPoo
 	return env, pool, certFile, keyFile
 }
 
+// officialTLSOff turns the official client's TLS off again when the test
+// ends. Its WithTls sets a process-wide switch (the remoting config every
+// producer and consumer of the process shares), so a test that turns it
+// on would otherwise make later tests dial TLS. A resolver with no address
+// makes the producer constructor stop right after applying the option.
+func officialTLSOff(t *testing.T) {
+	t.Cleanup(func() {
+		_, _ = producer.NewDefaultProducer(producer.WithTls(false), producer.WithNsResolver(primitive.NewPassthroughResolver(nil)))
+	})
+}
+
 // expectCleanClose sends a plain request frame to addr and expects the
 // connection to end in order, with no bytes back.
 func expectCleanClose(t *testing.T, addr string) {
@@ -58,6 +69,7 @@ func expectCleanClose(t *testing.T, addr string) {
 }
 
 func TestTLSOfficialClientEndToEnd(t *testing.T) {
+	officialTLSOff(t)
 	env, _, _, _ := startTLS(t, server.TLSOn, "")
 	produceConsume(t, env, []producer.Option{producer.WithTls(true)}, []consumer.Option{consumer.WithTls(true)})
 
@@ -71,6 +83,7 @@ func TestTLSOfficialClientEndToEnd(t *testing.T) {
 }
 
 func TestTLSPermissiveServesOfficialClientsBothWays(t *testing.T) {
+	officialTLSOff(t)
 	env, _, _, _ := startTLS(t, server.TLSPermissive, "")
 	for _, useTLS := range []bool{true, false} {
 		p := env.Producer(t, producer.WithTls(useTLS))
@@ -122,6 +135,7 @@ func TestTLSClientCertificatesRequired(t *testing.T) {
 }
 
 func TestTLSReload(t *testing.T) {
+	officialTLSOff(t)
 	env, _, certFile, keyFile := startTLS(t, server.TLSOn, "")
 	peer := func() []byte {
 		t.Helper()
