@@ -61,7 +61,7 @@ func (s *Server) accept(nc net.Conn) (_ net.Conn, ok bool) {
 		first, conn = b[0], &prefixConn{Conn: nc, prefix: b[:]}
 	}
 	if err != nil {
-		s.ep.limits.info("tlsFirstByte", "remoting: connection closed before its first byte",
+		s.ep.limits.info("tlsFirstByte", "remoting: connection closed or silent before its TLS handshake",
 			"peer", nc.RemoteAddr().String(), "err", err)
 		_ = nc.Close()
 		return nil, false
@@ -77,6 +77,7 @@ func (s *Server) accept(nc net.Conn) (_ net.Conn, ok bool) {
 		}
 		s.ep.limits.warn("plainOnTLS", "remoting: plain client on a TLS-only port; closing (connect with TLS, or set tls mode permissive)",
 			"peer", nc.RemoteAddr().String())
+		stop() // lingerClose sets its own deadline
 		lingerClose(nc)
 		return nil, false
 	}
