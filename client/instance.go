@@ -97,6 +97,7 @@ func acquireInstance(opts ClientOptions) (*instance, error) {
 		DialTimeout: opts.RequestTimeout,
 		Logger:      in.log,
 		OnRequest:   in.serveRequest,
+		TLS:         opts.TLS,
 	})
 	in.mu.refs = 1
 	in.mu.routes = make(map[string]*topicRoute)

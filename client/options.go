@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,13 @@ type ClientOptions struct {
 	HeartbeatInterval time.Duration
 	// Logger receives the client's logs; default slog.Default().
 	Logger *slog.Logger
+	// TLS, if set, makes every connection, to name servers and brokers,
+	// TLS with this config (remoting.ClientOptions.TLS); an empty
+	// ServerName is taken from the address dialled. Producers and
+	// consumers that share a client id share the first one's connections,
+	// so give a different InstanceName to one that needs other TLS
+	// settings. Nil dials plain.
+	TLS *tls.Config
 }
 
 // Defaults of ClientOptions.

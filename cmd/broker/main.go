@@ -124,6 +124,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 			srv.ReloadPlugins(ctx)
 			cancel()
 			srv.ReloadACL()
+			srv.ReloadTLS()
 		case sig := <-sigs:
 			log.Info("shutting down", "signal", sig.String())
 			if !shutdown(srv, log) {

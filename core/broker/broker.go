@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,6 +170,9 @@ type Options struct {
 	// the broker's. The config file has them under remoting:, set by
 	// internal/server.
 	Remoting remoting.ServerOptions `yaml:"-"`
+	// NamesrvTLS, if set, makes the broker dial its name servers over TLS
+	// with this config. Nil dials plain.
+	NamesrvTLS *tls.Config `yaml:"-"`
 }
 
 // TopicOptions is a topic the broker creates at start (Options.Topics).
@@ -396,7 +400,7 @@ func New(opts Options) (*Broker, error) {
 	}); err != nil {
 		return nil, err
 	}
-	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger})
+	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger, TLS: opts.NamesrvTLS})
 	ro := opts.Remoting
 	ro.Logger, ro.OnClose = opts.Logger, b.connClosed
 	b.rs = remoting.NewServer(ro)

@@ -2,6 +2,7 @@ package namesrv
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -43,6 +44,10 @@ type Options struct {
 	// REGISTER_BROKER, UNREGISTER_BROKER and DELETE_TOPIC_IN_NAMESRV need
 	// an admin account. Nil allows everything.
 	Authorize func(c *remoting.Conn, req *remoting.Command) *remoting.Command `yaml:"-"`
+	// TLS and TLSPermissive are the port's TLS (remoting.ServerOptions):
+	// nil serves plain connections only.
+	TLS           *tls.Config `yaml:"-"`
+	TLSPermissive bool        `yaml:"-"`
 }
 
 // Server is a name server.
@@ -86,7 +91,12 @@ func New(opts Options) *Server {
 		brokers: make(map[string]*brokerEntry),
 		quit:    make(chan struct{}),
 	}
-	s.rs = remoting.NewServer(remoting.ServerOptions{Logger: opts.Logger, Authorize: opts.Authorize})
+	s.rs = remoting.NewServer(remoting.ServerOptions{
+		Logger:        opts.Logger,
+		Authorize:     opts.Authorize,
+		TLS:           opts.TLS,
+		TLSPermissive: opts.TLSPermissive,
+	})
 	s.rs.Handle(remoting.RegisterBroker, s.handleRegister)
 	s.rs.Handle(remoting.UnregisterBroker, s.handleUnregister)
 	s.rs.Handle(remoting.GetRouteInfoByTopic, s.handleRoute)

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +25,10 @@ type ClientOptions struct {
 	// CHECK_TRANSACTION_STATE and NOTIFY_CONSUMER_IDS_CHANGED; its result is
 	// handled as a Server handler's. Nil ignores them.
 	OnRequest Handler
+	// TLS, if set, makes every connection TLS with this config; the
+	// handshake is part of the dial, bounded by DialTimeout. An empty
+	// ServerName is taken from the address dialled. Nil dials plain.
+	TLS *tls.Config
 }
 
 // defaultDialTimeout is ClientOptions.DialTimeout's default.
@@ -159,8 +164,15 @@ func (cl *Client) forget(addr string, e *clientConn) {
 // context, since every caller for addr waits on it.
 func (cl *Client) dialAndServe(addr string, e *clientConn) {
 	defer cl.wg.Done()
-	d := net.Dialer{Timeout: cl.opts.DialTimeout}
-	nc, err := d.Dial("tcp", addr)
+	d := &net.Dialer{Timeout: cl.opts.DialTimeout}
+	var nc net.Conn
+	var err error
+	if cl.opts.TLS != nil {
+		td := tls.Dialer{NetDialer: d, Config: cl.opts.TLS}
+		nc, err = td.Dial("tcp", addr)
+	} else {
+		nc, err = d.Dial("tcp", addr)
+	}
 	cl.mu.Lock()
 	if err == nil && cl.mu.closed {
 		_ = nc.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ type endpoint struct {
 	// limit (a Client's connections).
 	frameTimeout time.Duration
 	idleTimeout  time.Duration
+	// sniffTLS closes a plain connection whose first byte starts a TLS
+	// handshake, which would otherwise be read as a 369 MB frame.
+	sniffTLS bool
 	// limits logs limit hits at most once per interval per kind.
 	limits    *limitLog
 	onConnect func(*Conn)
@@ -526,6 +530,9 @@ func (c *Conn) logReadEnd(err error) {
 		c.ep.limits.warn("badFrame", "remoting: closing connection after a bad frame",
 			"conn", c.id, "peer", c.remote.String(), "err", err)
 		c.log().Debug("remoting: bad frame", "err", err)
+	case errors.Is(err, errTLSOnPlainPort):
+		c.ep.limits.warn("tlsOnPlain", "remoting: TLS client on a plain port; closing (connect without TLS, or turn tls on for this port)",
+			"conn", c.id, "peer", c.remote.String())
 	case errors.Is(err, errIdle):
 		c.ep.limits.info("idle", "remoting: closing idle connection",
 			"conn", c.id, "peer", c.remote.String(), "idle_timeout", c.ep.idleTimeout)
@@ -544,9 +551,17 @@ func (c *Conn) logReadEnd(err error) {
 func (c *Conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	var buf []byte
-	for {
+	_, isTLS := c.nc.(*tls.Conn)
+	for first := c.ep.sniffTLS && !isTLS; ; first = false {
 		if err := c.awaitFrame(br); err != nil {
 			return err
+		}
+		if first {
+			if p, err := br.Peek(1); err == nil && p[0] == tlsRecordHandshake {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(c.ep.writeTimeout))
+				_, _ = c.nc.Write(tlsAlertProtocolVersion)
+				return errTLSOnPlainPort
+			}
 		}
 		frame, err := ReadFrame(br, c.ep.maxFrame, buf)
 		if err != nil {

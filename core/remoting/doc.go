@@ -116,6 +116,30 @@
 // is allowed: the broker and the name server pass a hook built over
 // core/acl.
 //
+// # TLS
+//
+// A Server with ServerOptions.TLS speaks TLS; with TLSPermissive it serves
+// TLS and plain connections on one port, for migrations, as RocketMQ's
+// permissive mode does. The first byte tells them apart: 0x16 opens a TLS
+// handshake record, and a frame starting with it would announce over
+// 369 MB, more than any frame limit. So:
+//
+//	+-------------------+-------------------+-------------------------------+
+//	| server            | first byte 0x16   | any other first byte          |
+//	+-------------------+-------------------+-------------------------------+
+//	| plain (TLS nil)   | TLS alert, closed | served                        |
+//	| TLS only          | handshake, served | closed                        |
+//	| TLS permissive    | handshake, served | served plain                  |
+//	+-------------------+-------------------+-------------------------------+
+//
+// Each refusal is logged at a bounded rate ("TLS client on a plain port",
+// "plain client on a TLS-only port") and leaves the server unaffected. The
+// first byte and the handshake must arrive within FrameReadTimeout of the
+// accept, and run on the connection's goroutine, not the accept loop's; a
+// connection in its handshake counts toward MaxConns and MaxConnsPerAddr.
+// ClientOptions.TLS makes a Client dial TLS, the handshake bounded by
+// DialTimeout.
+//
 // # Limits
 //
 // A Server protects itself from peers that are slow, silent or many
@@ -187,4 +211,7 @@
 //     IdleTimeout or a started frame is not whole within FrameReadTimeout.
 //  12. With an Authorize hook, no handler runs for a request the hook
 //     answered.
+//  13. A TLS-only Server reads no frame from a connection that has not
+//     completed a TLS handshake, and no server reads a TLS handshake as
+//     a frame.
 package remoting

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,6 +84,21 @@ type ServerOptions struct {
 	// on the request's goroutine, under the same panic recovery, and
 	// should not keep req. Nil allows everything.
 	Authorize func(c *Conn, req *Command) *Command `yaml:"-"`
+	// TLS, if set, makes the server speak TLS: a connection must complete
+	// a TLS handshake with this config before its first frame, within
+	// FrameReadTimeout of being accepted. A peer whose first byte does not
+	// start a handshake (a plain RocketMQ client) is closed at once, with
+	// a rate-limited log line, unless TLSPermissive is set. Nil serves
+	// plain connections only, and closes one that starts a TLS handshake
+	// ("TLS client on a plain port"). The config is used as is, so its
+	// GetCertificate or GetConfigForClient may swap certificates while
+	// the server runs.
+	TLS *tls.Config `yaml:"-"`
+	// TLSPermissive, with TLS set, serves plain connections on the same
+	// port too, telling them apart by their first byte (0x16 starts a TLS
+	// handshake record, and no acceptable frame starts with it), as
+	// RocketMQ's permissive TLS mode does for migrations.
+	TLSPermissive bool `yaml:"-"`
 }
 
 // Defaults of ServerOptions fields left zero.
@@ -111,6 +127,7 @@ type Server struct {
 		closed    bool
 		listeners map[net.Listener]struct{}
 		conns     map[*Conn]struct{}
+		opening   int            // accepted, still in the TLS handshake
 		perAddr   map[string]int // open connections by source IP
 	}
 }
@@ -143,6 +160,12 @@ func NewServer(opts ServerOptions) *Server {
 	}
 	if opts.MaxConnsPerAddr < 0 {
 		problems = append(problems, fmt.Sprintf("MaxConnsPerAddr %d is negative", opts.MaxConnsPerAddr))
+	}
+	if opts.MaxFrameSize >= tlsRecordHandshake<<24 {
+		problems = append(problems, fmt.Sprintf("MaxFrameSize %d is not below %d: a frame could not be told from a TLS handshake", opts.MaxFrameSize, tlsRecordHandshake<<24))
+	}
+	if opts.TLSPermissive && opts.TLS == nil {
+		problems = append(problems, "TLSPermissive is set without TLS")
 	}
 	if len(problems) > 0 {
 		panic("remoting: invalid ServerOptions: " + strings.Join(problems, "; "))
@@ -192,6 +215,7 @@ func NewServer(opts ServerOptions) *Server {
 		gateReads:    true,
 		frameTimeout: opts.FrameReadTimeout,
 		idleTimeout:  opts.IdleTimeout,
+		sniffTLS:     true,
 		limits:       newLimitLog(opts.Logger),
 		onConnect:    opts.OnConnect,
 		onClose:      opts.OnClose,
@@ -279,41 +303,75 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		c := newConn(nc, &s.ep)
-		host := sourceIP(c.remote)
+		remote := nc.RemoteAddr()
+		host := sourceIP(remote)
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
 			_ = nc.Close()
 			return ErrServerClosed
 		}
-		total, fromHost := len(s.mu.conns), s.mu.perAddr[host]
+		total, fromHost := len(s.mu.conns)+s.mu.opening, s.mu.perAddr[host]
 		if total >= s.opts.MaxConns || fromHost >= s.opts.MaxConnsPerAddr {
 			s.mu.Unlock()
 			_ = nc.Close()
 			if total >= s.opts.MaxConns {
 				s.ep.limits.warn("conns", "remoting: connection limit reached, refusing new connections",
-					"peer", c.remote.String(), "conns", total, "limit", s.opts.MaxConns)
+					"peer", remote.String(), "conns", total, "limit", s.opts.MaxConns)
 			} else {
 				s.ep.limits.warn("connsPerAddr", "remoting: per-address connection limit reached, refusing new connections",
-					"peer", c.remote.String(), "conns_from_addr", fromHost, "limit", s.opts.MaxConnsPerAddr)
+					"peer", remote.String(), "conns_from_addr", fromHost, "limit", s.opts.MaxConnsPerAddr)
 			}
 			continue
 		}
-		s.mu.conns[c] = struct{}{}
 		s.mu.perAddr[host]++
 		s.wg.Add(1)
-		s.mu.Unlock()
-		go c.serve(func() {
-			s.mu.Lock()
-			delete(s.mu.conns, c)
-			if s.mu.perAddr[host]--; s.mu.perAddr[host] == 0 {
-				delete(s.mu.perAddr, host)
-			}
+		if s.opts.TLS == nil {
+			c := newConn(nc, &s.ep)
+			s.mu.conns[c] = struct{}{}
 			s.mu.Unlock()
-			s.wg.Done()
-		})
+			go c.serve(func() { s.connDone(c, host) })
+			continue
+		}
+		s.mu.opening++
+		s.mu.Unlock()
+		go s.handshakeAndServe(nc, host)
 	}
+}
+
+// handshakeAndServe serves a connection to a TLS server once accept has
+// let it in; it runs on the connection's own goroutine so that a slow
+// handshake holds up nobody else.
+func (s *Server) handshakeAndServe(nc net.Conn, host string) {
+	nc, ok := s.accept(nc)
+	s.mu.Lock()
+	s.mu.opening--
+	if !ok || s.mu.closed {
+		s.mu.Unlock()
+		if ok {
+			_ = nc.Close()
+		}
+		s.connDone(nil, host)
+		return
+	}
+	c := newConn(nc, &s.ep)
+	s.mu.conns[c] = struct{}{}
+	s.mu.Unlock()
+	c.serve(func() { s.connDone(c, host) })
+}
+
+// connDone forgets a connection (nil: one that never got served) when its
+// serving goroutine ends.
+func (s *Server) connDone(c *Conn, host string) {
+	s.mu.Lock()
+	if c != nil {
+		delete(s.mu.conns, c)
+	}
+	if s.mu.perAddr[host]--; s.mu.perAddr[host] == 0 {
+		delete(s.mu.perAddr, host)
+	}
+	s.mu.Unlock()
+	s.wg.Done()
 }
 
 // Shutdown stops accepting, stops reading requests, waits for running

@@ -58,7 +58,7 @@ func byGroup(m map[string]*wasm.Plugin, group string) *wasm.Plugin {
 type pluginHost struct {
 	reg        *wasm.Registry
 	source     func() ([]Plugin, error)
-	reloadACL  func() error // Server.ReloadACL, set before attach
+	reloadACL  func() error // Server.ReloadACL and ReloadTLS, set before attach
 	log        *slog.Logger
 	brokerName string
 
@@ -273,8 +273,8 @@ func (h *pluginHost) attach(b *broker.Broker) {
 	h.applyMu.Unlock()
 	b.HandleAdmin("plugins.list", func(context.Context, json.RawMessage) (any, error) { return h.list(), nil })
 	b.HandleAdmin("plugins.reload", func(ctx context.Context, _ json.RawMessage) (any, error) {
-		// The ACL is re-read with the plugins; each keeps its running
-		// version when its new one is refused.
+		// The ACL and the TLS files are re-read with the plugins; each
+		// keeps its running version when its new one is refused.
 		var aclErr error
 		if h.reloadACL != nil {
 			aclErr = h.reloadACL()

@@ -81,6 +81,11 @@ type Config struct {
 	// plugins.reload admin command), typically by re-reading the config
 	// file (ACLFile). Nil: a reload keeps the ACL as it is.
 	ACLSource func() (acl.Config, error) `yaml:"-"`
+	// TLS turns TLS on for the broker's port and the embedded name
+	// server's (tls.go): mode off (default), on or permissive, certFile,
+	// keyFile, and caFile to require client certificates. Its files are
+	// read again on reload.
+	TLS TLSOptions `yaml:"tls"`
 	// Insecure allows listening on a non-loopback address with ACL off;
 	// without it Start refuses, saying why.
 	Insecure bool `yaml:"insecure"`
@@ -120,6 +125,7 @@ type Server struct {
 
 	plugins *pluginHost
 	acl     *aclGate
+	tls     *tlsGate // nil with TLS off
 
 	// BrokerAddr and NamesrvAddr are where they listen.
 	BrokerAddr  string
@@ -147,6 +153,9 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.acl = gate
+	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
+		return nil, err
+	}
 
 	// The store is opened and recovered before anything listens: a client
 	// that connects during a slow or failing start would otherwise wait
@@ -192,6 +201,9 @@ func Start(cfg Config) (*Server, error) {
 			no.Logger = cfg.Logger
 		}
 		no.Authorize = s.acl.authorizeNamesrv
+		if s.tls != nil {
+			no.TLS, no.TLSPermissive = s.tls.serverConfig(), cfg.TLS.Mode == TLSPermissive
+		}
 		s.NS = namesrv.New(no)
 		s.serve(func() error { return s.NS.Serve(nsLn) })
 	}
@@ -215,6 +227,12 @@ func Start(cfg Config) (*Server, error) {
 	cfg.bridgeBrokerOptions(&bo)
 	bo.Remoting = cfg.Remoting
 	bo.Remoting.Authorize = s.acl.authorizeBroker
+	if s.tls != nil {
+		bo.Remoting.TLS, bo.Remoting.TLSPermissive = s.tls.serverConfig(), cfg.TLS.Mode == TLSPermissive
+		if cfg.TLS.Mode == TLSOn {
+			bo.NamesrvTLS = s.tls.clientConfig()
+		}
+	}
 	s.Broker, err = broker.New(bo)
 	if err != nil {
 		s.stopNamesrv()
@@ -222,7 +240,7 @@ func Start(cfg Config) (*Server, error) {
 		s.Store.Close()
 		return nil, err
 	}
-	s.plugins.reloadACL = s.ReloadACL
+	s.plugins.reloadACL = func() error { return errors.Join(s.ReloadACL(), s.ReloadTLS()) }
 	s.plugins.attach(s.Broker)
 	if err := s.startBridge(); err != nil {
 		s.stopNamesrv()

@@ -1,0 +1,221 @@
+package server_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+// startTLS runs a broker and its embedded name server with TLS in mode,
+// the test topic created; caFile, if set, requires client certificates.
+func startTLS(t *testing.T, mode, caFile string) (*brokertest.Env, *x509.CertPool, string, string) {
+	t.Helper()
+	certFile, keyFile, pool := brokertest.WriteCert(t, t.TempDir(), "broker")
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.TLS = server.TLSOptions{Mode: mode, CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+		c.Broker.Topics = []broker.TopicOptions{{Name: aclTopic, Queues: 2}}
+	})
+	return env, pool, certFile, keyFile
+}
+
+// officialTLSOff turns the official client's TLS off again when the test
+// ends. Its WithTls sets a process-wide switch (the remoting config every
+// producer and consumer of the process shares), so a test that turns it
+// on would otherwise make later tests dial TLS. A resolver with no address
+// makes the producer constructor stop right after applying the option.
+func officialTLSOff(t *testing.T) {
+	t.Cleanup(func() {
+		_, _ = producer.NewDefaultProducer(producer.WithTls(false), producer.WithNsResolver(primitive.NewPassthroughResolver(nil)))
+	})
+}
+
+// expectCleanClose sends a plain request frame to addr and expects the
+// connection to end in order, with no bytes back.
+func expectCleanClose(t *testing.T, addr string) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	frame, err := remoting.AppendFrame(nil, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": aclTopic}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := io.Copy(io.Discard, nc); err != nil || n != 0 {
+		t.Fatalf("plain client on the TLS-only port %s: read %d bytes, err %v; want a clean close", addr, n, err)
+	}
+}
+
+func TestTLSOfficialClientEndToEnd(t *testing.T) {
+	officialTLSOff(t)
+	env, _, _, _ := startTLS(t, server.TLSOn, "")
+	produceConsume(t, env, []producer.Option{producer.WithTls(true)}, []consumer.Option{consumer.WithTls(true)})
+
+	// Plain clients on either port are closed cleanly; TLS goes on.
+	expectCleanClose(t, env.BrokerAddr)
+	expectCleanClose(t, env.NamesrvAddr)
+	p := env.Producer(t, producer.WithTls(true))
+	if res, err := p.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("after"))); err != nil || res.Status != primitive.SendOK {
+		t.Fatalf("send after the plain clients: %v %v", res, err)
+	}
+}
+
+func TestTLSPermissiveServesOfficialClientsBothWays(t *testing.T) {
+	officialTLSOff(t)
+	env, _, _, _ := startTLS(t, server.TLSPermissive, "")
+	for _, useTLS := range []bool{true, false} {
+		p := env.Producer(t, producer.WithTls(useTLS))
+		res, err := p.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("permissive")))
+		if err != nil || res.Status != primitive.SendOK {
+			t.Fatalf("send with tls %v: %v %v", useTLS, res, err)
+		}
+	}
+}
+
+func TestTLSClientCertificatesRequired(t *testing.T) {
+	dir := t.TempDir()
+	caFile, caKey, _ := brokertest.WriteCert(t, dir, "clients")
+	env, pool, _, _ := startTLS(t, server.TLSOn, caFile)
+	clientCert, err := tls.LoadX509KeyPair(caFile, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(cfg *tls.Config) error {
+		cl := remoting.NewClient(remoting.ClientOptions{Logger: brokertest.Logger(), TLS: cfg})
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.Invoke(ctx, env.NamesrvAddr, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": aclTopic}, nil))
+		if err != nil {
+			return err
+		}
+		if resp.Code != remoting.Success {
+			return errors.New(resp.Remark)
+		}
+		return nil
+	}
+	if err := route(&tls.Config{RootCAs: pool}); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+	strangerCert, strangerKey, _ := brokertest.WriteCert(t, dir, "stranger")
+	stranger, err := tls.LoadX509KeyPair(strangerCert, strangerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := route(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{stranger}}); err == nil {
+		t.Fatal("a client with a certificate from another authority was served")
+	}
+	// The broker registered with its name server over mutual TLS: the
+	// route is there.
+	brokertest.Eventually(t, 30*time.Second, "the route of "+aclTopic, func() bool {
+		return route(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}) == nil
+	})
+}
+
+func TestTLSReload(t *testing.T) {
+	officialTLSOff(t)
+	env, _, certFile, keyFile := startTLS(t, server.TLSOn, "")
+	peer := func() []byte {
+		t.Helper()
+		c, err := tls.Dial("tcp", env.BrokerAddr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Raw
+	}
+	before := peer()
+	newCert, newKey, _ := brokertest.WriteCert(t, t.TempDir(), "renewed")
+	for from, to := range map[string]string{newCert: certFile, newKey: keyFile} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	renewed := peer()
+	if string(renewed) == string(before) {
+		t.Fatal("the reload did not change the certificate")
+	}
+	// A broken file is refused and the loaded certificate stays.
+	if err := os.WriteFile(certFile, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ReloadTLS(); err == nil {
+		t.Fatal("a broken certificate file was accepted")
+	}
+	if string(peer()) != string(renewed) {
+		t.Fatal("a failed reload changed the certificate")
+	}
+	produceConsume(t, env, []producer.Option{producer.WithTls(true)}, []consumer.Option{consumer.WithTls(true)})
+}
+
+func TestTLSConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "broker.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tls:\n  mode: permissive\n  certFile: b.crt\n  keyFile: /k/b.key\n  caFile: ca.pem\n")
+	var c server.Config
+	if err := c.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	want := server.TLSOptions{Mode: "permissive", CertFile: filepath.Join(dir, "b.crt"), KeyFile: "/k/b.key", CAFile: filepath.Join(dir, "ca.pem")}
+	if c.TLS != want {
+		t.Fatalf("read %+v, want %+v", c.TLS, want)
+	}
+	write("tls:\n  mode: on\n  certfile: b.crt\n")
+	if err := new(server.Config).ReadFile(path); err == nil || !strings.Contains(err.Error(), "certfile") {
+		t.Fatalf("unknown key: %v", err)
+	}
+
+	for _, tc := range []struct {
+		opts server.TLSOptions
+		want []string
+	}{
+		{server.TLSOptions{Mode: "yes"}, []string{`mode "yes"`}},
+		{server.TLSOptions{Mode: "on"}, []string{"needs certFile", "needs keyFile"}},
+		{server.TLSOptions{Mode: "on", CertFile: filepath.Join(dir, "none.crt"), KeyFile: filepath.Join(dir, "none.key"), CAFile: filepath.Join(dir, "none.pem")},
+			[]string{"none.crt", "caFile"}},
+	} {
+		_, err := server.Start(server.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: brokertest.Logger(), TLS: tc.opts})
+		if err == nil {
+			t.Fatalf("%+v: started", tc.opts)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: error %q does not mention %q", tc.opts, err, w)
+			}
+		}
+	}
+}
