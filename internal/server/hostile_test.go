@@ -31,9 +31,10 @@ const (
 	// hostileHeapBound is what the heap in use (garbage not yet collected
 	// included) and the stacks may reach. With GOGC at 100 it runs to
 	// about twice the live heap while the SQL92 flood compiles 2,000
-	// filters of 0.6 MB each in a second (observed 460–520 MiB without
-	// -race); the bound catches memory kept in proportion to the attack
-	// (1.8 GiB before held pulls' filters were bounded).
+	// filters of 0.6 MB each in a second (observed: live 240–255 MiB, in
+	// use 495–530 MiB, VmRSS 545–580 MiB without -race); the bound
+	// catches memory kept in proportion to the attack (1.8 GiB before
+	// held pulls' filters were bounded).
 	hostileHeapBound = 1 << 30
 	// hostileProbeTimeout bounds one GET_MAX_OFFSET round trip during the
 	// attack: the broker must stay responsive.
