@@ -105,6 +105,8 @@ type Options struct {
 	// FilterCacheMaxBytes bounds the estimated memory of the compiled
 	// subscription filters the broker keeps (at most 4,096 of them).
 	// Default 64 MiB: a 16 KiB SQL92 expression compiles to about 1.5 MB.
+	// The distinct filters of held pulls have the same bound; beyond it a
+	// pull with a filter no held pull shares is answered at once.
 	FilterCacheMaxBytes int64 `yaml:"filterCacheMaxBytes" cfg:"size"`
 	// MaxFilterExpression bounds a subscription expression's length; a
 	// longer one is refused with SUBSCRIPTION_PARSE_FAILED. Default 16 KiB,
@@ -373,7 +375,7 @@ func New(opts Options) (*Broker, error) {
 	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
 		b.locks.releaseClients(ids)
 	})
-	b.holds = newHoldTable(b.log, b.store, opts.MaxHeldPullsPerConn, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
+	b.holds = newHoldTable(b.log, b.store, opts.MaxHeldPullsPerConn, opts.FilterCacheMaxBytes, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })
 	b.filters = newFilterCache(b.log, opts.Filters, filterCacheLimits{
 		count: DefaultFilterCacheSize, bytes: opts.FilterCacheMaxBytes, exprLen: opts.MaxFilterExpression, disableS: opts.DisablePropertyFilter,
 	})

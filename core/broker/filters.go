@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,8 @@ type filterCache struct {
 	factories map[string]FilterFactory // by expression type; starts as Options.Filters
 	epoch     uint64                   // bumped by setFactory: a compile that straddles it is not cached
 
+	compiling chan struct{} // one token per SQL92 compile running; GOMAXPROCS of them
+
 	errors atomic.Int64 // filter failures during pulls
 }
 
@@ -57,7 +60,8 @@ type filterCacheLimits struct {
 // within lim.
 func newFilterCache(log *slog.Logger, factories map[string]FilterFactory, lim filterCacheLimits) *filterCache {
 	return &filterCache{log: log, max: lim.count, maxBytes: lim.bytes, maxExpr: lim.exprLen, disableSQL: lim.disableS,
-		compiled: map[string]cachedFilter{}, factories: maps.Clone(factories)}
+		compiled: map[string]cachedFilter{}, factories: maps.Clone(factories),
+		compiling: make(chan struct{}, runtime.GOMAXPROCS(0))}
 }
 
 // memSizer is implemented by filters that know the bytes they hold (a
@@ -144,6 +148,14 @@ func (c *filterCache) compile(typ, expr string) (Filter, error) {
 	}
 	if !known {
 		return nil, fmt.Errorf("unknown expression type %q (this broker knows %s)", typ, c.knownTypes())
+	}
+	if typ == ExpressionSQL92 {
+		// Compiling is CPU-bound, and each compile in progress holds its
+		// partial tree: up to a megabyte or more per expression, times
+		// every pull in flight on every connection. More compiles at once
+		// than CPUs only adds memory.
+		c.compiling <- struct{}{}
+		defer func() { <-c.compiling }()
 	}
 	f, err := factory.Compile(expr)
 	if err != nil {

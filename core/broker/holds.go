@@ -18,14 +18,26 @@ type holdTable struct {
 	rerun func(p *pullRequest) *remoting.Command
 	// maxPerConn is Options.MaxHeldPullsPerConn.
 	maxPerConn int
-	capped     limitLog // logs the cap being hit, at most every 10 s
+	// maxFilterBytes bounds the estimated bytes of the distinct compiled
+	// filters that held pulls keep alive (Options.FilterCacheMaxBytes): a
+	// held pull keeps its filter after the filter cache evicted it, so
+	// without this bound pulls that each carry a distinct large SQL92
+	// expression pin all their compiled filters for their suspend time.
+	maxFilterBytes int64
+	capped         limitLog // logs the per-connection cap being hit, at most every 10 s
+	filterCapped   limitLog // logs the filter bound being hit, at most every 10 s
 
 	mu sync.Mutex
 	// held maps a queue to its held pulls.
 	held map[holdKey]map[*heldPull]struct{}
 	// perConn counts the held pulls of each connection.
 	perConn map[*remoting.Conn]int
-	closed  bool
+	// filters counts the held pulls per filter name ("TYPE expression") of
+	// the filters that know their size; filterBytes sums those filters'
+	// costs, each counted once.
+	filters     map[string]int
+	filterBytes int64
+	closed      bool
 }
 
 type holdKey struct {
@@ -36,23 +48,36 @@ type holdKey struct {
 type heldPull struct {
 	p     *pullRequest
 	timer *time.Timer
+	cost  int64 // heldFilterCost(p), computed once
 }
 
 // newHoldTable returns a table that checks st for messages that landed
 // while a pull was being parked and answers released pulls with rerun.
-// It holds at most maxPerConn pulls of one connection.
-func newHoldTable(log *slog.Logger, st *store.Store, maxPerConn int, rerun func(*pullRequest) *remoting.Command) *holdTable {
-	return &holdTable{log: log, store: st, rerun: rerun, maxPerConn: maxPerConn,
-		held: map[holdKey]map[*heldPull]struct{}{}, perConn: map[*remoting.Conn]int{}}
+// It holds at most maxPerConn pulls of one connection, and pulls whose
+// distinct filters cost at most maxFilterBytes in all.
+func newHoldTable(log *slog.Logger, st *store.Store, maxPerConn int, maxFilterBytes int64, rerun func(*pullRequest) *remoting.Command) *holdTable {
+	return &holdTable{log: log, store: st, rerun: rerun, maxPerConn: maxPerConn, maxFilterBytes: maxFilterBytes,
+		held: map[holdKey]map[*heldPull]struct{}{}, perConn: map[*remoting.Conn]int{}, filters: map[string]int{}}
 }
 
-// hold parks p. It reports false when the broker is stopping or p's
-// connection already has maxPerConn pulls held; the caller answers at
-// once. A message that landed between the caller's check and the hold is
-// not missed: the queue is checked again once p is parked.
+// heldFilterCost is what holding p adds to filterBytes if no other held
+// pull has its filter: the filter's own size estimate, or 0 for filters
+// that do not know their size (tags, plugins).
+func heldFilterCost(p *pullRequest) int64 {
+	if m, ok := p.filter.(memSizer); ok {
+		return int64(m.MemSize() + len(p.filterName))
+	}
+	return 0
+}
+
+// hold parks p. It reports false when the broker is stopping, p's
+// connection already has maxPerConn pulls held, or p's filter would take
+// the held filters over maxFilterBytes; the caller answers at once. A
+// message that landed between the caller's check and the hold is not
+// missed: the queue is checked again once p is parked.
 func (t *holdTable) hold(p *pullRequest) bool {
 	k := holdKey{p.topic, p.queueID}
-	h := &heldPull{p: p}
+	h := &heldPull{p: p, cost: heldFilterCost(p)}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -65,6 +90,19 @@ func (t *holdTable) hold(p *pullRequest) bool {
 				"peer", p.conn.RemoteAddr(), "limit", t.maxPerConn)
 		}
 		return false
+	}
+	if h.cost > 0 && t.filters[p.filterName] == 0 && t.filterBytes+h.cost > t.maxFilterBytes {
+		t.mu.Unlock()
+		if t.filterCapped.allow(time.Now()) {
+			t.log.Warn("held pulls' filters at the limit; answering pulls with new filters at once (filterCacheMaxBytes)",
+				"peer", p.conn.RemoteAddr(), "limit", t.maxFilterBytes)
+		}
+		return false
+	}
+	if h.cost > 0 {
+		if t.filters[p.filterName]++; t.filters[p.filterName] == 1 {
+			t.filterBytes += h.cost
+		}
 	}
 	t.perConn[p.conn]++
 	set := t.held[k]
@@ -134,6 +172,12 @@ func (t *holdTable) remove(k holdKey, h *heldPull) bool {
 	}
 	if t.perConn[h.p.conn]--; t.perConn[h.p.conn] <= 0 {
 		delete(t.perConn, h.p.conn)
+	}
+	if h.cost > 0 {
+		if t.filters[h.p.filterName]--; t.filters[h.p.filterName] <= 0 {
+			delete(t.filters, h.p.filterName)
+			t.filterBytes -= h.cost
+		}
 	}
 	h.timer.Stop()
 	return true
