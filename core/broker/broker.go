@@ -446,6 +446,9 @@ func (b *Broker) Serve(ln net.Listener) error {
 	addr := b.opts.AdvertiseAddr
 	if addr == "" {
 		addr = advertised(ln.Addr())
+		if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+			b.log.Warn("listening on every address without an advertised one; routes name the first non-loopback address, set advertise if clients must dial another", "listen", ln.Addr().String(), "advertised", addr)
+		}
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
@@ -477,7 +480,10 @@ func (b *Broker) Serve(ln net.Listener) error {
 	return err
 }
 
-// advertised turns a listener address into one clients can dial.
+// advertised turns a listener address into one clients can dial. A
+// listener on every address (0.0.0.0 or ::) advertises the host's first
+// non-loopback IPv4 address, so remote clients are not sent to their own
+// loopback; a host with none advertises 127.0.0.1.
 func advertised(a net.Addr) string {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok {
@@ -485,10 +491,25 @@ func advertised(a net.Addr) string {
 	}
 	ip := ta.IP
 	if ip == nil || ip.IsUnspecified() {
-		ip = net.IPv4(127, 0, 0, 1)
+		ip = hostIPv4()
 	}
 	ap, _ := netip.AddrFromSlice(ip)
 	return netip.AddrPortFrom(ap.Unmap(), uint16(ta.Port)).String()
+}
+
+// hostIPv4 returns the first non-loopback IPv4 address of the host, else
+// 127.0.0.1.
+func hostIPv4() net.IP {
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() {
+				if v4 := ipn.IP.To4(); v4 != nil {
+					return v4
+				}
+			}
+		}
+	}
+	return net.IPv4(127, 0, 0, 1)
 }
 
 // Addr returns the advertised address once Serve has started.
