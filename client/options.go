@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rmq-go/rmq/core/remoting"
 )
 
 // ClientOptions configures the connection side that producers and
@@ -85,7 +87,7 @@ func (o ClientOptions) withDefaults() (ClientOptions, error) {
 		o.InstanceName = strconv.Itoa(os.Getpid())
 	}
 	if o.ClientIP == "" {
-		o.ClientIP = localIPv4()
+		o.ClientIP = remoting.HostIPv4().String()
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
@@ -104,18 +106,3 @@ func (o ClientOptions) withDefaults() (ClientOptions, error) {
 
 // clientID is the id brokers know this client by.
 func (o ClientOptions) clientID() string { return o.ClientIP + "@" + o.InstanceName }
-
-// localIPv4 returns the first non-loopback IPv4 address, else 127.0.0.1.
-func localIPv4() string {
-	addrs, err := net.InterfaceAddrs()
-	if err == nil {
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() {
-				if v4 := ipn.IP.To4(); v4 != nil {
-					return v4.String()
-				}
-			}
-		}
-	}
-	return "127.0.0.1"
-}

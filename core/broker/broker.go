@@ -491,25 +491,10 @@ func advertised(a net.Addr) string {
 	}
 	ip := ta.IP
 	if ip == nil || ip.IsUnspecified() {
-		ip = hostIPv4()
+		ip = remoting.HostIPv4()
 	}
 	ap, _ := netip.AddrFromSlice(ip)
 	return netip.AddrPortFrom(ap.Unmap(), uint16(ta.Port)).String()
-}
-
-// hostIPv4 returns the first non-loopback IPv4 address of the host, else
-// 127.0.0.1.
-func hostIPv4() net.IP {
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() {
-				if v4 := ipn.IP.To4(); v4 != nil {
-					return v4
-				}
-			}
-		}
-	}
-	return net.IPv4(127, 0, 0, 1)
 }
 
 // Addr returns the advertised address once Serve has started.
