@@ -13,10 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
-
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
@@ -33,17 +29,6 @@ func startTLS(t *testing.T, mode, caFile string) (*brokertest.Env, *x509.CertPoo
 		c.Broker.Topics = []broker.TopicOptions{{Name: aclTopic, Queues: 2}}
 	})
 	return env, pool, certFile, keyFile
-}
-
-// officialTLSOff turns the official client's TLS off again when the test
-// ends. Its WithTls sets a process-wide switch (the remoting config every
-// producer and consumer of the process shares), so a test that turns it
-// on would otherwise make later tests dial TLS. A resolver with no address
-// makes the producer constructor stop right after applying the option.
-func officialTLSOff(t *testing.T) {
-	t.Cleanup(func() {
-		_, _ = producer.NewDefaultProducer(producer.WithTls(false), producer.WithNsResolver(primitive.NewPassthroughResolver(nil)))
-	})
 }
 
 // expectCleanClose sends a plain request frame to addr and expects the
@@ -65,32 +50,6 @@ func expectCleanClose(t *testing.T, addr string) {
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := io.Copy(io.Discard, nc); err != nil || n != 0 {
 		t.Fatalf("plain client on the TLS-only port %s: read %d bytes, err %v; want a clean close", addr, n, err)
-	}
-}
-
-func TestTLSOfficialClientEndToEnd(t *testing.T) {
-	officialTLSOff(t)
-	env, _, _, _ := startTLS(t, server.TLSOn, "")
-	produceConsume(t, env, []producer.Option{producer.WithTls(true)}, []consumer.Option{consumer.WithTls(true)})
-
-	// Plain clients on either port are closed cleanly; TLS goes on.
-	expectCleanClose(t, env.BrokerAddr)
-	expectCleanClose(t, env.NamesrvAddr)
-	p := env.Producer(t, producer.WithTls(true))
-	if res, err := p.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("after"))); err != nil || res.Status != primitive.SendOK {
-		t.Fatalf("send after the plain clients: %v %v", res, err)
-	}
-}
-
-func TestTLSPermissiveServesOfficialClientsBothWays(t *testing.T) {
-	officialTLSOff(t)
-	env, _, _, _ := startTLS(t, server.TLSPermissive, "")
-	for _, useTLS := range []bool{true, false} {
-		p := env.Producer(t, producer.WithTls(useTLS))
-		res, err := p.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("permissive")))
-		if err != nil || res.Status != primitive.SendOK {
-			t.Fatalf("send with tls %v: %v %v", useTLS, res, err)
-		}
 	}
 }
 
@@ -135,7 +94,6 @@ func TestTLSClientCertificatesRequired(t *testing.T) {
 }
 
 func TestTLSReload(t *testing.T) {
-	officialTLSOff(t)
 	env, _, certFile, keyFile := startTLS(t, server.TLSOn, "")
 	peer := func() []byte {
 		t.Helper()
@@ -147,7 +105,7 @@ func TestTLSReload(t *testing.T) {
 		return c.ConnectionState().PeerCertificates[0].Raw
 	}
 	before := peer()
-	newCert, newKey, _ := brokertest.WriteCert(t, t.TempDir(), "renewed")
+	newCert, newKey, newPool := brokertest.WriteCert(t, t.TempDir(), "renewed")
 	for from, to := range map[string]string{newCert: certFile, newKey: keyFile} {
 		b, err := os.ReadFile(from)
 		if err != nil {
@@ -174,7 +132,16 @@ func TestTLSReload(t *testing.T) {
 	if string(peer()) != string(renewed) {
 		t.Fatal("a failed reload changed the certificate")
 	}
-	produceConsume(t, env, []producer.Option{producer.WithTls(true)}, []consumer.Option{consumer.WithTls(true)})
+	// Clients that trust only the new certificate are served, on the
+	// name server's port too.
+	cl := remoting.NewClient(remoting.ClientOptions{Logger: brokertest.Logger(), TLS: &tls.Config{RootCAs: newPool}})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Invoke(ctx, env.NamesrvAddr, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": aclTopic}, nil))
+	if err != nil || resp.Code != remoting.Success {
+		t.Fatalf("route over the renewed certificate: %v %+v", err, resp)
+	}
 }
 
 func TestTLSConfig(t *testing.T) {
