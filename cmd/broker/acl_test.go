@@ -76,3 +76,25 @@ func TestAdminWithACL(t *testing.T) {
 		t.Fatal("ACL off after a refused reload")
 	}
 }
+
+// TestNamesrvAloneConfig checks "broker namesrv": the same refusal of a
+// public bind without access control, and its config file read.
+func TestNamesrvAloneConfig(t *testing.T) {
+	code, _, errs := runCmd("namesrv", "--listen", "0.0.0.0:0")
+	if code != 1 || !strings.Contains(errs, "non-loopback") {
+		t.Fatalf("namesrv on 0.0.0.0 without ACL: exit %d, %q", code, errs)
+	}
+	path := filepath.Join(t.TempDir(), "ns.yaml")
+	yml := "namesrvListen: 127.0.0.1:0\nremoting:\n  maxConnsPerAddr: 7\nacl:\n  enabled: true\n  accounts:\n    - {accessKey: nsAdmin, secretKey: nsAdminSecret, admin: true}\n"
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, code := namesrvConfig([]string{"--config", path, "--broker-expiry", "45s"}, io.Discard)
+	if code >= 0 || !cfg.ACL.Enabled || cfg.ACLSource == nil || cfg.Remoting.MaxConnsPerAddr != 7 ||
+		cfg.NamesrvListen != "127.0.0.1:0" || cfg.EmbeddedNamesrv.BrokerExpiry.String() != "45s" {
+		t.Fatalf("namesrv config: exit %d, %+v", code, cfg)
+	}
+	if code, _, errs := runCmd("namesrv", "--config", filepath.Join(t.TempDir(), "missing.yaml")); code != 2 || !strings.Contains(errs, "missing.yaml") {
+		t.Fatalf("missing config file: exit %d, %q", code, errs)
+	}
+}

@@ -91,3 +91,52 @@ func (f textFlag) String() string {
 	}
 	return f.v.String()
 }
+
+// namesrvConfig works out what "broker namesrv" runs with, as brokerConfig
+// does for the broker: flags over the config file over defaults. The file
+// is the broker's: a name server alone uses its namesrvListen,
+// embeddedNamesrv, remoting, tls, acl, insecure and logLevel.
+func namesrvConfig(args []string, stderr io.Writer) (cfg server.Config, code int) {
+	cfg = server.Config{NamesrvListen: server.DefaultNamesrvListen}
+	var configPath string
+	flagsOnly := cfg
+	fs := namesrvFlags(&flagsOnly, &configPath, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return cfg, 0
+		}
+		fmt.Fprintln(stderr, err)
+		return cfg, 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "broker namesrv: unexpected argument %q\n", fs.Arg(0))
+		return cfg, 2
+	}
+	if configPath == "" {
+		cfg = flagsOnly
+	} else {
+		if err := cfg.ReadFile(configPath); err != nil {
+			fmt.Fprintln(stderr, "broker namesrv:", err)
+			return cfg, 2
+		}
+		cfg.ACLSource = server.ACLFile(configPath)
+		namesrvFlags(&cfg, &configPath, io.Discard).Parse(args)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	return cfg, -1
+}
+
+// namesrvFlags binds the flags of "broker namesrv" to c.
+func namesrvFlags(c *server.Config, configPath *string, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("broker namesrv", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker namesrv [flags]\n\nRuns a name server alone.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	fs.StringVar(&c.NamesrvListen, "listen", c.NamesrvListen, "name server listen address")
+	fs.DurationVar(&c.EmbeddedNamesrv.BrokerExpiry, "broker-expiry", c.EmbeddedNamesrv.BrokerExpiry, "drop a broker that has not registered for this long (default 2m0s)")
+	fs.Var(textFlag{&c.LogLevel}, "log-level", "log level: debug, info, warn or error")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow listening on a non-loopback address with access control (acl:) off")
+	fs.StringVar(configPath, "config", *configPath, "YAML config file (the broker's format); flags override it")
+	return fs
+}

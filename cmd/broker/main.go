@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,9 +26,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
-
-	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -151,47 +147,38 @@ func shutdown(srv *server.Server, log *slog.Logger) bool {
 }
 
 func runNamesrv(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("broker namesrv", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:9876", "name server listen address")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	expiry := fs.Duration("broker-expiry", namesrv.DefaultBrokerExpiry, "drop a broker that has not registered for this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, err)
-		return 2
+	cfg, code := namesrvConfig(args, stderr)
+	if code >= 0 {
+		return code
 	}
-	log, err := newLogger(stderr, *logLevel)
+	log := cfg.Logger
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	srv, err := server.StartNamesrv(cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "broker namesrv:", err)
-		return 2
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Error("listen", "addr", *listen, "err", err)
+		log.Error("name server failed to start", "err", err)
 		return 1
 	}
-	ns := namesrv.New(namesrv.Options{BrokerExpiry: *expiry, Logger: log})
-	errc := make(chan error, 1)
-	go func() { errc <- ns.Serve(ln) }()
-	log.Info("name server started", "listen", ln.Addr().String())
+	log.Info("name server started", "listen", srv.NamesrvAddr, "acl", srv.ACLEnabled(), "tls", cfg.TLS.Mode)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	select {
-	case sig := <-sigs:
-		log.Info("shutting down", "signal", sig.String())
-	case err := <-errc:
-		log.Error("name server failed", "err", err)
-		return 1
+	for {
+		select {
+		case <-hup:
+			srv.ReloadACL()
+			srv.ReloadTLS()
+		case sig := <-sigs:
+			log.Info("shutting down", "signal", sig.String())
+			if !shutdown(srv, log) {
+				return 1
+			}
+			return 0
+		case err := <-srv.Err():
+			log.Error("name server failed", "err", err)
+			shutdown(srv, log)
+			return 1
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := ns.Shutdown(ctx); err != nil {
-		log.Error("shutdown", "err", err)
-		return 1
-	}
-	return 0
 }

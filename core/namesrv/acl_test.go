@@ -28,13 +28,13 @@ accounts:
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ns := start(t, namesrv.Options{Authorize: func(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	_, ns := start(t, namesrv.Options{Remoting: remoting.ServerOptions{Authorize: func(c *remoting.Conn, req *remoting.Command) *remoting.Command {
 		ap, _ := netip.ParseAddrPort(c.RemoteAddr().(*net.TCPAddr).String())
 		if err := checker.Check(ap.Addr(), req); err != nil {
 			return remoting.NewResponse(req, remoting.NoPermission, err.Error())
 		}
 		return nil
-	}})
+	}}})
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	t.Cleanup(func() { cl.Close() })
 	invoke := func(code int16, ext map[string]string, ak, sk string) *remoting.Command {

@@ -2,7 +2,6 @@ package namesrv
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -38,16 +37,12 @@ type Options struct {
 	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock. Default time.Now.
 	Now func() time.Time `yaml:"-"`
-	// Authorize, if set, is asked before every request is served
-	// (remoting.ServerOptions.Authorize): a non-nil answer is sent instead.
-	// The broker process passes one built over core/acl, under which
-	// REGISTER_BROKER, UNREGISTER_BROKER and DELETE_TOPIC_IN_NAMESRV need
-	// an admin account. Nil allows everything.
-	Authorize func(c *remoting.Conn, req *remoting.Command) *remoting.Command `yaml:"-"`
-	// TLS and TLSPermissive are the port's TLS (remoting.ServerOptions):
-	// nil serves plain connections only.
-	TLS           *tls.Config `yaml:"-"`
-	TLSPermissive bool        `yaml:"-"`
+	// Remoting configures the port: connection limits, TLS and the
+	// Authorize hook (remoting.ServerOptions). Its Logger defaults to
+	// Logger. The broker process sets an Authorize built over core/acl,
+	// under which REGISTER_BROKER, UNREGISTER_BROKER and
+	// DELETE_TOPIC_IN_NAMESRV need an admin account.
+	Remoting remoting.ServerOptions `yaml:"-"`
 }
 
 // Server is a name server.
@@ -91,12 +86,11 @@ func New(opts Options) *Server {
 		brokers: make(map[string]*brokerEntry),
 		quit:    make(chan struct{}),
 	}
-	s.rs = remoting.NewServer(remoting.ServerOptions{
-		Logger:        opts.Logger,
-		Authorize:     opts.Authorize,
-		TLS:           opts.TLS,
-		TLSPermissive: opts.TLSPermissive,
-	})
+	ro := opts.Remoting
+	if ro.Logger == nil {
+		ro.Logger = opts.Logger
+	}
+	s.rs = remoting.NewServer(ro)
 	s.rs.Handle(remoting.RegisterBroker, s.handleRegister)
 	s.rs.Handle(remoting.UnregisterBroker, s.handleUnregister)
 	s.rs.Handle(remoting.GetRouteInfoByTopic, s.handleRoute)

@@ -44,9 +44,11 @@ type aclGate struct {
 }
 
 // newACLGate builds the Checker of cfg.ACL, or reports every problem of it.
-func newACLGate(cfg *Config, log *slog.Logger) (*aclGate, error) {
+// selfRegister says the broker registers with the process's own name
+// server, so a config that would refuse that is refused.
+func newACLGate(cfg *Config, log *slog.Logger, selfRegister bool) (*aclGate, error) {
 	g := &aclGate{refused: newRefusalLog(log), source: cfg.ACLSource}
-	if cfg.NamesrvListen != "" {
+	if selfRegister {
 		ak, sk := cfg.Broker.AccessKey, cfg.Broker.SecretKey
 		g.self = func(c *acl.Checker) error { return selfRegisterCheck(c, ak, sk) }
 	}

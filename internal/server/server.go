@@ -148,7 +148,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 2)}
-	gate, err := newACLGate(&cfg, cfg.Logger)
+	gate, err := newACLGate(&cfg, cfg.Logger, cfg.NamesrvListen != "")
 	if err != nil {
 		return nil, err
 	}
@@ -183,29 +183,12 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 
-	var nsLn net.Listener
 	if cfg.NamesrvListen != "" {
-		ln, err := net.Listen("tcp", cfg.NamesrvListen)
-		if err != nil {
+		if err := s.startNamesrv(); err != nil {
 			s.plugins.close(context.Background())
 			s.Store.Close()
-			return nil, fmt.Errorf("name server: listen on %s: %w", cfg.NamesrvListen, err)
+			return nil, err
 		}
-		nsLn = ln
-		s.NamesrvAddr = ln.Addr().String()
-	}
-
-	if nsLn != nil {
-		no := cfg.EmbeddedNamesrv
-		if no.Logger == nil {
-			no.Logger = cfg.Logger
-		}
-		no.Authorize = s.acl.authorizeNamesrv
-		if s.tls != nil {
-			no.TLS, no.TLSPermissive = s.tls.serverConfig(), cfg.TLS.Mode == TLSPermissive
-		}
-		s.NS = namesrv.New(no)
-		s.serve(func() error { return s.NS.Serve(nsLn) })
 	}
 
 	bo := cfg.Broker
@@ -261,6 +244,58 @@ func Start(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// StartNamesrv runs a name server alone, configured by the parts of cfg a
+// name server uses: NamesrvListen (required), EmbeddedNamesrv, Remoting,
+// TLS, ACL (and ACLSource) and Insecure. The Server it returns has no
+// broker or store; Shutdown, Err, ReloadACL and ReloadTLS work as for a
+// broker process.
+func StartNamesrv(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	}
+	if cfg.NamesrvListen == "" {
+		return nil, errors.New("name server: no listen address")
+	}
+	cfg.Listen = "" // no broker port: only the name server's is exposed
+	if err := cfg.checkExposure(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 1)}
+	var err error
+	if s.acl, err = newACLGate(&cfg, cfg.Logger, false); err != nil {
+		return nil, err
+	}
+	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
+		return nil, err
+	}
+	if err := s.startNamesrv(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startNamesrv listens on NamesrvListen and serves a name server there,
+// under the process's connection limits, TLS and access control.
+func (s *Server) startNamesrv() error {
+	ln, err := net.Listen("tcp", s.cfg.NamesrvListen)
+	if err != nil {
+		return fmt.Errorf("name server: listen on %s: %w", s.cfg.NamesrvListen, err)
+	}
+	s.NamesrvAddr = ln.Addr().String()
+	no := s.cfg.EmbeddedNamesrv
+	if no.Logger == nil {
+		no.Logger = s.cfg.Logger
+	}
+	no.Remoting = s.cfg.Remoting
+	no.Remoting.Authorize = s.acl.authorizeNamesrv
+	if s.tls != nil {
+		no.Remoting.TLS, no.Remoting.TLSPermissive = s.tls.serverConfig(), s.cfg.TLS.Mode == TLSPermissive
+	}
+	s.NS = namesrv.New(no)
+	s.serve(func() error { return s.NS.Serve(ln) })
+	return nil
+}
+
 func (s *Server) serve(fn func() error) {
 	s.wg.Add(1)
 	go func() {
@@ -287,11 +322,16 @@ func (s *Server) stopNamesrv() {
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	s.shutdown.Do(func() {
-		errs = append(errs, s.Broker.Shutdown(ctx))
+		if s.Broker != nil {
+			errs = append(errs, s.Broker.Shutdown(ctx))
+		}
 		if s.NS != nil {
 			errs = append(errs, s.NS.Shutdown(ctx))
 		}
 		s.wg.Wait()
+		if s.Store == nil {
+			return // a name server alone (StartNamesrv)
+		}
 		errs = append(errs, s.stopBridge(ctx))
 		errs = append(errs, s.plugins.close(ctx))
 		errs = append(errs, s.Store.Close())

@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+// A name server alone enforces the process's access control and
+// connection limits, as the embedded one does.
+func TestNamesrvAloneACLAndLimits(t *testing.T) {
+	cfg := server.Config{
+		NamesrvListen: "127.0.0.1:0",
+		Logger:        brokertest.Logger(),
+		Remoting:      remoting.ServerOptions{MaxConnsPerAddr: 2},
+		ACL: acl.Config{Enabled: true, Accounts: []acl.Account{
+			{AccessKey: "nsAdmin", SecretKey: "nsAdminSecret", Admin: true},
+			{AccessKey: "appUser1", SecretKey: "appSecret12", DefaultTopicPerm: "PUB|SUB"},
+		}},
+	}
+	srv, err := server.StartNamesrv(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	cl := remoting.NewClient(remoting.ClientOptions{Logger: brokertest.Logger()})
+	defer cl.Close()
+	register := func(ak, sk string) *remoting.Command {
+		t.Helper()
+		req := remoting.NewRequest(remoting.RegisterBroker, map[string]string{
+			"brokerName": "b", "brokerAddr": "127.0.0.1:1", "clusterName": "c", "brokerId": "0",
+		}, []byte(`{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"topicName":"T","readQueueNums":1,"writeQueueNums":1,"perm":6}}}}`))
+		if ak != "" {
+			acl.Sign(req, ak, sk, "")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.Invoke(ctx, srv.NamesrvAddr, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, c := range []struct{ ak, sk string }{{"", ""}, {"appUser1", "appSecret12"}, {"nsAdmin", "wrongSecret"}} {
+		if resp := register(c.ak, c.sk); resp.Code != remoting.NoPermission {
+			t.Fatalf("registration by %q: code %d %q, want NO_PERMISSION", c.ak, resp.Code, resp.Remark)
+		}
+	}
+	if _, ok := srv.NS.Route("T"); ok {
+		t.Fatal("a refused registration made a route")
+	}
+	if resp := register("nsAdmin", "nsAdminSecret"); resp.Code != remoting.Success {
+		t.Fatalf("admin registration: %d %q", resp.Code, resp.Remark)
+	}
+	if _, ok := srv.NS.Route("T"); !ok {
+		t.Fatal("the admin's registration made no route")
+	}
+
+	// The client above holds one connection; one more fits, a third is
+	// closed as soon as it is accepted.
+	second, err := net.Dial("tcp", srv.NamesrvAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	brokertest.Eventually(t, 10*time.Second, "the third connection closed by the limit", func() bool {
+		third, err := net.Dial("tcp", srv.NamesrvAddr)
+		if err != nil {
+			return false
+		}
+		defer third.Close()
+		_ = third.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err = third.Read(make([]byte, 1))
+		return err != nil && !isTimeout(err)
+	})
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
