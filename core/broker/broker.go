@@ -30,7 +30,7 @@ const (
 	DefaultPullMaxBytes      = 1 << 20
 	DefaultPullScanUnits     = 800
 	DefaultFilterCacheSize   = 4096
-	DefaultFilterCacheBytes  = 64 << 20
+	DefaultFilterCacheBytes  = 32 << 20
 	DefaultMaxBatchMessages  = 10000
 	DefaultMaxHeldPulls      = 4096
 	DefaultMaxFilterExpr     = 16 << 10
@@ -104,7 +104,8 @@ type Options struct {
 	Filters map[string]FilterFactory `yaml:"-"`
 	// FilterCacheMaxBytes bounds the estimated memory of the compiled
 	// subscription filters the broker keeps (at most 4,096 of them).
-	// Default 64 MiB: a 16 KiB SQL92 expression compiles to about 1.5 MB.
+	// Default 32 MiB: a 16 KiB SQL92 expression compiles to about 1.5 MB,
+	// a typical one of a hundred bytes to about 10 KB.
 	// The distinct filters of held pulls have the same bound; beyond it a
 	// pull with a filter no held pull shares is answered at once.
 	FilterCacheMaxBytes int64 `yaml:"filterCacheMaxBytes" cfg:"size"`

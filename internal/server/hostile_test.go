@@ -77,8 +77,12 @@ const (
 // hostileHeapBound). The broker is in-process, so the heap is the test
 // process's; the attackers keep little of it (one frame at a time, and
 // the non-reader reads nothing). VmRSS is logged, not asserted: -race
-// multiplies it.
-func TestHostileWorkloadsBrokerStaysUp(t *testing.T) {
+// multiplies it; TestHostileWorkloadsRSS, built without -race, asserts it.
+func TestHostileWorkloadsBrokerStaysUp(t *testing.T) { hostileWorkloads(t, 0) }
+
+// hostileWorkloads runs the attack; rssBound, if not zero, is asserted on
+// the process's peak VmRSS.
+func hostileWorkloads(t *testing.T, rssBound uint64) {
 	if testing.Short() {
 		t.Skip("resource test: seconds of hostile load")
 	}
@@ -501,6 +505,9 @@ func TestHostileWorkloadsBrokerStaysUp(t *testing.T) {
 	}
 	if peakHeap.Load() > hostileHeapBound {
 		t.Errorf("heap in use and stacks peaked at %d MiB during the attack, over the bound of %d MiB", peakHeap.Load()>>20, hostileHeapBound>>20)
+	}
+	if rssBound > 0 && peakRSS.Load() > rssBound {
+		t.Errorf("VmRSS peaked at %d MiB during the attack, over the bound of %d MiB", peakRSS.Load()>>20, rssBound>>20)
 	}
 }
 
