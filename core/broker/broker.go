@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
@@ -326,6 +327,7 @@ type Broker struct {
 	holds      *holdTable
 	filters    *filterCache
 	registerMu sync.Mutex      // serialises registrations
+	regBytes   atomic.Int64    // registration body bytes sent, all name servers
 	levels     []time.Duration // delay levels, from Options
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
@@ -360,7 +362,7 @@ func New(opts Options) (*Broker, error) {
 	b.topics, err = loadTopics(b.store, topicsConfig{
 		log:               b.log,
 		now:               b.now,
-		changed:           b.registerNow,
+		changed:           b.topicChanged,
 		queueNums:         opts.DefaultTopicQueueNums,
 		disableAutoCreate: opts.DisableAutoCreateTopic,
 	})

@@ -44,3 +44,7 @@ func (b *Broker) QueueLocks(group string) map[Queue]string { return b.locks.hold
 
 // HeldPulls returns the number of pulls held (long polling).
 func (b *Broker) HeldPulls() int { return b.holds.count() }
+
+// RegisteredBytes returns the bytes of registration bodies the broker has
+// sent to its name servers, all of them counted.
+func (b *Broker) RegisteredBytes() int64 { return b.regBytes.Load() }

@@ -73,7 +73,7 @@ type topicTable struct {
 	store *store.Store
 	// changed is called, with no lock held, after a topic is saved or
 	// deleted (the broker registers with the name servers).
-	changed func()
+	changed func(topic string, deleted bool)
 
 	mu      sync.RWMutex
 	topics  map[string]TopicConfig
@@ -84,7 +84,7 @@ type topicTable struct {
 type topicsConfig struct {
 	log     *slog.Logger
 	now     func() time.Time
-	changed func()
+	changed func(topic string, deleted bool)
 	// queueNums and disableAutoCreate shape the template topic
 	// (Options.DefaultTopicQueueNums, DisableAutoCreateTopic).
 	queueNums         int
@@ -136,6 +136,14 @@ func (t *topicTable) get(topic string) (TopicConfig, bool) {
 	return tc, ok
 }
 
+// current returns a topic's configuration with the table's version.
+func (t *topicTable) current(topic string) (TopicConfig, remoting.DataVersion, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	tc, ok := t.topics[topic]
+	return tc, t.version, ok
+}
+
 // snapshot returns a copy of the table and its version.
 func (t *topicTable) snapshot() (map[string]TopicConfig, remoting.DataVersion) {
 	t.mu.RLock()
@@ -166,7 +174,7 @@ func (t *topicTable) put(tc TopicConfig) error {
 	t.version.Timestamp = t.now().UnixMilli()
 	t.mu.Unlock()
 	t.log.Info("topic saved", "topic", tc.TopicName, "read_queues", tc.ReadQueueNums, "write_queues", tc.WriteQueueNums, "perm", tc.Perm)
-	t.changed()
+	t.changed(tc.TopicName, false)
 	return nil
 }
 
@@ -194,9 +202,10 @@ func (t *topicTable) delete(topic string) error {
 	}
 	delete(t.topics, topic)
 	t.version.Counter++
+	t.version.Timestamp = t.now().UnixMilli()
 	t.mu.Unlock()
 	t.log.Info("topic deleted", "topic", topic)
-	t.changed()
+	t.changed(topic, true)
 	return nil
 }
 
