@@ -58,9 +58,12 @@
 //
 //  1. A send is answered after the store appended it, which under the
 //     store's sync flush means after the fsync that covers it; a refused
-//     send (bad header, system topic, unwritable topic, no such queue,
-//     oversize body or properties, a batch over MaxBatchMessages or whose
-//     whole body is over MaxMessageSize) stores nothing.
+//     send (bad header, system topic, unwritable topic, no such queue, a
+//     queue at or above the topic's read queue count, oversize body or
+//     properties, a batch over MaxBatchMessages or whose whole body is
+//     over MaxMessageSize) stores nothing. No topic is saved with more
+//     write queues than read queues, so every stored message sits in a
+//     queue that consumers' routes list.
 //  2. A batch is stored whole or not at all, at consecutive offsets of one
 //     queue.
 //  3. A delayed or timed message is stored in the schedule or timer topic,

@@ -218,10 +218,24 @@ func checkTopicConfig(tc TopicConfig) error {
 		errs = append(errs, fmt.Errorf("broker: topic %s: queue counts must be 1..%d (read %d, write %d)",
 			tc.TopicName, maxQueueNums, tc.ReadQueueNums, tc.WriteQueueNums))
 	}
+	if tc.WriteQueueNums > tc.ReadQueueNums {
+		// Queues beyond the read count are in no consumer's route, so what
+		// is written there is never delivered. Shrinking a topic lowers the
+		// write count first and the read count once those queues drained.
+		errs = append(errs, fmt.Errorf("broker: topic %s: writeQueueNums %d exceeds readQueueNums %d; messages in the extra queues could never be consumed",
+			tc.TopicName, tc.WriteQueueNums, tc.ReadQueueNums))
+	}
 	if tc.Perm&^(remoting.PermPriority|permRW|remoting.PermInherit) != 0 {
 		errs = append(errs, fmt.Errorf("broker: topic %s: unknown permission bits in %d", tc.TopicName, tc.Perm))
 	}
 	return errors.Join(errs...)
+}
+
+// writableQueues is how many queues a send may pick among: the write
+// queues that are also read queues. A topic saved by an older version may
+// have more write queues than read ones.
+func writableQueues(tc TopicConfig) int32 {
+	return int32(max(1, min(tc.ReadQueueNums, tc.WriteQueueNums)))
 }
 
 // autoCreate creates topic from the template named by defaultTopic, as a
