@@ -35,6 +35,8 @@ const (
 	DefaultMaxBatchMessages  = 10000
 	DefaultMaxHeldPulls      = 4096
 	DefaultMaxFilterExpr     = 16 << 10
+	DefaultMaxTopics         = 10000
+	DefaultMaxGroups         = 10000
 	DefaultRegisterTimeout   = 3 * time.Second
 	defaultBrokerVersion     = 409
 	defaultHeartbeatSweepGap = 10 * time.Second
@@ -78,6 +80,17 @@ type Options struct {
 	// Topics are created, or updated to this configuration, by New: before
 	// the broker first registers with the name servers.
 	Topics []TopicOptions `yaml:"topics"`
+	// MaxTopics bounds the topic table, retry and dead-letter topics
+	// included: creating a topic beyond it (UPDATE_AND_CREATE_TOPIC, a
+	// send's auto-creation, a group's retry or dead-letter topic) is
+	// refused, naming the limit; changing an existing topic never is, nor
+	// creating the broker's own fixed topics. Default 10,000.
+	MaxTopics int `yaml:"maxTopics"`
+	// MaxGroups bounds the producer and consumer groups tracked from
+	// heartbeats (a name used for both counts twice): a heartbeat's group
+	// beyond it is refused, naming the limit, while groups already tracked
+	// keep heartbeating. Default 10,000.
+	MaxGroups int `yaml:"maxGroups"`
 	// MaxMessageSize bounds a message body, and the whole body of a batch
 	// (every message with its framing, as the client encodes it). Default
 	// 4 MiB.
@@ -248,6 +261,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxFilterExpression == 0 {
 		o.MaxFilterExpression = DefaultMaxFilterExpr
 	}
+	if o.MaxTopics == 0 {
+		o.MaxTopics = DefaultMaxTopics
+	}
+	if o.MaxGroups == 0 {
+		o.MaxGroups = DefaultMaxGroups
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -296,6 +315,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FilterCacheMaxBytes < 0 || o.MaxFilterExpression < 0 {
 		errs = append(errs, errors.New("broker: FilterCacheMaxBytes and MaxFilterExpression must not be negative"))
+	}
+	if o.MaxTopics < 0 || o.MaxGroups < 0 {
+		errs = append(errs, errors.New("broker: MaxTopics and MaxGroups must not be negative"))
 	}
 	if o.MaxMessageSize < 1 {
 		errs = append(errs, errors.New("broker: MaxMessageSize must be positive"))
@@ -364,6 +386,7 @@ func New(opts Options) (*Broker, error) {
 		now:               b.now,
 		changed:           b.topicChanged,
 		queueNums:         opts.DefaultTopicQueueNums,
+		maxTopics:         opts.MaxTopics,
 		disableAutoCreate: opts.DisableAutoCreateTopic,
 	})
 	if err != nil {
@@ -374,7 +397,7 @@ func New(opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
-	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
+	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.MaxGroups, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
 		b.locks.releaseClients(ids)
 	})
 	b.holds = newHoldTable(b.log, b.store, opts.MaxHeldPullsPerConn, opts.FilterCacheMaxBytes, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })

@@ -25,6 +25,11 @@ var (
 	// ErrReservedTopic refuses a write, by a client or a dead-letter
 	// resend, into a topic the broker keeps for itself (reservedTopic).
 	ErrReservedTopic = errors.New("broker: topic reserved for the broker")
+	// ErrTopicQuota refuses to create a topic beyond Options.MaxTopics.
+	ErrTopicQuota = errors.New("broker: topic quota reached")
+	// ErrGroupQuota refuses a heartbeat's new group beyond
+	// Options.MaxGroups.
+	ErrGroupQuota = errors.New("broker: group quota reached")
 )
 
 // maxBatchMessagesLimit is the largest Options.MaxBatchMessages: a batch's

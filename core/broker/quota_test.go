@@ -1,6 +1,8 @@
 package broker_test
 
 import (
+	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 // TestWritesOnlyToReadableQueues checks that a topic configuration with
@@ -61,5 +64,113 @@ func TestWritesOnlyToReadableQueues(t *testing.T) {
 	}
 	if n := env.Store.MaxOffset("Legacy", 0) + env.Store.MaxOffset("Legacy", 1); n != 41 {
 		t.Errorf("the readable queues hold %d messages, want 41", n)
+	}
+}
+
+// TestTopicQuota fills the topic table to MaxTopics: creating one more, by
+// UPDATE_AND_CREATE_TOPIC, a send or a new group's retry topic, is
+// refused with a remark naming the limit and logged once, while an
+// existing topic can still be changed and sent to.
+func TestTopicQuota(t *testing.T) {
+	const limit = 12
+	logs := &syncBuffer{}
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Broker.MaxTopics = limit
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	create := func(topic string, queues int) *remoting.Command {
+		n := strconv.Itoa(queues)
+		return invoke(t, cl, env, remoting.UpdateAndCreateTopic, map[string]string{"topic": topic, "readQueueNums": n, "writeQueueNums": n, "perm": "6"}, nil)
+	}
+	for i := 0; len(env.Broker.Topics()) < limit; i++ {
+		if r := create("Q"+strconv.Itoa(i), 1); r.Code != remoting.Success {
+			t.Fatalf("topic %d of %d: %v", len(env.Broker.Topics())+1, limit, r)
+		}
+	}
+	want := "12 topics exist, the limit is 12 (maxTopics)"
+	for i := range 5 {
+		r := create("Over"+strconv.Itoa(i), 1)
+		if r.Code == remoting.Success || !strings.Contains(r.Remark, want) {
+			t.Fatalf("a topic over the quota: code %d %q", r.Code, r.Remark)
+		}
+	}
+	r := sendRaw(t, cl, env, map[string]string{"topic": "AutoOver"}, []byte("x"))
+	if r.Code != remoting.TopicNotExist || !strings.Contains(r.Remark, want) {
+		t.Fatalf("a send auto-creating a topic over the quota: code %d %q", r.Code, r.Remark)
+	}
+	hb, _ := json.Marshal(remoting.HeartbeatData{ClientID: "c@1", ConsumerDataSet: []remoting.ConsumerData{{
+		GroupName: "newgroup", ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING"}}})
+	if r := invoke(t, cl, env, remoting.HeartBeat, nil, hb); r.Code == remoting.Success || !strings.Contains(r.Remark, want) {
+		t.Fatalf("a heartbeat whose retry topic is over the quota: code %d %q", r.Code, r.Remark)
+	}
+	if n := len(env.Broker.Topics()); n != limit {
+		t.Fatalf("%d topics, want %d", n, limit)
+	}
+	if r := create("Q0", 2); r.Code != remoting.Success {
+		t.Fatalf("updating an existing topic at the quota: %v", r)
+	}
+	if r := sendRaw(t, cl, env, map[string]string{"topic": "Q0", "queueId": "1"}, []byte("x")); r.Code != remoting.Success {
+		t.Fatalf("sending to an existing topic at the quota: %v", r)
+	}
+	if n := strings.Count(logs.String(), "topic quota reached"); n != 1 {
+		t.Fatalf("%d log lines for the quota, want 1 (rate-limited)", n)
+	}
+}
+
+// TestGroupQuota registers groups up to MaxGroups: a heartbeat with one
+// more consumer or producer group is refused for that group with a remark
+// naming the limit, while the groups already registered keep
+// heartbeating, changed subscriptions included.
+func TestGroupQuota(t *testing.T) {
+	logs := &syncBuffer{}
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Broker.MaxGroups = 3
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	consumer := func(group, expr string) remoting.ConsumerData {
+		return remoting.ConsumerData{GroupName: group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING",
+			SubscriptionDataSet: []remoting.SubscriptionData{{Topic: "Good", SubString: expr}}}
+	}
+	heartbeat := func(hb remoting.HeartbeatData) *remoting.Command {
+		body, _ := json.Marshal(hb)
+		return invoke(t, cl, env, remoting.HeartBeat, nil, body)
+	}
+	r := heartbeat(remoting.HeartbeatData{ClientID: "c@1", ConsumerDataSet: []remoting.ConsumerData{consumer("c1", "*")},
+		ProducerDataSet: []remoting.ProducerData{{GroupName: "p1"}, {GroupName: "p2"}}})
+	if r.Code != remoting.Success {
+		t.Fatalf("three groups: %v", r)
+	}
+	want := "3 groups are registered, the limit is 3 (maxGroups)"
+	for _, hb := range []remoting.HeartbeatData{
+		{ClientID: "c@2", ConsumerDataSet: []remoting.ConsumerData{consumer("c2", "*")}},
+		{ClientID: "c@2", ProducerDataSet: []remoting.ProducerData{{GroupName: "p3"}}},
+		{ClientID: "c@2", ProducerDataSet: []remoting.ProducerData{{GroupName: "c1"}}},
+	} {
+		r := heartbeat(hb)
+		if r.Code == remoting.Success || !strings.Contains(r.Remark, want) {
+			t.Fatalf("a fourth group: code %d %q", r.Code, r.Remark)
+		}
+	}
+	if len(env.Broker.ConsumerIDs("c2")) != 0 {
+		t.Fatal("the refused consumer group was registered")
+	}
+	if _, ok := env.Broker.Topics()[broker.RetryGroupTopicPrefix+"c2"]; ok {
+		t.Fatal("the refused consumer group got a retry topic")
+	}
+	r = heartbeat(remoting.HeartbeatData{ClientID: "c@3", ConsumerDataSet: []remoting.ConsumerData{consumer("c1", "TagA")},
+		ProducerDataSet: []remoting.ProducerData{{GroupName: "p2"}}})
+	if r.Code != remoting.Success {
+		t.Fatalf("new members of registered groups at the quota: %v", r)
+	}
+	if ids := env.Broker.ConsumerIDs("c1"); len(ids) != 2 {
+		t.Fatalf("group c1 has members %v, want two", ids)
+	}
+	if n := strings.Count(logs.String(), "group quota reached"); n != 1 {
+		t.Fatalf("%d log lines for the quota, want 1 (rate-limited)", n)
 	}
 }

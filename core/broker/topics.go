@@ -66,6 +66,12 @@ func reservedTopic(topic string) bool {
 		strings.HasPrefix(topic, DLQGroupTopicPrefix)
 }
 
+// brokerTopic reports whether topic is one of the fixed few the broker
+// creates for itself, which the topic quota never refuses.
+func brokerTopic(topic string) bool {
+	return systemTopic(topic) || topic == AutoCreateTopicKey || topic == TxnCheckMaxTopic
+}
+
 // topicTable is the broker's topic configuration, persisted in the store.
 type topicTable struct {
 	log   *slog.Logger
@@ -74,6 +80,9 @@ type topicTable struct {
 	// changed is called, with no lock held, after a topic is saved or
 	// deleted (the broker registers with the name servers).
 	changed func(topic string, deleted bool)
+	// max bounds the table (Options.MaxTopics).
+	max      int
+	quotaLog limitLog
 
 	mu      sync.RWMutex
 	topics  map[string]TopicConfig
@@ -89,12 +98,14 @@ type topicsConfig struct {
 	// (Options.DefaultTopicQueueNums, DisableAutoCreateTopic).
 	queueNums         int
 	disableAutoCreate bool
+	// maxTopics is Options.MaxTopics.
+	maxTopics int
 }
 
 // loadTopics reads the topic table from st and saves the template topic
 // when it is missing or auto-creation is off.
 func loadTopics(st *store.Store, cfg topicsConfig) (*topicTable, error) {
-	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, topics: map[string]TopicConfig{}}
+	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, max: cfg.maxTopics, topics: map[string]TopicConfig{}}
 	err := st.EachMeta(topicMetaKey, func(name string, v []byte) error {
 		var tc TopicConfig
 		if err := json.Unmarshal(v, &tc); err != nil {
@@ -161,9 +172,18 @@ func (t *topicTable) put(tc TopicConfig) error {
 		tc.TopicFilterType = "SINGLE_TAG"
 	}
 	t.mu.Lock()
-	if old, ok := t.topics[tc.TopicName]; ok && old == tc {
+	old, ok := t.topics[tc.TopicName]
+	if ok && old == tc {
 		t.mu.Unlock()
 		return nil
+	}
+	if !ok && len(t.topics) >= t.max && !brokerTopic(tc.TopicName) {
+		n := len(t.topics)
+		t.mu.Unlock()
+		if t.quotaLog.allow(t.now()) {
+			t.log.Warn("topic quota reached; creation refused", "topic", logName(tc.TopicName), "topics", n, "limit", t.max)
+		}
+		return fmt.Errorf("%w: %d topics exist, the limit is %d (maxTopics); %s not created", ErrTopicQuota, n, t.max, logName(tc.TopicName))
 	}
 	if err := t.persist(tc); err != nil {
 		t.mu.Unlock()
@@ -249,7 +269,7 @@ func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicCon
 			return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
 		}
 		tc, err := b.ensureRetry(group)
-		return tc, remoting.SystemError, err
+		return tc, creationCode(err), err
 	}
 	if strings.HasPrefix(topic, DLQGroupTopicPrefix) {
 		return TopicConfig{}, remoting.NoPermission, fmt.Errorf("%w: %s is created only by the broker", ErrReservedTopic, logName(topic))
@@ -269,7 +289,16 @@ func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicCon
 		n = queueNums
 	}
 	tc, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: tmpl.Perm &^ remoting.PermInherit})
-	return tc, remoting.SystemError, err
+	return tc, creationCode(err), err
+}
+
+// creationCode is the answer's code when creating a topic failed: a
+// topic that the quota keeps from existing does not exist.
+func creationCode(err error) int16 {
+	if errors.Is(err, ErrTopicQuota) {
+		return remoting.TopicNotExist
+	}
+	return remoting.SystemError
 }
 
 func (b *Broker) handleCreateTopic(c *remoting.Conn, req *remoting.Command) *remoting.Command {
