@@ -37,6 +37,7 @@ const (
 	DefaultMaxFilterExpr     = 16 << 10
 	DefaultMaxTopics         = 10000
 	DefaultMaxGroups         = 10000
+	DefaultMaxSubscriptions  = 1000
 	DefaultRegisterTimeout   = 3 * time.Second
 	defaultBrokerVersion     = 409
 	defaultHeartbeatSweepGap = 10 * time.Second
@@ -91,6 +92,11 @@ type Options struct {
 	// beyond it is refused, naming the limit, while groups already tracked
 	// keep heartbeating. Default 10,000.
 	MaxGroups int `yaml:"maxGroups"`
+	// MaxSubscriptionsPerGroup bounds the topics one consumer group
+	// subscribes to in a heartbeat; a group over it is refused. Default
+	// 1,000. A heartbeat names at most MaxHeartbeatGroups consumer groups
+	// and as many producer groups.
+	MaxSubscriptionsPerGroup int `yaml:"maxSubscriptionsPerGroup"`
 	// MaxMessageSize bounds a message body, and the whole body of a batch
 	// (every message with its framing, as the client encodes it). Default
 	// 4 MiB.
@@ -267,6 +273,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxGroups == 0 {
 		o.MaxGroups = DefaultMaxGroups
 	}
+	if o.MaxSubscriptionsPerGroup == 0 {
+		o.MaxSubscriptionsPerGroup = DefaultMaxSubscriptions
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -316,8 +325,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FilterCacheMaxBytes < 0 || o.MaxFilterExpression < 0 {
 		errs = append(errs, errors.New("broker: FilterCacheMaxBytes and MaxFilterExpression must not be negative"))
 	}
-	if o.MaxTopics < 0 || o.MaxGroups < 0 {
-		errs = append(errs, errors.New("broker: MaxTopics and MaxGroups must not be negative"))
+	if o.MaxTopics < 0 || o.MaxGroups < 0 || o.MaxSubscriptionsPerGroup < 0 {
+		errs = append(errs, errors.New("broker: MaxTopics, MaxGroups and MaxSubscriptionsPerGroup must not be negative"))
 	}
 	if o.MaxMessageSize < 1 {
 		errs = append(errs, errors.New("broker: MaxMessageSize must be positive"))

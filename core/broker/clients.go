@@ -83,8 +83,12 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
 		return response(req, remoting.SystemError, "heartbeat: bad body: %v", err)
 	}
-	if hb.ClientID == "" {
-		return response(req, remoting.SystemError, "heartbeat: clientID is required")
+	if hb.ClientID == "" || len(hb.ClientID) > maxClientIDLen {
+		return response(req, remoting.SystemError, "heartbeat: a clientID of 1 to %d bytes is required (got %d)", maxClientIDLen, len(hb.ClientID))
+	}
+	if nc, np := len(hb.ConsumerDataSet), len(hb.ProducerDataSet); nc > MaxHeartbeatGroups || np > MaxHeartbeatGroups {
+		return response(req, remoting.SystemError, "heartbeat: %d consumer and %d producer groups; one heartbeat may name at most %d of each",
+			nc, np, MaxHeartbeatGroups)
 	}
 	now := b.now()
 	// The groups a heartbeat names are registered one by one. The answer
@@ -95,6 +99,10 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 	for _, cd := range hb.ConsumerDataSet {
 		if err := checkGroup(cd.GroupName); err != nil {
 			refused.add(remoting.SubscriptionGroupNotExist, "consumer "+err.Error())
+			continue
+		}
+		if err := b.checkSubscriptions(cd); err != nil {
+			refused.add(remoting.SystemError, err.Error())
 			continue
 		}
 		if err := b.clients.admits(groupConsumer, cd.GroupName, now); err != nil {
@@ -141,6 +149,23 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 		}
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// checkSubscriptions reports why a heartbeat's consumer group may not
+// subscribe as it asks, or nil: too many topics, or a topic name clients
+// may not use (a group's %RETRY% topic is a valid name: the official
+// client subscribes to it). Expressions are bounded when compiled.
+func (b *Broker) checkSubscriptions(cd remoting.ConsumerData) error {
+	if n := len(cd.SubscriptionDataSet); n > b.opts.MaxSubscriptionsPerGroup {
+		return fmt.Errorf("consumer group %s subscribes to %d topics, the limit is %d (maxSubscriptionsPerGroup)",
+			cd.GroupName, n, b.opts.MaxSubscriptionsPerGroup)
+	}
+	for _, sd := range cd.SubscriptionDataSet {
+		if err := ValidateTopic(sd.Topic); err != nil {
+			return fmt.Errorf("consumer group %s subscribes to a topic clients may not use: %w", cd.GroupName, err)
+		}
+	}
+	return nil
 }
 
 // firstError keeps the first of a request's several errors for its

@@ -37,6 +37,16 @@ var (
 // which must stay under remoting.MaxHeaderSize with room for the rest.
 const maxBatchMessagesLimit = (remoting.MaxHeaderSize - 64<<10) / 33
 
+// MaxHeartbeatGroups bounds the consumer groups, and the producer groups,
+// one heartbeat may name. A client process sends one heartbeat for all
+// its producers and consumers; a thousand of either is far beyond what
+// one process runs.
+const MaxHeartbeatGroups = 1000
+
+// maxClientIDLen bounds a heartbeat's client id, which the broker keeps
+// and logs. The official clients send "ip@instance", some tens of bytes.
+const maxClientIDLen = 1024
+
 // MaxGroupNameLen is the longest producer or consumer group name, as in
 // RocketMQ (CHARACTER_MAX_LENGTH).
 const MaxGroupNameLen = 255

@@ -174,3 +174,69 @@ func TestGroupQuota(t *testing.T) {
 		t.Fatalf("%d log lines for the quota, want 1 (rate-limited)", n)
 	}
 }
+
+// TestHeartbeatBounded sends heartbeats over the bounds: too many groups,
+// a group with too many subscriptions or one to a topic name clients may
+// not use, an over-long client id. Each is refused with a remark naming
+// the bound and registers nothing, while a group subscribing to its own
+// retry topic is accepted.
+func TestHeartbeatBounded(t *testing.T) {
+	env := brokertest.Start(t)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	heartbeat := func(hb remoting.HeartbeatData) *remoting.Command {
+		body, _ := json.Marshal(hb)
+		return invoke(t, cl, env, remoting.HeartBeat, nil, body)
+	}
+	consumer := func(group string, topics ...string) remoting.ConsumerData {
+		cd := remoting.ConsumerData{GroupName: group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING"}
+		for _, topic := range topics {
+			cd.SubscriptionDataSet = append(cd.SubscriptionDataSet, remoting.SubscriptionData{Topic: topic, SubString: "*"})
+		}
+		return cd
+	}
+	var many []remoting.ConsumerData
+	var producers []remoting.ProducerData
+	for i := range broker.MaxHeartbeatGroups + 1 {
+		many = append(many, consumer("g"+strconv.Itoa(i), "Good"))
+		producers = append(producers, remoting.ProducerData{GroupName: "p" + strconv.Itoa(i)})
+	}
+	var topics []string
+	for i := range broker.DefaultMaxSubscriptions + 1 {
+		topics = append(topics, "T"+strconv.Itoa(i))
+	}
+	topicsBefore := len(env.Broker.Topics())
+	for _, c := range []struct {
+		name   string
+		hb     remoting.HeartbeatData
+		remark string
+	}{
+		{"too many consumer groups", remoting.HeartbeatData{ClientID: "c@1", ConsumerDataSet: many}, "at most 1000"},
+		{"too many producer groups", remoting.HeartbeatData{ClientID: "c@1", ProducerDataSet: producers}, "at most 1000"},
+		{"too many subscriptions", remoting.HeartbeatData{ClientID: "c@1", ConsumerDataSet: []remoting.ConsumerData{consumer("subs", topics...)}},
+			"subscribes to 1001 topics, the limit is 1000 (maxSubscriptionsPerGroup)"},
+		{"bad topic name", remoting.HeartbeatData{ClientID: "c@1", ConsumerDataSet: []remoting.ConsumerData{consumer("badtopic", "Good", "a b")}},
+			"consumer group badtopic subscribes to a topic clients may not use"},
+		{"long topic name", remoting.HeartbeatData{ClientID: "c@1", ConsumerDataSet: []remoting.ConsumerData{consumer("longtopic", strings.Repeat("t", 1<<20))}},
+			"clients may not use"},
+		{"long client id", remoting.HeartbeatData{ClientID: strings.Repeat("c", 2048), ProducerDataSet: producers[:1]}, "clientID of 1 to 1024 bytes"},
+	} {
+		r := heartbeat(c.hb)
+		if r.Code == remoting.Success || !strings.Contains(r.Remark, c.remark) || len(r.Remark) > 512 {
+			t.Errorf("%s: code %d %.300q, want a refusal mentioning %q", c.name, r.Code, r.Remark, c.remark)
+		}
+	}
+	for _, group := range []string{"g0", "subs", "badtopic", "longtopic"} {
+		if ids := env.Broker.ConsumerIDs(group); len(ids) != 0 {
+			t.Errorf("refused group %s was registered: %v", group, ids)
+		}
+	}
+	if n := len(env.Broker.Topics()); n != topicsBefore {
+		t.Errorf("refused heartbeats created %d topics", n-topicsBefore)
+	}
+	r := heartbeat(remoting.HeartbeatData{ClientID: "c@1", ConsumerDataSet: []remoting.ConsumerData{
+		consumer("ok", "Good", broker.RetryGroupTopicPrefix+"ok")}})
+	if r.Code != remoting.Success || len(env.Broker.ConsumerIDs("ok")) != 1 {
+		t.Fatalf("a group subscribing to its retry topic: %v", r)
+	}
+}
