@@ -75,12 +75,25 @@ type Options struct {
 	// TOPIC_NOT_EXIST instead of creating them. Auto-creation is on by
 	// default.
 	DisableAutoCreateTopic bool `yaml:"autoCreateTopic" cfg:"not"`
+	// DisableAutoCreateGroup lets only consumer groups with a subscription
+	// group config (Groups, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) register
+	// consumers by heartbeat, pull, commit offsets and send messages back;
+	// any other group is answered SUBSCRIPTION_GROUP_NOT_EXIST. Producer
+	// groups need no config. By default any valid group name may consume,
+	// as with RocketMQ's autoCreateSubscriptionGroup: true.
+	DisableAutoCreateGroup bool `yaml:"autoCreateSubscriptionGroup" cfg:"not"`
 	// DefaultTopicQueueNums is the queue count of TBW102, the template of
 	// auto-created topics, and of Topics that name none. Default 8.
 	DefaultTopicQueueNums int `yaml:"defaultTopicQueueNums"`
 	// Topics are created, or updated to this configuration, by New: before
 	// the broker first registers with the name servers.
 	Topics []TopicOptions `yaml:"topics"`
+	// Groups are consumer groups configured by New, as
+	// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP would: created, or updated to
+	// GroupOptions' fields (their defaults where left zero); the fields
+	// GroupOptions lacks, such as an allocation strategy set by the admin
+	// command, stay as stored.
+	Groups []GroupOptions `yaml:"groups"`
 	// MaxTopics bounds the topic table, retry and dead-letter topics
 	// included: creating a topic beyond it (UPDATE_AND_CREATE_TOPIC, a
 	// send's auto-creation, a group's retry or dead-letter topic) is
@@ -211,6 +224,34 @@ type TopicOptions struct {
 	Order bool `yaml:"order"`
 }
 
+// GroupOptions is a consumer group the broker configures at start
+// (Options.Groups), with the fields of RocketMQ's subscription group
+// config that an operator sets.
+type GroupOptions struct {
+	// Name is the group's name. Required.
+	Name string `yaml:"name"`
+	// RetryMaxTimes is how often a failed message is retried before it
+	// goes to the group's dead-letter topic. Default 16; negative means
+	// never retried: the first failure dead-letters it.
+	RetryMaxTimes int `yaml:"retryMaxTimes"`
+	// RetryQueueNums is the queue count of the group's retry topic.
+	// Default 1.
+	RetryQueueNums int `yaml:"retryQueueNums"`
+	// DisableConsumeBroadcast refuses the group's consumers in
+	// broadcasting mode (consumeBroadcastEnable: false).
+	DisableConsumeBroadcast bool `yaml:"consumeBroadcastEnable" cfg:"not"`
+}
+
+// config returns the group's configuration over old, the stored one or
+// the default: the fields GroupOptions has replace old's.
+func (g GroupOptions) config(old SubscriptionGroupConfig) SubscriptionGroupConfig {
+	old.GroupName = g.Name
+	old.RetryMaxTimes = max(g.RetryMaxTimes, 0)
+	old.RetryQueueNums = g.RetryQueueNums
+	old.ConsumeBroadcastEnable = !g.DisableConsumeBroadcast
+	return old
+}
+
 // DelayLevels are the delays of levels 1, 2, …. As text (a config file,
 // a flag) they are ParseDelayLevels' space-separated list.
 type DelayLevels []time.Duration
@@ -305,6 +346,19 @@ func (o Options) withDefaults() (Options, error) {
 			errs = append(errs, fmt.Errorf("broker: topics[%d]: %w", i, err))
 		}
 	}
+	o.Groups = slices.Clone(o.Groups)
+	for i := range o.Groups {
+		g := &o.Groups[i]
+		if g.RetryMaxTimes == 0 {
+			g.RetryMaxTimes = DefaultMaxReconsumeTimes
+		}
+		if g.RetryQueueNums == 0 {
+			g.RetryQueueNums = 1
+		}
+		if err := checkGroupConfig(g.config(defaultGroupConfig(g.Name))); err != nil {
+			errs = append(errs, fmt.Errorf("broker: groups[%d]: %w", i, err))
+		}
+	}
 	for i, d := range o.DelayLevels {
 		if d < time.Second {
 			errs = append(errs, fmt.Errorf("broker: delay level %d is %v; levels are at least 1s", i+1, d))
@@ -369,6 +423,10 @@ type Broker struct {
 	admin      adminTable
 	assigned   assignments // last good assignment per client (assignment.go)
 
+	// unconfiguredLog rate-limits the log of groups refused for having no
+	// config (Options.DisableAutoCreateGroup).
+	unconfiguredLog limitLog
+
 	quit     chan struct{}
 	wg       sync.WaitGroup
 	stopping sync.Once
@@ -403,6 +461,12 @@ func New(opts Options) (*Broker, error) {
 	}
 	for _, t := range opts.Topics {
 		if err := b.topics.put(t.config()); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range opts.Groups {
+		old, _ := b.groupConfig(g.Name)
+		if err := b.PutGroupConfig(g.config(old)); err != nil {
 			return nil, err
 		}
 	}

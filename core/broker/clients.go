@@ -101,6 +101,10 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			refused.add(remoting.SubscriptionGroupNotExist, "consumer "+err.Error())
 			continue
 		}
+		if err := b.checkConsumerGroup(cd); err != nil {
+			refused.add(remoting.SubscriptionGroupNotExist, err.Error())
+			continue
+		}
 		if err := b.checkSubscriptions(cd); err != nil {
 			refused.add(remoting.SystemError, err.Error())
 			continue
@@ -149,6 +153,22 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 		}
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// checkConsumerGroup reports why a heartbeat's consumer group may not
+// register by its group's configuration, or nil: with
+// Options.DisableAutoCreateGroup it must have one, and one that disables
+// broadcasting refuses broadcasting consumers.
+func (b *Broker) checkConsumerGroup(cd remoting.ConsumerData) error {
+	if err := b.checkConfigured(cd.GroupName); err != nil {
+		return err
+	}
+	if cd.MessageModel == ModelBroadcasting {
+		if gc, ok := b.groupConfig(cd.GroupName); ok && !gc.ConsumeBroadcastEnable {
+			return fmt.Errorf("consumer group %s may not consume in broadcasting mode (consumeBroadcastEnable is false)", cd.GroupName)
+		}
+	}
+	return nil
 }
 
 // checkSubscriptions reports why a heartbeat's consumer group may not

@@ -25,6 +25,10 @@ var (
 	// ErrReservedTopic refuses a write, by a client or a dead-letter
 	// resend, into a topic the broker keeps for itself (reservedTopic).
 	ErrReservedTopic = errors.New("broker: topic reserved for the broker")
+	// ErrGroupNotConfigured refuses a consumer group without a
+	// subscription group config while Options.DisableAutoCreateGroup is
+	// set.
+	ErrGroupNotConfigured = errors.New("broker: consumer group not configured")
 	// ErrTopicQuota refuses to create a topic beyond Options.MaxTopics.
 	ErrTopicQuota = errors.New("broker: topic quota reached")
 	// ErrGroupQuota refuses a heartbeat's new group beyond

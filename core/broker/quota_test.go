@@ -240,3 +240,107 @@ func TestHeartbeatBounded(t *testing.T) {
 		t.Fatalf("a group subscribing to its retry topic: %v", r)
 	}
 }
+
+// TestConfiguredGroupsOnly turns autoCreateSubscriptionGroup off: a group
+// without a subscription group config may not register consumers, pull,
+// commit offsets or send messages back, until an operator configures it;
+// groups from Options.Groups are configured at start with their fields.
+func TestConfiguredGroupsOnly(t *testing.T) {
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Broker.DisableAutoCreateGroup = true
+		c.Broker.Groups = []broker.GroupOptions{{Name: "configured", RetryMaxTimes: 3, RetryQueueNums: 2}, {Name: "nobcast", DisableConsumeBroadcast: true}}
+	})
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	sent := sendRaw(t, cl, env, nil, []byte("x"))
+	if sent.Code != remoting.Success {
+		t.Fatalf("send: %v", sent)
+	}
+	_, logOff, err := message.ParseOffsetMsgID(sent.Get("msgId"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeat := func(group, model string) *remoting.Command {
+		body, _ := json.Marshal(remoting.HeartbeatData{ClientID: "c@" + group, ConsumerDataSet: []remoting.ConsumerData{{
+			GroupName: group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: model,
+			SubscriptionDataSet: []remoting.SubscriptionData{{Topic: "Good", SubString: "*"}}}}})
+		return invoke(t, cl, env, remoting.HeartBeat, nil, body)
+	}
+	requests := func(group string) map[string]*remoting.Command {
+		return map[string]*remoting.Command{
+			"heartbeat": heartbeat(group, "CLUSTERING"),
+			"pull": invoke(t, cl, env, remoting.PullMessage, map[string]string{"consumerGroup": group, "topic": "Good", "queueId": "0",
+				"queueOffset": "0", "maxMsgNums": "32", "sysFlag": "5", "commitOffset": "1", "suspendTimeoutMillis": "0",
+				"subscription": "*", "expressionType": "TAG"}, nil),
+			"update offset": invoke(t, cl, env, remoting.UpdateConsumerOffset, map[string]string{"consumerGroup": group, "topic": "Good",
+				"queueId": "0", "commitOffset": "1"}, nil),
+			"send back": invoke(t, cl, env, remoting.ConsumerSendMsgBack, map[string]string{"group": group, "offset": strconv.FormatInt(logOff, 10),
+				"delayLevel": "0", "originMsgId": "", "originTopic": "Good", "maxReconsumeTimes": "16"}, nil),
+		}
+	}
+	for name, r := range requests("stranger") {
+		if r.Code != remoting.SubscriptionGroupNotExist || !strings.Contains(r.Remark, "stranger has no subscription group config") {
+			t.Errorf("%s by an unconfigured group: code %d %q, want SUBSCRIPTION_GROUP_NOT_EXIST", name, r.Code, r.Remark)
+		}
+	}
+	if len(env.Broker.ConsumerIDs("stranger")) != 0 {
+		t.Error("the unconfigured group was registered")
+	}
+	if _, ok := env.Store.ConsumerOffset("stranger", "Good", 0); ok {
+		t.Error("the unconfigured group's offset was stored")
+	}
+	for _, topic := range []string{broker.RetryGroupTopicPrefix + "stranger", broker.DLQGroupTopicPrefix + "stranger"} {
+		if _, ok := env.Broker.Topics()[topic]; ok {
+			t.Errorf("%s was created", topic)
+		}
+	}
+	// A producer group needs no config.
+	heartbeatProducer(t, cl, env, "p@1", "anyproducer")
+
+	for name, r := range requests("configured") {
+		if r.Code != remoting.Success {
+			t.Errorf("%s by a configured group: %v", name, r)
+		}
+	}
+	if tc := env.Broker.Topics()[broker.RetryGroupTopicPrefix+"configured"]; tc.ReadQueueNums != 2 {
+		t.Errorf("the configured group's retry topic: %+v, want 2 queues", tc)
+	}
+	var all struct {
+		SubscriptionGroupTable map[string]broker.SubscriptionGroupConfig `json:"subscriptionGroupTable"`
+	}
+	r := invoke(t, cl, env, remoting.GetAllSubscriptionGroupConfig, nil, nil)
+	if err := json.Unmarshal(r.Body, &all); err != nil {
+		t.Fatal(err)
+	}
+	if gc := all.SubscriptionGroupTable["configured"]; gc.RetryMaxTimes != 3 || gc.RetryQueueNums != 2 || !gc.ConsumeBroadcastEnable {
+		t.Errorf("the configured group: %+v", gc)
+	}
+	if r := heartbeat("nobcast", "BROADCASTING"); r.Code != remoting.SubscriptionGroupNotExist || !strings.Contains(r.Remark, "broadcasting") {
+		t.Errorf("a broadcasting consumer of a group that disables it: code %d %q", r.Code, r.Remark)
+	}
+	if r := heartbeat("nobcast", "CLUSTERING"); r.Code != remoting.Success {
+		t.Errorf("a clustering consumer of a group that disables broadcasting: %v", r)
+	}
+
+	// An operator configures the group; it may then consume.
+	body, _ := json.Marshal(map[string]any{"groupName": "stranger", "retryQueueNums": 1, "retryMaxTimes": 16, "consumeEnable": true})
+	if r := invoke(t, cl, env, remoting.UpdateAndCreateSubscriptionGroup, nil, body); r.Code != remoting.Success {
+		t.Fatalf("configure the group: %v", r)
+	}
+	for name, r := range requests("stranger") {
+		if r.Code != remoting.Success {
+			t.Errorf("%s once configured: %v", name, r)
+		}
+	}
+}
+
+// TestGroupOptionsChecked checks that every bad entry of Options.Groups
+// is reported when the broker starts.
+func TestGroupOptionsChecked(t *testing.T) {
+	_, err := server.Start(server.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: brokertest.Logger(),
+		Broker: broker.Options{Groups: []broker.GroupOptions{{Name: "a b"}, {Name: "ok"}, {Name: "many", RetryQueueNums: 5000}}}})
+	if err == nil || !strings.Contains(err.Error(), "groups[0]") || !strings.Contains(err.Error(), "groups[2]") || strings.Contains(err.Error(), "groups[1]") {
+		t.Fatalf("start with bad groups: %v", err)
+	}
+}
