@@ -423,9 +423,10 @@ type Broker struct {
 	admin      adminTable
 	assigned   assignments // last good assignment per client (assignment.go)
 
-	// unconfiguredLog rate-limits the log of groups refused for having no
-	// config (Options.DisableAutoCreateGroup).
+	// Rate limits of log lines: groups refused for having no config
+	// (Options.DisableAutoCreateGroup), heartbeats over their bounds.
 	unconfiguredLog limitLog
+	heartbeatLog    limitLog
 
 	quit     chan struct{}
 	wg       sync.WaitGroup

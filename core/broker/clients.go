@@ -87,6 +87,9 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 		return response(req, remoting.SystemError, "heartbeat: a clientID of 1 to %d bytes is required (got %d)", maxClientIDLen, len(hb.ClientID))
 	}
 	if nc, np := len(hb.ConsumerDataSet), len(hb.ProducerDataSet); nc > MaxHeartbeatGroups || np > MaxHeartbeatGroups {
+		if b.heartbeatLog.allow(b.now()) {
+			b.log.Warn("heartbeat over the group bound refused", "client", logName(hb.ClientID), "consumer_groups", nc, "producer_groups", np, "limit", MaxHeartbeatGroups)
+		}
 		return response(req, remoting.SystemError, "heartbeat: %d consumer and %d producer groups; one heartbeat may name at most %d of each",
 			nc, np, MaxHeartbeatGroups)
 	}
@@ -106,6 +109,9 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			continue
 		}
 		if err := b.checkSubscriptions(cd); err != nil {
+			if b.heartbeatLog.allow(now) {
+				b.log.Warn("heartbeat's consumer group refused", "client", logName(hb.ClientID), "err", err)
+			}
 			refused.add(remoting.SystemError, err.Error())
 			continue
 		}
