@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
@@ -34,6 +35,9 @@ const (
 	DefaultMaxBatchMessages  = 10000
 	DefaultMaxHeldPulls      = 4096
 	DefaultMaxFilterExpr     = 16 << 10
+	DefaultMaxTopics         = 10000
+	DefaultMaxGroups         = 10000
+	DefaultMaxSubscriptions  = 1000
 	DefaultRegisterTimeout   = 3 * time.Second
 	defaultBrokerVersion     = 409
 	defaultHeartbeatSweepGap = 10 * time.Second
@@ -71,12 +75,41 @@ type Options struct {
 	// TOPIC_NOT_EXIST instead of creating them. Auto-creation is on by
 	// default.
 	DisableAutoCreateTopic bool `yaml:"autoCreateTopic" cfg:"not"`
+	// DisableAutoCreateGroup lets only consumer groups with a subscription
+	// group config (Groups, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) register
+	// consumers by heartbeat, pull, commit offsets and send messages back;
+	// any other group is answered SUBSCRIPTION_GROUP_NOT_EXIST. Producer
+	// groups need no config. By default any valid group name may consume,
+	// as with RocketMQ's autoCreateSubscriptionGroup: true.
+	DisableAutoCreateGroup bool `yaml:"autoCreateSubscriptionGroup" cfg:"not"`
 	// DefaultTopicQueueNums is the queue count of TBW102, the template of
 	// auto-created topics, and of Topics that name none. Default 8.
 	DefaultTopicQueueNums int `yaml:"defaultTopicQueueNums"`
 	// Topics are created, or updated to this configuration, by New: before
 	// the broker first registers with the name servers.
 	Topics []TopicOptions `yaml:"topics"`
+	// Groups are consumer groups configured by New, as
+	// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP would: created, or updated to
+	// GroupOptions' fields (their defaults where left zero); the fields
+	// GroupOptions lacks, such as an allocation strategy set by the admin
+	// command, stay as stored.
+	Groups []GroupOptions `yaml:"groups"`
+	// MaxTopics bounds the topic table, retry and dead-letter topics
+	// included: creating a topic beyond it (UPDATE_AND_CREATE_TOPIC, a
+	// send's auto-creation, a group's retry or dead-letter topic) is
+	// refused, naming the limit; changing an existing topic never is, nor
+	// creating the broker's own fixed topics. Default 10,000.
+	MaxTopics int `yaml:"maxTopics"`
+	// MaxGroups bounds the producer and consumer groups tracked from
+	// heartbeats (a name used for both counts twice): a heartbeat's group
+	// beyond it is refused, naming the limit, while groups already tracked
+	// keep heartbeating. Default 10,000.
+	MaxGroups int `yaml:"maxGroups"`
+	// MaxSubscriptionsPerGroup bounds the topics one consumer group
+	// subscribes to in a heartbeat; a group over it is refused. Default
+	// 1,000. A heartbeat names at most MaxHeartbeatGroups consumer groups
+	// and as many producer groups.
+	MaxSubscriptionsPerGroup int `yaml:"maxSubscriptionsPerGroup"`
 	// MaxMessageSize bounds a message body, and the whole body of a batch
 	// (every message with its framing, as the client encodes it). Default
 	// 4 MiB.
@@ -192,6 +225,34 @@ type TopicOptions struct {
 	Order bool `yaml:"order"`
 }
 
+// GroupOptions is a consumer group the broker configures at start
+// (Options.Groups), with the fields of RocketMQ's subscription group
+// config that an operator sets.
+type GroupOptions struct {
+	// Name is the group's name. Required.
+	Name string `yaml:"name"`
+	// RetryMaxTimes is how often a failed message is retried before it
+	// goes to the group's dead-letter topic. Default 16; negative means
+	// never retried: the first failure dead-letters it.
+	RetryMaxTimes int `yaml:"retryMaxTimes"`
+	// RetryQueueNums is the queue count of the group's retry topic.
+	// Default 1.
+	RetryQueueNums int `yaml:"retryQueueNums"`
+	// DisableConsumeBroadcast refuses the group's consumers in
+	// broadcasting mode (consumeBroadcastEnable: false).
+	DisableConsumeBroadcast bool `yaml:"consumeBroadcastEnable" cfg:"not"`
+}
+
+// config returns the group's configuration over old, the stored one or
+// the default: the fields GroupOptions has replace old's.
+func (g GroupOptions) config(old SubscriptionGroupConfig) SubscriptionGroupConfig {
+	old.GroupName = g.Name
+	old.RetryMaxTimes = max(g.RetryMaxTimes, 0)
+	old.RetryQueueNums = g.RetryQueueNums
+	old.ConsumeBroadcastEnable = !g.DisableConsumeBroadcast
+	return old
+}
+
 // DelayLevels are the delays of levels 1, 2, …. As text (a config file,
 // a flag) they are ParseDelayLevels' space-separated list.
 type DelayLevels []time.Duration
@@ -248,6 +309,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxFilterExpression == 0 {
 		o.MaxFilterExpression = DefaultMaxFilterExpr
 	}
+	if o.MaxTopics == 0 {
+		o.MaxTopics = DefaultMaxTopics
+	}
+	if o.MaxGroups == 0 {
+		o.MaxGroups = DefaultMaxGroups
+	}
+	if o.MaxSubscriptionsPerGroup == 0 {
+		o.MaxSubscriptionsPerGroup = DefaultMaxSubscriptions
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -277,6 +347,19 @@ func (o Options) withDefaults() (Options, error) {
 			errs = append(errs, fmt.Errorf("broker: topics[%d]: %w", i, err))
 		}
 	}
+	o.Groups = slices.Clone(o.Groups)
+	for i := range o.Groups {
+		g := &o.Groups[i]
+		if g.RetryMaxTimes == 0 {
+			g.RetryMaxTimes = DefaultMaxReconsumeTimes
+		}
+		if g.RetryQueueNums == 0 {
+			g.RetryQueueNums = 1
+		}
+		if err := checkGroupConfig(g.config(defaultGroupConfig(g.Name))); err != nil {
+			errs = append(errs, fmt.Errorf("broker: groups[%d]: %w", i, err))
+		}
+	}
 	for i, d := range o.DelayLevels {
 		if d < time.Second {
 			errs = append(errs, fmt.Errorf("broker: delay level %d is %v; levels are at least 1s", i+1, d))
@@ -296,6 +379,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FilterCacheMaxBytes < 0 || o.MaxFilterExpression < 0 {
 		errs = append(errs, errors.New("broker: FilterCacheMaxBytes and MaxFilterExpression must not be negative"))
+	}
+	if o.MaxTopics < 0 || o.MaxGroups < 0 || o.MaxSubscriptionsPerGroup < 0 {
+		errs = append(errs, errors.New("broker: MaxTopics, MaxGroups and MaxSubscriptionsPerGroup must not be negative"))
 	}
 	if o.MaxMessageSize < 1 {
 		errs = append(errs, errors.New("broker: MaxMessageSize must be positive"))
@@ -327,6 +413,7 @@ type Broker struct {
 	holds      *holdTable
 	filters    *filterCache
 	registerMu sync.Mutex      // serialises registrations
+	regBytes   atomic.Int64    // registration body bytes sent, all name servers
 	levels     []time.Duration // delay levels, from Options
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
@@ -336,6 +423,11 @@ type Broker struct {
 	txn        *txnService
 	admin      adminTable
 	assigned   assignments // last good assignment per client (assignment.go)
+
+	// Rate limits of log lines: groups refused for having no config
+	// (Options.DisableAutoCreateGroup), heartbeats over their bounds.
+	unconfiguredLog limitLog
+	heartbeatLog    limitLog
 
 	quit     chan struct{}
 	wg       sync.WaitGroup
@@ -361,8 +453,9 @@ func New(opts Options) (*Broker, error) {
 	b.topics, err = loadTopics(b.store, topicsConfig{
 		log:               b.log,
 		now:               b.now,
-		changed:           b.registerNow,
+		changed:           b.topicChanged,
 		queueNums:         opts.DefaultTopicQueueNums,
+		maxTopics:         opts.MaxTopics,
 		disableAutoCreate: opts.DisableAutoCreateTopic,
 	})
 	if err != nil {
@@ -373,7 +466,13 @@ func New(opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
-	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
+	for _, g := range opts.Groups {
+		old, _ := b.groupConfig(g.Name)
+		if err := b.PutGroupConfig(g.config(old)); err != nil {
+			return nil, err
+		}
+	}
+	b.clients = newClientTable(b.log, opts.ClientExpiry, opts.MaxGroups, opts.DisableNotifyConsumerIDsChanged, func(ids []string) {
 		b.locks.releaseClients(ids)
 	})
 	b.holds = newHoldTable(b.log, b.store, opts.MaxHeldPullsPerConn, opts.FilterCacheMaxBytes, func(p *pullRequest) *remoting.Command { return b.pull(p, false) })

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -56,6 +57,10 @@ type clientTable struct {
 	// notifyOff stops NOTIFY_CONSUMER_IDS_CHANGED
 	// (Options.DisableNotifyConsumerIDsChanged, SetNotifyConsumerIDsChanged).
 	notifyOff atomic.Bool
+	// maxGroups bounds the consumer and producer groups tracked
+	// (Options.MaxGroups).
+	maxGroups int
+	quotaLog  limitLog
 
 	mu sync.Mutex
 	// consumers by group, producers by group then client id.
@@ -63,10 +68,12 @@ type clientTable struct {
 	producers map[string]map[string]*member
 }
 
-// newClientTable returns an empty table that drops clients silent for
-// expiry and tells onExpired which ones it dropped.
-func newClientTable(log *slog.Logger, expiry time.Duration, notifyOff bool, onExpired func(clientIDs []string)) *clientTable {
-	t := &clientTable{log: log, expiry: expiry, onExpired: onExpired, consumers: map[string]*consumerGroup{}, producers: map[string]map[string]*member{}}
+// newClientTable returns an empty table that tracks at most maxGroups
+// groups, drops clients silent for expiry and tells onExpired which ones
+// it dropped.
+func newClientTable(log *slog.Logger, expiry time.Duration, maxGroups int, notifyOff bool, onExpired func(clientIDs []string)) *clientTable {
+	t := &clientTable{log: log, expiry: expiry, maxGroups: maxGroups, onExpired: onExpired,
+		consumers: map[string]*consumerGroup{}, producers: map[string]map[string]*member{}}
 	t.notifyOff.Store(notifyOff)
 	return t
 }
@@ -76,14 +83,40 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
 		return response(req, remoting.SystemError, "heartbeat: bad body: %v", err)
 	}
-	if hb.ClientID == "" {
-		return response(req, remoting.SystemError, "heartbeat: clientID is required")
+	if hb.ClientID == "" || len(hb.ClientID) > maxClientIDLen {
+		return response(req, remoting.SystemError, "heartbeat: a clientID of 1 to %d bytes is required (got %d)", maxClientIDLen, len(hb.ClientID))
+	}
+	if nc, np := len(hb.ConsumerDataSet), len(hb.ProducerDataSet); nc > MaxHeartbeatGroups || np > MaxHeartbeatGroups {
+		if b.heartbeatLog.allow(b.now()) {
+			b.log.Warn("heartbeat over the group bound refused", "client", logName(hb.ClientID), "consumer_groups", nc, "producer_groups", np, "limit", MaxHeartbeatGroups)
+		}
+		return response(req, remoting.SystemError, "heartbeat: %d consumer and %d producer groups; one heartbeat may name at most %d of each",
+			nc, np, MaxHeartbeatGroups)
 	}
 	now := b.now()
-	var problems, badGroups []string
+	// The groups a heartbeat names are registered one by one. The answer
+	// reports the first group refused, or else the first problem of a
+	// registered one (a subscription that does not compile, a retry topic
+	// that could not be created).
+	var refused, problems firstError
 	for _, cd := range hb.ConsumerDataSet {
 		if err := checkGroup(cd.GroupName); err != nil {
-			badGroups = append(badGroups, "consumer "+err.Error())
+			refused.add(remoting.SubscriptionGroupNotExist, "consumer "+err.Error())
+			continue
+		}
+		if err := b.checkConsumerGroup(cd); err != nil {
+			refused.add(remoting.SubscriptionGroupNotExist, err.Error())
+			continue
+		}
+		if err := b.checkSubscriptions(cd); err != nil {
+			if b.heartbeatLog.allow(now) {
+				b.log.Warn("heartbeat's consumer group refused", "client", logName(hb.ClientID), "err", err)
+			}
+			refused.add(remoting.SystemError, err.Error())
+			continue
+		}
+		if err := b.clients.admits(groupConsumer, cd.GroupName, now); err != nil {
+			refused.add(remoting.SystemError, err.Error())
 			continue
 		}
 		subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))
@@ -91,54 +124,153 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			sub := &subscription{topic: sd.Topic, typ: normalizeType(sd.ExpressionType), expr: sd.SubString, version: sd.SubVersion}
 			sub.filter, sub.err = b.filters.compile(sub.typ, sub.expr)
 			if sub.err != nil {
-				problems = append(problems, "group "+cd.GroupName+", topic "+logName(sd.Topic)+": "+sub.err.Error())
+				// The client logs the remark; pulls of the bad subscription
+				// are refused with SUBSCRIPTION_PARSE_FAILED naming the same
+				// problem.
+				problems.add(remoting.SubscriptionParseFailed, "bad subscription: group "+cd.GroupName+", topic "+logName(sd.Topic)+": "+sub.err.Error())
 			} else {
 				b.prefilter.register(sd.Topic, sub.typ, sub.expr, sub.filter)
 			}
 			subs[sd.Topic] = sub
 		}
-		if cd.MessageModel != ModelBroadcasting {
-			b.ensureRetryTopic(cd.GroupName)
+		if err := b.clients.registerConsumer(cd, subs, hb.ClientID, c, now); err != nil {
+			refused.add(remoting.SystemError, err.Error())
+			continue
 		}
-		b.clients.registerConsumer(cd, subs, hb.ClientID, c, now)
+		if cd.MessageModel != ModelBroadcasting {
+			if err := b.ensureRetryTopic(cd.GroupName); err != nil {
+				problems.add(creationCode(err), "group "+cd.GroupName+" has no retry topic: "+err.Error())
+			}
+		}
 	}
 	for _, pd := range hb.ProducerDataSet {
 		if err := checkGroup(pd.GroupName); err != nil {
-			badGroups = append(badGroups, "producer "+err.Error())
+			refused.add(remoting.SubscriptionGroupNotExist, "producer "+err.Error())
 			continue
 		}
-		b.clients.registerProducer(pd.GroupName, hb.ClientID, c, now)
+		if err := b.clients.registerProducer(pd.GroupName, hb.ClientID, c, now); err != nil {
+			refused.add(remoting.SystemError, err.Error())
+		}
 	}
-	resp := remoting.NewResponse(req, remoting.Success, "")
-	if len(badGroups) > 0 {
-		// The groups with valid names are registered all the same.
-		resp.Code, resp.Remark = remoting.SubscriptionGroupNotExist, "heartbeat: "+badGroups[0]
-		return resp
+	for _, e := range []firstError{refused, problems} {
+		if e.n > 0 {
+			// The groups that were not refused are registered all the same.
+			return response(req, e.code, "heartbeat: %s%s", e.remark, e.more())
+		}
 	}
-	if len(problems) > 0 {
-		// The client logs the remark; pulls of the bad subscription are
-		// refused with SUBSCRIPTION_PARSE_FAILED naming the same problem.
-		resp.Code = remoting.SubscriptionParseFailed
-		resp.Remark = "heartbeat: bad subscription: " + problems[0]
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// checkConsumerGroup reports why a heartbeat's consumer group may not
+// register by its group's configuration, or nil: with
+// Options.DisableAutoCreateGroup it must have one, and one that disables
+// broadcasting refuses broadcasting consumers.
+func (b *Broker) checkConsumerGroup(cd remoting.ConsumerData) error {
+	if err := b.checkConfigured(cd.GroupName); err != nil {
+		return err
 	}
-	return resp
+	if cd.MessageModel == ModelBroadcasting {
+		if gc, ok := b.groupConfig(cd.GroupName); ok && !gc.ConsumeBroadcastEnable {
+			return fmt.Errorf("consumer group %s may not consume in broadcasting mode (consumeBroadcastEnable is false)", cd.GroupName)
+		}
+	}
+	return nil
+}
+
+// checkSubscriptions reports why a heartbeat's consumer group may not
+// subscribe as it asks, or nil: too many topics, or a topic name clients
+// may not use (a group's %RETRY% topic is a valid name: the official
+// client subscribes to it). Expressions are bounded when compiled.
+func (b *Broker) checkSubscriptions(cd remoting.ConsumerData) error {
+	if n := len(cd.SubscriptionDataSet); n > b.opts.MaxSubscriptionsPerGroup {
+		return fmt.Errorf("consumer group %s subscribes to %d topics, the limit is %d (maxSubscriptionsPerGroup)",
+			cd.GroupName, n, b.opts.MaxSubscriptionsPerGroup)
+	}
+	for _, sd := range cd.SubscriptionDataSet {
+		if err := ValidateTopic(sd.Topic); err != nil {
+			return fmt.Errorf("consumer group %s subscribes to a topic clients may not use: %w", cd.GroupName, err)
+		}
+	}
+	return nil
+}
+
+// firstError keeps the first of a request's several errors for its
+// answer, and counts the others.
+type firstError struct {
+	code   int16
+	remark string
+	n      int
+}
+
+func (e *firstError) add(code int16, remark string) {
+	if e.n == 0 {
+		e.code, e.remark = code, remark
+	}
+	e.n++
+}
+
+// more says how many errors followed the first, if any.
+func (e *firstError) more() string {
+	if e.n < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (and %d more)", e.n-1)
 }
 
 // ensureRetryTopic creates a consumer group's retry topic so the route the
 // client looks up exists.
-func (b *Broker) ensureRetryTopic(group string) {
+func (b *Broker) ensureRetryTopic(group string) error {
 	if _, ok := b.topics.get(RetryGroupTopicPrefix + group); ok {
-		return
+		return nil
 	}
-	if _, err := b.ensureRetry(group); err != nil {
+	_, err := b.ensureRetry(group)
+	if err != nil && !errors.Is(err, ErrTopicQuota) { // the quota logs its own, rate-limited
 		b.log.Warn("create retry topic", "group", group, "err", err)
 	}
+	return err
 }
 
-func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, now time.Time) {
+// Kinds of groups, for the group quota's errors.
+const (
+	groupConsumer = "consumer"
+	groupProducer = "producer"
+)
+
+// admits reports why a heartbeat may not register group, or nil: a group
+// already tracked always may, a new one while the quota has room. It lets
+// the heartbeat skip compiling a refused group's subscriptions; the
+// registration checks again.
+func (t *clientTable) admits(kind, group string, now time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kind == groupConsumer && t.consumers[group] != nil || kind == groupProducer && t.producers[group] != nil {
+		return nil
+	}
+	return t.roomLocked(kind, group, now)
+}
+
+// roomLocked reports why a group not yet tracked may not be added, or nil.
+func (t *clientTable) roomLocked(kind, group string, now time.Time) error {
+	n := len(t.consumers) + len(t.producers)
+	if n < t.maxGroups {
+		return nil
+	}
+	if t.quotaLog.allow(now) {
+		t.log.Warn("group quota reached; heartbeat refused", "kind", kind, "group", logName(group), "groups", n, "limit", t.maxGroups)
+	}
+	return fmt.Errorf("%w: %d groups are registered, the limit is %d (maxGroups); %s group %s refused", ErrGroupQuota, n, t.maxGroups, kind, logName(group))
+}
+
+// registerConsumer adds or refreshes a consumer of a group, or reports
+// that the group quota refuses a new group.
+func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, now time.Time) error {
 	t.mu.Lock()
 	g := t.consumers[cd.GroupName]
 	if g == nil {
+		if err := t.roomLocked(groupConsumer, cd.GroupName, now); err != nil {
+			t.mu.Unlock()
+			return err
+		}
 		g = &consumerGroup{name: cd.GroupName, members: map[string]*member{}}
 		t.consumers[cd.GroupName] = g
 	}
@@ -173,13 +305,19 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 	}
 	t.mu.Unlock()
 	t.notify(cd.GroupName, notify)
+	return nil
 }
 
-func (t *clientTable) registerProducer(group, clientID string, c *remoting.Conn, now time.Time) {
+// registerProducer adds or refreshes a producer of a group, or reports
+// that the group quota refuses a new group.
+func (t *clientTable) registerProducer(group, clientID string, c *remoting.Conn, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.producers[group]
 	if g == nil {
+		if err := t.roomLocked(groupProducer, group, now); err != nil {
+			return err
+		}
 		g = map[string]*member{}
 		t.producers[group] = g
 	}
@@ -189,6 +327,7 @@ func (t *clientTable) registerProducer(group, clientID string, c *remoting.Conn,
 		g[clientID] = m
 	}
 	m.conn, m.lastSeen = c, now
+	return nil
 }
 
 func (g *consumerGroup) connsLocked() []*remoting.Conn {

@@ -68,7 +68,7 @@ func (b *Broker) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Rese
 		if err != nil {
 			return err
 		}
-		m.QueueID = int32(old.QueueOffset % int64(tc.WriteQueueNums))
+		m.QueueID = int32(old.QueueOffset % int64(writableQueues(tc)))
 		if err := b.store.Append([]*message.Message{m}); err != nil {
 			return fmt.Errorf("resend %s: %w", msgID(&old), err)
 		}

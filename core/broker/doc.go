@@ -58,9 +58,12 @@
 //
 //  1. A send is answered after the store appended it, which under the
 //     store's sync flush means after the fsync that covers it; a refused
-//     send (bad header, system topic, unwritable topic, no such queue,
-//     oversize body or properties, a batch over MaxBatchMessages or whose
-//     whole body is over MaxMessageSize) stores nothing.
+//     send (bad header, system topic, unwritable topic, no such queue, a
+//     queue at or above the topic's read queue count, oversize body or
+//     properties, a batch over MaxBatchMessages or whose whole body is
+//     over MaxMessageSize) stores nothing. No topic is saved with more
+//     write queues than read queues, so every stored message sits in a
+//     queue that consumers' routes list.
 //  2. A batch is stored whole or not at all, at consecutive offsets of one
 //     queue.
 //  3. A delayed or timed message is stored in the schedule or timer topic,
@@ -126,11 +129,25 @@
 //     answered. Consumer offsets are checkpoints: a crash may replay the
 //     last few seconds of a group's messages, never skip any. An offset is
 //     stored only for a valid group name, an existing topic and queue, and
-//     a value within [0, the queue's max offset].
+//     a value within [0, the queue's max offset]. With
+//     autoCreateSubscriptionGroup off (DisableAutoCreateGroup), a consumer
+//     group without a configuration registers no consumer, pulls nothing,
+//     stores no offset and sends nothing back.
 //
 // Pre-filtering (prefilter.go):
 //
 //  14. A mask bit answers only for offsets the indexer evaluated while the
 //     bit was registered; every other offset is filtered when pulled, so
 //     pre-filtering changes what is read, never what is delivered.
+//
+// Quotas and registration (topics.go, clients.go, register.go):
+//
+//  15. No client request grows the topic table beyond MaxTopics or the
+//     client table beyond MaxGroups groups; at a quota only creation is
+//     refused, never a change to what exists. A heartbeat is bounded in
+//     groups, each group in subscriptions.
+//  16. When a topic change is answered, every name server that answered
+//     the registration holds the topic's current configuration; a
+//     created or changed topic is sent alone, a deletion re-sends the
+//     whole table, and registrations leave in the order of the changes.
 package broker

@@ -44,3 +44,16 @@ func (b *Broker) QueueLocks(group string) map[Queue]string { return b.locks.hold
 
 // HeldPulls returns the number of pulls held (long polling).
 func (b *Broker) HeldPulls() int { return b.holds.count() }
+
+// RegisteredBytes returns the bytes of registration bodies the broker has
+// sent to its name servers, all of them counted.
+func (b *Broker) RegisteredBytes() int64 { return b.regBytes.Load() }
+
+// PutTopicUnchecked saves a topic configuration without checking it, as
+// an older version of the broker may have saved it.
+func (b *Broker) PutTopicUnchecked(tc TopicConfig) error {
+	b.topics.mu.Lock()
+	defer b.topics.mu.Unlock()
+	b.topics.topics[tc.TopicName] = tc
+	return b.topics.persist(tc)
+}

@@ -25,12 +25,31 @@ var (
 	// ErrReservedTopic refuses a write, by a client or a dead-letter
 	// resend, into a topic the broker keeps for itself (reservedTopic).
 	ErrReservedTopic = errors.New("broker: topic reserved for the broker")
+	// ErrGroupNotConfigured refuses a consumer group without a
+	// subscription group config while Options.DisableAutoCreateGroup is
+	// set.
+	ErrGroupNotConfigured = errors.New("broker: consumer group not configured")
+	// ErrTopicQuota refuses to create a topic beyond Options.MaxTopics.
+	ErrTopicQuota = errors.New("broker: topic quota reached")
+	// ErrGroupQuota refuses a heartbeat's new group beyond
+	// Options.MaxGroups.
+	ErrGroupQuota = errors.New("broker: group quota reached")
 )
 
 // maxBatchMessagesLimit is the largest Options.MaxBatchMessages: a batch's
 // answer lists every message id (32 hex digits and a comma) in its header,
 // which must stay under remoting.MaxHeaderSize with room for the rest.
 const maxBatchMessagesLimit = (remoting.MaxHeaderSize - 64<<10) / 33
+
+// MaxHeartbeatGroups bounds the consumer groups, and the producer groups,
+// one heartbeat may name. A client process sends one heartbeat for all
+// its producers and consumers; a thousand of either is far beyond what
+// one process runs.
+const MaxHeartbeatGroups = 1000
+
+// maxClientIDLen bounds a heartbeat's client id, which the broker keeps
+// and logs. The official clients send "ip@instance", some tens of bytes.
+const maxClientIDLen = 1024
 
 // MaxGroupNameLen is the longest producer or consumer group name, as in
 // RocketMQ (CHARACTER_MAX_LENGTH).

@@ -58,12 +58,15 @@ func (b *Broker) handleUpdateOffset(c *remoting.Conn, req *remoting.Command) *re
 }
 
 // commitOffset stores a consumer group's offset for a queue after checking
-// it: a valid group name, a topic that exists, one of its queues, and an
-// offset within [0, the queue's max offset]. Offsets persist and are
-// loaded at every start, so anything else a client sends would be kept
-// for good.
+// it: a valid group name (configured, with Options.DisableAutoCreateGroup),
+// a topic that exists, one of its queues, and an offset within [0, the
+// queue's max offset]. Offsets persist and are loaded at every start, so
+// anything else a client sends would be kept for good.
 func (b *Broker) commitOffset(group, topic string, qid int32, off int64) (int16, error) {
 	if err := checkGroup(group); err != nil {
+		return remoting.SubscriptionGroupNotExist, err
+	}
+	if err := b.checkConfigured(group); err != nil {
 		return remoting.SubscriptionGroupNotExist, err
 	}
 	tc, ok := b.topics.get(topic)

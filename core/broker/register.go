@@ -3,31 +3,66 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
-// registerLoop registers with the name servers every RegisterInterval.
+// registerLoop registers the whole topic table with the name servers
+// every RegisterInterval.
 func (b *Broker) registerLoop() { b.every(b.opts.RegisterInterval, b.registerAll) }
 
-// registerNow registers the current topic table with every name server
-// before returning, so a topic created by a send is routable as soon as the
-// send is answered.
-func (b *Broker) registerNow() {
+// topicChanged tells the name servers that a topic was saved or deleted,
+// before returning, so a topic created by a send is routable as soon as
+// the send is answered. A saved topic is registered alone (an incremental
+// registration), so creating n topics sends O(n) bytes rather than the
+// O(n²) of re-sending the table each time; a deletion, which is rare,
+// re-sends the whole table, since only a full registration makes a name
+// server forget a topic.
+func (b *Broker) topicChanged(topic string, deleted bool) {
 	select {
 	case <-b.started:
 	default:
 		return // Serve registers everything when it starts
 	}
-	b.registerAll()
+	if deleted {
+		b.registerAll()
+		return
+	}
+	b.registerTopic(topic)
 }
 
+// registerTopic registers one topic's current configuration with every
+// name server. It reads the configuration under registerMu, so
+// registrations reach a name server in the order of the table's changes:
+// one that was overtaken by a later change sends the later state, and a
+// topic deleted meanwhile is not sent at all (the deletion's full
+// registration has removed it, or will).
+func (b *Broker) registerTopic(topic string) {
+	b.registerMu.Lock()
+	defer b.registerMu.Unlock()
+	tc, version, ok := b.topics.current(topic)
+	if !ok {
+		return
+	}
+	b.registerLocked(map[string]TopicConfig{topic: tc}, version, true)
+}
+
+// registerAll registers the whole topic table with every name server.
 func (b *Broker) registerAll() {
 	b.registerMu.Lock()
 	defer b.registerMu.Unlock()
 	topics, version := b.topics.snapshot()
+	b.registerLocked(topics, version, false)
+}
+
+// registerLocked sends one REGISTER_BROKER to every name server. An
+// incremental one carries changed topics only and is marked so (the
+// "incremental" header field, see core/namesrv): the name server merges
+// it into what it holds for this broker instead of replacing it.
+func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.DataVersion, incremental bool) {
 	body, err := json.Marshal(remoting.RegisterBrokerBody{
 		TopicConfigSerializeWrapper: remoting.TopicConfigWrapper{TopicConfigTable: topics, DataVersion: version},
 		FilterServerList:            []string{},
@@ -44,16 +79,18 @@ func (b *Broker) registerAll() {
 			"haServerAddr": "",
 			"brokerId":     "0",
 			"compressed":   "false",
+			"incremental":  strconv.FormatBool(incremental),
 		}, body)
 		b.sign(req)
+		b.regBytes.Add(int64(len(body)))
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultRegisterTimeout)
 		resp, err := b.nsc.Invoke(ctx, ns, req)
 		cancel()
 		switch {
 		case err != nil:
-			b.log.Warn("register with name server failed", "namesrv", ns, "err", err)
+			b.log.Warn("register with name server failed", "namesrv", ns, "incremental", incremental, "err", err)
 		case resp.Code != remoting.Success:
-			b.log.Warn("name server refused registration", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
+			b.log.Warn("name server refused registration", "namesrv", ns, "incremental", incremental, "code", resp.Code, "remark", resp.Remark)
 		}
 	}
 }

@@ -64,8 +64,27 @@ func (b *Broker) groupConfig(group string) (SubscriptionGroupConfig, bool) {
 	return gc, true
 }
 
-// PutGroupConfig creates or replaces a group's configuration durably.
-func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
+// hasGroupConfig reports whether a group has a configuration of its own.
+func (b *Broker) hasGroupConfig(group string) bool {
+	_, err := b.store.Meta(groupMetaKey + group)
+	return err == nil
+}
+
+// checkConfigured reports why group may not consume from this broker, or
+// nil: with Options.DisableAutoCreateGroup, only groups with a
+// configuration may.
+func (b *Broker) checkConfigured(group string) error {
+	if !b.opts.DisableAutoCreateGroup || b.hasGroupConfig(group) {
+		return nil
+	}
+	if b.unconfiguredLog.allow(b.now()) {
+		b.log.Warn("consumer group without a subscription group config refused (autoCreateSubscriptionGroup is off)", "group", logName(group))
+	}
+	return fmt.Errorf("%w: %s has no subscription group config here and autoCreateSubscriptionGroup is off", ErrGroupNotConfigured, logName(group))
+}
+
+// checkGroupConfig reports what is wrong with a group's configuration.
+func checkGroupConfig(gc SubscriptionGroupConfig) error {
 	if err := checkGroup(gc.GroupName); err != nil {
 		return err
 	}
@@ -74,6 +93,14 @@ func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
 	}
 	if gc.RetryMaxTimes < 0 {
 		return fmt.Errorf("broker: group %s: retryMaxTimes must not be negative", gc.GroupName)
+	}
+	return nil
+}
+
+// PutGroupConfig creates or replaces a group's configuration durably.
+func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
+	if err := checkGroupConfig(gc); err != nil {
+		return err
 	}
 	if err := checkGroupStrategy(&gc); err != nil {
 		return err
@@ -142,10 +169,14 @@ func (b *Broker) maxReconsume(group string, fromClient int32, hasClient bool) in
 
 // knownGroup reports why group is not a consumer group the broker knows
 // (a valid name that a live consumer registered by heartbeat, that has a
-// configuration, or whose retry topic exists), or nil. Only known groups
-// get retry and dead-letter topics.
+// configuration, or whose retry topic exists; with
+// Options.DisableAutoCreateGroup, one with a configuration), or nil. Only
+// known groups get retry and dead-letter topics.
 func (b *Broker) knownGroup(group string) error {
 	if err := checkGroup(group); err != nil {
+		return err
+	}
+	if err := b.checkConfigured(group); err != nil {
 		return err
 	}
 	if b.clients.hasConsumerGroup(group) {

@@ -255,8 +255,8 @@ func (b *Broker) unpark(r message.Record) *message.Message {
 			tc = TopicConfig{WriteQueueNums: qid + 1}
 		}
 	}
-	if n := max(tc.ReadQueueNums, tc.WriteQueueNums); qid >= n {
-		qid %= n
+	if n := tc.ReadQueueNums; n > 0 && qid >= n {
+		qid %= n // the topic shrank meanwhile: keep the message readable
 	}
 	return &message.Message{
 		Topic:                     topic,

@@ -48,10 +48,15 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	}
 	qid := h.QueueID
 	if qid < 0 {
-		qid = rand.Int32N(int32(tc.WriteQueueNums))
+		qid = rand.Int32N(writableQueues(tc))
 	}
 	if int(qid) >= max(tc.ReadQueueNums, tc.WriteQueueNums) {
 		return response(req, remoting.SystemError, "send: queue %d does not exist in topic %s (%d queues)", qid, h.Topic, tc.WriteQueueNums)
+	}
+	if int(qid) >= tc.ReadQueueNums {
+		// Consumers' routes list only the read queues: a message stored
+		// here could never be pulled.
+		return response(req, remoting.SystemError, "send: queue %d of topic %s is not readable: the topic has %d read queues", qid, h.Topic, tc.ReadQueueNums)
 	}
 
 	var msgs []*message.Message

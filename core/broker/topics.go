@@ -66,6 +66,12 @@ func reservedTopic(topic string) bool {
 		strings.HasPrefix(topic, DLQGroupTopicPrefix)
 }
 
+// brokerTopic reports whether topic is one of the fixed few the broker
+// creates for itself, which the topic quota never refuses.
+func brokerTopic(topic string) bool {
+	return systemTopic(topic) || topic == AutoCreateTopicKey || topic == TxnCheckMaxTopic
+}
+
 // topicTable is the broker's topic configuration, persisted in the store.
 type topicTable struct {
 	log   *slog.Logger
@@ -73,7 +79,10 @@ type topicTable struct {
 	store *store.Store
 	// changed is called, with no lock held, after a topic is saved or
 	// deleted (the broker registers with the name servers).
-	changed func()
+	changed func(topic string, deleted bool)
+	// max bounds the table (Options.MaxTopics).
+	max      int
+	quotaLog limitLog
 
 	mu      sync.RWMutex
 	topics  map[string]TopicConfig
@@ -84,17 +93,19 @@ type topicTable struct {
 type topicsConfig struct {
 	log     *slog.Logger
 	now     func() time.Time
-	changed func()
+	changed func(topic string, deleted bool)
 	// queueNums and disableAutoCreate shape the template topic
 	// (Options.DefaultTopicQueueNums, DisableAutoCreateTopic).
 	queueNums         int
 	disableAutoCreate bool
+	// maxTopics is Options.MaxTopics.
+	maxTopics int
 }
 
 // loadTopics reads the topic table from st and saves the template topic
 // when it is missing or auto-creation is off.
 func loadTopics(st *store.Store, cfg topicsConfig) (*topicTable, error) {
-	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, topics: map[string]TopicConfig{}}
+	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, max: cfg.maxTopics, topics: map[string]TopicConfig{}}
 	err := st.EachMeta(topicMetaKey, func(name string, v []byte) error {
 		var tc TopicConfig
 		if err := json.Unmarshal(v, &tc); err != nil {
@@ -136,6 +147,14 @@ func (t *topicTable) get(topic string) (TopicConfig, bool) {
 	return tc, ok
 }
 
+// current returns a topic's configuration with the table's version.
+func (t *topicTable) current(topic string) (TopicConfig, remoting.DataVersion, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	tc, ok := t.topics[topic]
+	return tc, t.version, ok
+}
+
 // snapshot returns a copy of the table and its version.
 func (t *topicTable) snapshot() (map[string]TopicConfig, remoting.DataVersion) {
 	t.mu.RLock()
@@ -153,9 +172,18 @@ func (t *topicTable) put(tc TopicConfig) error {
 		tc.TopicFilterType = "SINGLE_TAG"
 	}
 	t.mu.Lock()
-	if old, ok := t.topics[tc.TopicName]; ok && old == tc {
+	old, ok := t.topics[tc.TopicName]
+	if ok && old == tc {
 		t.mu.Unlock()
 		return nil
+	}
+	if !ok && len(t.topics) >= t.max && !brokerTopic(tc.TopicName) {
+		n := len(t.topics)
+		t.mu.Unlock()
+		if t.quotaLog.allow(t.now()) {
+			t.log.Warn("topic quota reached; creation refused", "topic", logName(tc.TopicName), "topics", n, "limit", t.max)
+		}
+		return fmt.Errorf("%w: %d topics exist, the limit is %d (maxTopics); %s not created", ErrTopicQuota, n, t.max, logName(tc.TopicName))
 	}
 	if err := t.persist(tc); err != nil {
 		t.mu.Unlock()
@@ -166,7 +194,7 @@ func (t *topicTable) put(tc TopicConfig) error {
 	t.version.Timestamp = t.now().UnixMilli()
 	t.mu.Unlock()
 	t.log.Info("topic saved", "topic", tc.TopicName, "read_queues", tc.ReadQueueNums, "write_queues", tc.WriteQueueNums, "perm", tc.Perm)
-	t.changed()
+	t.changed(tc.TopicName, false)
 	return nil
 }
 
@@ -194,9 +222,10 @@ func (t *topicTable) delete(topic string) error {
 	}
 	delete(t.topics, topic)
 	t.version.Counter++
+	t.version.Timestamp = t.now().UnixMilli()
 	t.mu.Unlock()
 	t.log.Info("topic deleted", "topic", topic)
-	t.changed()
+	t.changed(topic, true)
 	return nil
 }
 
@@ -209,10 +238,24 @@ func checkTopicConfig(tc TopicConfig) error {
 		errs = append(errs, fmt.Errorf("broker: topic %s: queue counts must be 1..%d (read %d, write %d)",
 			tc.TopicName, maxQueueNums, tc.ReadQueueNums, tc.WriteQueueNums))
 	}
+	if tc.WriteQueueNums > tc.ReadQueueNums {
+		// Queues beyond the read count are in no consumer's route, so what
+		// is written there is never delivered. Shrinking a topic lowers the
+		// write count first and the read count once those queues drained.
+		errs = append(errs, fmt.Errorf("broker: topic %s: writeQueueNums %d exceeds readQueueNums %d; messages in the extra queues could never be consumed",
+			tc.TopicName, tc.WriteQueueNums, tc.ReadQueueNums))
+	}
 	if tc.Perm&^(remoting.PermPriority|permRW|remoting.PermInherit) != 0 {
 		errs = append(errs, fmt.Errorf("broker: topic %s: unknown permission bits in %d", tc.TopicName, tc.Perm))
 	}
 	return errors.Join(errs...)
+}
+
+// writableQueues is how many queues a send may pick among: the write
+// queues that are also read queues. A topic saved by an older version may
+// have more write queues than read ones.
+func writableQueues(tc TopicConfig) int32 {
+	return int32(max(1, min(tc.ReadQueueNums, tc.WriteQueueNums)))
 }
 
 // autoCreate creates topic from the template named by defaultTopic, as a
@@ -226,7 +269,7 @@ func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicCon
 			return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
 		}
 		tc, err := b.ensureRetry(group)
-		return tc, remoting.SystemError, err
+		return tc, creationCode(err), err
 	}
 	if strings.HasPrefix(topic, DLQGroupTopicPrefix) {
 		return TopicConfig{}, remoting.NoPermission, fmt.Errorf("%w: %s is created only by the broker", ErrReservedTopic, logName(topic))
@@ -246,7 +289,16 @@ func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicCon
 		n = queueNums
 	}
 	tc, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: tmpl.Perm &^ remoting.PermInherit})
-	return tc, remoting.SystemError, err
+	return tc, creationCode(err), err
+}
+
+// creationCode is the answer's code when creating a topic failed: a
+// topic that the quota keeps from existing does not exist.
+func creationCode(err error) int16 {
+	if errors.Is(err, ErrTopicQuota) {
+		return remoting.TopicNotExist
+	}
+	return remoting.SystemError
 }
 
 func (b *Broker) handleCreateTopic(c *remoting.Conn, req *remoting.Command) *remoting.Command {

@@ -1,10 +1,33 @@
 // Package namesrv is the name server: brokers register their topic tables
 // with it, and clients ask it where a topic's queues live.
 //
-// It keeps, per broker address, the full topic table that broker last
-// registered, and builds every route from those tables, so a route is
-// always exactly what the live brokers last said. A broker that has not
-// re-registered within BrokerExpiry is dropped.
+// It keeps, per broker address, the topic table that broker registered,
+// and builds every route from those tables, so a route is always what the
+// live brokers last said. A broker that has not re-registered within
+// BrokerExpiry is dropped.
+//
+// # Registration
+//
+// REGISTER_BROKER carries a topic table in its body. A full registration
+// replaces the table held for the broker's address; one whose header has
+// the extension field incremental=true holds only the topics that changed
+// and is merged into it, topic by topic. This broker sends a full one
+// when it starts, every RegisterInterval and after a topic is deleted,
+// and an incremental one for each topic it creates or changes, so that
+// creating n topics costs O(n) rather than O(n²). RocketMQ's own name
+// server ignores the field and merges every registration; its topics
+// leave a route only by DELETE_TOPIC_IN_NAMESRV.
+//
+//	+----------------+---------------------------------------------+
+//	| header field   | meaning                                     |
+//	+----------------+---------------------------------------------+
+//	| brokerName     | the broker's name in routes (required)      |
+//	| brokerAddr     | where clients dial it; keys its table       |
+//	| clusterName    | default DefaultCluster                      |
+//	| brokerId       | 0 for a master                              |
+//	| compressed     | must be false                               |
+//	| incremental    | "true": merge the body's topics (extension) |
+//	+----------------+---------------------------------------------+
 //
 // # Route JSON
 //
@@ -29,7 +52,9 @@
 // # Invariants
 //
 //  1. A route names only brokers that registered the topic and have not
-//     expired.
+//     expired. After a broker's full registration, the topics held for it
+//     are exactly that registration's; each later incremental one adds or
+//     updates its topics and removes none.
 //  2. A topic no live broker registered gets TOPIC_NOT_EXIST, except a
 //     retry topic (%RETRY%group), which is answered with one queue on every
 //     live master (see Options.RetryRoutes).

@@ -179,10 +179,22 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 	if e.cluster == "" {
 		e.cluster = "DefaultCluster"
 	}
+	if e.topics == nil {
+		e.topics = map[string]remoting.TopicConfig{}
+	}
+	incremental := req.Get("incremental") == "true"
 	s.mu.Lock()
 	old := s.brokers[addr]
 	if old == nil {
-		s.log.Info("broker registered", "broker", name, "addr", addr, "cluster", e.cluster, "topics", len(e.topics))
+		s.log.Info("broker registered", "broker", name, "addr", addr, "cluster", e.cluster, "topics", len(e.topics), "incremental", incremental)
+	}
+	if incremental && old != nil {
+		// The broker sent only the topics that changed: the rest of
+		// what it registered before stands.
+		for topic, tc := range e.topics {
+			old.topics[topic] = tc
+		}
+		e.topics = old.topics
 	}
 	s.brokers[addr] = e
 	s.mu.Unlock()

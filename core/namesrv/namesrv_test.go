@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +44,13 @@ func start(t *testing.T, o namesrv.Options) (*namesrv.Server, string) {
 
 func register(t *testing.T, cl *remoting.Client, ns, name, addr string, topics ...remoting.TopicConfig) {
 	t.Helper()
+	registerAs(t, cl, ns, name, addr, false, topics...)
+}
+
+// registerAs registers a broker, marking the registration incremental or
+// not.
+func registerAs(t *testing.T, cl *remoting.Client, ns, name, addr string, incremental bool, topics ...remoting.TopicConfig) {
+	t.Helper()
 	body := remoting.RegisterBrokerBody{TopicConfigSerializeWrapper: remoting.TopicConfigWrapper{TopicConfigTable: map[string]remoting.TopicConfig{}}}
 	for _, tc := range topics {
 		body.TopicConfigSerializeWrapper.TopicConfigTable[tc.TopicName] = tc
@@ -49,6 +58,7 @@ func register(t *testing.T, cl *remoting.Client, ns, name, addr string, topics .
 	b, _ := json.Marshal(body)
 	resp, err := cl.Invoke(context.Background(), ns, remoting.NewRequest(remoting.RegisterBroker, map[string]string{
 		"brokerName": name, "brokerAddr": addr, "clusterName": "C", "brokerId": "0", "compressed": "false",
+		"incremental": strconv.FormatBool(incremental),
 	}, b))
 	if err != nil || resp.Code != remoting.Success {
 		t.Fatalf("register: %v %v", resp, err)
@@ -130,5 +140,47 @@ func TestRegisterErrors(t *testing.T) {
 		map[string]string{"brokerName": "x", "brokerAddr": "1.2.3.4:5", "brokerId": "0"}, []byte("{not json")))
 	if resp.Code != remoting.SystemError || !strings.Contains(resp.Remark, "bad body") {
 		t.Fatalf("bad body: %v", resp)
+	}
+}
+
+// TestIncrementalRegistrationMerges checks that a registration marked
+// incremental adds and updates topics and keeps the others, and that a
+// full one replaces the broker's table.
+func TestIncrementalRegistrationMerges(t *testing.T) {
+	s, ns := start(t, namesrv.Options{DisableRetryRoutes: true})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	topic := func(name string, queues int) remoting.TopicConfig {
+		return remoting.TopicConfig{TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: 6}
+	}
+	queues := func(name string) int {
+		r, ok := s.Route(name)
+		if !ok {
+			return 0
+		}
+		return r.QueueDatas[0].WriteQueueNums
+	}
+	const addr = "127.0.0.1:10911"
+	// An incremental registration of a broker the name server does not
+	// know yet starts its table.
+	registerAs(t, cl, ns, "broker-a", addr, true, topic("A", 1))
+	register(t, cl, ns, "broker-a", addr, topic("A", 1), topic("B", 1))
+	registerAs(t, cl, ns, "broker-a", addr, true, topic("C", 3))
+	registerAs(t, cl, ns, "broker-a", addr, true, topic("B", 2))
+	if got := s.Topics(); !slices.Equal(got, []string{"A", "B", "C"}) {
+		t.Fatalf("after incremental registrations: topics %v, want A B C", got)
+	}
+	if a, b, c := queues("A"), queues("B"), queues("C"); a != 1 || b != 2 || c != 3 {
+		t.Fatalf("queues A %d, B %d, C %d; want 1, 2, 3", a, b, c)
+	}
+	register(t, cl, ns, "broker-a", addr, topic("A", 4))
+	if got := s.Topics(); !slices.Equal(got, []string{"A"}) {
+		t.Fatalf("after a full registration: topics %v, want A", got)
+	}
+	if r := route(t, cl, ns, "C"); r.Code != remoting.TopicNotExist {
+		t.Fatalf("route of a topic the full registration left out: %d %s", r.Code, r.Body)
+	}
+	if q := queues("A"); q != 4 {
+		t.Fatalf("A has %d queues after the full registration, want 4", q)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/store"
 )
 
@@ -44,6 +45,13 @@ func TestConfigSwitchesAndMovedKeys(t *testing.T) {
 	if err != nil || c.Store.Flush != store.FlushAsync || !c.Broker.DisableAutoCreateTopic || !c.Broker.DisablePropertyFilter ||
 		c.Broker.OutboxMaxBytes != 1024 || c.NATSBridge == nil {
 		t.Fatalf("%v %+v", err, c)
+	}
+	var g Config
+	err = g.decode([]byte("autoCreateSubscriptionGroup: false\ngroups:\n  - {name: billing, retryMaxTimes: 3, retryQueueNums: 2, consumeBroadcastEnable: false}\n  - {name: audit}\n"), "")
+	if err != nil || !g.Broker.DisableAutoCreateGroup || len(g.Broker.Groups) != 2 ||
+		g.Broker.Groups[0] != (broker.GroupOptions{Name: "billing", RetryMaxTimes: 3, RetryQueueNums: 2, DisableConsumeBroadcast: true}) ||
+		g.Broker.Groups[1] != (broker.GroupOptions{Name: "audit"}) {
+		t.Fatalf("groups: %v %+v", err, g.Broker.Groups)
 	}
 	if err := c.decode([]byte("flush: async\nstore: {flush: sync}\n"), ""); err == nil {
 		t.Fatal("flush given twice: no error")
