@@ -408,6 +408,8 @@ func New(opts Options) (*Broker, error) {
 	b.rs = remoting.NewServer(ro)
 	b.routes()
 	b.registerBuiltinAdmin()
+	// Before anything is served, so no retention pass runs without them.
+	b.store.SetRetentionHooks(b.retentionHooks())
 	return b, nil
 }
 
@@ -460,7 +462,6 @@ func (b *Broker) Serve(ln net.Listener) error {
 	// Register before anyone is told the broker is up, so a client started
 	// right after finds its routes.
 	b.registerAll()
-	b.store.SetRetentionFloor(b.retentionFloor)
 	b.goTracked(b.registerLoop)
 	b.goTracked(b.scheduleLoop)
 	if b.outboxOn() {
