@@ -1,6 +1,10 @@
 package broker
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/rmq-go/rmq/core/store"
+)
 
 // Test hooks: they let this directory's tests (package broker_test) look
 // inside the broker. They are not part of its API.
@@ -44,3 +48,7 @@ func (b *Broker) QueueLocks(group string) map[Queue]string { return b.locks.hold
 
 // HeldPulls returns the number of pulls held (long polling).
 func (b *Broker) HeldPulls() int { return b.holds.count() }
+
+// UnconsumedHolds returns what the broker reports to retention as not yet
+// consumed.
+func (b *Broker) UnconsumedHolds() []store.QueueHold { return b.unconsumed() }
