@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
@@ -335,6 +336,10 @@ type Broker struct {
 	txn        *txnService
 	admin      adminTable
 	assigned   assignments // last good assignment per client (assignment.go)
+
+	// rollTimersTo is the commit-log offset below which retention asked
+	// for pending timed messages to be rolled (retention.go); 0 if none.
+	rollTimersTo atomic.Int64
 
 	quit     chan struct{}
 	wg       sync.WaitGroup

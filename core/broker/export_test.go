@@ -49,6 +49,14 @@ func (b *Broker) QueueLocks(group string) map[Queue]string { return b.locks.hold
 // HeldPulls returns the number of pulls held (long polling).
 func (b *Broker) HeldPulls() int { return b.holds.count() }
 
+// PendingTimers returns the number of timed messages indexed and not yet
+// delivered.
+func (b *Broker) PendingTimers() int {
+	n := 0
+	b.store.ScanKeys([]byte{timerPendingKey}, nil, func([]byte) bool { n++; return true })
+	return n
+}
+
 // UnconsumedHolds returns what the broker reports to retention as not yet
 // consumed.
 func (b *Broker) UnconsumedHolds() []store.QueueHold { return b.unconsumed() }

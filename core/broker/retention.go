@@ -1,27 +1,38 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strconv"
 
+	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/store"
 )
+
+// rollBatchBytes bounds the records one roll appends at once.
+const rollBatchBytes = 1 << 20
 
 // Retention.
 //
 // The store deletes old segments (core/store, RetentionHooks); the broker
 // tells it what they still hold:
 //
-//   - Floor: records the broker reads again itself: pending delayed and
-//     timed messages, unresolved transactions.
+//   - Floor: records the broker reads again itself. Delayed messages wait
+//     at most the longest delay level, and unresolved transactions are
+//     copied to the tail at every check until the transaction policy
+//     resolves or gives them up, so both hold a segment for a bounded
+//     time and are never moved. Timed messages may wait MaxTimerDelay
+//     (72 h); when one holds a segment retention wants gone, the store
+//     calls Held and the scheduler rolls it (rollTimers), so no timer
+//     pins the log for longer than one retention pass.
 //   - Unconsumed: for each queue of a client topic, the first message a
 //     consumer group has not consumed, asked only when the disk is above
 //     high water.
 
 // retentionHooks returns the hooks the broker sets on its store.
 func (b *Broker) retentionHooks() store.RetentionHooks {
-	return store.RetentionHooks{Floor: b.retentionFloor, Unconsumed: b.unconsumed}
+	return store.RetentionHooks{Floor: b.retentionFloor, Unconsumed: b.unconsumed, Held: b.retentionHeld}
 }
 
 // retentionFloor lists what retention must keep whatever its reason: the
@@ -116,4 +127,137 @@ func (b *Broker) unconsumed() []store.QueueHold {
 		}
 	}
 	return holds
+}
+
+// retentionHeld is the store's Held hook. When pending timed messages keep
+// a segment retention wants gone, it asks the scheduler to roll them; it
+// never blocks the retention goroutine.
+func (b *Broker) retentionHeld(end int64, holds []store.QueueHold) {
+	for _, h := range holds {
+		if h.Topic == TimerTopic {
+			b.requestRoll(end)
+			select {
+			case b.sched <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+// requestRoll records that pending timed messages below the commit-log
+// offset end should be rolled.
+func (b *Broker) requestRoll(end int64) {
+	for {
+		cur := b.rollTimersTo.Load()
+		if end <= cur || b.rollTimersTo.CompareAndSwap(cur, end) {
+			return
+		}
+	}
+}
+
+// rollRequested rolls the timed messages below the end retention last
+// asked for, if any. It runs on the scheduler's goroutine, so it never
+// races delivery for the same index keys. A failed roll is asked for
+// again at the scheduler's next turn.
+func (b *Broker) rollRequested() error {
+	end := b.rollTimersTo.Swap(0)
+	if end <= 0 {
+		return nil
+	}
+	if err := b.rollTimers(end); err != nil {
+		b.requestRoll(end)
+		return err
+	}
+	return nil
+}
+
+// rollTimers moves every pending timed message stored before the
+// commit-log offset end to the tail of the timer topic: it appends a copy
+// (same body and properties, so the indexer files it under the same due
+// time) and, once the copy is stored, deletes the original's index keys.
+// Retention can then delete the original's segment. A crash between the
+// two leaves both indexed, and the message is delivered twice, never
+// lost, the same rule as delivery's.
+func (b *Broker) rollTimers(end int64) error {
+	it := b.store.NewQueueIter(TimerTopic, 0, store.IterOptions{MaxUnits: 1, OnCorrupt: b.parkedLost(TimerTopic)})
+	defer it.Close()
+	maxBytes := int(min(b.store.SegmentSize()/2, rollBatchBytes))
+	var (
+		msgs  []*message.Message
+		keys  [][]byte
+		size  int
+		moved int
+	)
+	flush := func() error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		if err := b.store.Append(msgs); err != nil {
+			return fmt.Errorf("roll %d timed messages: %w", len(msgs), err)
+		}
+		if err := b.store.DeleteKeys(keys...); err != nil {
+			return err
+		}
+		moved += len(msgs)
+		msgs, keys, size = msgs[:0], keys[:0], 0
+		return nil
+	}
+	from := []byte{timerPendingKey}
+	for {
+		var offs []int64
+		err := b.store.ScanKeys([]byte{timerPendingKey}, from, func(k []byte) bool {
+			offs = append(offs, int64(binary.BigEndian.Uint64(k[1:])))
+			return len(offs) < scheduleBatch
+		})
+		if err != nil {
+			return err
+		}
+		done := len(offs) == 0
+		for _, off := range offs {
+			if !it.SeekGE(off) || it.Offset() != off {
+				if err := it.Error(); err != nil {
+					return err
+				}
+				// Unreadable: it would hold retention until its due time
+				// for nothing. Its due key stays, so delivery reports the
+				// loss when it is due.
+				b.log.Error("timed message unreadable; it no longer holds retention", "offset", off)
+				if err := b.store.DeleteKeys(pendingKey(off)); err != nil {
+					return err
+				}
+				continue
+			}
+			u, r := it.Unit(), it.Record()
+			if u.CommitLogOffset >= end {
+				done = true // pending keys follow the log's order
+				break
+			}
+			if size > 0 && size+len(r) > maxBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			var m message.Message
+			message.Record(bytes.Clone(r)).Decode(&m)
+			if !m.Properties.Has(message.PropertyTimerDeliverMS) {
+				// Keep the due time the original was indexed under.
+				m.Properties = m.Properties.With(message.PropertyTimerDeliverMS, strconv.FormatInt(u.TagCode, 10))
+			}
+			msgs = append(msgs, &m)
+			keys = append(keys, timerKey(u.TagCode, off), pendingKey(off))
+			size += len(r)
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		from = pendingKey(offs[len(offs)-1] + 1)
+	}
+	if moved > 0 {
+		b.log.Info("timed messages moved to the tail of the log so retention can delete their segment", "messages", moved, "before", end)
+	}
+	return nil
 }

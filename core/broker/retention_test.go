@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,5 +150,68 @@ func TestUnconsumedHolds(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("unconsumed holds\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestTimerRollFreesRetention parks a message due in 71 hours, fills the
+// log and ages it past retention. The first retention pass is held by the
+// pending timer and asks the broker to roll it; the next pass deletes the
+// old segments; the message still arrives once, at its due time.
+func TestTimerRollFreesRetention(t *testing.T) {
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Store.SegmentSize = retentionSegment
+		c.Store.Retention = time.Hour
+		c.Store.RetentionInterval = time.Hour // run by hand
+		c.Store.DiskHighWater = -1
+		c.Store.Now = now
+		c.Broker.Now = now
+	})
+	createTopic(t, env, "Later", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	due := now().Add(71 * time.Hour)
+	props := map[string]string{"UNIQ_KEY": "far", "TIMER_DELIVER_MS": strconv.FormatInt(due.UnixMilli(), 10)}
+	if resp := rawSend(t, cl, env.BrokerAddr, "Later", 0, 0, props, "due in 71h"); resp.Code != remoting.Success {
+		t.Fatalf("send: %v", resp)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the timer indexed", func() bool { return env.Broker.PendingTimers() == 1 })
+	it := env.Store.NewQueueIter(broker.TimerTopic, 0, store.IterOptions{UnitsOnly: true})
+	if !it.SeekGE(0) {
+		t.Fatalf("no timed message stored: %v", it.Error())
+	}
+	parkedAt := it.Unit().CommitLogOffset
+	it.Close()
+	fillLog(t, env, "Filler", 4)
+
+	skew.Store(int64(2 * time.Hour)) // every full segment is past retention
+	if _, err := env.Store.RunRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if mn, _ := env.Store.CommitLogOffsets(); mn > parkedAt || env.Store.Stats().SegmentsHeld.Load() == 0 {
+		t.Fatalf("the segment of a pending timer was deleted (log starts at %d, timer at %d), or no hold counted", mn, parkedAt)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the timer rolled and indexed again", func() bool {
+		indexed, _ := env.Store.Progress("sched/timer/indexed")
+		return env.Store.MaxOffset(broker.TimerTopic, 0) == 2 && indexed == 2 && env.Broker.PendingTimers() == 1
+	})
+	if _, err := env.Store.RunRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if mn, _ := env.Store.CommitLogOffsets(); mn <= parkedAt {
+		t.Fatalf("after the roll the log still starts at %d, at or before the timer's old record at %d", mn, parkedAt)
+	}
+	if n := env.Store.MaxOffset("Later", 0); n != 0 {
+		t.Fatalf("%d messages delivered before their time", n)
+	}
+
+	skew.Add(int64(71 * time.Hour))
+	brokertest.Eventually(t, 10*time.Second, "the timed message delivered", func() bool {
+		return env.Store.MaxOffset("Later", 0) == 1 && env.Broker.PendingTimers() == 0
+	})
+	got := storetest.ReadQueue(t, env.Store, "Later", 0, 0)
+	if len(got) != 1 || got[0] != "due in 71h" {
+		t.Fatalf("delivered %q", got)
 	}
 }

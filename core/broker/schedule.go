@@ -107,6 +107,10 @@ func (b *Broker) runSchedule() time.Time {
 		t = now.Add(scheduleRetryWait)
 	}
 	earliest(t)
+	if err := b.rollRequested(); err != nil {
+		b.log.Error("moving timed messages forward for retention failed; retrying", "err", err)
+		earliest(now.Add(scheduleRetryWait))
+	}
 	return next
 }
 
