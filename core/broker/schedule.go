@@ -29,8 +29,14 @@ import (
 // ("sched/timer/indexed") is written later in the index's order, so after
 // a crash the indexer re-adds what it may have lost.
 //
-// After a crash a message may be delivered once more (its delivery was
-// stored but the progress or key deletion was not), never lost.
+// A timed message due far ahead would keep its commit-log segment, and
+// every later one, from retention until it is due. When retention wants
+// such a segment gone, the scheduler rolls the pending timed messages in
+// it: it appends copies to the tail of the timer topic and deletes the
+// originals' keys (retention.go).
+//
+// After a crash a message may be delivered once more (its delivery or
+// roll was stored but the progress or key deletion was not), never lost.
 const (
 	scheduleBatch     = 128
 	schedulePoll      = time.Second // wake up at least this often
