@@ -56,15 +56,16 @@ type QueueHold struct {
 	// offset it means the min offset; at or past its max offset it claims
 	// nothing.
 	Offset int64
-	// Holder says who needs the records, for logs: "group G", "delay level
-	// 3 (due within 2h)".
+	// Holder says who needs the records, for logs: "group G", "delayed
+	// messages of level 3, due within 2h".
 	Holder string
 }
 
 // RetentionHooks let the store's owner take part in retention; set them
 // with SetRetentionHooks. Any of them may be nil. They are called by the
 // pass that needs them (the retention goroutine, or RunRetention's
-// caller), one pass at a time, with no store lock held.
+// caller), one pass at a time; the only store lock held is the one that
+// serialises passes, so they may read the store but not run retention.
 type RetentionHooks struct {
 	// Floor lists what every deletion must keep, whatever its reason:
 	// records the owner will read again itself (pending delayed and timed
