@@ -429,6 +429,10 @@ type Broker struct {
 	unconfiguredLog limitLog
 	heartbeatLog    limitLog
 
+	// rollTimersTo is the commit-log offset below which retention asked
+	// for pending timed messages to be rolled (retention.go); 0 if none.
+	rollTimersTo atomic.Int64
+
 	quit     chan struct{}
 	wg       sync.WaitGroup
 	stopping sync.Once
@@ -508,6 +512,8 @@ func New(opts Options) (*Broker, error) {
 	b.rs = remoting.NewServer(ro)
 	b.routes()
 	b.registerBuiltinAdmin()
+	// Before anything is served, so no retention pass runs without them.
+	b.store.SetRetentionHooks(b.retentionHooks())
 	return b, nil
 }
 
@@ -560,7 +566,6 @@ func (b *Broker) Serve(ln net.Listener) error {
 	// Register before anyone is told the broker is up, so a client started
 	// right after finds its routes.
 	b.registerAll()
-	b.store.SetRetentionFloor(b.retentionFloor)
 	b.goTracked(b.registerLoop)
 	b.goTracked(b.scheduleLoop)
 	if b.outboxOn() {

@@ -365,6 +365,23 @@ func (t *clientTable) broadcasting(group string) bool {
 	return g != nil && g.model == ModelBroadcasting
 }
 
+// onlyBroadcasting reports whether topic has subscribers, all of them
+// groups consuming in broadcasting mode.
+func (t *clientTable) onlyBroadcasting(topic string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	found := false
+	for _, g := range t.consumers {
+		if _, ok := g.subs[topic]; ok {
+			if g.model != ModelBroadcasting {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
+}
+
 // subscription returns a group's subscription to topic.
 func (t *clientTable) subscription(group, topic string) (*subscription, bool) {
 	t.mu.Lock()

@@ -150,4 +150,25 @@
 //     the registration holds the topic's current configuration; a
 //     created or changed topic is sent alone, a deletion re-sends the
 //     whole table, and registrations leave in the order of the changes.
+//
+// Retention (retention.go):
+//
+//  17. The store's retention never deletes a record the broker will read
+//     again itself: a pending delayed or timed message, or a record of an
+//     unresolved transaction. Above the disk's high-water mark it deletes
+//     no message a consumer group has not consumed, unless the store's
+//     diskHighWaterDropsUnconsumed is set. Unconsumed means, for each
+//     queue of a topic other than the broker's own (schedule, timer,
+//     half, op-half, events, check-max), at or after the lowest offset
+//     any group committed on the queue, or the whole queue when no group
+//     committed one and not only broadcasting consumers subscribe to the
+//     topic (they keep their offsets themselves). Age retention deletes
+//     by age.
+//  18. A pending timed message holds a segment retention wants gone for
+//     at most one retention pass: the scheduler re-appends it, same body
+//     and properties, to the tail of the timer topic, and deletes the old
+//     index keys once the copy is stored. A crash in between delivers it
+//     twice, never loses it. Delayed messages (bounded by the longest
+//     level) and transactions (copied forward at each check, bounded by
+//     the policy's checks) are not moved.
 package broker

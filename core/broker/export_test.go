@@ -1,6 +1,10 @@
 package broker
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/rmq-go/rmq/core/store"
+)
 
 // Test hooks: they let this directory's tests (package broker_test) look
 // inside the broker. They are not part of its API.
@@ -57,3 +61,15 @@ func (b *Broker) PutTopicUnchecked(tc TopicConfig) error {
 	b.topics.topics[tc.TopicName] = tc
 	return b.topics.persist(tc)
 }
+
+// PendingTimers returns the number of timed messages indexed and not yet
+// delivered.
+func (b *Broker) PendingTimers() int {
+	n := 0
+	b.store.ScanKeys([]byte{timerPendingKey}, nil, func([]byte) bool { n++; return true })
+	return n
+}
+
+// UnconsumedHolds returns what the broker reports to retention as not yet
+// consumed.
+func (b *Broker) UnconsumedHolds() []store.QueueHold { return b.unconsumed() }

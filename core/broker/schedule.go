@@ -29,8 +29,14 @@ import (
 // ("sched/timer/indexed") is written later in the index's order, so after
 // a crash the indexer re-adds what it may have lost.
 //
-// After a crash a message may be delivered once more (its delivery was
-// stored but the progress or key deletion was not), never lost.
+// A timed message due far ahead would keep its commit-log segment, and
+// every later one, from retention until it is due. When retention wants
+// such a segment gone, the scheduler rolls the pending timed messages in
+// it: it appends copies to the tail of the timer topic and deletes the
+// originals' keys (retention.go).
+//
+// After a crash a message may be delivered once more (its delivery or
+// roll was stored but the progress or key deletion was not), never lost.
 const (
 	scheduleBatch     = 128
 	schedulePoll      = time.Second // wake up at least this often
@@ -107,6 +113,10 @@ func (b *Broker) runSchedule() time.Time {
 		t = now.Add(scheduleRetryWait)
 	}
 	earliest(t)
+	if err := b.rollRequested(); err != nil {
+		b.log.Error("moving timed messages forward for retention failed; retrying", "err", err)
+		earliest(now.Add(scheduleRetryWait))
+	}
 	return next
 }
 
@@ -271,44 +281,4 @@ func (b *Broker) unpark(r message.Record) *message.Message {
 		Body:                      old.Body,
 		Properties:                old.Properties.Without(message.PropertyDelayLevel),
 	}
-}
-
-// retentionFloor is the lowest commit-log offset retention must keep: the
-// oldest message still waiting for its delay or time, or for its
-// transaction to resolve.
-func (b *Broker) retentionFloor() int64 {
-	floor := int64(-1)
-	keep := func(topic string, q int32, off int64) {
-		it := b.store.NewQueueIter(topic, q, store.IterOptions{UnitsOnly: true, MaxUnits: 1})
-		defer it.Close()
-		if !it.SeekGE(off) || it.Offset() != off {
-			return // gone, or a hole
-		}
-		if u := it.Unit(); floor < 0 || u.CommitLogOffset < floor {
-			floor = u.CommitLogOffset
-		}
-	}
-	for level := 1; level <= len(b.levels); level++ {
-		q := int32(level - 1)
-		from, _ := b.store.Progress(levelProgressName + strconv.Itoa(level))
-		if _, maxOff := b.store.QueueOffsets(ScheduleTopic, q); from < maxOff {
-			keep(ScheduleTopic, q, from)
-		}
-	}
-	if from, _ := b.store.Progress(timerIndexedName); from < b.store.MaxOffset(TimerTopic, 0) {
-		keep(TimerTopic, 0, from)
-	}
-	// Unresolved transactions keep their half messages and the markers
-	// that may still resolve them.
-	if from, ok := b.store.Progress(txnProgressHalf); ok && from < b.store.MaxOffset(HalfTopic, 0) {
-		keep(HalfTopic, 0, max(from, b.store.MinOffset(HalfTopic, 0)))
-	}
-	if from, ok := b.store.Progress(txnProgressOp); ok && from < b.store.MaxOffset(OpHalfTopic, 0) {
-		keep(OpHalfTopic, 0, max(from, b.store.MinOffset(OpHalfTopic, 0)))
-	}
-	b.store.ScanKeys([]byte{timerPendingKey}, nil, func(k []byte) bool {
-		keep(TimerTopic, 0, int64(binary.BigEndian.Uint64(k[1:])))
-		return false
-	})
-	return floor
 }

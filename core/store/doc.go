@@ -101,6 +101,30 @@
 //     which may have lost acknowledged records, stops the store taking
 //     writes (ErrFailed).
 //
+// # Retention
+//
+// Retention deletes whole segments, oldest first (retention.go). The
+// store's owner takes part through RetentionHooks: Floor lists queue
+// positions every deletion must keep, Unconsumed the first record of each
+// queue that consumers have not consumed, and Held is told which segment
+// a Floor hold kept, so the owner can move what it holds forward.
+//
+//  6. The segment being written is never deleted. A segment is deleted
+//     when it is older than Retention or the disk is above DiskHighWater,
+//     and never while a Floor hold's first record lies in it or before
+//     it, whatever the reason.
+//  7. Above DiskHighWater, a segment holding or preceded by an
+//     Unconsumed hold's first record is kept unless
+//     DiskHighWaterDropsUnconsumed is set; age retention deletes by age
+//     alone. Unconsumed is asked only when a high-water deletion is about
+//     to happen, once a pass.
+//  8. A wanted deletion that a hold stops is logged, naming the holder, at
+//     most every five minutes per kind (a warning for Floor holds, an
+//     error for unconsumed messages above high water) and counted in
+//     Stats (SegmentsHeld, HighWaterHeld). Unconsumed messages deleted
+//     above high water are logged as an error naming the queues and
+//     counted (UnconsumedDropped).
+//
 // # Reading a queue
 //
 // Readers outside the store walk a consume queue only through a QueueIter

@@ -94,14 +94,3 @@ func (s *Store) ScanKeys(prefix, from []byte, fn func(key []byte) bool) error {
 	}
 	return it.Error()
 }
-
-// SetRetentionFloor makes retention keep every segment holding the offset
-// fn returns or anything after it (a pending delayed message, say); fn
-// returns -1 when nothing needs keeping. nil removes the floor.
-func (s *Store) SetRetentionFloor(fn func() int64) {
-	if fn == nil {
-		s.floor.Store(nil)
-		return
-	}
-	s.floor.Store(&fn)
-}

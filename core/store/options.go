@@ -93,8 +93,17 @@ type Options struct {
 	RetentionInterval time.Duration `yaml:"retentionInterval"`
 	// DiskHighWater is the fraction of the disk in use above which the
 	// oldest segments are deleted before their retention ends. Default 0.90.
-	// Negative disables it.
+	// Negative disables it. A segment holding a message some consumer has
+	// not consumed (as the store's owner reports it, RetentionHooks) is
+	// kept, with a loud log every few minutes, unless
+	// DiskHighWaterDropsUnconsumed is set.
 	DiskHighWater float64 `yaml:"diskHighWater"`
+	// DiskHighWaterDropsUnconsumed lets high-water deletion delete
+	// segments that hold unconsumed messages; each pass that does logs an
+	// error naming the queues and counts in Stats.UnconsumedDropped.
+	// Default false: above high water the disk may fill, and appends then
+	// fail with the filesystem's error, rather than messages be lost.
+	DiskHighWaterDropsUnconsumed bool `yaml:"diskHighWaterDropsUnconsumed"`
 	// MaxPendingBytes bounds the bytes appended but not yet written; an
 	// append waits while it is exceeded. Default 64 MiB.
 	MaxPendingBytes int `yaml:"maxPendingBytes" cfg:"size"`

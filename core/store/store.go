@@ -65,7 +65,8 @@ type Store struct {
 	wg          sync.WaitGroup
 	stats       Stats
 	prealloc    *preallocator // nil when disabled
-	floor       atomic.Pointer[func() int64]
+	hooks       atomic.Pointer[RetentionHooks]
+	ret         retentionState
 	arrive      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 	lastCkpt    atomic.Int64 // the checkpoint last persisted
 }
@@ -77,6 +78,15 @@ type Stats struct {
 	Fsyncs        atomic.Int64
 	Corruptions   atomic.Int64 // invalid records found on read or startup
 	SegmentsFreed atomic.Int64 // segments deleted by retention
+	// SegmentsHeld counts retention passes that a Floor hold stopped
+	// short of a segment they wanted to delete.
+	SegmentsHeld atomic.Int64
+	// HighWaterHeld counts retention passes above DiskHighWater that kept
+	// a segment because it held unconsumed messages.
+	HighWaterHeld atomic.Int64
+	// UnconsumedDropped counts unconsumed messages deleted above
+	// DiskHighWater (only with DiskHighWaterDropsUnconsumed).
+	UnconsumedDropped atomic.Int64
 }
 
 // Round buffer reuse: a few drained rounds are kept so steady appends do
@@ -236,6 +246,10 @@ func (s *Store) SetArrivalHook(fn func(topic string, queueID int32, maxOffset in
 
 // Stats returns the store's counters.
 func (s *Store) Stats() *Stats { return &s.stats }
+
+// SegmentSize returns the commit-log segment size: the records of one
+// Append must fit in one segment.
+func (s *Store) SegmentSize() int64 { return s.opts.SegmentSize }
 
 // Append stores msgs as one atomic, contiguous run and returns once they
 // are durable (FlushSync) or written (FlushAsync). Each message's Topic and

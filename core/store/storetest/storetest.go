@@ -44,6 +44,7 @@ func Run(t *testing.T, cfg Config) {
 		{"TrimQueue", testTrimQueue},
 	}
 	tests = append(tests, iterTests...)
+	tests = append(tests, retentionTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, cfg) })
 	}
