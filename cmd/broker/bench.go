@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -38,12 +40,23 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.PullBatch, "pull-batch", bench.DefaultPullBatch, "messages per pull (consume)")
 	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "progress line interval; 0 disables")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file")
+	brokerPID := fs.Int("broker-pid", 0, "broker process id, to report its CPU per message (Linux); 0 finds the process listening on a loopback --broker, -1 reports none")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	switch {
+	case *brokerPID > 0:
+		o.BrokerPID = *brokerPID
+	case *brokerPID == 0:
+		pid, err := localBrokerPID(o.Broker)
+		if err != nil {
+			fmt.Fprintln(stderr, "broker bench: broker CPU not reported:", err)
+		}
+		o.BrokerPID = pid
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -74,4 +87,23 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// localBrokerPID finds the process listening on addr when addr is a
+// loopback address, so that a broker on this machine has its CPU per
+// message reported without asking; it returns 0 and no error for any
+// other address.
+func localBrokerPID(addr string) (int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, nil // the run reports the bad address
+	}
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return 0, nil
+	}
+	return bench.ListenerPID(net.JoinHostPort(host, port))
 }
