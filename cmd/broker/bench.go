@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
+	"testing"
 
 	"github.com/spf13/pflag"
 
@@ -169,10 +170,11 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 
 // selfBroker returns the path of the running executable when it is this
 // command, as it is under go build, go install and go run, so compare
-// measures the code it was built from.
+// measures the code it was built from. A test binary of this package
+// reports the same import path but is no broker.
 func selfBroker() (string, error) {
 	info, ok := debug.ReadBuildInfo()
-	if !ok || info.Path != brokerMain {
+	if !ok || info.Path != brokerMain || testing.Testing() {
 		return "", fmt.Errorf("this executable is not %s; give the broker with --broker-bin", brokerMain)
 	}
 	return os.Executable()
