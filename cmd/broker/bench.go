@@ -5,19 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
+	"testing"
 
 	"github.com/spf13/pflag"
 
 	"github.com/rmq-go/rmq/internal/bench"
+	"github.com/rmq-go/rmq/internal/bench/compare"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "compare" {
+		return runBenchCompare(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		fmt.Fprint(stderr, "Usage: broker bench produce|consume [flags]\n")
+		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare [flags]\n")
 		return 2
 	}
 	mode := args[0]
@@ -38,12 +46,23 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.PullBatch, "pull-batch", bench.DefaultPullBatch, "messages per pull (consume)")
 	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "progress line interval; 0 disables")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file")
+	brokerPID := fs.Int("broker-pid", 0, "broker process id, to report its CPU per message (Linux); 0 finds the process listening on a loopback --broker, -1 reports none")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	switch {
+	case *brokerPID > 0:
+		o.BrokerPID = *brokerPID
+	case *brokerPID == 0:
+		pid, err := localBrokerPID(o.Broker)
+		if err != nil {
+			fmt.Fprintln(stderr, "broker bench: broker CPU not reported:", err)
+		}
+		o.BrokerPID = pid
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -74,4 +93,89 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// localBrokerPID finds the process listening on addr when addr is a
+// loopback address, so that a broker on this machine has its CPU per
+// message reported without asking; it returns 0 and no error for any
+// other address.
+func localBrokerPID(addr string) (int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, nil // the run reports the bad address
+	}
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return 0, nil
+	}
+	return bench.ListenerPID(net.JoinHostPort(host, port))
+}
+
+// brokerMain is the import path of this command, which compare checks the
+// running executable against before it starts copies of it as brokers.
+const brokerMain = "github.com/rmq-go/rmq/cmd/broker"
+
+func runBenchCompare(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("broker bench compare", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker bench compare [flags]\n\n"+
+			"Runs this broker and NATS JetStream side by side on this machine under the\n"+
+			"same loads and prints one table (progress goes to stderr, the table to stdout).\n"+
+			"Pairings: 1 request/response, 2 pipelined (fsync before ack vs lazy),\n"+
+			"3 pipelined (both lazy), 4 fsync before every ack, 5 batched produce,\n"+
+			"6 catch-up consume, 7 latency at half of 1's rate.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	var o compare.Options
+	fs.BoolVar(&o.Quick, "quick", false, fmt.Sprintf("a smoke run: %d round of %v runs, %d messages for catch-up, unless given", compare.QuickRounds, compare.QuickDuration, compare.QuickConsumeCount))
+	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("runs of each system per pairing (default %d)", compare.DefaultRounds))
+	fs.DurationVar(&o.Duration, "duration", 0, fmt.Sprintf("length of each produce run (default %v)", compare.DefaultDuration))
+	fs.IntVar(&o.Size, "size", compare.DefaultSize, "message body bytes")
+	fs.Int64Var(&o.ConsumeCount, "consume-count", 0, fmt.Sprintf("messages written and read back in the catch-up pairing (default %d)", compare.DefaultConsumeCount))
+	fs.IntSliceVar(&o.Pairings, "pairings", nil, "pairings to run, e.g. 1,2,7 (default all; 7 brings 1)")
+	fs.StringVar(&o.CacheDir, "cache-dir", "", "where nats-server and the nats CLI are installed (default rmq-go/bench in the user cache directory)")
+	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "broker bench compare: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if o.Broker == "" {
+		exe, err := selfBroker()
+		if err != nil {
+			fmt.Fprintln(stderr, "broker bench compare:", err)
+			return 2
+		}
+		o.Broker = exe
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := compare.Run(ctx, o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker bench compare:", err)
+		return 1
+	}
+	fmt.Fprint(stdout, rep.String())
+	return 0
+}
+
+// selfBroker returns the path of the running executable when it is this
+// command, as it is under go build, go install and go run, so compare
+// measures the code it was built from. A test binary of this package
+// reports the same import path but is no broker.
+func selfBroker() (string, error) {
+	info, ok := debug.ReadBuildInfo()
+	if !ok || info.Path != brokerMain || testing.Testing() {
+		return "", fmt.Errorf("this executable is not %s; give the broker with --broker-bin", brokerMain)
+	}
+	return os.Executable()
 }

@@ -5,6 +5,8 @@
 //	broker namesrv [flags]      run a name server alone
 //	broker bench produce|consume [flags]
 //	                            load-generate against a broker
+//	broker bench compare [flags]
+//	                            this broker against NATS JetStream, one table
 //	broker admin [--broker addr] <group> <verb> [flags]
 //	                            ask a running broker (plugins list, ...)
 //
@@ -55,6 +57,7 @@ const usage = `Usage:
   broker [flags]                        run a broker with an embedded name server
   broker namesrv [flags]                run a name server alone
   broker bench produce|consume [flags]  load-generate against a broker
+  broker bench compare [flags]          this broker against NATS JetStream on this machine
   broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
 
 Run "broker <command> -h" for the flags of a command.

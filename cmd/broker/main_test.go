@@ -60,6 +60,14 @@ func TestUsageAndBadFlags(t *testing.T) {
 	if code, _, _ := runCmd("bench"); code != 2 {
 		t.Fatalf("bench without a mode: exit %d", code)
 	}
+	// The test binary is not the broker, so compare needs one named.
+	if code, _, errs := runCmd("bench", "compare", "--quick"); code != 2 || !strings.Contains(errs, "--broker-bin") {
+		t.Fatalf("bench compare from a binary that is not the broker: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCmd("bench", "compare", "--broker-bin", os.Args[0], "--pairings", "8", "--rounds", "-1"); code != 1 ||
+		!strings.Contains(errs, "pairing 8") || !strings.Contains(errs, "Rounds -1") {
+		t.Fatalf("bench compare with bad options: exit %d, %q", code, errs)
+	}
 }
 
 func TestConfigFile(t *testing.T) {

@@ -39,6 +39,9 @@ func consume(ctx context.Context, opts Options, out io.Writer, clk clock) (Summa
 	nworkers := min(opts.Conns*opts.InFlight, opts.Queues)
 	s := newSession(ctx, opts, out, clk, min(opts.Conns, nworkers), nworkers)
 	defer s.close()
+	if _, err := s.brokerCPU(); err != nil {
+		return Summary{}, err
+	}
 	c := &consumer{s: s}
 	if err := c.offsets(); err != nil {
 		return Summary{}, err

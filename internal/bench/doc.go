@@ -84,6 +84,13 @@
 //     (Consume); Bytes counts their bodies; MB/s is in 10^6 bytes per second.
 //   - Elapsed runs from the first request to the last response, so setup
 //     and dials are outside it.
+//   - Broker CPU, when Options.BrokerPID names the broker's process on
+//     this machine, is its user plus system time from /proc/<pid>/stat
+//     read just before the clock starts and after the last response; the
+//     summary divides it by Messages. /proc counts in 10 ms ticks, so the
+//     figure needs runs of seconds. `broker bench` finds the pid itself
+//     when --broker is a loopback address (ListenerPID), or takes
+//     --broker-pid.
 //   - The rate is the run's: when responses are slow, paced workers fall
 //     behind the schedule rather than open more requests (the closed-loop
 //     model of most load generators), and latency does not include the time

@@ -96,6 +96,11 @@ type Options struct {
 	// A request unanswered for about that long is abandoned and counted as
 	// an error.
 	Timeout time.Duration
+	// BrokerPID is the broker's process id when it runs on this machine;
+	// 0 (the default) means unknown. When set, the summary reports the
+	// broker's CPU time over the measured run, read from /proc (Linux
+	// only), and the run fails at setup if /proc cannot tell it.
+	BrokerPID int
 }
 
 // withDefaults returns a copy of o with zero fields set to their defaults
@@ -176,6 +181,9 @@ func (o *Options) validate() error {
 	}
 	if o.Timeout < 0 {
 		bad("Timeout %v is negative", o.Timeout)
+	}
+	if o.BrokerPID < 0 {
+		bad("BrokerPID %d is negative", o.BrokerPID)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))

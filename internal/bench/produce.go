@@ -53,6 +53,9 @@ func produce(ctx context.Context, opts Options, out io.Writer, clk clock) (Summa
 	}
 	s := newSession(ctx, opts, out, clk, opts.Conns, opts.Conns*opts.InFlight)
 	defer s.close()
+	if _, err := s.brokerCPU(); err != nil {
+		return Summary{}, err
+	}
 	if err := createTopic(s); err != nil {
 		return Summary{}, err
 	}

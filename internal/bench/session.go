@@ -43,6 +43,7 @@ type session struct {
 	origin time.Time
 
 	start    time.Duration // clock time the measured part began
+	cpu      time.Duration // broker CPU used over the run; see Options.BrokerPID
 	deadline time.Duration // start + Duration; meaningful when Duration > 0
 	elapsed  time.Duration // set when the workers have finished
 
@@ -116,6 +117,12 @@ func (s *session) setup(cl *remoting.Client, code int16, ext map[string]string) 
 // worker has returned and the watching goroutines have stopped. prepare,
 // if not nil, runs once the start time is known and before any worker.
 func (s *session) run(prepare func(), loop func(w *worker)) {
+	cpu0, cpuErr := s.brokerCPU()
+	defer func() {
+		if cpu1, err := s.brokerCPU(); err == nil && cpuErr == nil {
+			s.cpu = cpu1 - cpu0
+		}
+	}()
 	s.start = s.clk.now()
 	s.deadline = s.start + s.opts.Duration
 	if prepare != nil {
@@ -134,6 +141,15 @@ func (s *session) run(prepare func(), loop func(w *worker)) {
 	s.elapsed = s.clk.now() - s.start
 	close(s.quit)
 	s.aux.Wait()
+}
+
+// brokerCPU returns the broker's CPU time so far, or 0 when
+// Options.BrokerPID is not set.
+func (s *session) brokerCPU() (time.Duration, error) {
+	if s.opts.BrokerPID == 0 {
+		return 0, nil
+	}
+	return ProcessCPU(s.opts.BrokerPID)
 }
 
 // pastDeadline reports whether the run's Duration is over.
@@ -268,6 +284,12 @@ func (s *session) summary() Summary {
 		P99:      h.Quantile(0.99),
 		P999:     h.Quantile(0.999),
 		Max:      h.Max(),
+	}
+	if s.cpu > 0 {
+		sum.BrokerCPU = s.cpu
+		if sum.Messages > 0 {
+			sum.BrokerCPUPerMsg = s.cpu / time.Duration(sum.Messages)
+		}
 	}
 	if secs := s.elapsed.Seconds(); secs > 0 {
 		sum.MsgsPerSec = float64(sum.Messages) / secs

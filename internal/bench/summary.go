@@ -22,6 +22,11 @@ type Summary struct {
 	P99        time.Duration
 	P999       time.Duration // 99.9th percentile
 	Max        time.Duration // slowest response, exact
+	// BrokerCPU is the CPU time, user plus system, the broker process used
+	// over Elapsed, and BrokerCPUPerMsg that divided by Messages; both 0
+	// unless Options.BrokerPID is set. The resolution is 10 ms.
+	BrokerCPU       time.Duration
+	BrokerCPUPerMsg time.Duration
 	// ErrorSamples holds the first few distinct error texts, at most five.
 	ErrorSamples []string
 }
@@ -33,6 +38,9 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "requests  %d, %d errors\n", s.Requests, s.Errors)
 	fmt.Fprintf(&b, "latency   p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		short(s.P50), short(s.P90), short(s.P99), short(s.P999), short(s.Max))
+	if s.BrokerCPU > 0 {
+		fmt.Fprintf(&b, "broker    cpu %v, %v per message\n", short(s.BrokerCPU), short(s.BrokerCPUPerMsg))
+	}
 	for _, e := range s.ErrorSamples {
 		fmt.Fprintf(&b, "error     %s\n", e)
 	}
