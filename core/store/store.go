@@ -96,6 +96,9 @@ type round struct {
 	bytes   int
 	done    chan struct{}
 	err     error
+	// then holds the callbacks of AppendAsync, run by the flusher once
+	// the round is stored (or failed), in the order of their appends.
+	then []func(error)
 }
 
 // chunk is a run of frames contiguous in one segment.
@@ -242,21 +245,52 @@ func (s *Store) Stats() *Stats { return &s.stats }
 // QueueID say where it goes; Append sets its QueueOffset, CommitLogOffset
 // and StoreTimestamp. Nothing of a failed Append is stored.
 func (s *Store) Append(msgs []*message.Message) error {
+	r, err := s.enqueue(msgs, nil)
+	if r == nil {
+		return err
+	}
+	<-r.done
+	return r.err
+}
+
+// AppendAsync is Append without the wait: it assigns the messages' offsets
+// and queues them as Append does, then returns, and the flusher calls done
+// once the round holding them is stored as Append would return (after the
+// fsync under FlushSync), with Append's error. done runs on the flusher's
+// goroutine, after the messages are visible to readers, in append order
+// with the other callbacks of its round: it must be quick and must not
+// call back into the store. Empty msgs call done at once. An error found
+// before queueing (a message too
+// large, a closed or failed store) is returned, and done is not called.
+// AppendAsync still waits, as Append does, while MaxPendingBytes are
+// queued: that is the store's back-pressure.
+func (s *Store) AppendAsync(msgs []*message.Message, done func(error)) error {
+	_, err := s.enqueue(msgs, done)
+	return err
+}
+
+// enqueue adds msgs to the pending round and returns it; with then set,
+// then joins the round's callbacks. A nil round comes with the error that
+// kept the messages out, or with none for an empty msgs.
+func (s *Store) enqueue(msgs []*message.Message, then func(error)) (*round, error) {
 	total := 0
 	for _, m := range msgs {
 		if len(m.Topic) > message.MaxTopicLen {
-			return message.ErrTopicTooLong
+			return nil, message.ErrTopicTooLong
 		}
 		if len(m.Properties) > message.MaxPropertiesLen {
-			return message.ErrPropertiesTooLong
+			return nil, message.ErrPropertiesTooLong
 		}
 		total += m.RecordLen() + trailerLen
 	}
 	if len(msgs) == 0 {
-		return nil
+		if then != nil {
+			then(nil)
+		}
+		return nil, nil
 	}
 	if int64(total)+blankLen > s.opts.SegmentSize {
-		return fmt.Errorf("%w: %d bytes in a segment of %d", ErrTooLarge, total, s.opts.SegmentSize)
+		return nil, fmt.Errorf("%w: %d bytes in a segment of %d", ErrTooLarge, total, s.opts.SegmentSize)
 	}
 
 	s.mu.Lock()
@@ -265,11 +299,11 @@ func (s *Store) Append(msgs []*message.Message) error {
 	}
 	if s.mu.closed {
 		s.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if err := s.mu.failed; err != nil {
 		s.mu.Unlock()
-		return err
+		return nil, err
 	}
 	r := s.mu.pending
 	if r == nil {
@@ -303,6 +337,9 @@ func (s *Store) Append(msgs []*message.Message) error {
 	r.end = s.mu.next
 	r.bytes += total
 	s.mu.pendingBytes += total
+	if then != nil {
+		r.then = append(r.then, then)
+	}
 	s.mu.Unlock()
 	s.stats.Appends.Add(int64(len(msgs)))
 
@@ -310,8 +347,7 @@ func (s *Store) Append(msgs []*message.Message) error {
 	case s.kick <- struct{}{}:
 	default:
 	}
-	<-r.done
-	return r.err
+	return r, nil
 }
 
 // queueLocked returns the queue for k, creating it. s.mu must be held.
@@ -423,20 +459,29 @@ func (s *Store) flushOnce() bool {
 		s.durable.Store(r.end)
 	}
 	s.dispatchRound(r)
-	close(r.done)
+	s.finish(r)
 	s.recycle(r)
 	return true
+}
+
+// finish wakes r's Append callers and runs its AppendAsync callbacks.
+func (s *Store) finish(r *round) {
+	close(r.done)
+	for i, fn := range r.then {
+		fn(r.err)
+		r.then[i] = nil
+	}
 }
 
 // recycle keeps r's buffers for the next round. Appenders may still read
 // r.err, so the round itself is not reused.
 func (s *Store) recycle(r *round) {
-	spare := &round{chunks: r.chunks[:0], units: r.units[:0]}
+	spare := &round{chunks: r.chunks[:0], units: r.units[:0], then: r.then[:0]}
 	for i := range r.chunks {
 		spare.chunks = append(spare.chunks, chunk{buf: r.chunks[i].buf[:0]})
 	}
 	spare.chunks = spare.chunks[:0]
-	r.chunks, r.units = nil, nil
+	r.chunks, r.units, r.then = nil, nil, nil
 	s.mu.Lock()
 	if len(s.mu.spares) < maxSpareRounds {
 		s.mu.spares = append(s.mu.spares, spare)
@@ -572,7 +617,7 @@ func (s *Store) rollback(r *round, cause error) {
 			continue
 		}
 		x.err = fmt.Errorf("store: append not stored: %w", cause)
-		close(x.done)
+		s.finish(x)
 	}
 }
 
