@@ -49,7 +49,10 @@ var nextConnID atomic.Uint64
 // endpoint is what a connection needs from its owner, a Server or a Client.
 type endpoint struct {
 	// handler serves requests from the peer; nil ignores them.
-	handler      func(c *Conn, req *Command) *Command
+	handler func(c *Conn, req *Command) *Command
+	// fast, if set, is offered each request first, on the reader's
+	// goroutine (Server.HandleFast); false passes it to handler.
+	fast         func(c *Conn, req *Command, reply func(*Command)) bool
 	logger       *slog.Logger
 	maxFrame     int
 	maxInflight  int
@@ -219,13 +222,18 @@ func (c *Conn) Reply(req, resp *Command) error {
 	if req.IsOneway() {
 		return nil
 	}
+	prepareReply(req, resp)
+	// Write at once unless other handlers of this connection are about to
+	// answer too: then the writer gathers their answers into one write.
+	return c.send(resp, len(c.slots) <= 1, false)
+}
+
+// prepareReply completes resp as Reply does.
+func prepareReply(req, resp *Command) {
 	resp.Opaque = req.Opaque
 	resp.Flag = resp.Flag&^FlagOneway | FlagResponse
 	resp.SerializeType = req.SerializeType
 	fillDefaults(resp)
-	// Write at once unless other handlers of this connection are about to
-	// answer too: then the writer gathers their answers into one write.
-	return c.send(resp, len(c.slots) <= 1)
 }
 
 func fillDefaults(cmd *Command) {
@@ -261,7 +269,7 @@ func (c *Conn) oneway(ctx context.Context, req *Command, st byte) error {
 	out.Flag = req.Flag&^FlagResponse | FlagOneway
 	out.SerializeType = st
 	fillDefaults(&out)
-	return c.send(&out, false)
+	return c.send(&out, false, false)
 }
 
 func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error) {
@@ -287,7 +295,7 @@ func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error
 
 	// A lone call writes itself; with others in flight the writer gathers
 	// them into one write.
-	if err := c.send(&out, alone); err != nil {
+	if err := c.send(&out, alone, false); err != nil {
 		if resp, ok := c.abandon(out.Opaque, cl); ok {
 			return resp, nil
 		}
@@ -342,12 +350,16 @@ func (c *Conn) deliver(resp *Command) {
 	}
 }
 
-// send queues cmd's frame for the writer. Encoding errors leave the
-// connection open; ErrClosed means it is gone.
-func (c *Conn) send(cmd *Command, direct bool) error {
+// send queues cmd's frame for the writer, or with direct set writes it
+// on the caller's goroutine when no write is in progress. It waits while
+// maxQueued bytes are unwritten unless noWait is set: a deferred reply
+// (FastHandler) must never block its caller, and is bounded instead by the
+// requests already read (reads stop at the bound, see waitForWriter).
+// Encoding errors leave the connection open; ErrClosed means it is gone.
+func (c *Conn) send(cmd *Command, direct, noWait bool) error {
 	o := &c.out
 	o.Lock()
-	for o.queued+o.inWrite >= c.ep.maxQueued && !o.closed {
+	for !noWait && o.queued+o.inWrite >= c.ep.maxQueued && !o.closed {
 		o.cond.Wait()
 	}
 	if o.closed {
@@ -606,6 +618,9 @@ func (c *Conn) readLoop() error {
 		case <-c.ep.drain:
 			return ErrServerClosed
 		}
+		if c.ep.fast != nil && c.serveFast(cmd) {
+			continue
+		}
 		select {
 		case c.work <- cmd:
 		default:
@@ -613,6 +628,47 @@ func (c *Conn) readLoop() error {
 			go c.worker(cmd)
 		}
 	}
+}
+
+// serveFast offers req to the endpoint's fast path on the reader's
+// goroutine (Server.HandleFast). The request holds its slot until it is
+// answered and counts as a running handler, so MaxInflightPerConn and a
+// graceful close treat it as one. It reports false when the fast path
+// declined; the slot then passes to the worker that serves req.
+func (c *Conn) serveFast(req *Command) bool {
+	c.workers.Add(1)
+	var answered atomic.Bool
+	reply := func(resp *Command) {
+		if !answered.CompareAndSwap(false, true) {
+			c.log().Error("remoting: a fast handler answered twice; the second answer is dropped", "code", RequestCode(req.Code), "opaque", req.Opaque)
+			return
+		}
+		if resp != nil && !req.IsOneway() {
+			prepareReply(req, resp)
+			if err := c.send(resp, false, true); err != nil && !errors.Is(err, ErrClosed) {
+				c.notEncodable(req, err, true)
+			}
+		}
+		<-c.slots
+		c.workers.Done()
+	}
+	taken := func() (ok bool) {
+		defer func() {
+			if r := recover(); r != nil {
+				c.log().Error("remoting: fast handler panicked", "code", RequestCode(req.Code), "opaque", req.Opaque,
+					"panic", r, "stack", string(debug.Stack()))
+				if !answered.Load() {
+					reply(NewResponse(req, SystemError, fmt.Sprintf("remoting: handler for %s failed: %v", RequestCode(req.Code), r)))
+				}
+				ok = true
+			}
+		}()
+		return c.ep.fast(c, req, reply)
+	}()
+	if !taken {
+		c.workers.Done()
+	}
+	return taken
 }
 
 // waitForWriter waits while the connection's unwritten bytes are at the
@@ -740,14 +796,21 @@ func (c *Conn) handle(req *Command) {
 	if err == nil || errors.Is(err, ErrClosed) {
 		return
 	}
-	// The response cannot be encoded (too large for a frame, most likely)
-	// although the handler did its work. Say so with a code clients do not
-	// retry, instead of leaving the peer to time out and resend.
+	c.notEncodable(req, err, false)
+}
+
+// notEncodable answers req, whose handler did its work but whose response
+// cannot be encoded (too large for a frame, most likely), with a code
+// clients do not retry, instead of leaving the peer to time out and
+// resend.
+func (c *Conn) notEncodable(req *Command, err error, noWait bool) {
 	c.ep.limits.warn("encode", "remoting: response cannot be sent",
 		"conn", c.id, "peer", c.remote.String(), "code", RequestCode(req.Code), "err", err)
-	_ = c.Reply(req, NewResponse(req, ResponseNotEncodable,
+	resp := NewResponse(req, ResponseNotEncodable,
 		fmt.Sprintf("remoting: the response to %s cannot be sent (%v); the request was carried out, do not retry it",
-			RequestCode(req.Code), err)))
+			RequestCode(req.Code), err))
+	prepareReply(req, resp)
+	_ = c.send(resp, !noWait && len(c.slots) <= 1, noWait)
 }
 
 func (c *Conn) runHandler(req *Command) (resp *Command) {

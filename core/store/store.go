@@ -60,6 +60,7 @@ type Store struct {
 	dirtyEnd    int64      // end of bytes a rolled-back round may have left; owned by the flusher
 	markerFlags uint32     // flags of this run's round markers
 	kick        chan struct{}
+	completions chan completion // rounds' AppendAsync callbacks, for completeLoop
 	quit        chan struct{}
 	closing     sync.Once
 	wg          sync.WaitGroup
@@ -123,7 +124,8 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: opts, log: opts.Logger.With("component", "store"), kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	s := &Store{opts: opts, log: opts.Logger.With("component", "store"), kick: make(chan struct{}, 1), quit: make(chan struct{}),
+		completions: make(chan completion, completionBacklog)}
 	if opts.Flush == FlushSync {
 		s.markerFlags = markerSync
 	}
@@ -173,6 +175,7 @@ func Open(opts Options) (*Store, error) {
 		s.goTracked(s.prealloc.loop)
 	}
 	s.goTracked(s.flushLoop)
+	s.goTracked(s.completeLoop)
 	s.goTracked(s.checkpointLoop)
 	if opts.Flush == FlushAsync {
 		s.goTracked(s.syncLoop)
@@ -256,10 +259,10 @@ func (s *Store) Append(msgs []*message.Message) error {
 // AppendAsync is Append without the wait: it assigns the messages' offsets
 // and queues them as Append does, then returns, and the flusher calls done
 // once the round holding them is stored as Append would return (after the
-// fsync under FlushSync), with Append's error. done runs on the flusher's
-// goroutine, after the messages are visible to readers, in append order
-// with the other callbacks of its round: it must be quick and must not
-// call back into the store. Empty msgs call done at once. An error found
+// fsync under FlushSync), with Append's error. done runs on the store's
+// completion goroutine, after the messages are visible to readers, in
+// append order with every other callback: it must be quick and must not
+// block (the next rounds' callbacks wait for it, and then the flusher). Empty msgs call done at once. An error found
 // before queueing (a message too
 // large, a closed or failed store) is returned, and done is not called.
 // AppendAsync still waits, as Append does, while MaxPendingBytes are
@@ -416,6 +419,7 @@ func (r *round) setLast(buf []byte) { r.chunks[len(r.chunks)-1].buf = buf }
 // flushLoop writes rounds, syncs them under FlushSync, and dispatches them
 // to the consume queues. It is the only writer of segment files.
 func (s *Store) flushLoop() {
+	defer close(s.completions)
 	for {
 		select {
 		case <-s.kick:
@@ -464,19 +468,40 @@ func (s *Store) flushOnce() bool {
 	return true
 }
 
-// finish wakes r's Append callers and runs its AppendAsync callbacks.
+// finish wakes r's Append callers and hands its AppendAsync callbacks to
+// the completer, so the flusher goes on to the next round while they run.
 func (s *Store) finish(r *round) {
 	close(r.done)
-	for i, fn := range r.then {
-		fn(r.err)
-		r.then[i] = nil
+	if len(r.then) > 0 {
+		s.completions <- completion{r.then, r.err}
+		r.then = nil
+	}
+}
+
+// completionBacklog is how many rounds' callbacks may wait for the
+// completer before the flusher waits for it.
+const completionBacklog = 64
+
+// completion is a stored round's AppendAsync callbacks and its outcome.
+type completion struct {
+	then []func(error)
+	err  error
+}
+
+// completeLoop runs the AppendAsync callbacks of each round in order,
+// until the flusher has stopped.
+func (s *Store) completeLoop() {
+	for c := range s.completions {
+		for _, fn := range c.then {
+			fn(c.err)
+		}
 	}
 }
 
 // recycle keeps r's buffers for the next round. Appenders may still read
 // r.err, so the round itself is not reused.
 func (s *Store) recycle(r *round) {
-	spare := &round{chunks: r.chunks[:0], units: r.units[:0], then: r.then[:0]}
+	spare := &round{chunks: r.chunks[:0], units: r.units[:0]}
 	for i := range r.chunks {
 		spare.chunks = append(spare.chunks, chunk{buf: r.chunks[i].buf[:0]})
 	}
