@@ -523,6 +523,9 @@ func (b *Broker) routes() {
 	h(remoting.SendMessage, b.handleSend)
 	h(remoting.SendMessageV2, b.handleSend)
 	h(remoting.SendBatchMessage, b.handleSend)
+	for _, code := range []int16{remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage} {
+		b.rs.HandleFast(code, b.sendFast)
+	}
 	h(remoting.PullMessage, b.handlePull)
 	h(remoting.QueryConsumerOffset, b.handleQueryOffset)
 	h(remoting.UpdateConsumerOffset, b.handleUpdateOffset)

@@ -27,93 +27,149 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err != nil {
 		return response(req, remoting.MessageIllegal, "send: %v", err)
 	}
+	qid, resp := b.sendQueue(req, &h, true)
+	if resp != nil {
+		return resp
+	}
+	msgs, sent, resp := b.sendMessages(c, req, &h, qid)
+	if resp != nil {
+		return resp
+	}
+	if err := b.store.Append(msgs); err != nil {
+		return b.storeError(req, err)
+	}
+	return b.sent(c, req, msgs[:sent])
+}
+
+// sendFast serves the common send on the connection's reader goroutine
+// (remoting.FastHandler): to a topic that exists and is not a retry topic,
+// whose messages are queued with AppendAsync and answered once stored.
+// Everything that may wait — creating a topic (which registers it with the
+// name servers) and the retry rules (which read the group's config) — is
+// declined to handleSend on a worker. Decoding once more there costs only
+// the declined requests.
+func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*remoting.Command)) bool {
+	h, err := remoting.DecodeSendHeader(req.Code, req.ExtFields)
+	if err != nil {
+		reply(response(req, remoting.MessageIllegal, "send: %v", err))
+		return true
+	}
+	if _, ok := b.topics.get(h.Topic); !ok || isRetryTopic(h.Topic) {
+		return false
+	}
+	qid, resp := b.sendQueue(req, &h, false)
+	if resp == nil {
+		var msgs []*message.Message
+		var sent int
+		if msgs, sent, resp = b.sendMessages(c, req, &h, qid); resp == nil {
+			err := b.store.AppendAsync(msgs, func(err error) {
+				if err != nil {
+					reply(b.storeError(req, err))
+					return
+				}
+				reply(b.sent(c, req, msgs[:sent]))
+			})
+			if err == nil {
+				return true
+			}
+			resp = b.storeError(req, err)
+		}
+	}
+	reply(resp)
+	return true
+}
+
+// sendQueue checks a send's topic, creating it when create is set and
+// the topic is missing, and returns the queue the messages go to, or the
+// response refusing the send.
+func (b *Broker) sendQueue(req *remoting.Command, h *remoting.SendHeader, create bool) (int32, *remoting.Command) {
 	if err := ValidateTopic(h.Topic); err != nil {
-		return response(req, remoting.SystemError, "send: %v", err)
+		return 0, response(req, remoting.SystemError, "send: %v", err)
 	}
 	if reservedTopic(h.Topic) {
-		return response(req, remoting.NoPermission, "send: topic %s is reserved for the broker", h.Topic)
+		return 0, response(req, remoting.NoPermission, "send: topic %s is reserved for the broker", h.Topic)
 	}
 	if len(h.Properties) > message.MaxPropertiesLen {
-		return response(req, remoting.MessageIllegal, "send: properties of %d bytes exceed %d", len(h.Properties), message.MaxPropertiesLen)
+		return 0, response(req, remoting.MessageIllegal, "send: properties of %d bytes exceed %d", len(h.Properties), message.MaxPropertiesLen)
 	}
 	tc, ok := b.topics.get(h.Topic)
 	if !ok {
+		if !create {
+			return 0, response(req, remoting.TopicNotExist, "send: topic %s does not exist", h.Topic)
+		}
 		var code int16
+		var err error
 		if tc, code, err = b.autoCreate(h.Topic, h.DefaultTopic, int(h.DefaultTopicQueueNums)); err != nil {
-			return response(req, code, "send: %v", err)
+			return 0, response(req, code, "send: %v", err)
 		}
 	}
 	if tc.Perm&remoting.PermWrite == 0 {
-		return response(req, remoting.NoPermission, "send: topic %s is not writable (perm %d)", h.Topic, tc.Perm)
+		return 0, response(req, remoting.NoPermission, "send: topic %s is not writable (perm %d)", h.Topic, tc.Perm)
 	}
 	qid := h.QueueID
 	if qid < 0 {
 		qid = rand.Int32N(writableQueues(tc))
 	}
 	if int(qid) >= max(tc.ReadQueueNums, tc.WriteQueueNums) {
-		return response(req, remoting.SystemError, "send: queue %d does not exist in topic %s (%d queues)", qid, h.Topic, tc.WriteQueueNums)
+		return 0, response(req, remoting.SystemError, "send: queue %d does not exist in topic %s (%d queues)", qid, h.Topic, tc.WriteQueueNums)
 	}
 	if int(qid) >= tc.ReadQueueNums {
 		// Consumers' routes list only the read queues: a message stored
 		// here could never be pulled.
-		return response(req, remoting.SystemError, "send: queue %d of topic %s is not readable: the topic has %d read queues", qid, h.Topic, tc.ReadQueueNums)
+		return 0, response(req, remoting.SystemError, "send: queue %d of topic %s is not readable: the topic has %d read queues", qid, h.Topic, tc.ReadQueueNums)
 	}
+	return qid, nil
+}
 
-	var msgs []*message.Message
+// sendMessages builds what a send stores: the client's messages, then any
+// of the broker's own (outbox events); sent counts the client's.
+func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoting.SendHeader, qid int32) (msgs []*message.Message, sent int, resp *remoting.Command) {
+	var err error
 	if req.Code == remoting.SendBatchMessage {
 		if len(req.Body) > b.opts.MaxMessageSize {
-			return response(req, remoting.MessageIllegal, "send batch: body of %d bytes exceeds the %d-byte limit (maxMessageSize)", len(req.Body), b.opts.MaxMessageSize)
+			return nil, 0, response(req, remoting.MessageIllegal, "send batch: body of %d bytes exceeds the %d-byte limit (maxMessageSize)", len(req.Body), b.opts.MaxMessageSize)
 		}
-		if msgs, err = b.batchMessages(c, &h, qid, req.Body); err != nil {
-			return response(req, remoting.MessageIllegal, "send batch: %v", err)
+		if msgs, err = b.batchMessages(c, h, qid, req.Body); err != nil {
+			return nil, 0, response(req, remoting.MessageIllegal, "send batch: %v", err)
 		}
+		sent = len(msgs)
 		if isRetryTopic(h.Topic) {
 			// The retry rule holds for batches too. Every message carries
 			// the header's reconsume times, so the whole batch goes one
 			// way and stays in one queue.
-			var events []*message.Message
-			for _, m := range msgs {
-				ev, err := b.retryLimit(m, &h)
+			for _, m := range msgs[:sent] {
+				ev, err := b.retryLimit(m, h)
 				if err != nil {
-					return response(req, remoting.SystemError, "send batch: %v", err)
+					return nil, 0, response(req, remoting.SystemError, "send batch: %v", err)
 				}
 				if ev != nil {
-					events = append(events, b.newEvent(*ev, m))
+					msgs = append(msgs, b.newEvent(*ev, m))
 				}
 			}
-			sent := len(msgs)
-			if err := b.store.Append(append(msgs, events...)); err != nil {
-				return b.storeError(req, err)
-			}
-			return b.sendResponse(req, msgs[:sent])
 		}
-	} else {
-		if len(req.Body) > b.opts.MaxMessageSize {
-			return response(req, remoting.MessageIllegal, "send: body of %d bytes exceeds the %d-byte limit", len(req.Body), b.opts.MaxMessageSize)
-		}
-		m := b.newMessage(c, &h, qid, req.Body, nil)
-		if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
-			return response(req, remoting.MessageIllegal, "send: %v", err)
-		}
-		msgs = []*message.Message{m}
-		extra, code, err := b.transform(m, &h)
-		if err != nil {
-			return response(req, code, "send: %v", err)
-		}
-		msgs = append(msgs, extra...)
+		return msgs, sent, nil
 	}
-	sent := len(msgs) // the client's messages; any after them are the broker's own (outbox events)
-	if req.Code != remoting.SendBatchMessage {
-		sent = 1
+	if len(req.Body) > b.opts.MaxMessageSize {
+		return nil, 0, response(req, remoting.MessageIllegal, "send: body of %d bytes exceeds the %d-byte limit", len(req.Body), b.opts.MaxMessageSize)
 	}
-	if err := b.store.Append(msgs); err != nil {
-		return b.storeError(req, err)
+	m := b.newMessage(c, h, qid, req.Body, nil)
+	if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
+		return nil, 0, response(req, remoting.MessageIllegal, "send: %v", err)
 	}
+	extra, code, err := b.transform(m, h)
+	if err != nil {
+		return nil, 0, response(req, code, "send: %v", err)
+	}
+	return append([]*message.Message{m}, extra...), 1, nil
+}
+
+// sent answers a send whose messages are stored.
+func (b *Broker) sent(c *remoting.Conn, req *remoting.Command, msgs []*message.Message) *remoting.Command {
 	if msgs[0].Topic == HalfTopic {
 		// This connection may now end the group's transactions.
 		b.txn.rememberProducer(msgs[0].Properties.Get(message.PropertyProducerGroup), c)
 	}
-	return b.sendResponse(req, msgs[:sent])
+	return b.sendResponse(req, msgs)
 }
 
 // newMessage builds a stored message from a send header.

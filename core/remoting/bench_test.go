@@ -72,16 +72,30 @@ func BenchmarkHeader(b *testing.B) {
 // BenchmarkEcho sends SEND_MESSAGE-shaped requests (the Go client's header,
 // a 128-byte body) over 64 loopback connections, each with several requests
 // in flight, to a server whose handler echoes them.
+// BenchmarkEcho measures a request/response round trip through a Server,
+// its answer built on a worker goroutine (path=handler) or on the reader
+// (path=fast, a FastHandler answering at once).
 func BenchmarkEcho(b *testing.B) {
 	const conns = 64
-	for _, depth := range []int{1, 8} {
-		b.Run(fmt.Sprintf("conns=%d/inflight=%d", conns, depth), func(b *testing.B) {
+	answer := func(req *Command) *Command {
+		resp := NewResponse(req, Success, "")
+		resp.ExtFields = map[string]string{"msgId": "7F00000100002A9F0000000000000000", "queueId": req.Get("queueId"), "queueOffset": "1"}
+		return resp
+	}
+	for _, c := range []struct {
+		path  string
+		depth int
+	}{{"handler", 1}, {"fast", 1}, {"handler", 8}, {"fast", 8}} {
+		depth := c.depth
+		b.Run(fmt.Sprintf("path=%s/conns=%d/inflight=%d", c.path, conns, depth), func(b *testing.B) {
 			s := NewServer(ServerOptions{})
-			s.Handle(SendMessage, func(c *Conn, req *Command) *Command {
-				resp := NewResponse(req, Success, "")
-				resp.ExtFields = map[string]string{"msgId": "7F00000100002A9F0000000000000000", "queueId": req.Get("queueId"), "queueOffset": "1"}
-				return resp
-			})
+			s.Handle(SendMessage, func(c *Conn, req *Command) *Command { return answer(req) })
+			if c.path == "fast" {
+				s.HandleFast(SendMessage, func(c *Conn, req *Command, reply func(*Command)) bool {
+					reply(answer(req))
+					return true
+				})
+			}
 			addr := startServer(b, s)
 			clients := make([]*Client, conns)
 			for i := range clients {

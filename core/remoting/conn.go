@@ -49,7 +49,10 @@ var nextConnID atomic.Uint64
 // endpoint is what a connection needs from its owner, a Server or a Client.
 type endpoint struct {
 	// handler serves requests from the peer; nil ignores them.
-	handler      func(c *Conn, req *Command) *Command
+	handler func(c *Conn, req *Command) *Command
+	// fast, if set, is offered each request first, on the reader's
+	// goroutine (Server.HandleFast); false passes it to handler.
+	fast         func(c *Conn, req *Command, reply func(*Command)) bool
 	logger       *slog.Logger
 	maxFrame     int
 	maxInflight  int
@@ -219,13 +222,18 @@ func (c *Conn) Reply(req, resp *Command) error {
 	if req.IsOneway() {
 		return nil
 	}
+	prepareReply(req, resp)
+	// Write at once unless other handlers of this connection are about to
+	// answer too: then the writer gathers their answers into one write.
+	return c.send(resp, directIf(len(c.slots) <= 1))
+}
+
+// prepareReply completes resp as Reply does.
+func prepareReply(req, resp *Command) {
 	resp.Opaque = req.Opaque
 	resp.Flag = resp.Flag&^FlagOneway | FlagResponse
 	resp.SerializeType = req.SerializeType
 	fillDefaults(resp)
-	// Write at once unless other handlers of this connection are about to
-	// answer too: then the writer gathers their answers into one write.
-	return c.send(resp, len(c.slots) <= 1)
 }
 
 func fillDefaults(cmd *Command) {
@@ -261,7 +269,7 @@ func (c *Conn) oneway(ctx context.Context, req *Command, st byte) error {
 	out.Flag = req.Flag&^FlagResponse | FlagOneway
 	out.SerializeType = st
 	fillDefaults(&out)
-	return c.send(&out, false)
+	return c.send(&out, sendQueue)
 }
 
 func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error) {
@@ -287,7 +295,7 @@ func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error
 
 	// A lone call writes itself; with others in flight the writer gathers
 	// them into one write.
-	if err := c.send(&out, alone); err != nil {
+	if err := c.send(&out, directIf(alone)); err != nil {
 		if resp, ok := c.abandon(out.Opaque, cl); ok {
 			return resp, nil
 		}
@@ -342,12 +350,35 @@ func (c *Conn) deliver(resp *Command) {
 	}
 }
 
-// send queues cmd's frame for the writer. Encoding errors leave the
-// connection open; ErrClosed means it is gone.
-func (c *Conn) send(cmd *Command, direct bool) error {
+// sendMode says how send hands a frame to the connection.
+type sendMode uint8
+
+const (
+	// sendQueue queues the frame and wakes the writer goroutine.
+	sendQueue sendMode = iota
+	// sendDirect writes on the caller's goroutine unless a write is in
+	// progress, then the writer takes it with the rest.
+	sendDirect
+	// sendDeferred queues and wakes the writer without ever blocking: no
+	// wait for space, bounded instead by the requests already read
+	// (reads stop at the bound, see waitForWriter). For answers given
+	// off the connection's goroutines (FastHandler replies).
+	sendDeferred
+	// sendBatched queues without waiting or waking anyone: the reader
+	// writes the queue itself before it next waits for input
+	// (flushBatched), so the answers to the requests of one read leave
+	// in one write. For answers given on the reader's goroutine.
+	sendBatched
+)
+
+// send hands cmd's frame to the connection as mode says. Without the
+// sendDeferred and sendBatched modes it waits while maxQueued bytes are
+// unwritten. Encoding errors leave the connection open; ErrClosed means
+// it is gone.
+func (c *Conn) send(cmd *Command, mode sendMode) error {
 	o := &c.out
 	o.Lock()
-	for o.queued+o.inWrite >= c.ep.maxQueued && !o.closed {
+	for mode <= sendDirect && o.queued+o.inWrite >= c.ep.maxQueued && !o.closed {
 		o.cond.Wait()
 	}
 	if o.closed {
@@ -375,7 +406,11 @@ func (c *Conn) send(cmd *Command, direct bool) error {
 	o.queued += len(buf) - start + len(cmd.Body)
 	o.peak = max(o.peak, o.queued+o.inWrite)
 	o.buf = buf
-	if o.writing || !direct {
+	if mode == sendBatched {
+		o.Unlock()
+		return nil
+	}
+	if o.writing || mode != sendDirect {
 		o.Unlock()
 		select {
 		case c.wake <- struct{}{}:
@@ -553,6 +588,9 @@ func (c *Conn) readLoop() error {
 	var buf []byte
 	_, isTLS := c.nc.(*tls.Conn)
 	for first := c.ep.sniffTLS && !isTLS; ; first = false {
+		if c.ep.fast != nil && !frameBuffered(br) {
+			c.flushBatched()
+		}
 		if err := c.awaitFrame(br); err != nil {
 			return err
 		}
@@ -606,6 +644,9 @@ func (c *Conn) readLoop() error {
 		case <-c.ep.drain:
 			return ErrServerClosed
 		}
+		if c.ep.fast != nil && c.serveFast(cmd) {
+			continue
+		}
 		select {
 		case c.work <- cmd:
 		default:
@@ -613,6 +654,56 @@ func (c *Conn) readLoop() error {
 			go c.worker(cmd)
 		}
 	}
+}
+
+// serveFast offers req to the endpoint's fast path on the reader's
+// goroutine (Server.HandleFast). The request holds its slot until it is
+// answered and counts as a running handler, so MaxInflightPerConn and a
+// graceful close treat it as one. It reports false when the fast path
+// declined; the slot then passes to the worker that serves req.
+func (c *Conn) serveFast(req *Command) bool {
+	c.workers.Add(1)
+	// onReader is set while the fast handler runs: an answer given then
+	// is batched for the reader to write before it next waits for input;
+	// a later one goes to the writer, since its caller must not block.
+	var answered, onReader atomic.Bool
+	reply := func(resp *Command) {
+		if !answered.CompareAndSwap(false, true) {
+			c.log().Error("remoting: a fast handler answered twice; the second answer is dropped", "code", RequestCode(req.Code), "opaque", req.Opaque)
+			return
+		}
+		if resp != nil && !req.IsOneway() {
+			prepareReply(req, resp)
+			mode := sendDeferred
+			if onReader.Load() {
+				mode = sendBatched
+			}
+			if err := c.send(resp, mode); err != nil && !errors.Is(err, ErrClosed) {
+				c.notEncodable(req, err, mode)
+			}
+		}
+		<-c.slots
+		c.workers.Done()
+	}
+	taken := func() (ok bool) {
+		defer func() {
+			if r := recover(); r != nil {
+				c.log().Error("remoting: fast handler panicked", "code", RequestCode(req.Code), "opaque", req.Opaque,
+					"panic", r, "stack", string(debug.Stack()))
+				if !answered.Load() {
+					reply(NewResponse(req, SystemError, fmt.Sprintf("remoting: handler for %s failed: %v", RequestCode(req.Code), r)))
+				}
+				ok = true
+			}
+		}()
+		onReader.Store(true)
+		defer onReader.Store(false)
+		return c.ep.fast(c, req, reply)
+	}()
+	if !taken {
+		c.workers.Done()
+	}
+	return taken
 }
 
 // waitForWriter waits while the connection's unwritten bytes are at the
@@ -689,9 +780,8 @@ func (c *Conn) awaitFrame(br *bufio.Reader) error {
 			return err
 		}
 	}
-	if p, err := br.Peek(min(4, br.Buffered())); err == nil && len(p) == 4 &&
-		int64(int32(binary.BigEndian.Uint32(p)))+4 <= int64(br.Buffered()) {
-		return nil // the whole frame is here
+	if frameBuffered(br) {
+		return nil
 	}
 	var deadline time.Time
 	if c.ep.frameTimeout > 0 {
@@ -702,6 +792,13 @@ func (c *Conn) awaitFrame(br *bufio.Reader) error {
 		return ErrServerClosed
 	}
 	return nil
+}
+
+// frameBuffered reports whether br holds the whole next frame, so reading
+// it will not wait.
+func frameBuffered(br *bufio.Reader) bool {
+	p, err := br.Peek(min(4, br.Buffered()))
+	return err == nil && len(p) == 4 && int64(int32(binary.BigEndian.Uint32(p)))+4 <= int64(br.Buffered())
 }
 
 func isTimeout(err error) bool {
@@ -740,14 +837,48 @@ func (c *Conn) handle(req *Command) {
 	if err == nil || errors.Is(err, ErrClosed) {
 		return
 	}
-	// The response cannot be encoded (too large for a frame, most likely)
-	// although the handler did its work. Say so with a code clients do not
-	// retry, instead of leaving the peer to time out and resend.
+	c.notEncodable(req, err, sendDirect)
+}
+
+// directIf returns sendDirect when direct is set, else sendQueue.
+func directIf(direct bool) sendMode {
+	if direct {
+		return sendDirect
+	}
+	return sendQueue
+}
+
+// flushBatched writes what sendBatched queued, on the reader's goroutine,
+// when no write is in progress (a writer in progress takes it along). The
+// reader calls it before it waits for more input; a peer that does not
+// read blocks it here, and so stops being read.
+func (c *Conn) flushBatched() {
+	o := &c.out
+	o.Lock()
+	if o.writing || o.queued == 0 {
+		o.Unlock()
+		return
+	}
+	o.writing = true
+	o.Unlock()
+	c.writeOut()
+}
+
+// notEncodable answers req, whose handler did its work but whose response
+// cannot be encoded (too large for a frame, most likely), with a code
+// clients do not retry, instead of leaving the peer to time out and
+// resend.
+func (c *Conn) notEncodable(req *Command, err error, mode sendMode) {
 	c.ep.limits.warn("encode", "remoting: response cannot be sent",
 		"conn", c.id, "peer", c.remote.String(), "code", RequestCode(req.Code), "err", err)
-	_ = c.Reply(req, NewResponse(req, ResponseNotEncodable,
+	resp := NewResponse(req, ResponseNotEncodable,
 		fmt.Sprintf("remoting: the response to %s cannot be sent (%v); the request was carried out, do not retry it",
-			RequestCode(req.Code), err)))
+			RequestCode(req.Code), err))
+	prepareReply(req, resp)
+	if mode == sendDirect || mode == sendQueue {
+		mode = directIf(len(c.slots) <= 1)
+	}
+	_ = c.send(resp, mode)
 }
 
 func (c *Conn) runHandler(req *Command) (resp *Command) {

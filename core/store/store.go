@@ -60,6 +60,7 @@ type Store struct {
 	dirtyEnd    int64      // end of bytes a rolled-back round may have left; owned by the flusher
 	markerFlags uint32     // flags of this run's round markers
 	kick        chan struct{}
+	completions chan completion // rounds' AppendAsync callbacks, for completeLoop
 	quit        chan struct{}
 	closing     sync.Once
 	wg          sync.WaitGroup
@@ -106,6 +107,9 @@ type round struct {
 	bytes   int
 	done    chan struct{}
 	err     error
+	// then holds the callbacks of AppendAsync, run by the flusher once
+	// the round is stored (or failed), in the order of their appends.
+	then []func(error)
 }
 
 // chunk is a run of frames contiguous in one segment.
@@ -130,7 +134,8 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: opts, log: opts.Logger.With("component", "store"), kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	s := &Store{opts: opts, log: opts.Logger.With("component", "store"), kick: make(chan struct{}, 1), quit: make(chan struct{}),
+		completions: make(chan completion, completionBacklog)}
 	if opts.Flush == FlushSync {
 		s.markerFlags = markerSync
 	}
@@ -180,6 +185,7 @@ func Open(opts Options) (*Store, error) {
 		s.goTracked(s.prealloc.loop)
 	}
 	s.goTracked(s.flushLoop)
+	s.goTracked(s.completeLoop)
 	s.goTracked(s.checkpointLoop)
 	if opts.Flush == FlushAsync {
 		s.goTracked(s.syncLoop)
@@ -256,21 +262,52 @@ func (s *Store) SegmentSize() int64 { return s.opts.SegmentSize }
 // QueueID say where it goes; Append sets its QueueOffset, CommitLogOffset
 // and StoreTimestamp. Nothing of a failed Append is stored.
 func (s *Store) Append(msgs []*message.Message) error {
+	r, err := s.enqueue(msgs, nil)
+	if r == nil {
+		return err
+	}
+	<-r.done
+	return r.err
+}
+
+// AppendAsync is Append without the wait: it assigns the messages' offsets
+// and queues them as Append does, then returns, and the flusher calls done
+// once the round holding them is stored as Append would return (after the
+// fsync under FlushSync), with Append's error. done runs on the store's
+// completion goroutine, after the messages are visible to readers, in
+// append order with every other callback: it must be quick and must not
+// block (the next rounds' callbacks wait for it, and then the flusher). Empty msgs call done at once. An error found
+// before queueing (a message too
+// large, a closed or failed store) is returned, and done is not called.
+// AppendAsync still waits, as Append does, while MaxPendingBytes are
+// queued: that is the store's back-pressure.
+func (s *Store) AppendAsync(msgs []*message.Message, done func(error)) error {
+	_, err := s.enqueue(msgs, done)
+	return err
+}
+
+// enqueue adds msgs to the pending round and returns it; with then set,
+// then joins the round's callbacks. A nil round comes with the error that
+// kept the messages out, or with none for an empty msgs.
+func (s *Store) enqueue(msgs []*message.Message, then func(error)) (*round, error) {
 	total := 0
 	for _, m := range msgs {
 		if len(m.Topic) > message.MaxTopicLen {
-			return message.ErrTopicTooLong
+			return nil, message.ErrTopicTooLong
 		}
 		if len(m.Properties) > message.MaxPropertiesLen {
-			return message.ErrPropertiesTooLong
+			return nil, message.ErrPropertiesTooLong
 		}
 		total += m.RecordLen() + trailerLen
 	}
 	if len(msgs) == 0 {
-		return nil
+		if then != nil {
+			then(nil)
+		}
+		return nil, nil
 	}
 	if int64(total)+blankLen > s.opts.SegmentSize {
-		return fmt.Errorf("%w: %d bytes in a segment of %d", ErrTooLarge, total, s.opts.SegmentSize)
+		return nil, fmt.Errorf("%w: %d bytes in a segment of %d", ErrTooLarge, total, s.opts.SegmentSize)
 	}
 
 	s.mu.Lock()
@@ -279,11 +316,11 @@ func (s *Store) Append(msgs []*message.Message) error {
 	}
 	if s.mu.closed {
 		s.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if err := s.mu.failed; err != nil {
 		s.mu.Unlock()
-		return err
+		return nil, err
 	}
 	r := s.mu.pending
 	if r == nil {
@@ -317,6 +354,9 @@ func (s *Store) Append(msgs []*message.Message) error {
 	r.end = s.mu.next
 	r.bytes += total
 	s.mu.pendingBytes += total
+	if then != nil {
+		r.then = append(r.then, then)
+	}
 	s.mu.Unlock()
 	s.stats.Appends.Add(int64(len(msgs)))
 
@@ -324,8 +364,7 @@ func (s *Store) Append(msgs []*message.Message) error {
 	case s.kick <- struct{}{}:
 	default:
 	}
-	<-r.done
-	return r.err
+	return r, nil
 }
 
 // queueLocked returns the queue for k, creating it. s.mu must be held.
@@ -394,6 +433,7 @@ func (r *round) setLast(buf []byte) { r.chunks[len(r.chunks)-1].buf = buf }
 // flushLoop writes rounds, syncs them under FlushSync, and dispatches them
 // to the consume queues. It is the only writer of segment files.
 func (s *Store) flushLoop() {
+	defer close(s.completions)
 	for {
 		select {
 		case <-s.kick:
@@ -437,9 +477,39 @@ func (s *Store) flushOnce() bool {
 		s.durable.Store(r.end)
 	}
 	s.dispatchRound(r)
-	close(r.done)
+	s.finish(r)
 	s.recycle(r)
 	return true
+}
+
+// finish wakes r's Append callers and hands its AppendAsync callbacks to
+// the completer, so the flusher goes on to the next round while they run.
+func (s *Store) finish(r *round) {
+	close(r.done)
+	if len(r.then) > 0 {
+		s.completions <- completion{r.then, r.err}
+		r.then = nil
+	}
+}
+
+// completionBacklog is how many rounds' callbacks may wait for the
+// completer before the flusher waits for it.
+const completionBacklog = 64
+
+// completion is a stored round's AppendAsync callbacks and its outcome.
+type completion struct {
+	then []func(error)
+	err  error
+}
+
+// completeLoop runs the AppendAsync callbacks of each round in order,
+// until the flusher has stopped.
+func (s *Store) completeLoop() {
+	for c := range s.completions {
+		for _, fn := range c.then {
+			fn(c.err)
+		}
+	}
 }
 
 // recycle keeps r's buffers for the next round. Appenders may still read
@@ -450,7 +520,7 @@ func (s *Store) recycle(r *round) {
 		spare.chunks = append(spare.chunks, chunk{buf: r.chunks[i].buf[:0]})
 	}
 	spare.chunks = spare.chunks[:0]
-	r.chunks, r.units = nil, nil
+	r.chunks, r.units, r.then = nil, nil, nil
 	s.mu.Lock()
 	if len(s.mu.spares) < maxSpareRounds {
 		s.mu.spares = append(s.mu.spares, spare)
@@ -586,7 +656,7 @@ func (s *Store) rollback(r *round, cause error) {
 			continue
 		}
 		x.err = fmt.Errorf("store: append not stored: %w", cause)
-		close(x.done)
+		s.finish(x)
 	}
 }
 

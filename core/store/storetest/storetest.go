@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Limits", testLimits},
 		{"Retention", testRetention},
 		{"TrimQueue", testTrimQueue},
+		{"AppendAsync", testAppendAsync},
 	}
 	tests = append(tests, iterTests...)
 	tests = append(tests, retentionTests...)
@@ -557,4 +559,68 @@ func seekGap(s *store.Store, topic string, queueID int32, from int64) (gapFrom, 
 	defer it.Close()
 	it.SeekGE(from)
 	return it.Gap()
+}
+
+// testAppendAsync checks AppendAsync: offsets assigned at once, callbacks
+// called once each, in append order, after the messages are readable, and
+// errors found before queueing returned instead.
+func testAppendAsync(t *testing.T, cfg Config) {
+	s := Open(t, cfg.Options(t))
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close()
+		}
+	}()
+	const n = 200
+	type result struct {
+		i       int
+		err     error
+		visible bool
+	}
+	results := make(chan result, n)
+	msgs := make([]*message.Message, n)
+	for i := range n {
+		m := Msg("Async", 0, fmt.Sprintf("a%d", i))
+		msgs[i] = m
+		err := s.AppendAsync([]*message.Message{m}, func(err error) {
+			_, maxOff := s.QueueOffsets("Async", 0)
+			results <- result{i, err, maxOff > m.QueueOffset}
+		})
+		if err != nil {
+			t.Fatalf("AppendAsync %d: %v", i, err)
+		}
+		if m.QueueOffset != int64(i) {
+			t.Fatalf("message %d got queue offset %d at once, want %d", i, m.QueueOffset, i)
+		}
+	}
+	for want := range n {
+		select {
+		case r := <-results:
+			if r.i != want || r.err != nil || !r.visible {
+				t.Fatalf("callback %d: got message %d, err %v, visible %v", want, r.i, r.err, r.visible)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("callback %d never came", want)
+		}
+	}
+	if got := ReadQueue(t, s, "Async", 0, n-2); fmt.Sprint(got) != fmt.Sprintf("[a%d a%d]", n-2, n-1) {
+		t.Fatalf("tail of the queue = %v", got)
+	}
+	called := false
+	if err := s.AppendAsync(nil, func(error) { called = true }); err != nil || !called {
+		t.Fatalf("empty AppendAsync: err %v, called %v", err, called)
+	}
+	big := Msg("Async", 0, "")
+	big.Topic = strings.Repeat("t", message.MaxTopicLen+1)
+	if err := s.AppendAsync([]*message.Message{big}, func(error) { t.Error("callback of a refused append") }); err == nil {
+		t.Fatal("a topic over the limit was queued")
+	}
+	closed = true
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendAsync([]*message.Message{Msg("Async", 0, "late")}, func(error) { t.Error("callback after Close") }); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("AppendAsync after Close: %v", err)
+	}
 }
