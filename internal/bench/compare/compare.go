@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/internal/bench"
+	"github.com/rmq-go/rmq/internal/bench/child"
 )
 
 // kind is what a pairing measures.
@@ -255,13 +256,13 @@ func (c *comparer) runRMQ(ctx context.Context, p *pairing, rate int) (Measure, e
 		return Measure{}, err
 	}
 	srv, err := startServer(ctx, "broker", dir, []string{c.o.Broker,
-		"--data-dir", dir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--flush", p.flush}, brokerReady)
+		"--data-dir", dir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--flush", p.flush}, child.BrokerReady)
 	if err != nil {
 		return Measure{}, err
 	}
 	defer srv.stop()
-	opts := bench.Options{Broker: srv.addr, Size: c.o.Size, Conns: p.conns, InFlight: p.inflight, Batch: p.batch}
-	pid := srv.pid()
+	opts := bench.Options{Broker: srv.Addr(), Size: c.o.Size, Conns: p.conns, InFlight: p.inflight, Batch: p.batch}
+	pid := srv.PID()
 	if _, err := bench.ProcessCPU(pid); err != nil {
 		pid = 0 // no /proc: no CPU figure
 	}
@@ -277,7 +278,7 @@ func (c *comparer) runRMQ(ctx context.Context, p *pairing, rate int) (Measure, e
 			err = fmt.Errorf("%w: %d of the requests writing the backlog failed: %v", ErrRun, fill.Errors, fill.ErrorSamples)
 		}
 		if err == nil {
-			sum, err = bench.Consume(ctx, bench.Options{Broker: srv.addr, Count: c.o.ConsumeCount, BrokerPID: pid}, nil)
+			sum, err = bench.Consume(ctx, bench.Options{Broker: srv.Addr(), Count: c.o.ConsumeCount, BrokerPID: pid}, nil)
 		}
 	}
 	if err != nil {
@@ -309,7 +310,7 @@ func (c *comparer) runJS(ctx context.Context, p *pairing, rate int) (Measure, er
 		return Measure{}, err
 	}
 	defer srv.stop()
-	url := "nats://" + srv.addr
+	url := "nats://" + srv.Addr()
 	// Runs are sized to take about Duration; one that takes many times
 	// that has gone wrong.
 	timeout := 2*time.Minute + 20*c.o.Duration
@@ -336,12 +337,12 @@ func (c *comparer) runJS(ctx context.Context, p *pairing, rate int) (Measure, er
 		args = []string{"ordered", "--msgs", strconv.FormatInt(n, 10), "--size", strconv.Itoa(c.o.Size)}
 	}
 
-	cpu0, cpuErr := bench.ProcessCPU(srv.pid())
+	cpu0, cpuErr := bench.ProcessCPU(srv.PID())
 	r, err := runNatsBench(ctx, c.nats, url, timeout, args...)
 	if err != nil {
 		return Measure{}, err
 	}
-	cpu1, cpuErr1 := bench.ProcessCPU(srv.pid())
+	cpu1, cpuErr1 := bench.ProcessCPU(srv.PID())
 	m := Measure{MsgsPerSec: r.msgsPerSec, Messages: n, Warnings: r.warnings}
 	if r.msgsPerSec > 0 {
 		m.Elapsed = time.Duration(float64(n) / r.msgsPerSec * float64(time.Second))

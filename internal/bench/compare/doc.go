@@ -71,6 +71,7 @@
 //     first alternates by round, so neither always runs on a machine the
 //     other has just warmed or dirtied.
 //  3. A server's process is stopped with SIGTERM and killed only after
-//     stopTimeout; Run returns only once every child it started has
+//     child.DefaultStopTimeout (internal/bench/child starts and stops
+//     them); Run returns only once every child it started has
 //     exited.
 package compare

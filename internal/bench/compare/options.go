@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rmq-go/rmq/internal/bench/child"
 )
 
 // Errors of this package.
@@ -19,8 +21,8 @@ var (
 	// the cache and go install could not build it.
 	ErrInstall = errors.New("compare: cannot install")
 	// ErrServer is returned when a server did not start, or did not say
-	// where it listens, in time.
-	ErrServer = errors.New("compare: server did not start")
+	// where it listens, in time. It is child.ErrNotReady.
+	ErrServer = child.ErrNotReady
 	// ErrNatsBench is returned when `nats bench` failed or printed no
 	// result this package can read.
 	ErrNatsBench = errors.New("compare: nats bench failed")
