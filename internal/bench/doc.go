@@ -90,7 +90,9 @@
 //     summary divides it by Messages. /proc counts in 10 ms ticks, so the
 //     figure needs runs of seconds. `broker bench` finds the pid itself
 //     when --broker is a loopback address (ListenerPID), or takes
-//     --broker-pid.
+//     --broker-pid. ProcessMemory reads a process's resident memory
+//     from /proc/<pid>/status the same way, for `broker bench memory`
+//     (internal/bench/memory).
 //   - The rate is the run's: when responses are slow, paced workers fall
 //     behind the schedule rather than open more requests (the closed-loop
 //     model of most load generators), and latency does not include the time
