@@ -443,7 +443,7 @@ func (r Report) String() string {
 		rows = append(rows, cells)
 	}
 	var b strings.Builder
-	writeTable(&b, rows)
+	bench.WriteTable(&b, rows)
 	catchUp := ""
 	for _, row := range r.Rows {
 		if row.Pairing == 6 {
@@ -451,14 +451,14 @@ func (r Report) String() string {
 		}
 	}
 	b.WriteString("\n")
-	b.WriteString(wrap(fmt.Sprintf("Median (min–max) of %d round%s, each run of each system on a fresh server with an empty data directory; "+
+	b.WriteString(bench.Wrap(fmt.Sprintf("Median (min–max) of %d round%s, each run of each system on a fresh server with an empty data directory; "+
 		"%d-byte messages, produce runs of %v%s. CPU: the server process's user+system time over the measured run, "+
 		"from /proc, per message moved. p50 / p99: per message, send to acknowledgement. nats-server %s, nats CLI %s.",
 		r.Rounds, plural(r.Rounds), r.Size, r.Duration, catchUp, r.NatsServerVersion, r.NatsCLIVersion), 80, ""))
 	for _, row := range r.Rows {
 		b.WriteString("\n")
-		b.WriteString(wrap(fmt.Sprintf("%d. rmq-go: %s.", row.Pairing, row.RMQCmd), 80, "   "))
-		b.WriteString(wrap(fmt.Sprintf("   JetStream: %s.", row.JSCmd), 80, "   "))
+		b.WriteString(bench.Wrap(fmt.Sprintf("%d. rmq-go: %s.", row.Pairing, row.RMQCmd), 80, "   "))
+		b.WriteString(bench.Wrap(fmt.Sprintf("   JetStream: %s.", row.JSCmd), 80, "   "))
 		var errs int64
 		for _, m := range row.RMQ {
 			errs += m.Errors
@@ -473,58 +473,6 @@ func (r Report) String() string {
 		}
 	}
 	return b.String()
-}
-
-// wrap breaks text into lines of at most width runes where it can, at
-// spaces, starting each line after the first with indent.
-func wrap(text string, width int, indent string) string {
-	var b strings.Builder
-	line := 0
-	for i, word := range strings.Fields(text) {
-		n := len([]rune(word))
-		if i > 0 && line+1+n > width {
-			b.WriteString("\n" + indent)
-			line = len(indent)
-		} else if i > 0 {
-			b.WriteString(" ")
-			line++
-		} else if strings.HasPrefix(text, " ") {
-			lead := text[:len(text)-len(strings.TrimLeft(text, " "))]
-			b.WriteString(lead)
-			line = len(lead)
-		}
-		b.WriteString(word)
-		line += n
-	}
-	b.WriteString("\n")
-	return b.String()
-}
-
-// writeTable writes rows as a Markdown table, the first row the header,
-// columns padded to line up in a terminal.
-func writeTable(b *strings.Builder, rows [][]string) {
-	width := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, cell := range row {
-			width[i] = max(width[i], len([]rune(cell)))
-		}
-	}
-	line := func(row []string) {
-		b.WriteString("|")
-		for i, cell := range row {
-			fmt.Fprintf(b, " %s%s |", cell, strings.Repeat(" ", width[i]-len([]rune(cell))))
-		}
-		b.WriteString("\n")
-	}
-	line(rows[0])
-	sep := make([]string, len(width))
-	for i, w := range width {
-		sep[i] = strings.Repeat("-", w)
-	}
-	line(sep)
-	for _, row := range rows[1:] {
-		line(row)
-	}
 }
 
 // cpus returns each run's CPU per message in microseconds, or nil when
