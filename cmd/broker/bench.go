@@ -18,14 +18,18 @@ import (
 
 	"github.com/rmq-go/rmq/internal/bench"
 	"github.com/rmq-go/rmq/internal/bench/compare"
+	"github.com/rmq-go/rmq/internal/bench/memory"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "compare" {
 		return runBenchCompare(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "memory" {
+		return runBenchMemory(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare [flags]\n")
+		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory [flags]\n")
 		return 2
 	}
 	mode := args[0]
@@ -162,6 +166,54 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	rep, err := compare.Run(ctx, o, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "broker bench compare:", err)
+		return 1
+	}
+	fmt.Fprint(stdout, rep.String())
+	return 0
+}
+
+func runBenchMemory(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("broker bench memory", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker bench memory [flags]\n\n"+
+			"Starts a broker on a fresh temporary directory and prints its resident memory\n"+
+			"(VmRSS, VmHWM) at each stage: 1 idle, 2 idle connections (then closed),\n"+
+			"3 a backlog stored (then the broker restarted on it), 4 held long-polls.\n"+
+			"Linux only. Progress goes to stderr, the table to stdout.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	var o memory.Options
+	fs.BoolVar(&o.Quick, "quick", false, fmt.Sprintf("a smoke run: %d connections, %d messages, %d polls, unless given", memory.QuickConns, memory.QuickMessages, memory.QuickPolls))
+	fs.IntVar(&o.Conns, "conns", 0, fmt.Sprintf("idle connections (default %d)", memory.DefaultConns))
+	fs.Int64Var(&o.Messages, "messages", 0, fmt.Sprintf("messages in the backlog (default %d)", memory.DefaultMessages))
+	fs.IntVar(&o.Size, "size", memory.DefaultSize, "backlog message body bytes")
+	fs.IntVar(&o.Polls, "polls", 0, fmt.Sprintf("held long-polls (default %d)", memory.DefaultPolls))
+	fs.DurationVar(&o.Settle, "settle", 0, fmt.Sprintf("wait before each reading (default %v)", memory.DefaultSettle))
+	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "broker bench memory: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if o.Broker == "" {
+		exe, err := selfBroker()
+		if err != nil {
+			fmt.Fprintln(stderr, "broker bench memory:", err)
+			return 2
+		}
+		o.Broker = exe
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := memory.Run(ctx, o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker bench memory:", err)
 		return 1
 	}
 	fmt.Fprint(stdout, rep.String())

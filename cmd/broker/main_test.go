@@ -68,6 +68,13 @@ func TestUsageAndBadFlags(t *testing.T) {
 		!strings.Contains(errs, "pairing 8") || !strings.Contains(errs, "Rounds -1") {
 		t.Fatalf("bench compare with bad options: exit %d, %q", code, errs)
 	}
+	if code, _, errs := runCmd("bench", "memory", "--quick"); code != 2 || !strings.Contains(errs, "--broker-bin") {
+		t.Fatalf("bench memory from a binary that is not the broker: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCmd("bench", "memory", "--broker-bin", os.Args[0], "--conns", "-1", "--polls", "-2"); code != 1 ||
+		!strings.Contains(errs, "Conns -1") || !strings.Contains(errs, "Polls -2") {
+		t.Fatalf("bench memory with bad options: exit %d, %q", code, errs)
+	}
 }
 
 func TestConfigFile(t *testing.T) {
