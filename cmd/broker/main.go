@@ -7,6 +7,8 @@
 //	                            load-generate against a broker
 //	broker bench compare [flags]
 //	                            this broker against NATS JetStream, one table
+//	broker bench memory [flags]
+//	                            this broker's resident memory under load
 //	broker admin [--broker addr] <group> <verb> [flags]
 //	                            ask a running broker (plugins list, ...)
 //
@@ -58,6 +60,7 @@ const usage = `Usage:
   broker namesrv [flags]                run a name server alone
   broker bench produce|consume [flags]  load-generate against a broker
   broker bench compare [flags]          this broker against NATS JetStream on this machine
+  broker bench memory [flags]           this broker's resident memory: idle, connections, backlog, long-polls
   broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
 
 Run "broker <command> -h" for the flags of a command.
