@@ -15,9 +15,10 @@
 //	|   |                         | 127.0.0.2, 127.0.0.3, ..., each answered    |
 //	|   |                         | one GET_MAX_OFFSET, and holds them open;    |
 //	|   | connections closed      | then closes them all                        |
-//	| 3 | backlog                 | writes Messages messages of Size bytes with |
-//	|   |                         | bench.Produce, batches of 32 over 4 × 8 in  |
-//	|   |                         | flight, and reads nothing                   |
+//	| 3 | backlog                 | restarts the broker, so its VmHWM is this   |
+//	|   |                         | stage's own, then writes Messages messages  |
+//	|   |                         | of Size bytes with bench.Produce, batches   |
+//	|   |                         | of 32 over 4 × 8 in flight; reads nothing   |
 //	|   | restarted on backlog    | stops the broker (SIGTERM) and starts it on |
 //	|   |                         | the same directory; notes the time from     |
 //	|   |                         | exec to ready and checks the queues' max    |

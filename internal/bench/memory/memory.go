@@ -268,8 +268,29 @@ func (p *prober) connections(ctx context.Context) error {
 	return nil
 }
 
-// backlog is stage 3: Messages messages written, none consumed.
+// restartBroker stops the broker, checks it stopped cleanly, and starts it
+// again on the same directory. It returns how long the start took, from
+// exec to accepting clients.
+func (p *prober) restartBroker(ctx context.Context) (time.Duration, error) {
+	b := p.broker
+	p.stopBroker()
+	if st, _ := b.Exited(); !st.Success() {
+		return 0, fmt.Errorf("%w: the broker's stop ended with %v: %s", ErrProbe, st, b.LogTail())
+	}
+	t0 := time.Now()
+	if err := p.startBroker(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
+// backlog is stage 3: Messages messages written, none consumed. It runs
+// on a broker process of its own, so that its VmHWM is the backlog's peak
+// and not what the connections of stage 2 left behind.
 func (p *prober) backlog(ctx context.Context) error {
+	if _, err := p.restartBroker(ctx); err != nil {
+		return err
+	}
 	sum, err := bench.Produce(ctx, bench.Options{
 		Broker: p.broker.Addr(), Topic: backlogTopic, Queues: backlogQueues, Size: p.o.Size,
 		Batch: backlogBatch, Conns: backlogConns, InFlight: backlogInFlight, Count: p.o.Messages,
@@ -291,16 +312,11 @@ func (p *prober) backlog(ctx context.Context) error {
 // restart is stage 3's second reading: the broker stopped and started
 // again on the backlog, which it recovers.
 func (p *prober) restart(ctx context.Context) error {
-	b := p.broker
-	p.stopBroker()
-	if st, _ := b.Exited(); !st.Success() {
-		return fmt.Errorf("%w: the broker's stop ended with %v: %s", ErrProbe, st, b.LogTail())
-	}
-	t0 := time.Now()
-	if err := p.startBroker(ctx); err != nil {
+	ready, err := p.restartBroker(ctx)
+	if err != nil {
 		return err
 	}
-	p.rep.RestartReady = time.Since(t0)
+	p.rep.RestartReady = ready
 	var total int64
 	for q := range backlogQueues {
 		off, err := p.ctl.maxOffset(backlogTopic, q)
@@ -405,7 +421,7 @@ func (r Report) String() string {
 	b.WriteString("\n")
 	sources := (r.Conns + connsPerSource - 1) / connsPerSource
 	b.WriteString(bench.Wrap(fmt.Sprintf("The broker process's VmRSS and VmHWM (its peak RSS since it started; "+
-		"the restart starts a new process) from /proc/<pid>/status, read %v after each stage was set up; "+
+		"stage 3 and its restart each start a new process) from /proc/<pid>/status, read %v after each stage was set up; "+
 		"changes are against the stage before. The broker runs on loopback with its defaults but for maxConns (%d). "+
 		"Stage 2: connections from %d loopback source address%s, each answered one GET_MAX_OFFSET. "+
 		"Stage 3: %d-byte bodies in batches of %d, %d connections × %d in flight, none consumed. "+

@@ -87,7 +87,7 @@ func TestFormat(t *testing.T) {
 }
 
 func TestReport(t *testing.T) {
-	r := Report{Settle: 2 * time.Second, Stages: []Stage{
+	r := Report{Settle: 2 * time.Second, Conns: 10_000, Size: 64, Stages: []Stage{
 		{Name: "1. idle after start", Memory: bench.Memory{RSS: 20 << 20, HWM: 21 << 20}, Note: "empty data directory"},
 		{Name: "2. 10,000 idle connections", Memory: bench.Memory{RSS: 120 << 20, HWM: 121 << 20}, Note: "+100.0 MiB"},
 	}}
@@ -96,10 +96,15 @@ func TestReport(t *testing.T) {
 		"| stage                      | RSS       | VmHWM     | note                 |\n",
 		"| 1. idle after start        | 20.0 MiB  | 21.0 MiB  | empty data directory |\n",
 		"| 2. 10,000 idle connections | 120.0 MiB | 121.0 MiB | +100.0 MiB           |\n",
-		"read 2s after each stage",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	words := strings.Join(strings.Fields(got), " ")
+	for _, want := range []string{"read 2s after each stage", "maxConns (10064)", "from 20 loopback source addresses", "64-byte bodies"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("report's note lacks %q:\n%s", want, got)
 		}
 	}
 }
