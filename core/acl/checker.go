@@ -109,7 +109,7 @@ func (c *Checker) Check(remote netip.Addr, req *remoting.Command, extra ...Resou
 	if matchAny(c.c.global, remote) {
 		return nil
 	}
-	ak := req.ExtFields[KeyAccessKey]
+	ak := req.Fields()[KeyAccessKey]
 	if ak == "" {
 		return &Denied{Code: req.Code, Remote: remote, Reason: NoAccessKey}
 	}
@@ -141,7 +141,7 @@ func (c *Checker) Check(remote netip.Addr, req *remoting.Command, extra ...Resou
 		return nil
 	}
 	for _, f := range rule.fields {
-		v := req.ExtFields[f.key]
+		v := req.Fields()[f.key]
 		if v == "" && f.optional {
 			continue
 		}

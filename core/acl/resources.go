@@ -159,7 +159,7 @@ var codeRules = map[int16]codeRule{
 // Resources in the body or the store are the caller's to add; see Check.
 func RequestResources(req *remoting.Command, dst []Resource) []Resource {
 	for _, f := range codeRules[req.Code].fields {
-		v := req.ExtFields[f.key]
+		v := req.Fields()[f.key]
 		if v == "" && f.optional {
 			continue
 		}

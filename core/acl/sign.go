@@ -57,7 +57,7 @@ func Sign(req *remoting.Command, accessKey, secret, token string) {
 	if token != "" {
 		req.Set(KeySecurityToken, token)
 	}
-	delete(req.ExtFields, KeySignature)
+	delete(req.Fields(), KeySignature)
 	req.Set(KeySignature, Signature(req, secret))
 }
 
@@ -99,7 +99,7 @@ func (s *signer) init(secret string) {
 // is left out, as the Go client does.
 func (s *signer) sum(req *remoting.Command, noToken bool, dst []byte) []byte {
 	s.keys = s.keys[:0]
-	for k := range req.ExtFields {
+	for k := range req.Fields() {
 		switch {
 		case k == KeySignature, k == keyUniqueQuery:
 		case noToken && k == KeySecurityToken:
@@ -110,7 +110,7 @@ func (s *signer) sum(req *remoting.Command, noToken bool, dst []byte) []byte {
 	slices.Sort(s.keys)
 	s.buf = s.buf[:0]
 	for _, k := range s.keys {
-		s.buf = append(s.buf, req.ExtFields[k]...)
+		s.buf = append(s.buf, req.Fields()[k]...)
 	}
 	s.mac.Reset()
 	s.mac.Write(s.buf)
@@ -127,7 +127,7 @@ func (s *signer) sum(req *remoting.Command, noToken bool, dst []byte) []byte {
 // right MAC passes, never a variant the decoder would also accept (line
 // breaks, non-zero padding bits).
 func (s *signer) verify(req *remoting.Command) bool {
-	got := req.ExtFields[KeySignature]
+	got := req.Fields()[KeySignature]
 	if len(got) != sigText {
 		return false
 	}
@@ -136,7 +136,7 @@ func (s *signer) verify(req *remoting.Command) bool {
 	if subtle.ConstantTimeCompare(want[:], []byte(got)) == 1 {
 		return true
 	}
-	if _, ok := req.ExtFields[KeySecurityToken]; !ok {
+	if _, ok := req.Fields()[KeySecurityToken]; !ok {
 		return false
 	}
 	base64.StdEncoding.Encode(want[:], s.sum(req, true, s.out[:0]))

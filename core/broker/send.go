@@ -23,7 +23,7 @@ func bornHost(c *remoting.Conn) netip.AddrPort {
 }
 
 func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	h, err := remoting.DecodeSendHeader(req.Code, req.ExtFields)
+	h, err := remoting.DecodeSendHeaderOf(req)
 	if err != nil {
 		return response(req, remoting.MessageIllegal, "send: %v", err)
 	}
@@ -49,7 +49,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 // declined to handleSend on a worker. Decoding once more there costs only
 // the declined requests.
 func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*remoting.Command)) bool {
-	h, err := remoting.DecodeSendHeader(req.Code, req.ExtFields)
+	h, err := remoting.DecodeSendHeaderOf(req)
 	if err != nil {
 		reply(response(req, remoting.MessageIllegal, "send: %v", err))
 		return true

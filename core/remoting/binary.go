@@ -61,7 +61,7 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	dst = append(dst, c.Remark...)                                  // remark
 	extAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // extFields length, filled in below
-	for k, v := range c.ExtFields {
+	for k, v := range c.ext() {
 		if len(k) > math.MaxInt16 {
 			return dst, errKeyTooLong(len(k))
 		}

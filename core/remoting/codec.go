@@ -70,7 +70,11 @@ func appendFrameHead(dst []byte, c *Command) ([]byte, error) {
 // c, replacing all of c's fields. c.Body aliases frame; the header's strings
 // do not. A non-nil c.ExtFields map is cleared and reused. Errors wrap
 // ErrMalformed.
-func DecodeFrame(frame []byte, c *Command) error {
+func DecodeFrame(frame []byte, c *Command) error { return decodeFrame(frame, c, nil) }
+
+// decodeFrame is DecodeFrame; a JSON request whose code lazy reports true
+// keeps its extFields as pairs (Command.rawExt) instead of a map.
+func decodeFrame(frame []byte, c *Command, lazy func(int16) bool) error {
 	m := c.ExtFields
 	clear(m)
 	*c = Command{}
@@ -86,7 +90,7 @@ func DecodeFrame(frame []byte, c *Command) error {
 	var err error
 	switch st {
 	case SerializeJSON:
-		err = decodeJSONHeader(header, c, m)
+		err = decodeJSONHeader(header, c, m, lazy)
 	case SerializeRocketMQ:
 		err = decodeBinaryHeader(header, c, m)
 	default:

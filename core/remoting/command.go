@@ -104,6 +104,11 @@ type Command struct {
 	// or is to be sent in: SerializeJSON or SerializeRocketMQ. A response is
 	// always sent in the serialization of its request.
 	SerializeType byte
+	// rawExt holds the extFields as key, value pairs while ExtFields is
+	// nil: a request decoded for a FastHandler skips building the map
+	// (decodeFrame with lazy codes). The accessors below build it on
+	// first use; DecodeSendHeaderOf reads the pairs directly.
+	rawExt []string
 }
 
 // NewRequest returns a JSON request with the given code, extFields and body.
@@ -147,16 +152,46 @@ func (c *Command) String() string {
 	if c.IsResponse() {
 		kind, name = "response", ResponseCode(c.Code).String()
 	}
-	return fmt.Sprintf("%s %s opaque=%d remark=%q ext=%v body=%dB", kind, name, c.Opaque, c.Remark, c.ExtFields, len(c.Body))
+	return fmt.Sprintf("%s %s opaque=%d remark=%q ext=%v body=%dB", kind, name, c.Opaque, c.Remark, c.ext(), len(c.Body))
 }
 
 // Get returns the extFields value of key, or "" when absent.
-func (c *Command) Get(key string) string { return c.ExtFields[key] }
+func (c *Command) Get(key string) string { return c.ext()[key] }
+
+// Fields returns the extFields map, building it first when the command
+// was decoded without it (a FastHandler's request). Code that may see such
+// a request, an Authorize hook say, reads the map through Fields rather
+// than ExtFields.
+func (c *Command) Fields() map[string]string { return c.ext() }
+
+// ext returns ExtFields, building it first from rawExt when the command
+// was decoded without it.
+func (c *Command) ext() map[string]string {
+	if c.rawExt != nil {
+		c.parseExt()
+	}
+	return c.ExtFields
+}
+
+// parseExt builds ExtFields from rawExt, as DecodeFrame would have; a
+// repeated key keeps its last value.
+func (c *Command) parseExt() {
+	if c.rawExt == nil {
+		return
+	}
+	if c.ExtFields == nil {
+		c.ExtFields = make(map[string]string, len(c.rawExt)/2)
+	}
+	for i := 0; i+1 < len(c.rawExt); i += 2 {
+		c.ExtFields[c.rawExt[i]] = c.rawExt[i+1]
+	}
+	c.rawExt = nil
+}
 
 // Require returns the extFields value of key, or an error wrapping
 // ErrMissingField when it is absent or empty.
 func (c *Command) Require(key string) (string, error) {
-	v := c.ExtFields[key]
+	v := c.ext()[key]
 	if v == "" {
 		return "", fmt.Errorf("%w %q", ErrMissingField, key)
 	}
@@ -165,7 +200,7 @@ func (c *Command) Require(key string) (string, error) {
 
 // Set stores value under key, creating ExtFields if needed.
 func (c *Command) Set(key, value string) {
-	if c.ExtFields == nil {
+	if c.ext() == nil {
 		c.ExtFields = make(map[string]string, 8)
 	}
 	c.ExtFields[key] = value
@@ -215,7 +250,7 @@ func (c *Command) Bool(key string) (bool, error) {
 // Int64Or is Int64 for an optional key: an absent or empty value yields def.
 // A value that is present but bad is still an error.
 func (c *Command) Int64Or(key string, def int64) (int64, error) {
-	v := c.ExtFields[key]
+	v := c.ext()[key]
 	if v == "" {
 		return def, nil
 	}
@@ -224,7 +259,7 @@ func (c *Command) Int64Or(key string, def int64) (int64, error) {
 
 // Int32Or is Int32 for an optional key: an absent or empty value yields def.
 func (c *Command) Int32Or(key string, def int32) (int32, error) {
-	v := c.ExtFields[key]
+	v := c.ext()[key]
 	if v == "" {
 		return def, nil
 	}
@@ -234,7 +269,7 @@ func (c *Command) Int32Or(key string, def int32) (int32, error) {
 
 // BoolOr is Bool for an optional key: an absent or empty value yields def.
 func (c *Command) BoolOr(key string, def bool) (bool, error) {
-	v := c.ExtFields[key]
+	v := c.ext()[key]
 	if v == "" {
 		return def, nil
 	}

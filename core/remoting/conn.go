@@ -51,8 +51,11 @@ type endpoint struct {
 	// handler serves requests from the peer; nil ignores them.
 	handler func(c *Conn, req *Command) *Command
 	// fast, if set, is offered each request first, on the reader's
-	// goroutine (Server.HandleFast); false passes it to handler.
+	// goroutine (Server.HandleFast); false passes it to handler. lazy
+	// reports the codes fast serves, whose JSON extFields the reader
+	// leaves as pairs (Command.rawExt) for it.
 	fast         func(c *Conn, req *Command, reply func(*Command)) bool
+	lazy         func(code int16) bool
 	logger       *slog.Logger
 	maxFrame     int
 	maxInflight  int
@@ -614,7 +617,7 @@ func (c *Conn) readLoop() error {
 			return err
 		}
 		cmd := new(Command)
-		if err := DecodeFrame(frame, cmd); err != nil {
+		if err := decodeFrame(frame, cmd, c.ep.lazy); err != nil {
 			return err
 		}
 		// The frame buffer is reused for the next frame; the body must not
@@ -701,6 +704,7 @@ func (c *Conn) serveFast(req *Command) bool {
 		return c.ep.fast(c, req, reply)
 	}()
 	if !taken {
+		req.parseExt() // the Handler and Authorize read the map
 		c.workers.Done()
 	}
 	return taken

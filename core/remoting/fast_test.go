@@ -165,3 +165,62 @@ func TestFastHandlerShutdownWaits(t *testing.T) {
 		t.Fatalf("answer across the shutdown: %v", r)
 	}
 }
+
+// A FastHandler's request keeps its JSON extFields unparsed until asked;
+// the Handler of a declined one, and Authorize, get the map.
+func TestFastHandlerLazyExtFields(t *testing.T) {
+	type seen struct {
+		mapBuilt bool
+		value    string
+	}
+	fastSaw, handlerSaw, authSaw := make(chan seen, 1), make(chan seen, 1), make(chan seen, 8) // a declined request is authorized twice
+	s := NewServer(ServerOptions{Logger: new(logBuffer).logger(), Authorize: func(c *Conn, req *Command) *Command {
+		v := req.Fields()["k"] // Fields builds the map an unparsed request lacks
+		authSaw <- seen{req.ExtFields != nil, v}
+		return nil
+	}})
+	s.Handle(codeFast, func(c *Conn, req *Command) *Command { return nil })
+	s.Handle(codeDecline, func(c *Conn, req *Command) *Command {
+		handlerSaw <- seen{req.ExtFields != nil, req.ExtFields["k"]}
+		return NewResponse(req, Success, "")
+	})
+	fast := func(c *Conn, req *Command, reply func(*Command)) bool {
+		if req.Code == codeDecline {
+			return false
+		}
+		built := req.ExtFields != nil
+		fastSaw <- seen{built, req.Get("k")}
+		reply(NewResponse(req, Success, ""))
+		return true
+	}
+	s.HandleFast(codeFast, fast)
+	s.HandleFast(codeDecline, fast)
+	addr := startServer(t, s)
+	cl := newTestClient(t, ClientOptions{})
+	ctx := testCtx(t)
+	for _, code := range []int16{codeFast, codeDecline} {
+		if _, err := cl.Invoke(ctx, addr, NewRequest(code, map[string]string{"k": "v"}, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Authorize, which runs first, reads the map through Fields; the
+	// Handler of the declined request gets the map; every one saw the
+	// value.
+	for _, ch := range []chan seen{authSaw, authSaw, fastSaw, handlerSaw} {
+		if got := <-ch; !got.mapBuilt && ch != fastSaw || got.value != "v" {
+			t.Fatalf("saw %+v", got)
+		}
+	}
+
+	// Without Authorize the fast path gets the pairs, not the map.
+	s2 := NewServer(ServerOptions{Logger: new(logBuffer).logger()})
+	s2.Handle(codeFast, func(c *Conn, req *Command) *Command { return nil })
+	s2.HandleFast(codeFast, fast)
+	addr2 := startServer(t, s2)
+	if _, err := cl.Invoke(ctx, addr2, NewRequest(codeFast, map[string]string{"k": "v"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-fastSaw; got.mapBuilt || got.value != "v" {
+		t.Fatalf("fast path without Authorize saw %+v; want the value from unparsed pairs", got)
+	}
+}

@@ -70,10 +70,10 @@ var scratchPool = sync.Pool{New: func() any { return new(jsonDecoder) }}
 
 // decodeJSONHeader decodes header into c, whose fields are zero. m, if not
 // nil, is an empty map that may be reused for ExtFields.
-func decodeJSONHeader(header []byte, c *Command, m map[string]string) error {
+func decodeJSONHeader(header []byte, c *Command, m map[string]string, lazy func(int16) bool) error {
 	d := scratchPool.Get().(*jsonDecoder)
 	d.in, d.pos, d.out, d.pairs = header, 0, d.out[:0], d.pairs[:0]
-	err := d.decode(c, m)
+	err := d.decode(c, m, lazy)
 	d.in = nil
 	if cap(d.out) <= 64<<10 && cap(d.pairs) <= 4096 {
 		scratchPool.Put(d)
@@ -81,7 +81,7 @@ func decodeJSONHeader(header []byte, c *Command, m map[string]string) error {
 	return err
 }
 
-func (d *jsonDecoder) decode(c *Command, m map[string]string) error {
+func (d *jsonDecoder) decode(c *Command, m map[string]string, lazy func(int16) bool) error {
 	var (
 		language, remark = span{-1, -1}, span{-1, -1}
 		extSeen          bool // an extFields object was read after the last null
@@ -177,6 +177,17 @@ func (d *jsonDecoder) decode(c *Command, m map[string]string) error {
 	}
 	if remark.start >= 0 {
 		c.Remark = all[remark.start:remark.end]
+	}
+	if extSeen && lazy != nil && !c.IsResponse() && lazy(c.Code) {
+		raw := make([]string, len(d.pairs))
+		for i, sp := range d.pairs {
+			raw[i] = all[sp.start:sp.end]
+		}
+		if len(raw) == 0 {
+			raw = []string{} // an empty object: ExtFields becomes an empty map
+		}
+		c.rawExt = raw
+		return nil
 	}
 	if extSeen {
 		if m == nil {
@@ -609,7 +620,7 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
 	first := true
-	for k, v := range c.ExtFields {
+	for k, v := range c.ext() {
 		if !first {
 			dst = append(dst, ',')
 		}

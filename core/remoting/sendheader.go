@@ -93,10 +93,48 @@ func sendKeysV2(code int16) bool { return code == SendMessageV2 || code == SendB
 // error wrapping ErrInvalidField that names its key, and every such field
 // is reported. It does not allocate unless it fails.
 func DecodeSendHeader(code int16, ext map[string]string) (SendHeader, error) {
-	d := sendDecoder{ext: ext}
+	var d sendDecoder
 	if sendKeysV2(code) {
 		d.col = 1
 	}
+	for f := range d.vals {
+		d.vals[f] = ext[sendHeaderKeys[f][d.col]]
+	}
+	return d.header(code)
+}
+
+// DecodeSendHeaderOf is DecodeSendHeader of req's code and extFields; a
+// request decoded for a FastHandler is read without building its map.
+func DecodeSendHeaderOf(req *Command) (SendHeader, error) {
+	if req.rawExt == nil {
+		return DecodeSendHeader(req.Code, req.ExtFields)
+	}
+	var d sendDecoder
+	if sendKeysV2(req.Code) {
+		d.col = 1
+	}
+	index := sendFieldIndex[d.col]
+	for i := 0; i+1 < len(req.rawExt); i += 2 {
+		if f, ok := index[req.rawExt[i]]; ok {
+			d.vals[f] = req.rawExt[i+1] // a repeated key keeps its last value, as in a map
+		}
+	}
+	return d.header(req.Code)
+}
+
+// sendFieldIndex maps each column's keys to their field.
+var sendFieldIndex = func() (idx [2]map[string]int) {
+	for col := range idx {
+		idx[col] = make(map[string]int, sendFields)
+		for f := range sendFields {
+			idx[col][sendHeaderKeys[f][col]] = f
+		}
+	}
+	return idx
+}()
+
+// header builds the SendHeader of d's values.
+func (d *sendDecoder) header(code int16) (SendHeader, error) {
 	h := SendHeader{
 		ProducerGroup:         d.str(sendProducerGroup),
 		Topic:                 d.str(sendTopic),
@@ -119,14 +157,14 @@ func DecodeSendHeader(code int16, ext map[string]string) (SendHeader, error) {
 	return h, nil
 }
 
-// sendDecoder reads one column of sendHeaderKeys from extFields.
+// sendDecoder holds the values of one column of sendHeaderKeys.
 type sendDecoder struct {
-	ext  map[string]string
+	vals [sendFields]string
 	col  int // 0 long keys, 1 one-letter keys
 	errs []error
 }
 
-func (d *sendDecoder) str(field int) string { return d.ext[sendHeaderKeys[field][d.col]] }
+func (d *sendDecoder) str(field int) string { return d.vals[field] }
 
 func (d *sendDecoder) num(field, bits int, def int64) int64 {
 	v := d.str(field)

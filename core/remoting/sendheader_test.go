@@ -3,6 +3,7 @@ package remoting
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -84,11 +85,26 @@ func FuzzDecodeSendHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		code := codes[int(which)%len(codes)]
 		ext := map[string]string{}
+		var pairs []string
 		parts := bytes.Split(data, []byte{0})
 		for i := 0; i+1 < len(parts); i += 2 {
 			ext[string(parts[i])] = string(parts[i+1])
+			pairs = append(pairs, string(parts[i]), string(parts[i+1]))
 		}
 		h, err := DecodeSendHeader(code, ext)
+		// The pairs a FastHandler's request keeps decode the same as the
+		// map, repeated keys included.
+		lazy := &Command{Code: code, rawExt: append([]string{}, pairs...)}
+		lh, lerr := DecodeSendHeaderOf(lazy)
+		if lh != h || (lerr == nil) != (err == nil) || (err != nil && lerr.Error() != err.Error()) {
+			t.Fatalf("from pairs %+v, %v; from the map %+v, %v", lh, lerr, h, err)
+		}
+		if lazy.rawExt == nil || lazy.ExtFields != nil {
+			t.Fatal("DecodeSendHeaderOf built the map")
+		}
+		if got := lazy.ext(); !maps.Equal(got, ext) && len(ext) > 0 {
+			t.Fatalf("built map %v, want %v", got, ext)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidField) {
 				t.Fatalf("error %v does not wrap ErrInvalidField", err)

@@ -39,6 +39,11 @@ type Handler func(c *Conn, req *Command) *Command
 // Taking the common case on the reader saves a goroutine hand-off per
 // request, and answers given together (one group commit's) leave in one
 // write per connection.
+//
+// The request's extFields may still be unparsed, which saves building a
+// map per request: read them through its methods (Get and the like) or
+// DecodeSendHeaderOf, which fill or skip the map as needed, not through
+// the ExtFields field.
 type FastHandler func(c *Conn, req *Command, reply func(resp *Command)) bool
 
 // ServerOptions configures a Server. The zero value of each field means its
@@ -97,7 +102,9 @@ type ServerOptions struct {
 	// handler run; a non-nil one is the response instead, completed as a
 	// handler's is (opaque, flags), and the handler does not run. It runs
 	// on the request's goroutine, under the same panic recovery, and
-	// should not keep req. Nil allows everything.
+	// should not keep req. For codes with a FastHandler it runs on the
+	// reader and may see req's extFields unparsed: read them through
+	// req's methods or Fields(), not ExtFields. Nil allows everything.
 	Authorize func(c *Conn, req *Command) *Command `yaml:"-"`
 	// TLS, if set, makes the server speak TLS: a connection must complete
 	// a TLS handshake with this config before its first frame, within
@@ -276,6 +283,14 @@ func (s *Server) HandleFast(code int16, fh FastHandler) {
 	}
 	s.fast[code] = fh
 	s.ep.fast = s.dispatchFast
+	s.ep.lazy = s.isFast
+}
+
+// isFast reports whether code has a FastHandler. s.fast is written only
+// before Serve.
+func (s *Server) isFast(code int16) bool {
+	_, ok := s.fast[code]
+	return ok
 }
 
 // dispatchFast offers req to its code's FastHandler, after Authorize: a
