@@ -12,6 +12,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 )
 
@@ -23,6 +24,14 @@ func TestReplyTopicAtStartup(t *testing.T) {
 	tc, ok := env.Broker.Topics()[name]
 	if !ok || tc.ReadQueueNums != 1 || tc.WriteQueueNums != 1 || tc.Perm != 6 {
 		t.Fatalf("reply topic %s: %+v, %v; want 1 read and 1 write queue, perm 6", name, tc, ok)
+	}
+	if _, ok := env.NS.Route(name); !ok {
+		t.Fatalf("reply topic %s has no route", name)
+	}
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	if r := invoke(t, cl, env, remoting.DeleteTopicInBroker, map[string]string{"topic": name}, nil); r.Code != remoting.NoPermission || !strings.Contains(r.Remark, "reply topic") {
+		t.Fatalf("delete of the reply topic: %v", r)
 	}
 	env = env.Restart(t)
 	if _, ok := env.Broker.Topics()[name]; !ok {
