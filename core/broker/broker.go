@@ -461,6 +461,7 @@ func New(opts Options) (*Broker, error) {
 		queueNums:         opts.DefaultTopicQueueNums,
 		maxTopics:         opts.MaxTopics,
 		disableAutoCreate: opts.DisableAutoCreateTopic,
+		replyTopic:        ReplyTopic(opts.ClusterName),
 	})
 	if err != nil {
 		return nil, err
@@ -523,6 +524,8 @@ func (b *Broker) routes() {
 	h(remoting.SendMessage, b.handleSend)
 	h(remoting.SendMessageV2, b.handleSend)
 	h(remoting.SendBatchMessage, b.handleSend)
+	h(remoting.SendReplyMessage, b.handleSendReply)
+	h(remoting.SendReplyMessageV2, b.handleSendReply)
 	for _, code := range []int16{remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage} {
 		b.rs.HandleFast(code, b.sendFast)
 	}

@@ -66,6 +66,12 @@ type clientTable struct {
 	// consumers by group, producers by group then client id.
 	consumers map[string]*consumerGroup
 	producers map[string]map[string]*member
+	// requesters maps the client id of a request-reply request to the
+	// connection it came on, and requesterOf the other way, so each
+	// connection holds at most one entry; both lose a connection when it
+	// closes.
+	requesters  map[string]*remoting.Conn
+	requesterOf map[*remoting.Conn]string
 }
 
 // newClientTable returns an empty table that tracks at most maxGroups
@@ -73,7 +79,8 @@ type clientTable struct {
 // it dropped.
 func newClientTable(log *slog.Logger, expiry time.Duration, maxGroups int, notifyOff bool, onExpired func(clientIDs []string)) *clientTable {
 	t := &clientTable{log: log, expiry: expiry, maxGroups: maxGroups, onExpired: onExpired,
-		consumers: map[string]*consumerGroup{}, producers: map[string]map[string]*member{}}
+		consumers: map[string]*consumerGroup{}, producers: map[string]map[string]*member{},
+		requesters: map[string]*remoting.Conn{}, requesterOf: map[*remoting.Conn]string{}}
 	t.notifyOff.Store(notifyOff)
 	return t
 }
@@ -415,6 +422,69 @@ func (t *clientTable) producerConns(group string) []*remoting.Conn {
 	return conns
 }
 
+// clientConn returns a live connection of the client with this id: one
+// its producer heartbeats came on, or else one of its consumers', or else
+// the one its last request-reply request came on. A client id names one
+// client instance, which answers broker requests on any of its
+// connections.
+func (t *clientTable) clientConn(clientID string) (*remoting.Conn, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, g := range t.producers {
+		if m := g[clientID]; m != nil && !isClosed(m.conn) {
+			return m.conn, true
+		}
+	}
+	for _, g := range t.consumers {
+		if m := g.members[clientID]; m != nil && !isClosed(m.conn) {
+			return m.conn, true
+		}
+	}
+	if c := t.requesters[clientID]; c != nil && !isClosed(c) {
+		return c, true
+	}
+	return nil, false
+}
+
+// rememberRequester records that a request-reply request of clientID came
+// on c. The official Go client's producer heartbeats only every 30 s and
+// not before its first request, so without this its first replies would
+// find no connection.
+func (t *clientTable) rememberRequester(clientID []byte, c *remoting.Conn) {
+	if len(clientID) > maxClientIDLen {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Checked under the lock: OnClose (forgetRequester) runs after Done
+	// is closed, so an entry is never added after its connection's
+	// forgetRequester ran.
+	if isClosed(c) || t.requesters[string(clientID)] == c {
+		return
+	}
+	id := string(clientID)
+	if old, ok := t.requesterOf[c]; ok {
+		delete(t.requesters, old)
+	}
+	if prev := t.requesters[id]; prev != nil {
+		delete(t.requesterOf, prev)
+	}
+	t.requesters[id] = c
+	t.requesterOf[c] = id
+}
+
+// forgetRequester drops the request-reply entry of a closed connection.
+func (t *clientTable) forgetRequester(c *remoting.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.requesterOf[c]; ok {
+		delete(t.requesterOf, c)
+		if t.requesters[id] == c {
+			delete(t.requesters, id)
+		}
+	}
+}
+
 // consumerIDs returns a group's client ids, sorted.
 func (t *clientTable) consumerIDs(group string) ([]string, bool) {
 	t.mu.Lock()
@@ -478,6 +548,7 @@ func (b *Broker) connClosed(c *remoting.Conn) {
 	// queues free when they rebalance.
 	b.locks.releaseConn(c)
 	b.txn.forgetConn(c)
+	b.clients.forgetRequester(c)
 	b.clients.drop("connection closed", func(m *member) bool { return m.conn == c })
 }
 

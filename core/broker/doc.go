@@ -20,7 +20,8 @@
 //	+-------------+---------------+------------------------------------------+
 //	| topicTable  | topics.go     | topic configs (durable), auto-create     |
 //	| clientTable | clients.go    | producers and consumers per group, their |
-//	|             |               | connections, subscriptions, expiry       |
+//	|             |               | connections, subscriptions, expiry; the  |
+//	|             |               | connections requests came on (replies)   |
 //	| holdTable   | holds.go      | long-polling pulls waiting for messages  |
 //	| filterCache | filters.go    | compiled subscription filters, bounded   |
 //	| lockTable   | locks.go      | orderly queue locks per group            |
@@ -45,8 +46,9 @@
 // (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE), pull.go (PULL_MESSAGE),
 // offsets.go, retry.go and dlq.go (CONSUMER_SEND_MSG_BACK, group config,
 // dead letters), locks.go (LOCK/UNLOCK_BATCH_MQ), txn.go (END_TRANSACTION),
-// assignment.go (QUERY_ASSIGNMENT), register.go (name server registration)
-// and admin.go (the admin command framework).
+// assignment.go (QUERY_ASSIGNMENT), reply.go (SEND_REPLY_MESSAGE, _V2,
+// and the PUSH_REPLY_MESSAGE_TO_CLIENT that delivers a reply), register.go
+// (name server registration) and admin.go (the admin command framework).
 //
 // Every walk over a queue goes through the store's queue iterator
 // (store.QueueIter), which handles retention gaps, corruption holes and
@@ -68,7 +70,8 @@
 //     queue.
 //  3. A delayed or timed message is stored in the schedule or timer topic,
 //     never in its real queue, until it is due; a half message only in the
-//     half topic.
+//     half topic. The answer to such a send names the queue the send asked
+//     for (its offset is the parked one).
 //
 // Retry and dead letters:
 //
@@ -161,9 +164,10 @@
 //     queue of a topic other than the broker's own (schedule, timer,
 //     half, op-half, events, check-max), at or after the lowest offset
 //     any group committed on the queue, or the whole queue when no group
-//     committed one and not only broadcasting consumers subscribe to the
-//     topic (they keep their offsets themselves). Age retention deletes
-//     by age.
+//     committed one, not only broadcasting consumers subscribe to the
+//     topic (they keep their offsets themselves) and the topic is not the
+//     cluster's reply topic (its replies were pushed when stored). Age
+//     retention deletes by age.
 //  18. A pending timed message holds a segment retention wants gone for
 //     at most one retention pass: the scheduler re-appends it, same body
 //     and properties, to the tail of the timer topic, and deletes the old
@@ -171,4 +175,15 @@
 //     twice, never loses it. Delayed messages (bounded by the longest
 //     level) and transactions (copied forward at each check, bounded by
 //     the policy's checks) are not moved.
+//
+// Request-reply (reply.go):
+//
+//  19. A reply (SEND_REPLY_MESSAGE, _V2) is stored, as sent and never
+//     delayed or held as a transaction, before it is pushed to the
+//     connection of the client its REPLY_TO_CLIENT names; the responder
+//     is answered success only when the requester accepted the push, and
+//     otherwise CONSUMER_NOT_ONLINE naming the requester, with the reply
+//     stored once. A reply without REPLY_TO_CLIENT stores nothing. The
+//     cluster's reply topic, <cluster>_REPLY_TOPIC, exists from startup
+//     and cannot be deleted; clients may send to it (it is not reserved).
 package broker

@@ -117,6 +117,12 @@ func TestTopicQuota(t *testing.T) {
 	if n := strings.Count(logs.String(), "topic quota reached"); n != 1 {
 		t.Fatalf("%d log lines for the quota, want 1 (rate-limited)", n)
 	}
+	// A full table does not keep a cluster's reply topic from existing.
+	env.Config.Broker.ClusterName = "Other"
+	env = env.Restart(t)
+	if _, ok := env.Broker.Topics()[broker.ReplyTopic("Other")]; !ok {
+		t.Fatalf("no reply topic for cluster Other at the topic quota")
+	}
 }
 
 // TestGroupQuota registers groups up to MaxGroups: a heartbeat with one

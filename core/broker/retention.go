@@ -75,9 +75,10 @@ func (b *Broker) retentionFloor() []store.QueueHold {
 // min offset when no group committed one. Not counted: the broker's own
 // topics (schedule, timer, half, op-half, events, the check-max topic,
 // which have their own floors and bounds), queues consumed to their end,
-// and queues without committed offsets whose topic only broadcasting
+// queues without committed offsets whose topic only broadcasting
 // consumers subscribe to (they keep their offsets themselves, so the
-// broker cannot tell what they consumed).
+// broker cannot tell what they consumed), and queues of the reply topic
+// without committed offsets (each reply was pushed to its requester).
 func (b *Broker) unconsumed() []store.QueueHold {
 	type queueKey struct {
 		topic string
@@ -117,7 +118,9 @@ func (b *Broker) unconsumed() []store.QueueHold {
 				only = b.clients.onlyBroadcasting(q.Topic)
 				broadcastOnly[q.Topic] = only
 			}
-			if only {
+			if only || q.Topic == b.topics.replyTopic {
+				// A reply was handed to its requester when it was
+				// stored; unless a group reads the topic, nobody will.
 				continue
 			}
 			h.Holder = "no consumer group has committed an offset"

@@ -156,7 +156,7 @@ func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoti
 	if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
 		return nil, 0, response(req, remoting.MessageIllegal, "send: %v", err)
 	}
-	extra, code, err := b.transform(m, h)
+	extra, code, err := b.transform(c, m, h)
 	if err != nil {
 		return nil, 0, response(req, code, "send: %v", err)
 	}
@@ -288,10 +288,12 @@ func (b *Broker) sendResponse(req *remoting.Command, msgs []*message.Message) *r
 	return resp
 }
 
-// sentQueue is the queue a message was sent to: for a half message or a
-// delayed one parked elsewhere, the queue it will end up in.
+// sentQueue is the queue a message was sent to: for a half, delayed or
+// timed message parked in a topic of the broker's, the queue it will end
+// up in (the answer's offset stays the parked one, as in RocketMQ).
 func sentQueue(m *message.Message) int32 {
-	if m.Topic == HalfTopic {
+	switch m.Topic {
+	case HalfTopic, ScheduleTopic, TimerTopic:
 		if q, err := strconv.Atoi(m.Properties.Get(message.PropertyRealQueueID)); err == nil {
 			return int32(q)
 		}

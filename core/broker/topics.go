@@ -34,6 +34,9 @@ const (
 	// TimerTopic holds timed messages (TIMER_DELIVER_MS and friends) until
 	// they are due.
 	TimerTopic = "RMQ_SYS_TIMER_TOPIC"
+	// ReplyTopicSuffix ends the name of a cluster's reply topic,
+	// <cluster>_REPLY_TOPIC (ReplyTopic).
+	ReplyTopicSuffix = "_REPLY_TOPIC"
 
 	maxQueueNums = 1024
 	topicMetaKey = "topic/"
@@ -51,6 +54,10 @@ func ValidateTopic(topic string) error {
 	}
 	return nil
 }
+
+// ReplyTopic is the topic a cluster's request-reply answers are stored in:
+// responders built on RocketMQ's clients send their replies to it.
+func ReplyTopic(cluster string) string { return cluster + ReplyTopicSuffix }
 
 // systemTopic reports whether clients may not send to topic directly.
 func systemTopic(topic string) bool {
@@ -83,6 +90,9 @@ type topicTable struct {
 	// max bounds the table (Options.MaxTopics).
 	max      int
 	quotaLog limitLog
+	// replyTopic is this cluster's reply topic, created at startup and
+	// never counted against max.
+	replyTopic string
 
 	mu      sync.RWMutex
 	topics  map[string]TopicConfig
@@ -100,12 +110,15 @@ type topicsConfig struct {
 	disableAutoCreate bool
 	// maxTopics is Options.MaxTopics.
 	maxTopics int
+	// replyTopic is the cluster's reply topic (ReplyTopic).
+	replyTopic string
 }
 
 // loadTopics reads the topic table from st and saves the template topic
-// when it is missing or auto-creation is off.
+// when it is missing or auto-creation is off, and the reply topic when it
+// is missing.
 func loadTopics(st *store.Store, cfg topicsConfig) (*topicTable, error) {
-	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, max: cfg.maxTopics, topics: map[string]TopicConfig{}}
+	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, max: cfg.maxTopics, replyTopic: cfg.replyTopic, topics: map[string]TopicConfig{}}
 	err := st.EachMeta(topicMetaKey, func(name string, v []byte) error {
 		var tc TopicConfig
 		if err := json.Unmarshal(v, &tc); err != nil {
@@ -123,6 +136,15 @@ func loadTopics(st *store.Store, cfg topicsConfig) (*topicTable, error) {
 		if cfg.disableAutoCreate {
 			tc.Perm = permRW
 		}
+		if err := t.persist(tc); err != nil {
+			return nil, err
+		}
+		t.topics[tc.TopicName] = tc
+	}
+	if _, ok := t.topics[t.replyTopic]; !ok && t.replyTopic != "" {
+		// As RocketMQ's broker does at startup: one queue, readable and
+		// writable, so a responder's client finds a route for it.
+		tc := TopicConfig{TopicName: t.replyTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW, TopicFilterType: "SINGLE_TAG"}
 		if err := t.persist(tc); err != nil {
 			return nil, err
 		}
@@ -177,7 +199,7 @@ func (t *topicTable) put(tc TopicConfig) error {
 		t.mu.Unlock()
 		return nil
 	}
-	if !ok && len(t.topics) >= t.max && !brokerTopic(tc.TopicName) {
+	if !ok && len(t.topics) >= t.max && !brokerTopic(tc.TopicName) && tc.TopicName != t.replyTopic {
 		n := len(t.topics)
 		t.mu.Unlock()
 		if t.quotaLog.allow(t.now()) {
@@ -331,6 +353,9 @@ func (b *Broker) handleDeleteTopic(c *remoting.Conn, req *remoting.Command) *rem
 	topic := req.Get("topic")
 	if topic == AutoCreateTopicKey || systemTopic(topic) {
 		return response(req, remoting.NoPermission, "topic %s is reserved", topic)
+	}
+	if topic == b.topics.replyTopic {
+		return response(req, remoting.NoPermission, "topic %s is the cluster's reply topic; request-reply needs it", topic)
 	}
 	if err := b.topics.delete(topic); err != nil {
 		return response(req, remoting.SystemError, "%v", err)

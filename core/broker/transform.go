@@ -15,9 +15,14 @@ import (
 //  3. a delayed or timed message goes to the schedule (delay.go).
 //
 // It may add messages to store in the same write (an outbox event), and
-// returns a response code and error when the message is refused.
-func (b *Broker) transform(m *message.Message, h *remoting.SendHeader) (extra []*message.Message, code int16, err error) {
-	half, parked := scanSpecial(m.Properties)
+// returns a response code and error when the message is refused. A
+// request of request-reply (REPLY_TO_CLIENT) also tells the client table
+// that c is the requester's connection, where its reply will be pushed.
+func (b *Broker) transform(c *remoting.Conn, m *message.Message, h *remoting.SendHeader) (extra []*message.Message, code int16, err error) {
+	half, parked, requester := scanSpecial(m.Properties)
+	if requester != nil {
+		b.clients.rememberRequester(requester, c)
+	}
 	if half {
 		if err := b.toHalf(m); err != nil {
 			return nil, remoting.MessageIllegal, err
@@ -43,16 +48,21 @@ func (b *Broker) transform(m *message.Message, h *remoting.SendHeader) (extra []
 }
 
 // scanSpecial reads, in one pass over the properties, whether a message is
-// a half message and whether it asks for a delay or a delivery time.
-func scanSpecial(p message.Properties) (half, parked bool) {
+// a half message, whether it asks for a delay or a delivery time, and the
+// client id it wants replies pushed to (nil if none; it aliases p).
+func scanSpecial(p message.Properties) (half, parked bool, requester []byte) {
 	p.Each(func(k, v []byte) bool {
 		switch string(k) {
 		case message.PropertyTransactionPrepared:
 			half = string(v) == "true"
 		case message.PropertyDelayLevel, message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS:
 			parked = true
+		case message.PropertyReplyToClient:
+			if len(v) > 0 {
+				requester = v
+			}
 		}
 		return true
 	})
-	return half, parked
+	return half, parked, requester
 }

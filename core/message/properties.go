@@ -33,6 +33,10 @@ const (
 	PropertyShardingKey           = "SHARDING_KEY"
 	PropertyMinOffset             = "MIN_OFFSET"
 	PropertyMaxOffset             = "MAX_OFFSET"
+	PropertyCorrelationID         = "CORRELATION_ID"
+	PropertyReplyToClient         = "REPLY_TO_CLIENT"
+	PropertyMessageType           = "MSG_TYPE"
+	PropertyPushReplyTime         = "PUSH_REPLY_TIME"
 )
 
 // MaxPropertiesLen is the longest properties string the stored layout can

@@ -6,8 +6,9 @@ import (
 )
 
 // SendHeader is the custom header (extFields) of SEND_MESSAGE,
-// SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE. SEND_MESSAGE spells its keys out;
-// the other two use one letter per key, a to n, in the order below
+// SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, SEND_REPLY_MESSAGE and
+// SEND_REPLY_MESSAGE_V2. SEND_MESSAGE and SEND_REPLY_MESSAGE spell their
+// keys out; the others use one letter per key, a to n, in the order below
 // (RocketMQ's SendMessageRequestHeaderV2). Numbers are decimal text,
 // booleans "true" or "false".
 //
@@ -85,10 +86,13 @@ var sendHeaderKeys = [sendFields][2]string{
 }
 
 // sendKeysV2 reports whether a send request of code uses one-letter keys.
-func sendKeysV2(code int16) bool { return code == SendMessageV2 || code == SendBatchMessage }
+func sendKeysV2(code int16) bool {
+	return code == SendMessageV2 || code == SendBatchMessage || code == SendReplyMessageV2
+}
 
-// DecodeSendHeader reads the header of a SEND_MESSAGE (long keys),
-// SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE (one-letter keys) request. Absent
+// DecodeSendHeader reads the header of a SEND_MESSAGE or
+// SEND_REPLY_MESSAGE (long keys), SEND_MESSAGE_V2, SEND_BATCH_MESSAGE or
+// SEND_REPLY_MESSAGE_V2 (one-letter keys) request. Absent
 // or empty fields take their defaults; a number that does not parse is an
 // error wrapping ErrInvalidField that names its key, and every such field
 // is reported. It does not allocate unless it fails.
