@@ -132,7 +132,12 @@
 //     a value within [0, the queue's max offset]. With
 //     autoCreateSubscriptionGroup off (DisableAutoCreateGroup), a consumer
 //     group without a configuration registers no consumer, pulls nothing,
-//     stores no offset and sends nothing back.
+//     stores no offset and sends nothing back. DELETE_TOPIC_IN_BROKER
+//     removes, with the topic's configuration, its queues and every
+//     group's offsets on it durably (store DeleteTopic), then answers its
+//     held pulls and drops its pre-filter state; the topic created again
+//     starts empty, across restarts. A group's retry and dead-letter
+//     topics are topics of their own and stay until deleted by name.
 //
 // Pre-filtering (prefilter.go):
 //
