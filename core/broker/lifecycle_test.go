@@ -7,12 +7,15 @@ import (
 	"testing"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 func newAdmin(t *testing.T, env *brokertest.Env) interface {
@@ -116,4 +119,155 @@ func allGroups(t *testing.T, cl *remoting.Client, env *brokertest.Env) map[strin
 		t.Fatal(err)
 	}
 	return all.SubscriptionGroupTable
+}
+
+// TestGroupConfigLifecycle: an official consumer's first heartbeat
+// creates its group's config with the defaults, which
+// GET_ALL_SUBSCRIPTIONGROUP_CONFIG then lists; DELETE_SUBSCRIPTIONGROUP
+// removes it durably, with cleanOffset the group's offsets too, and
+// leaves the group's retry topic.
+func TestGroupConfigLifecycle(t *testing.T) {
+	env := brokertest.Start(t)
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	group := brokertest.Name("live")
+	if _, ok := allGroups(t, cl, env)[group]; ok {
+		t.Fatal("the group is listed before any heartbeat")
+	}
+	c := env.PushConsumer(t, group)
+	if err := c.Subscribe("Good", consumer.MessageSelector{}, func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	env.StartConsumer(t, c, group, true, "Good")
+	gc, ok := allGroups(t, cl, env)[group]
+	if !ok {
+		t.Fatal("a live consumer group is missing from GET_ALL_SUBSCRIPTIONGROUP_CONFIG")
+	}
+	if !gc.AutoCreated || gc.RetryQueueNums != 1 || gc.RetryMaxTimes != broker.DefaultMaxReconsumeTimes || !gc.ConsumeEnable {
+		t.Errorf("the auto-created config: %+v", gc)
+	}
+	if err := c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if r := invoke(t, cl, env, remoting.UpdateConsumerOffset, map[string]string{"consumerGroup": group, "topic": "Good",
+		"queueId": "0", "commitOffset": "0"}, nil); r.Code != remoting.Success {
+		t.Fatalf("commit offset: %v", r)
+	}
+
+	// Without cleanOffset the offsets stay.
+	heartbeatConsumer(t, cl, env, "keeper")
+	if r := invoke(t, cl, env, remoting.UpdateConsumerOffset, map[string]string{"consumerGroup": "keeper", "topic": "Good",
+		"queueId": "0", "commitOffset": "0"}, nil); r.Code != remoting.Success {
+		t.Fatalf("commit offset: %v", r)
+	}
+	if r := invoke(t, cl, env, remoting.DeleteSubscriptionGroup, map[string]string{"groupName": "keeper"}, nil); r.Code != remoting.Success {
+		t.Fatalf("DELETE_SUBSCRIPTIONGROUP: %v", r)
+	}
+	if _, ok := env.Store.ConsumerOffset("keeper", "Good", 0); !ok {
+		t.Error("DELETE_SUBSCRIPTIONGROUP without cleanOffset removed the group's offsets")
+	}
+
+	if r := invoke(t, cl, env, remoting.DeleteSubscriptionGroup, map[string]string{"groupName": group, "cleanOffset": "true"}, nil); r.Code != remoting.Success {
+		t.Fatalf("DELETE_SUBSCRIPTIONGROUP: %v", r)
+	}
+	if r := invoke(t, cl, env, remoting.DeleteSubscriptionGroup, map[string]string{"groupName": "bad name"}, nil); r.Code == remoting.Success {
+		t.Error("DELETE_SUBSCRIPTIONGROUP accepted an invalid group name")
+	}
+	check := func(env *brokertest.Env) {
+		t.Helper()
+		all := allGroups(t, cl, env)
+		for _, g := range []string{group, "keeper"} {
+			if _, ok := all[g]; ok {
+				t.Errorf("group %s is listed after DELETE_SUBSCRIPTIONGROUP", g)
+			}
+		}
+		if off, ok := env.Store.ConsumerOffset(group, "Good", 0); ok {
+			t.Errorf("the group's offset %d survived cleanOffset", off)
+		}
+		if _, ok := env.Broker.Topics()[broker.RetryGroupTopicPrefix+group]; !ok {
+			t.Error("DELETE_SUBSCRIPTIONGROUP deleted the group's retry topic")
+		}
+	}
+	check(env)
+	check(env.Restart(t))
+}
+
+// TestGroupConfigQuota: configs are created at a first heartbeat only
+// below MaxGroups stored configs; the group is served all the same.
+func TestGroupConfigQuota(t *testing.T) {
+	env := brokertest.Start(t, func(c *server.Config) { c.Broker.MaxGroups = 3 })
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	for _, g := range []string{"op1", "op2"} {
+		if err := env.Broker.PutGroupConfig(broker.SubscriptionGroupConfig{GroupName: g, RetryQueueNums: 1, RetryMaxTimes: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heartbeatConsumer(t, cl, env, "third")
+	heartbeatConsumer(t, cl, env, "fourth")
+	all := allGroups(t, cl, env)
+	if _, ok := all["third"]; !ok {
+		t.Error("the group below the quota got no config")
+	}
+	if _, ok := all["fourth"]; ok {
+		t.Error("a config was created beyond MaxGroups")
+	}
+	if len(env.Broker.ConsumerIDs("fourth")) != 1 {
+		t.Error("the group beyond the config quota was not registered")
+	}
+}
+
+// TestRetryQueueNumsZero: a group configured with retryQueueNums 0 has no
+// retries, as in RocketMQ: no retry topic is created for it, and a
+// CONSUMER_SEND_MSG_BACK is answered with success and stores nothing
+// (the failed message is dropped, not retried nor dead-lettered).
+func TestRetryQueueNumsZero(t *testing.T) {
+	env := brokertest.Start(t)
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	body, _ := json.Marshal(map[string]any{"groupName": "noretry", "retryQueueNums": 0, "retryMaxTimes": 16, "consumeEnable": true})
+	if r := invoke(t, cl, env, remoting.UpdateAndCreateSubscriptionGroup, nil, body); r.Code != remoting.Success {
+		t.Fatalf("retryQueueNums 0 refused: %v", r)
+	}
+	if gc := allGroups(t, cl, env)["noretry"]; gc.RetryQueueNums != 0 || gc.AutoCreated {
+		t.Fatalf("the stored config: %+v", gc)
+	}
+	heartbeatConsumer(t, cl, env, "noretry")
+	sent := sendRaw(t, cl, env, nil, []byte("fails"))
+	if sent.Code != remoting.Success {
+		t.Fatalf("send: %v", sent)
+	}
+	_, logOff, err := message.ParseOffsetMsgID(sent.Get("msgId"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end := env.Store.CommitLogOffsets()
+	for _, level := range []string{"0", "-1"} {
+		r := invoke(t, cl, env, remoting.ConsumerSendMsgBack, map[string]string{"group": "noretry", "offset": strconv.FormatInt(logOff, 10),
+			"delayLevel": level, "originMsgId": "", "originTopic": "Good", "maxReconsumeTimes": "16"}, nil)
+		if r.Code != remoting.Success {
+			t.Fatalf("send back at level %s: %v", level, r)
+		}
+	}
+	if _, after := env.Store.CommitLogOffsets(); after != end {
+		t.Errorf("send-back of a group without retries stored %d bytes", after-end)
+	}
+	for _, topic := range []string{broker.RetryGroupTopicPrefix + "noretry", broker.DLQGroupTopicPrefix + "noretry"} {
+		if _, ok := env.Broker.Topics()[topic]; ok {
+			t.Errorf("%s was created for a group without retries", topic)
+		}
+	}
+	r := sendRaw(t, cl, env, map[string]string{"topic": broker.RetryGroupTopicPrefix + "noretry", "reconsumeTimes": "1"}, []byte("x"))
+	if r.Code != remoting.TopicNotExist {
+		t.Errorf("a send into the retry topic of a group without retries: code %d %q, want TOPIC_NOT_EXIST", r.Code, r.Remark)
+	}
+	body, _ = json.Marshal(map[string]any{"groupName": "noretry", "retryQueueNums": -1})
+	if r := invoke(t, cl, env, remoting.UpdateAndCreateSubscriptionGroup, nil, body); r.Code == remoting.Success {
+		t.Error("retryQueueNums -1 accepted")
+	}
 }

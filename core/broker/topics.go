@@ -269,6 +269,9 @@ func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicCon
 			return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
 		}
 		tc, err := b.ensureRetry(group)
+		if errors.Is(err, ErrNoRetry) {
+			return tc, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
+		}
 		return tc, creationCode(err), err
 	}
 	if strings.HasPrefix(topic, DLQGroupTopicPrefix) {
