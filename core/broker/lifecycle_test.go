@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
@@ -65,9 +66,27 @@ func TestDeleteTopicStartsEmpty(t *testing.T) {
 		}
 	}
 
+	// A long-polling pull parked at the end of queue 0.
+	held := make(chan *remoting.Command, 1)
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		r, err := cl.Invoke(pctx, env.BrokerAddr, remoting.NewRequest(remoting.PullMessage, map[string]string{"consumerGroup": "lifecycle",
+			"topic": topic, "queueId": "0", "queueOffset": "10", "maxMsgNums": "32", "sysFlag": "6", "commitOffset": "0",
+			"suspendTimeoutMillis": "20000", "subscription": "*", "expressionType": "TAG"}, nil))
+		if err != nil {
+			r = remoting.NewResponse(remoting.NewRequest(0, nil, nil), remoting.SystemError, err.Error())
+		}
+		held <- r
+	}()
+	brokertest.Eventually(t, 10*time.Second, "the pull to be held", func() bool { return env.Broker.HeldPulls() == 1 })
+
 	if err := a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(env.BrokerAddr),
 		admin.WithNameSrvAddr([]string{env.NamesrvAddr})); err != nil {
 		t.Fatal(err)
+	}
+	if r := brokertest.Wait(t, held, 5*time.Second, "the held pull to be answered at the delete"); r.Code == remoting.Success {
+		t.Errorf("the held pull on the deleted topic found messages: %v", r)
 	}
 	if _, ok := env.Broker.Topics()[topic]; ok {
 		t.Fatal("the topic's config survived the delete")
