@@ -92,7 +92,8 @@
 //	| UPDATE_AND_CREATE_TOPIC, DELETE_    | admin                                   |
 //	|   TOPIC_IN_BROKER, UPDATE_AND_CREATE|                                         |
 //	|   _SUBSCRIPTIONGROUP, GET_ALL_SUB-  |                                         |
-//	|   SCRIPTIONGROUP_CONFIG             |                                         |
+//	|   SCRIPTIONGROUP_CONFIG, DELETE_SUB-|                                         |
+//	|   SCRIPTIONGROUP                    |                                         |
 //	| REGISTER_BROKER, UNREGISTER_BROKER, | admin                                   |
 //	|   DELETE_TOPIC_IN_NAMESRV, GET_ALL_ |                                         |
 //	|   TOPIC_LIST_FROM_NAMESERVER        |                                         |

@@ -133,6 +133,7 @@ var codeRules = map[int16]codeRule{
 	remoting.DeleteTopicInBroker:              {access: adminOnly},
 	remoting.UpdateAndCreateSubscriptionGroup: {access: adminOnly},
 	remoting.GetAllSubscriptionGroupConfig:    {access: adminOnly},
+	remoting.DeleteSubscriptionGroup:          {access: adminOnly},
 	remoting.GetAllTopicListFromNameserver:    {access: adminOnly},
 	remoting.DeleteTopicInNamesrv:             {access: adminOnly},
 	remoting.RegisterBroker:                   {access: adminOnly},

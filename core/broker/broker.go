@@ -428,6 +428,11 @@ type Broker struct {
 	// (Options.DisableAutoCreateGroup), heartbeats over their bounds.
 	unconfiguredLog limitLog
 	heartbeatLog    limitLog
+	groupQuotaLog   limitLog // group configs not auto-created at the quota
+
+	// groupN counts the stored group configs and serialises their
+	// creation and deletion (retry.go).
+	groupN groupCount
 
 	// rollTimersTo is the commit-log offset below which retention asked
 	// for pending timed messages to be rolled (retention.go); 0 if none.
@@ -470,6 +475,9 @@ func New(opts Options) (*Broker, error) {
 		if err := b.topics.put(t.config()); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.store.EachMeta(groupMetaKey, func(string, []byte) error { b.groupN.n++; return nil }); err != nil {
+		return nil, err
 	}
 	for _, g := range opts.Groups {
 		old, _ := b.groupConfig(g.Name)
@@ -548,6 +556,7 @@ func (b *Broker) routes() {
 	h(remoting.EndTransaction, b.handleEndTransaction)
 	h(remoting.UpdateAndCreateSubscriptionGroup, b.handleUpdateGroup)
 	h(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroups)
+	h(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
 	h(remoting.QueryAssignment, b.handleQueryAssignment)
 	h(AdminCode, b.handleAdmin)
 }

@@ -144,6 +144,7 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			refused.add(remoting.SystemError, err.Error())
 			continue
 		}
+		b.ensureGroupConfig(cd.GroupName)
 		if cd.MessageModel != ModelBroadcasting {
 			if err := b.ensureRetryTopic(cd.GroupName); err != nil {
 				problems.add(creationCode(err), "group "+cd.GroupName+" has no retry topic: "+err.Error())
@@ -225,12 +226,15 @@ func (e *firstError) more() string {
 }
 
 // ensureRetryTopic creates a consumer group's retry topic so the route the
-// client looks up exists.
+// client looks up exists; a group without retries gets none.
 func (b *Broker) ensureRetryTopic(group string) error {
 	if _, ok := b.topics.get(RetryGroupTopicPrefix + group); ok {
 		return nil
 	}
 	_, err := b.ensureRetry(group)
+	if errors.Is(err, ErrNoRetry) {
+		return nil
+	}
 	if err != nil && !errors.Is(err, ErrTopicQuota) { // the quota logs its own, rate-limited
 		b.log.Warn("create retry topic", "group", group, "err", err)
 	}

@@ -80,7 +80,10 @@
 //     consumer's level), or, once the reconsume times reach the group's
 //     limit or the consumer asks with a negative level, in %DLQ%<group>.
 //     The original message is never changed. Its UNIQ_KEY is kept, and
-//     ORIGIN_MESSAGE_ID and RETRY_TOPIC point back at it.
+//     ORIGIN_MESSAGE_ID and RETRY_TOPIC point back at it. A group
+//     configured with retryQueueNums 0 has no retries: its send-back is
+//     answered with success and stores nothing, as in RocketMQ, and no
+//     retry topic is created for it.
 //  5. A retry or dead letter is stored in the same append as its outbox
 //     event (when the outbox is on), so an event exists if and only if its
 //     move happened, and a crash keeps both or neither.
@@ -135,7 +138,17 @@
 //     a value within [0, the queue's max offset]. With
 //     autoCreateSubscriptionGroup off (DisableAutoCreateGroup), a consumer
 //     group without a configuration registers no consumer, pulls nothing,
-//     stores no offset and sends nothing back.
+//     stores no offset and sends nothing back. DELETE_TOPIC_IN_BROKER
+//     removes, with the topic's configuration, its queues and every
+//     group's offsets on it durably (store DeleteTopic), then answers its
+//     held pulls and drops its pre-filter state; the topic created again
+//     starts empty, across restarts. A group's retry and dead-letter
+//     topics are topics of their own and stay until deleted by name.
+//     With autoCreateSubscriptionGroup on, a consumer group's first
+//     accepted heartbeat saves its default configuration (marked
+//     autoCreated, which does not cap the consumer's retry limit) while
+//     fewer than MaxGroups configurations exist; DELETE_SUBSCRIPTIONGROUP
+//     removes it, and with cleanOffset the group's offsets, durably.
 //
 // Pre-filtering (prefilter.go):
 //

@@ -183,6 +183,27 @@ func (t *holdTable) remove(k holdKey, h *heldPull) bool {
 	return true
 }
 
+// releaseTopic answers now the pulls held on a deleted topic's queues.
+func (t *holdTable) releaseTopic(topic string) {
+	type entry struct {
+		k holdKey
+		h *heldPull
+	}
+	var found []entry
+	t.mu.Lock()
+	for k, set := range t.held {
+		if k.topic == topic {
+			for h := range set {
+				found = append(found, entry{k, h})
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, e := range found {
+		go t.release(e.k, e.h)
+	}
+}
+
 // releaseAll answers every held pull now; used at shutdown.
 func (t *holdTable) releaseAll() {
 	t.mu.Lock()

@@ -31,9 +31,12 @@ var (
 	ErrGroupNotConfigured = errors.New("broker: consumer group not configured")
 	// ErrTopicQuota refuses to create a topic beyond Options.MaxTopics.
 	ErrTopicQuota = errors.New("broker: topic quota reached")
-	// ErrGroupQuota refuses a heartbeat's new group beyond
-	// Options.MaxGroups.
+	// ErrGroupQuota refuses a heartbeat's new group, or the automatic
+	// creation of a group's config, beyond Options.MaxGroups.
 	ErrGroupQuota = errors.New("broker: group quota reached")
+	// ErrNoRetry refuses a retry topic to a group configured with
+	// retryQueueNums 0 (no retries).
+	ErrNoRetry = errors.New("broker: group has no retries")
 )
 
 // maxBatchMessagesLimit is the largest Options.MaxBatchMessages: a batch's

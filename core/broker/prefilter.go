@@ -50,6 +50,9 @@ type prefilter struct {
 
 	kick    chan struct{}
 	skipped atomic.Int64 // messages pulls skipped on their mask alone
+	// pass is held by an indexing pass, and by drop so that no pass
+	// writes a deleted topic's masks or progress after it.
+	pass sync.Mutex
 
 	mu     sync.Mutex
 	topics map[string]*pfTopic
@@ -92,6 +95,14 @@ func newPrefilter(log *slog.Logger, st *store.Store, topic func(string) (TopicCo
 		return nil
 	})
 	return pf, err
+}
+
+// pfMaskPrefix is the start of every mask key of a topic.
+func pfMaskPrefix(topic string) []byte {
+	k := make([]byte, 0, 1+len(topic)+1)
+	k = append(k, prefilterKeyKind)
+	k = append(k, topic...)
+	return append(k, 0)
 }
 
 func pfMaskKey(topic string, q int32, block int64) []byte {
@@ -197,8 +208,33 @@ func (pf *prefilter) loop(quit <-chan struct{}) {
 	}
 }
 
+// drop forgets a deleted topic's expressions, masks and progress. A
+// subscription to the topic created again registers its expression anew.
+func (pf *prefilter) drop(topic string) {
+	if pf == nil {
+		return
+	}
+	pf.pass.Lock() // no indexing pass writes the topic's masks meanwhile
+	defer pf.pass.Unlock()
+	pf.mu.Lock()
+	_, ok := pf.topics[topic]
+	delete(pf.topics, topic)
+	pf.mu.Unlock()
+	pf.store.DeleteProgress(prefilterProgress + topic + "/")
+	if err := pf.store.DeleteKeyRange(pfMaskPrefix(topic)); err != nil {
+		pf.log.Warn("pre-filter masks of a deleted topic not removed", "topic", topic, "err", err)
+	}
+	if ok {
+		if err := pf.store.DeleteMeta(prefilterMetaKey + topic); err != nil {
+			pf.log.Warn("pre-filter registry of a deleted topic not removed", "topic", topic, "err", err)
+		}
+	}
+}
+
 // indexAll evaluates what arrived since the last pass.
 func (pf *prefilter) indexAll() {
+	pf.pass.Lock()
+	defer pf.pass.Unlock()
 	pf.mu.Lock()
 	type job struct {
 		topic string

@@ -2,10 +2,12 @@ package broker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/outbox"
@@ -39,6 +41,11 @@ type SubscriptionGroupConfig struct {
 	// leaves it to the client's request (see Broker.Assign). Not a
 	// RocketMQ field: an update without it keeps the stored one.
 	AllocateStrategy string `json:"allocateStrategy,omitempty"`
+	// AutoCreated marks a configuration the broker saved at the group's
+	// first heartbeat (autoCreateSubscriptionGroup), not one an operator
+	// set: it does not cap the consumer's own retry limit. Not a RocketMQ
+	// field; an operator's update clears it.
+	AutoCreated bool `json:"autoCreated,omitempty"`
 }
 
 const groupMetaKey = "group/"
@@ -49,9 +56,17 @@ func defaultGroupConfig(group string) SubscriptionGroupConfig {
 		RetryQueueNums: 1, RetryMaxTimes: DefaultMaxReconsumeTimes, WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true}
 }
 
-// groupConfig returns a group's configuration and whether it was set
-// explicitly.
+// groupConfig returns a group's configuration and whether an operator
+// set it (a configuration the broker created at the group's first
+// heartbeat holds the defaults and does not count).
 func (b *Broker) groupConfig(group string) (SubscriptionGroupConfig, bool) {
+	gc, ok := b.storedGroupConfig(group)
+	return gc, ok && !gc.AutoCreated
+}
+
+// storedGroupConfig returns a group's stored configuration, or the
+// default and false when it has none.
+func (b *Broker) storedGroupConfig(group string) (SubscriptionGroupConfig, bool) {
 	v, err := b.store.Meta(groupMetaKey + group)
 	if err != nil {
 		return defaultGroupConfig(group), false
@@ -88,8 +103,8 @@ func checkGroupConfig(gc SubscriptionGroupConfig) error {
 	if err := checkGroup(gc.GroupName); err != nil {
 		return err
 	}
-	if gc.RetryQueueNums < 1 || gc.RetryQueueNums > maxQueueNums {
-		return fmt.Errorf("broker: group %s: retryQueueNums %d is outside 1..%d", gc.GroupName, gc.RetryQueueNums, maxQueueNums)
+	if gc.RetryQueueNums < 0 || gc.RetryQueueNums > maxQueueNums {
+		return fmt.Errorf("broker: group %s: retryQueueNums %d is outside 0..%d (0: no retries)", gc.GroupName, gc.RetryQueueNums, maxQueueNums)
 	}
 	if gc.RetryMaxTimes < 0 {
 		return fmt.Errorf("broker: group %s: retryMaxTimes must not be negative", gc.GroupName)
@@ -98,6 +113,9 @@ func checkGroupConfig(gc SubscriptionGroupConfig) error {
 }
 
 // PutGroupConfig creates or replaces a group's configuration durably.
+// A group with retryQueueNums 0 has no retries: its consumers' failed
+// messages are dropped when sent back (as RocketMQ does), and no retry
+// topic is created for it; one that exists already is left as it is.
 func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
 	if err := checkGroupConfig(gc); err != nil {
 		return err
@@ -105,13 +123,12 @@ func (b *Broker) PutGroupConfig(gc SubscriptionGroupConfig) error {
 	if err := checkGroupStrategy(&gc); err != nil {
 		return err
 	}
-	v, _ := json.Marshal(gc)
-	if err := b.store.PutMeta(groupMetaKey+gc.GroupName, v); err != nil {
+	if err := b.saveGroupConfig(gc, false); err != nil {
 		return err
 	}
 	// Grow the retry topic to the configured queue count.
 	topic := RetryGroupTopicPrefix + gc.GroupName
-	if tc, ok := b.topics.get(topic); ok && tc.WriteQueueNums != gc.RetryQueueNums {
+	if tc, ok := b.topics.get(topic); ok && gc.RetryQueueNums > 0 && tc.WriteQueueNums != gc.RetryQueueNums {
 		tc.ReadQueueNums, tc.WriteQueueNums = gc.RetryQueueNums, gc.RetryQueueNums
 		return b.topics.put(tc)
 	}
@@ -129,12 +146,103 @@ func (b *Broker) handleUpdateGroup(c *remoting.Conn, req *remoting.Command) *rem
 		AllocateStrategy *string `json:"allocateStrategy"`
 	}
 	if json.Unmarshal(req.Body, &named) == nil && named.AllocateStrategy == nil {
-		if old, ok := b.groupConfig(gc.GroupName); ok {
+		if old, ok := b.storedGroupConfig(gc.GroupName); ok {
 			gc.AllocateStrategy = old.AllocateStrategy
 		}
 	}
+	gc.AutoCreated = false
 	if err := b.PutGroupConfig(gc); err != nil {
 		return response(req, remoting.SystemError, "%v", err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// groupCount counts the stored group configurations, which the quota of
+// auto-created ones bounds (Options.MaxGroups).
+type groupCount struct {
+	sync.Mutex
+	n int
+}
+
+// saveGroupConfig writes a group's configuration durably. With onlyNew
+// it writes only a group that has none, and only below the quota, and
+// reports ErrGroupQuota at it.
+func (b *Broker) saveGroupConfig(gc SubscriptionGroupConfig, onlyNew bool) error {
+	b.groupN.Lock()
+	defer b.groupN.Unlock()
+	exists := b.hasGroupConfig(gc.GroupName)
+	if onlyNew && exists {
+		return nil
+	}
+	if onlyNew && b.groupN.n >= b.opts.MaxGroups {
+		return fmt.Errorf("%w: %d group configs exist, the limit is %d (maxGroups); %s not saved", ErrGroupQuota, b.groupN.n, b.opts.MaxGroups, logName(gc.GroupName))
+	}
+	v, _ := json.Marshal(gc)
+	if err := b.store.PutMeta(groupMetaKey+gc.GroupName, v); err != nil {
+		return err
+	}
+	if !exists {
+		b.groupN.n++
+	}
+	return nil
+}
+
+// ensureGroupConfig saves the default configuration of a consumer group
+// that has none, as RocketMQ does at a group's first heartbeat with
+// autoCreateSubscriptionGroup on, so GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+// lists it. At the quota the group goes on with the defaults, unsaved.
+func (b *Broker) ensureGroupConfig(group string) {
+	if b.opts.DisableAutoCreateGroup || b.hasGroupConfig(group) {
+		return
+	}
+	gc := defaultGroupConfig(group)
+	gc.AutoCreated = true
+	if err := b.saveGroupConfig(gc, true); err != nil {
+		if !errors.Is(err, ErrGroupQuota) || b.groupQuotaLog.allow(b.now()) {
+			b.log.Warn("subscription group config not created", "group", logName(group), "err", err)
+		}
+		return
+	}
+	b.log.Info("subscription group config created", "group", group)
+}
+
+// DeleteGroupConfig removes a group's configuration durably, as
+// DELETE_SUBSCRIPTIONGROUP does, and with cleanOffset every offset the
+// group committed. Its live consumers, its retry and dead-letter topics
+// stay (RocketMQ's tools delete those topics by name); with
+// autoCreateSubscriptionGroup on, its next heartbeat creates the
+// configuration again.
+func (b *Broker) DeleteGroupConfig(group string, cleanOffset bool) error {
+	if err := checkGroup(group); err != nil {
+		return err
+	}
+	b.groupN.Lock()
+	if b.hasGroupConfig(group) {
+		if err := b.store.DeleteMeta(groupMetaKey + group); err != nil {
+			b.groupN.Unlock()
+			return err
+		}
+		b.groupN.n--
+	}
+	b.groupN.Unlock()
+	if cleanOffset {
+		b.store.DeleteConsumerOffsets(group, "")
+		if err := b.store.Checkpoint(); err != nil {
+			return err
+		}
+	}
+	b.log.Info("subscription group deleted", "group", group, "offsets_removed", cleanOffset)
+	return nil
+}
+
+func (b *Broker) handleDeleteGroup(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	group := req.Get("groupName")
+	clean, err := req.BoolOr("cleanOffset", false)
+	if err != nil {
+		return response(req, remoting.SystemError, "delete subscription group: %v", err)
+	}
+	if err := b.DeleteGroupConfig(group, clean); err != nil {
+		return response(req, remoting.SystemError, "delete subscription group: %v", err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }
@@ -185,7 +293,7 @@ func (b *Broker) knownGroup(group string) error {
 	if _, ok := b.topics.get(RetryGroupTopicPrefix + group); ok {
 		return nil
 	}
-	if _, ok := b.groupConfig(group); ok {
+	if b.hasGroupConfig(group) {
 		return nil
 	}
 	return fmt.Errorf("%w: consumer group %s is not known (no heartbeat and no group config)", ErrUnknownGroup, group)
@@ -197,9 +305,16 @@ func (b *Broker) ensureDLQ(group string) (TopicConfig, error) {
 	return b.topics.ensure(TopicConfig{TopicName: DLQGroupTopicPrefix + group, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW})
 }
 
-// ensureRetry creates a group's retry topic with the group's queue count.
+// ensureRetry creates a group's retry topic with the group's queue count;
+// a group configured with none has no retry topic (ErrNoRetry).
 func (b *Broker) ensureRetry(group string) (TopicConfig, error) {
 	gc, _ := b.groupConfig(group)
+	if gc.RetryQueueNums == 0 {
+		if tc, ok := b.topics.get(RetryGroupTopicPrefix + group); ok {
+			return tc, nil
+		}
+		return TopicConfig{}, fmt.Errorf("%w: group %s is configured with retryQueueNums 0", ErrNoRetry, logName(group))
+	}
 	return b.topics.ensure(TopicConfig{TopicName: RetryGroupTopicPrefix + group, ReadQueueNums: gc.RetryQueueNums, WriteQueueNums: gc.RetryQueueNums, Perm: permRW})
 }
 
@@ -221,6 +336,12 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *remoting.Command) *remoti
 		if clientMax, err = req.Int32("maxReconsumeTimes"); err != nil {
 			return response(req, remoting.SystemError, "send back: %v", err)
 		}
+	}
+	if gc, _ := b.groupConfig(group); gc.RetryQueueNums == 0 {
+		// RocketMQ answers a group without retries with success and
+		// stores nothing: the failed message is dropped.
+		b.log.Debug("send-back dropped: the group has no retries (retryQueueNums 0)", "group", group, "offset", off)
+		return remoting.NewResponse(req, remoting.Success, "")
 	}
 	rec, err := b.store.ReadRecordAt(off)
 	if err != nil {

@@ -114,9 +114,9 @@ func TestSubscriptionGroupConfig(t *testing.T) {
 	if tc := env.Broker.Topics()[broker.RetryGroupTopicPrefix+group]; tc.WriteQueueNums != 3 {
 		t.Fatalf("retry topic %+v, want 3 queues", tc)
 	}
-	resp, _ = cl.Invoke(context.Background(), env.BrokerAddr, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"g","retryQueueNums":0}`)))
+	resp, _ = cl.Invoke(context.Background(), env.BrokerAddr, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"g","retryQueueNums":-1}`)))
 	if resp.Code == remoting.Success {
-		t.Fatal("a group with 0 retry queues was accepted")
+		t.Fatal("a group with -1 retry queues was accepted")
 	}
 }
 

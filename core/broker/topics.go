@@ -291,6 +291,9 @@ func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicCon
 			return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
 		}
 		tc, err := b.ensureRetry(group)
+		if errors.Is(err, ErrNoRetry) {
+			return tc, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
+		}
 		return tc, creationCode(err), err
 	}
 	if strings.HasPrefix(topic, DLQGroupTopicPrefix) {
@@ -357,10 +360,38 @@ func (b *Broker) handleDeleteTopic(c *remoting.Conn, req *remoting.Command) *rem
 	if topic == b.topics.replyTopic {
 		return response(req, remoting.NoPermission, "topic %s is the cluster's reply topic; request-reply needs it", topic)
 	}
-	if err := b.topics.delete(topic); err != nil {
+	if err := b.DeleteTopic(topic); err != nil {
 		return response(req, remoting.SystemError, "%v", err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// DeleteTopic deletes a topic as DELETE_TOPIC_IN_BROKER does: its
+// configuration (and with it its route, at the re-registration that
+// follows), its queues and every group's offsets on it, durably, then
+// the pulls held on it and its pre-filter state. A topic created again
+// under the name starts empty. A group's retry and dead-letter topics
+// are topics of their own and stay.
+func (b *Broker) DeleteTopic(topic string) error {
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	if err := b.topics.delete(topic); err != nil {
+		return err
+	}
+	if err := b.store.DeleteTopic(topic); err != nil {
+		return err
+	}
+	b.pulled.Range(func(k, _ any) bool {
+		if k.(pullKey).topic == topic {
+			b.pulled.Delete(k)
+		}
+		return true
+	})
+	b.holds.releaseTopic(topic)
+	b.prefilter.drop(topic)
+	b.log.Info("topic data deleted", "topic", topic)
+	return nil
 }
 
 func intField(req *remoting.Command, key string, def int) (int, error) {

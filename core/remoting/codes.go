@@ -50,6 +50,7 @@ const (
 	UpdateAndCreateSubscriptionGroup = 200 // UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin
 	GetAllSubscriptionGroupConfig    = 201 // GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin
 	GetAllTopicListFromNameserver    = 206 // GET_ALL_TOPIC_LIST_FROM_NAMESERVER: admin
+	DeleteSubscriptionGroup          = 207 // DELETE_SUBSCRIPTIONGROUP: admin
 	DeleteTopicInBroker              = 215 // DELETE_TOPIC_IN_BROKER: admin
 	DeleteTopicInNamesrv             = 216 // DELETE_TOPIC_IN_NAMESRV: admin
 	ResetConsumerClientOffset        = 220 // RESET_CONSUMER_CLIENT_OFFSET: broker → consumer
@@ -135,6 +136,7 @@ var requestNames = map[RequestCode]string{
 	UpdateAndCreateSubscriptionGroup: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
 	GetAllSubscriptionGroupConfig:    "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
 	GetAllTopicListFromNameserver:    "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+	DeleteSubscriptionGroup:          "DELETE_SUBSCRIPTIONGROUP",
 	DeleteTopicInBroker:              "DELETE_TOPIC_IN_BROKER",
 	DeleteTopicInNamesrv:             "DELETE_TOPIC_IN_NAMESRV",
 	ResetConsumerClientOffset:        "RESET_CONSUMER_CLIENT_OFFSET",

@@ -64,6 +64,8 @@
 //	'p' name                            → progress value(8): consumer offsets and
 //	                                       scheduler positions (see SetProgress)
 //	'M' name                            → durable metadata (topic and group config)
+//	'D' topic                           → topic deletion: commit-log offset(8) of
+//	                                       the log's end when the topic was deleted
 //
 // # Durability
 //
@@ -124,6 +126,23 @@
 //     Stats (SegmentsHeld, HighWaterHeld). Unconsumed messages deleted
 //     above high water are logged as an error naming the queues and
 //     counted (UnconsumedDropped).
+//
+// # Deleting a topic
+//
+// DeleteTopic removes a topic's queue registrations, index blocks and
+// consumer offsets in one synced batch, together with a 'D' key holding
+// the commit-log offset X where the log ended at that moment. The
+// topic's records stay in the log until retention deletes them.
+//
+//  9. No record of a deleted topic written before its deletion is ever in
+//     a consume queue again: dispatch drops the units of deleted queues
+//     still in flight, and recovery re-dispatches a record of topic T at
+//     offset off only when T has no 'D' key or off >= X. Records of T at
+//     or after X belong to its new queues, which start at offset 0.
+//  10. A 'D' key lives until the checkpoint reaches X, removed in the
+//     checkpoint's own batch; recovery starts at the checkpoint and never
+//     reads a record before X again. A rollback that hands out offsets
+//     before X again first lowers X to the new end of the log, durably.
 //
 // # Reading a queue
 //

@@ -317,3 +317,47 @@ func flipBit(t *testing.T, path string, at int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeleteTopicSurvivesCrash deletes a topic whose records lie past
+// the last checkpoint and crashes: recovery, which re-dispatches every
+// record past the checkpoint, must not bring the deleted queue back, and
+// the records written to the topic after the deletion are its new queue.
+func TestDeleteTopicSurvivesCrash(t *testing.T) {
+	for _, unsynced := range []int{0, 100} {
+		t.Run(fmt.Sprintf("unsynced=%d", unsynced), func(t *testing.T) {
+			fs := vfs.NewCrashableMem()
+			o := store.Options{Dir: "/d", FS: fs, SegmentSize: 64 << 10, CheckpointInterval: time.Hour, Logger: quietLogger()}
+			s := storetest.Open(t, o)
+			for i := 0; i < 100; i++ {
+				if err := s.Append([]*message.Message{storetest.Msg("Gone", 0, fmt.Sprint("old", i)), storetest.Msg("Kept", 0, fmt.Sprint("k", i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.CommitOffset("g", "Gone", 0, 60); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DeleteTopic("Gone"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Append([]*message.Message{storetest.Msg("Gone", 0, "new0")}); err != nil {
+				t.Fatal(err)
+			}
+			crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rand.New(rand.NewPCG(1, 2))})
+			s.Close()
+			o.FS = crashed
+			for range 2 { // the second open recovers from the first one's checkpoint
+				s2 := storetest.Open(t, o)
+				if got := storetest.ReadQueue(t, s2, "Gone", 0, 0); len(got) != 1 || got[0] != "new0" {
+					t.Fatalf("the deleted topic holds %d messages after the crash (%.3v), want only new0", len(got), got)
+				}
+				if off, ok := s2.ConsumerOffset("g", "Gone", 0); ok {
+					t.Fatalf("the deleted topic's offset %d came back", off)
+				}
+				if got := storetest.ReadQueue(t, s2, "Kept", 0, 0); len(got) != 100 {
+					t.Fatalf("the other topic holds %d messages, want 100", len(got))
+				}
+				s2.Close()
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ const (
 	kindCheckpoint = 'c'
 	kindProgress   = 'p'
 	kindMeta       = 'M'
+	kindDeleted    = 'D'
 )
 
 func queuePrefix(kind byte, k queueKey) []byte {
@@ -44,6 +45,8 @@ func parseQueueRegKey(key []byte) (queueKey, error) {
 }
 
 var checkpointKey = []byte{kindCheckpoint}
+
+func deletedKey(topic string) []byte { return append([]byte{kindDeleted}, topic...) }
 
 func progressKey(name string) []byte { return append([]byte{kindProgress}, name...) }
 func metaKey(name string) []byte     { return append([]byte{kindMeta}, name...) }

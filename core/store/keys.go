@@ -40,6 +40,16 @@ func (s *Store) keyBatch(keys [][]byte, del bool) error {
 	return nil
 }
 
+// DeleteKeyRange removes every key added with PutKeys or PutValues that
+// starts with prefix, without fsync.
+func (s *Store) DeleteKeyRange(prefix []byte) error {
+	lo := append([]byte{kindKeys}, prefix...)
+	if err := s.db.DeleteRange(lo, prefixEnd(lo), pebble.NoSync); err != nil {
+		return fmt.Errorf("store: delete keys: %w", err)
+	}
+	return nil
+}
+
 // KV is a key and value kept with PutValues.
 type KV struct{ Key, Value []byte }
 

@@ -187,6 +187,8 @@ func (s *Store) checkpointLoop() {
 // passes the durable end of the log, so everything before it survives a
 // crash in both the log and the index.
 func (s *Store) checkpoint(final bool) error {
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
 
@@ -212,6 +214,7 @@ func (s *Store) checkpoint(final bool) error {
 	}
 	s.cq.Unlock()
 	b.Set(checkpointKey, int64Value(ck), nil)
+	s.forgetDeletions(ck, b)
 
 	s.progress.Lock()
 	names := make([]string, 0, len(s.progress.dirty))

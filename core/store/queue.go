@@ -60,6 +60,7 @@ type queue struct {
 	dirty      bool   // open has units not yet written to the index
 	registered bool   // the queue registry key is in the index
 	arrivals   bool   // received units in the current dispatch round
+	deleted    bool   // its topic was deleted: units still in flight are dropped
 }
 
 func newQueue(k queueKey) *queue {

@@ -105,6 +105,11 @@ func appendUnits(dst []Unit, blk []byte, no, from, end int64) []Unit {
 func (s *Store) indexUnits(k queueKey, no, from, end int64, dst []Unit) ([]Unit, error) {
 	v, closer, err := s.db.Get(blockKey(k, no))
 	if errors.Is(err, pebble.ErrNotFound) {
+		// The topic may have been deleted since the queue was read: its
+		// new queue, if any, ends before from.
+		if s.MaxOffset(k.topic, k.id) <= from {
+			return dst, nil
+		}
 		// Retention may have removed it since the min offset was read.
 		if from < s.MinOffset(k.topic, k.id) {
 			return dst, fmt.Errorf("%w: %s/%d offset %d", ErrOffsetGone, k.topic, k.id, from)

@@ -31,6 +31,9 @@ func (s *Store) recover() error {
 	if err := s.loadProgress(); err != nil {
 		return err
 	}
+	if err := s.loadDeleted(); err != nil {
+		return err
+	}
 
 	from := max(ck, s.cl.minOffset())
 	b := s.db.NewBatch()
@@ -52,6 +55,11 @@ func (s *Store) recover() error {
 	for k, q := range s.cq.queues {
 		q.assigned = q.next
 		s.mu.queues[k] = q
+	}
+	// Every record before end was re-dispatched or skipped by now, and
+	// the checkpoint below moves to end, so no deletion is needed again.
+	for topic, at := range s.mu.deleted {
+		s.mu.deleted[topic] = min(at, end)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("store: write recovered index: %w", err)
@@ -327,9 +335,13 @@ func (s *Store) validFrameAt(seg *segment, c, fsize int64, syncMarker bool) (boo
 	return err == nil, nil
 }
 
-// redispatch puts a recovered record into its queue.
+// redispatch puts a recovered record into its queue, unless its topic
+// was deleted after it was written.
 func (s *Store) redispatch(rec message.Record, off int64, b *pebble.Batch) {
 	k := queueKey{string(rec.Topic()), rec.QueueID()}
+	if at, ok := s.mu.deleted[k.topic]; ok && off < at {
+		return // its topic was deleted after it was written
+	}
 	q := s.cq.queues[k]
 	if q == nil {
 		q = newQueue(k)

@@ -348,6 +348,8 @@ func (s *Store) deleteSegment(seg *segment) error {
 // advanceMinOffsets moves every queue's min offset to its first unit whose
 // record is still in the log and drops the index blocks before it.
 func (s *Store) advanceMinOffsets() error {
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
 	logMin := s.cl.minOffset()
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -375,6 +377,10 @@ func (s *Store) advanceMinOffsets() error {
 		}
 		s.cq.Lock()
 		q := s.cq.queues[k]
+		if q == nil {
+			s.cq.Unlock()
+			continue // its topic was deleted
+		}
 		q.min = max(q.min, newMin)
 		s.cq.Unlock()
 		b.Set(queueRegKey(k), int64Value(newMin), nil)
@@ -394,6 +400,8 @@ func (s *Store) advanceMinOffsets() error {
 // deletes their segments; the queue no longer serves them.
 func (s *Store) TrimQueue(topic string, queueID int32, newMin int64) error {
 	k := queueKey{topic, queueID}
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
 	s.cq.Lock()
 	q := s.cq.queues[k]
 	if q == nil || newMin <= q.min {

@@ -16,7 +16,7 @@ import (
 
 // Store is an open data directory. Its methods are safe for concurrent use.
 //
-// Lock order (see LOCKING.md): mu → cq; commitLog.mu and progress.mu are
+// Lock order (see LOCKING.md): indexMu → mu → cq; commitLog.mu and progress.mu are
 // leaves.
 type Store struct {
 	opts Options
@@ -36,8 +36,17 @@ type Store struct {
 		failed       error
 		closed       bool
 		spares       []*round // drained rounds kept for their buffers
+		// deleted maps a deleted topic to the commit-log offset of its
+		// deletion (see DeleteTopic); an entry leaves once the checkpoint
+		// passes it.
+		deleted map[string]int64
 	}
 	space *sync.Cond // on mu: signalled when pendingBytes drops
+
+	// indexMu serialises the index writes built from queue state read
+	// earlier (checkpoints, min-offset moves, topic deletion), so that no
+	// batch built before a deletion lands after it.
+	indexMu sync.Mutex
 
 	// cq guards the dispatched side: consume-queue state readers see.
 	cq struct {
@@ -144,6 +153,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.space = sync.NewCond(&s.mu)
 	s.mu.queues = make(map[queueKey]*queue)
+	s.mu.deleted = make(map[string]int64)
 	s.cq.queues = make(map[queueKey]*queue)
 	s.progress.values = make(map[string]int64)
 	s.progress.dirty = make(map[string]struct{})
@@ -648,6 +658,7 @@ func (s *Store) rollback(r *round, cause error) {
 		q.assigned = q.next
 	}
 	s.cq.RUnlock()
+	s.lowerDeletionsLocked()
 	s.dirtyEnd = max(s.dirtyEnd, r.end)
 	s.space.Broadcast()
 	s.mu.Unlock()
@@ -693,6 +704,9 @@ func (s *Store) dispatchRound(r *round) {
 	s.cq.Lock()
 	for i := range r.units {
 		u := &r.units[i]
+		if u.q.deleted {
+			continue // appended before its topic was deleted
+		}
 		rec := message.Record(r.chunks[u.chunk].buf[u.at : u.at+int(u.size)])
 		unit := Unit{QueueOffset: u.qoff, CommitLogOffset: u.off, Size: u.size, TagCode: s.opts.TagCode(rec)}
 		if full := s.putUnitLocked(u.q, unit); full != nil {

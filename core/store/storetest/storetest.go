@@ -43,6 +43,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Limits", testLimits},
 		{"Retention", testRetention},
 		{"TrimQueue", testTrimQueue},
+		{"DeleteTopic", testDeleteTopic},
 		{"AppendAsync", testAppendAsync},
 	}
 	tests = append(tests, iterTests...)
@@ -623,4 +624,70 @@ func testAppendAsync(t *testing.T, cfg Config) {
 	if err := s.AppendAsync([]*message.Message{Msg("Async", 0, "late")}, func(error) { t.Error("callback after Close") }); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("AppendAsync after Close: %v", err)
 	}
+}
+
+// testDeleteTopic deletes a topic with messages in two queues and
+// consumer offsets of two groups: its queues and offsets are gone, other
+// topics keep theirs, and the topic written again starts at offset 0,
+// before and after a reopen.
+func testDeleteTopic(t *testing.T, cfg Config) {
+	o := cfg.Options(t)
+	s := Open(t, o)
+	for i := 0; i < 150; i++ {
+		appendOne(t, s, Msg("Gone", int32(i%2), fmt.Sprint("old", i)))
+		appendOne(t, s, Msg("Kept", 0, fmt.Sprint("k", i)))
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if err := s.CommitOffset(g, "Gone", 0, 40); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CommitOffset(g, "Kept", 0, 30); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTopic("Gone"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *store.Store, fresh []string) {
+		t.Helper()
+		for q := int32(0); q < 2; q++ {
+			want := 0
+			if q == 0 {
+				want = len(fresh)
+			}
+			if mn, mx := s.QueueOffsets("Gone", q); mn != 0 || mx != int64(want) {
+				t.Fatalf("deleted queue %d spans [%d, %d), want [0, %d)", q, mn, mx, want)
+			}
+		}
+		if got := ReadQueue(t, s, "Gone", 0, 0); strings.Join(got, ",") != strings.Join(fresh, ",") {
+			t.Fatalf("deleted topic's queue 0 holds %v, want %v", got, fresh)
+		}
+		for _, g := range []string{"g1", "g2"} {
+			if off, ok := s.ConsumerOffset(g, "Gone", 0); ok {
+				t.Fatalf("group %s keeps offset %d on the deleted topic", g, off)
+			}
+			if off, _ := s.ConsumerOffset(g, "Kept", 0); off != 30 {
+				t.Fatalf("group %s's offset on another topic is %d, want 30", g, off)
+			}
+		}
+		if got := ReadQueue(t, s, "Kept", 0, 0); len(got) != 150 {
+			t.Fatalf("the other topic holds %d messages, want 150", len(got))
+		}
+		for _, qi := range s.Queues() {
+			if qi.Topic == "Gone" && qi.QueueID != 0 {
+				t.Fatalf("deleted queue listed: %+v", qi)
+			}
+		}
+	}
+	check(s, nil)
+	appendOne(t, s, Msg("Gone", 0, "new0"))
+	appendOne(t, s, Msg("Gone", 0, "new1"))
+	check(s, []string{"new0", "new1"})
+	s.Close()
+	s = Open(t, o)
+	defer s.Close()
+	check(s, []string{"new0", "new1"})
 }
