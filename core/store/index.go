@@ -16,6 +16,7 @@ const (
 	kindCheckpoint = 'c'
 	kindProgress   = 'p'
 	kindMeta       = 'M'
+	kindKeyIndex   = 'k'
 )
 
 func queuePrefix(kind byte, k queueKey) []byte {

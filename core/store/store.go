@@ -42,8 +42,9 @@ type Store struct {
 	// cq guards the dispatched side: consume-queue state readers see.
 	cq struct {
 		sync.RWMutex
-		queues     map[queueKey]*queue
-		dispatched int64 // every record before this offset is in a queue
+		queues        map[queueKey]*queue
+		dispatched    int64 // every record before this offset is in a queue
+		lastStoreTime int64 // store time of the last record dispatched
 	}
 
 	written atomic.Int64 // end of the data written to segment files
@@ -58,6 +59,7 @@ type Store struct {
 	flushMu     sync.Mutex // guards active against the async sync loop
 	active      *segment   // segment being written; set by the flusher
 	dirtyEnd    int64      // end of bytes a rolled-back round may have left; owned by the flusher
+	keyBuf      []byte     // scratch for key-index keys; owned by the flusher
 	markerFlags uint32     // flags of this run's round markers
 	kick        chan struct{}
 	completions chan completion // rounds' AppendAsync callbacks, for completeLoop
@@ -701,6 +703,11 @@ func (s *Store) dispatchRound(r *round) {
 			}
 			b.Set(blockKey(u.q.key, u.q.prevNo), full, nil)
 		}
+		s.indexRecord(&b, rec, u.off)
+	}
+	if n := len(r.units); n > 0 {
+		u := &r.units[n-1]
+		s.cq.lastStoreTime = message.Record(r.chunks[u.chunk].buf[u.at : u.at+int(u.size)]).StoreTimestamp()
 	}
 	s.cq.dispatched = r.end
 	if b != nil {
