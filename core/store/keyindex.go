@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/rmq-go/rmq/core/message"
@@ -13,7 +14,7 @@ import (
 // KEYS property (space-separated) and one for its UNIQ_KEY, laid out as in
 // doc.go (kind 'k'). The segment number leads the key so that retention
 // drops a deleted segment's entries with one DeleteRange; a query seeks
-// once per live segment.
+// once per live segment, newest first.
 
 // Bounds of the key index.
 const (
@@ -99,8 +100,7 @@ func (s *Store) indexRecord(b **pebble.Batch, rec message.Record, off int64) {
 
 // QueryByKey returns the commit-log offsets of records of topic whose KEYS
 // hold key, stored between begin and end (milliseconds, both included),
-// oldest segment first and in store-time order within a segment, at most
-// limit of them (capped at MaxQueryResults; zero or negative means the
+// newest first (as RocketMQ answers), at most limit of them (capped at MaxQueryResults; zero or negative means the
 // cap). With unique set it matches the UNIQ_KEY property instead.
 //
 // The index is advisory: an offset may name a record that no longer
@@ -127,7 +127,7 @@ func (s *Store) QueryByKey(topic, key string, unique bool, begin, end int64, lim
 
 	var out []int64
 	var lo, hi []byte
-	for _, seg := range segs {
+	for _, seg := range slices.Backward(segs) {
 		p := keyIndexPrefix(lo[:0], seg, kind, []byte(topic), []byte(key))
 		hi = append(hi[:0], p...)
 		lo = binary.BigEndian.AppendUint64(p, uint64(begin))
@@ -140,7 +140,7 @@ func (s *Store) QueryByKey(topic, key string, unique bool, begin, end int64, lim
 		if err != nil {
 			return out, fmt.Errorf("store: query key index: %w", err)
 		}
-		for it.First(); it.Valid() && len(out) < limit; it.Next() {
+		for it.Last(); it.Valid() && len(out) < limit; it.Prev() {
 			k := it.Key()
 			out = append(out, int64(binary.BigEndian.Uint64(k[len(k)-8:])))
 		}

@@ -691,6 +691,20 @@ func (s *Store) zeroTail(from, to int64) error {
 // dispatchRound adds r's units to their consume queues, making the records
 // visible, and writes completed blocks to the index.
 func (s *Store) dispatchRound(r *round) {
+	// Key-index entries go in first, outside the lock readers wait on.
+	// Before the dispatch offset moves, so a checkpoint past these records
+	// follows them in the index's log.
+	var kb *pebble.Batch
+	for i := range r.units {
+		u := &r.units[i]
+		s.indexRecord(&kb, message.Record(r.chunks[u.chunk].buf[u.at:u.at+int(u.size)]), u.off)
+	}
+	if kb != nil {
+		if err := kb.Commit(pebble.NoSync); err != nil {
+			s.log.Error("key index write failed", "err", err)
+		}
+		kb.Close()
+	}
 	var b *pebble.Batch
 	s.cq.Lock()
 	for i := range r.units {
@@ -703,7 +717,6 @@ func (s *Store) dispatchRound(r *round) {
 			}
 			b.Set(blockKey(u.q.key, u.q.prevNo), full, nil)
 		}
-		s.indexRecord(&b, rec, u.off)
 	}
 	if n := len(r.units); n > 0 {
 		u := &r.units[n-1]
