@@ -86,10 +86,10 @@
 // before the round's units become visible and outside the lock readers
 // take; the checkpoint passes a round only after its entries, and
 // re-dispatch rewrites the same keys, so recovery re-indexes without
-// duplicates. On the append path the index costs about 5 µs of the
-// flusher's time per message with two keys and an id (three entries;
-// BenchmarkKeyIndexAppend), most of it pebble's memtable inserts and
-// compactions. An entry may outlive its record in one
+// duplicates. On the append path the index costs the flusher a few µs
+// per message with two keys and an id (three entries;
+// BenchmarkKeyIndexAppend), most of it pebble's memtable inserts and the
+// compactions they cause; on a starved CPU, more. An entry may outlive its record in one
 // case, a torn tail cut under FlushAsync whose offsets are written again:
 // QueryByKey's callers check the record they read.
 //
