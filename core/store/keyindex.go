@@ -100,8 +100,9 @@ func (s *Store) indexRecord(b **pebble.Batch, rec message.Record, off int64) {
 
 // QueryByKey returns the commit-log offsets of records of topic whose KEYS
 // hold key, stored between begin and end (milliseconds, both included),
-// newest first (as RocketMQ answers), at most limit of them (capped at MaxQueryResults; zero or negative means the
-// cap). With unique set it matches the UNIQ_KEY property instead.
+// newest first (as RocketMQ answers), at most limit of them (capped at
+// MaxQueryResults; zero or negative means the cap). With unique set it
+// matches the UNIQ_KEY property instead.
 //
 // The index is advisory: an offset may name a record that no longer
 // holds the key (one rewritten after a torn tail under FlushAsync) or
