@@ -148,6 +148,10 @@ type Options struct {
 	MaxFilterExpression int `yaml:"maxFilterExpression" cfg:"size"`
 	// DisablePropertyFilter refuses SQL92 subscriptions.
 	DisablePropertyFilter bool `yaml:"enablePropertyFilter" cfg:"not"`
+	// DisableTraceTopic stops the broker creating TraceTopic at start
+	// (RocketMQ's traceTopicEnable). Default false: the topic exists, so
+	// clients tracing with default settings have somewhere to send.
+	DisableTraceTopic bool `yaml:"traceTopicEnable" cfg:"not"`
 	// DisablePrefilter turns off evaluating SQL92 subscriptions as
 	// messages arrive; pulls then evaluate every message they scan.
 	DisablePrefilter bool `yaml:"disablePrefilter"`
@@ -471,6 +475,14 @@ func New(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !opts.DisableTraceTopic {
+		if _, ok := b.topics.get(TraceTopic); !ok {
+			// One queue, as RocketMQ creates it.
+			if err := b.topics.put(TopicConfig{TopicName: TraceTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW, TopicFilterType: "SINGLE_TAG"}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, t := range opts.Topics {
 		if err := b.topics.put(t.config()); err != nil {
 			return nil, err
@@ -550,6 +562,7 @@ func (b *Broker) routes() {
 	h(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
 	h(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
 	h(remoting.ViewMessageByID, b.handleViewMessage)
+	h(remoting.QueryMessage, b.handleQueryMessage)
 	h(remoting.ConsumerSendMsgBack, b.handleSendBack)
 	h(remoting.LockBatchMQ, b.handleLockBatch)
 	h(remoting.UnlockBatchMQ, b.handleUnlockBatch)

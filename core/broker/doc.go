@@ -47,8 +47,14 @@
 // offsets.go, retry.go and dlq.go (CONSUMER_SEND_MSG_BACK, group config,
 // dead letters), locks.go (LOCK/UNLOCK_BATCH_MQ), txn.go (END_TRANSACTION),
 // assignment.go (QUERY_ASSIGNMENT), reply.go (SEND_REPLY_MESSAGE, _V2,
-// and the PUSH_REPLY_MESSAGE_TO_CLIENT that delivers a reply), register.go
-// (name server registration) and admin.go (the admin command framework).
+// and the PUSH_REPLY_MESSAGE_TO_CLIENT that delivers a reply), query.go
+// (QUERY_MESSAGE, through the store's key index), register.go (name
+// server registration) and admin.go (the admin command framework).
+//
+// The broker creates RMQ_SYS_TRACE_TOPIC (TraceTopic) at start unless
+// DisableTraceTopic is set: clients tracing with default settings send
+// there. It is a client topic, not a system one: clients write and query
+// it like any other.
 //
 // Every walk over a queue goes through the store's queue iterator
 // (store.QueueIter), which handles retention gaps, corruption holes and
@@ -126,8 +132,11 @@
 //     again; a transaction being checked gets no other marker until the
 //     check ends. END_TRANSACTION is accepted only from a connection of
 //     the producer group: one registered by heartbeat, or one that sent a
-//     half message of the group. VIEW_MESSAGE_BY_ID never serves a record
-//     of a system topic (half messages, parked delays, events).
+//     half message of the group. VIEW_MESSAGE_BY_ID and QUERY_MESSAGE never
+//     serve a record of a system topic (half messages, parked delays,
+//     events) or of the check-max topic; QUERY_MESSAGE serves only
+//     records of the topic asked for whose KEYS (or UNIQ_KEY) hold the
+//     key, whatever the index says.
 //
 // Offsets and groups:
 //

@@ -25,6 +25,10 @@ const (
 	RetryGroupTopicPrefix = remoting.RetryGroupTopicPrefix
 	// DLQGroupTopicPrefix prefixes a group's dead-letter topic.
 	DLQGroupTopicPrefix = remoting.DLQGroupTopicPrefix
+	// TraceTopic receives message traces from clients that trace without
+	// naming a topic (RocketMQ's RMQ_SYS_TRACE_TOPIC). It is a client
+	// topic, writable like any other; the broker only creates it.
+	TraceTopic = "RMQ_SYS_TRACE_TOPIC"
 	// ScheduleTopic holds delayed messages until they are due.
 	ScheduleTopic = "SCHEDULE_TOPIC_XXXX"
 	// HalfTopic holds transactional half messages.
@@ -76,7 +80,7 @@ func reservedTopic(topic string) bool {
 // brokerTopic reports whether topic is one of the fixed few the broker
 // creates for itself, which the topic quota never refuses.
 func brokerTopic(topic string) bool {
-	return systemTopic(topic) || topic == AutoCreateTopicKey || topic == TxnCheckMaxTopic
+	return systemTopic(topic) || topic == AutoCreateTopicKey || topic == TxnCheckMaxTopic || topic == TraceTopic
 }
 
 // topicTable is the broker's topic configuration, persisted in the store.

@@ -66,6 +66,34 @@
 //	'M' name                            → durable metadata (topic and group config)
 //	'D' topic                           → topic deletion: commit-log offset(8) of
 //	                                       the log's end when the topic was deleted
+//	'k' segment(8) kind(1) len(1) topic → key index entry, empty value: kind 'K' for
+//	    len(1) key storeTime(8)            a key of KEYS, 'U' for the UNIQ_KEY; segment
+//	    commitLogOffset(8)                 is the record's offset / SegmentSize
+//
+// # Key index
+//
+// Each dispatched record's KEYS (split at spaces, at most
+// MaxIndexKeysPerMessage of them) and UNIQ_KEY are indexed, each key up to
+// MaxIndexKeyLen bytes (longer ones are skipped). Topic and key are
+// length-prefixed, not separated, so no topic/key pair can read as
+// another. Store time and offset are big-endian, so one key's entries in
+// a segment sort by time and a time range is one bounded scan.
+//
+// The segment number leads the key because retention deletes by segment:
+// dropping a deleted segment's entries is one DeleteRange, in the batch
+// that moves the queues' min offsets, with no scan and no second,
+// time-first key written per entry. The price is at the query, which
+// seeks once per live segment (a few at the default 1 GiB segment size).
+// Entries are written when their round is dispatched, without fsync,
+// before the round's units become visible and outside the lock readers
+// take; the checkpoint passes a round only after its entries, and
+// re-dispatch rewrites the same keys, so recovery re-indexes without
+// duplicates. On the append path the index costs the flusher a few µs
+// per message with two keys and an id (three entries;
+// BenchmarkKeyIndexAppend), most of it pebble's memtable inserts and the
+// compactions they cause; on a starved CPU, more. An entry may outlive its record in one
+// case, a torn tail cut under FlushAsync whose offsets are written again:
+// QueryByKey's callers check the record they read.
 //
 // # Durability
 //

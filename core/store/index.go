@@ -17,6 +17,7 @@ const (
 	kindProgress   = 'p'
 	kindMeta       = 'M'
 	kindDeleted    = 'D'
+	kindKeyIndex   = 'k'
 )
 
 func queuePrefix(kind byte, k queueKey) []byte {

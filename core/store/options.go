@@ -115,6 +115,9 @@ type Options struct {
 	Prealloc int64 `yaml:"prealloc" cfg:"size"`
 	// IndexCacheSize is the index's block cache. Default 64 MiB.
 	IndexCacheSize int64 `yaml:"indexCacheSize" cfg:"size"`
+	// DisableKeyIndex turns off the key index (QueryByKey finds nothing).
+	// Default false: the KEYS and UNIQ_KEY of every record are indexed.
+	DisableKeyIndex bool `yaml:"messageIndexEnable" cfg:"not"`
 	// TagCode computes the tag code kept in a record's consume-queue unit.
 	// It must depend on the record alone, since recovery calls it again.
 	// Default: message.TagHash of the TAGS property.

@@ -43,6 +43,9 @@ func (s *Store) recover() error {
 		return err
 	}
 	s.trimQueues(end, b)
+	// A crash may have come between a segment's deletion and the
+	// deletion of its key-index entries.
+	s.dropKeyIndexBelow(b, s.cl.minOffset())
 
 	next := end
 	if pos := next % s.opts.SegmentSize; pos > s.opts.SegmentSize-blankLen {
@@ -351,6 +354,8 @@ func (s *Store) redispatch(rec message.Record, off int64, b *pebble.Batch) {
 	if full := s.putUnitLocked(q, u); full != nil {
 		b.Set(blockKey(k, q.prevNo), full, nil)
 	}
+	s.indexRecord(&b, rec, off)
+	s.cq.lastStoreTime = rec.StoreTimestamp()
 	q.arrivals = false
 }
 

@@ -388,6 +388,7 @@ func (s *Store) advanceMinOffsets() error {
 			b.DeleteRange(blockKey(k, 0), blockKey(k, no), nil)
 		}
 	}
+	s.dropKeyIndexBelow(b, logMin)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("store: write min offsets: %w", err)
 	}

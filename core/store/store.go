@@ -51,8 +51,9 @@ type Store struct {
 	// cq guards the dispatched side: consume-queue state readers see.
 	cq struct {
 		sync.RWMutex
-		queues     map[queueKey]*queue
-		dispatched int64 // every record before this offset is in a queue
+		queues        map[queueKey]*queue
+		dispatched    int64 // every record before this offset is in a queue
+		lastStoreTime int64 // store time of the last record dispatched
 	}
 
 	written atomic.Int64 // end of the data written to segment files
@@ -67,6 +68,7 @@ type Store struct {
 	flushMu     sync.Mutex // guards active against the async sync loop
 	active      *segment   // segment being written; set by the flusher
 	dirtyEnd    int64      // end of bytes a rolled-back round may have left; owned by the flusher
+	keyBuf      []byte     // scratch for key-index keys; owned by the flusher
 	markerFlags uint32     // flags of this run's round markers
 	kick        chan struct{}
 	completions chan completion // rounds' AppendAsync callbacks, for completeLoop
@@ -700,6 +702,20 @@ func (s *Store) zeroTail(from, to int64) error {
 // dispatchRound adds r's units to their consume queues, making the records
 // visible, and writes completed blocks to the index.
 func (s *Store) dispatchRound(r *round) {
+	// Key-index entries go in first, outside the lock readers wait on.
+	// Before the dispatch offset moves, so a checkpoint past these records
+	// follows them in the index's log.
+	var kb *pebble.Batch
+	for i := range r.units {
+		u := &r.units[i]
+		s.indexRecord(&kb, message.Record(r.chunks[u.chunk].buf[u.at:u.at+int(u.size)]), u.off)
+	}
+	if kb != nil {
+		if err := kb.Commit(pebble.NoSync); err != nil {
+			s.log.Error("key index write failed", "err", err)
+		}
+		kb.Close()
+	}
 	var b *pebble.Batch
 	s.cq.Lock()
 	for i := range r.units {
@@ -715,6 +731,10 @@ func (s *Store) dispatchRound(r *round) {
 			}
 			b.Set(blockKey(u.q.key, u.q.prevNo), full, nil)
 		}
+	}
+	if n := len(r.units); n > 0 {
+		u := &r.units[n-1]
+		s.cq.lastStoreTime = message.Record(r.chunks[u.chunk].buf[u.at : u.at+int(u.size)]).StoreTimestamp()
 	}
 	s.cq.dispatched = r.end
 	if b != nil {
