@@ -177,9 +177,10 @@ func Open(opts Options) (*Store, error) {
 	cache := pebble.NewCache(opts.IndexCacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	s.db, err = pebble.Open(fs.PathJoin(opts.Dir, "index"), &pebble.Options{
-		FS:     fs,
-		Logger: pebbleLogger{s},
-		Cache:  cache,
+		FS:           fs,
+		Logger:       pebbleLogger{s},
+		Cache:        cache,
+		MemTableSize: uint64(opts.IndexMemTableSize),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: open index: %w", err)
