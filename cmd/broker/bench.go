@@ -142,6 +142,16 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	fs.IntSliceVar(&o.Pairings, "pairings", nil, "pairings to run, e.g. 1,2,7 (default all; 7 brings 1)")
 	fs.StringVar(&o.CacheDir, "cache-dir", "", "where nats-server and the nats CLI are installed (default rmq-go/bench in the user cache directory)")
 	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
+	return runChild(fs, args, "broker bench compare", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
+		return compare.Run(ctx, o, stderr)
+	})
+}
+
+// runChild parses the flags of a bench command that starts brokers as
+// child processes (compare, memory), fills in the broker executable
+// (default this one), runs it until done or interrupted, and prints its
+// report to stdout; it returns the exit code.
+func runChild(fs *pflag.FlagSet, args []string, name string, broker *string, stdout, stderr io.Writer, run func(context.Context) (fmt.Stringer, error)) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -150,22 +160,22 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "broker bench compare: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
 		return 2
 	}
-	if o.Broker == "" {
+	if *broker == "" {
 		exe, err := selfBroker()
 		if err != nil {
-			fmt.Fprintln(stderr, "broker bench compare:", err)
+			fmt.Fprintln(stderr, name+":", err)
 			return 2
 		}
-		o.Broker = exe
+		*broker = exe
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := compare.Run(ctx, o, stderr)
+	rep, err := run(ctx)
 	if err != nil {
-		fmt.Fprintln(stderr, "broker bench compare:", err)
+		fmt.Fprintln(stderr, name+":", err)
 		return 1
 	}
 	fmt.Fprint(stdout, rep.String())
@@ -190,34 +200,9 @@ func runBenchMemory(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Polls, "polls", 0, fmt.Sprintf("held long-polls (default %d)", memory.DefaultPolls))
 	fs.DurationVar(&o.Settle, "settle", 0, fmt.Sprintf("wait before each reading (default %v)", memory.DefaultSettle))
 	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "broker bench memory: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if o.Broker == "" {
-		exe, err := selfBroker()
-		if err != nil {
-			fmt.Fprintln(stderr, "broker bench memory:", err)
-			return 2
-		}
-		o.Broker = exe
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rep, err := memory.Run(ctx, o, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "broker bench memory:", err)
-		return 1
-	}
-	fmt.Fprint(stdout, rep.String())
-	return 0
+	return runChild(fs, args, "broker bench memory", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
+		return memory.Run(ctx, o, stderr)
+	})
 }
 
 // selfBroker returns the path of the running executable when it is this

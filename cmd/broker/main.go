@@ -114,19 +114,28 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
 		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String())
 
+	return serveUntilSignal(srv, log, hup, "listener failed", func() {
+		// Each reload logs its outcome; a refused one leaves the current
+		// plugins, access control or certificates in force.
+		ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
+		srv.ReloadPlugins(ctx)
+		cancel()
+		srv.ReloadACL()
+		srv.ReloadTLS()
+	})
+}
+
+// serveUntilSignal runs srv until SIGINT or SIGTERM (a graceful shutdown)
+// or a listener failure (logged as failed), calling reload at each SIGHUP
+// from hup; it returns the exit code.
+func serveUntilSignal(srv *server.Server, log *slog.Logger, hup <-chan os.Signal, failed string, reload func()) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	for {
 		select {
 		case <-hup:
-			// The reload logs its outcome; a refused one leaves the
-			// current plugins serving.
-			ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
-			srv.ReloadPlugins(ctx)
-			cancel()
-			srv.ReloadACL()
-			srv.ReloadTLS()
+			reload()
 		case sig := <-sigs:
 			log.Info("shutting down", "signal", sig.String())
 			if !shutdown(srv, log) {
@@ -134,7 +143,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 			}
 			return 0
 		case err := <-srv.Err():
-			log.Error("listener failed", "err", err)
+			log.Error(failed, "err", err)
 			shutdown(srv, log)
 			return 1
 		}
@@ -167,24 +176,8 @@ func runNamesrv(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("name server started", "listen", srv.NamesrvAddr, "acl", srv.ACLEnabled(), "tls", cfg.TLS.Mode)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	for {
-		select {
-		case <-hup:
-			srv.ReloadACL()
-			srv.ReloadTLS()
-		case sig := <-sigs:
-			log.Info("shutting down", "signal", sig.String())
-			if !shutdown(srv, log) {
-				return 1
-			}
-			return 0
-		case err := <-srv.Err():
-			log.Error("name server failed", "err", err)
-			shutdown(srv, log)
-			return 1
-		}
-	}
+	return serveUntilSignal(srv, log, hup, "name server failed", func() {
+		srv.ReloadACL()
+		srv.ReloadTLS()
+	})
 }
