@@ -76,6 +76,9 @@
 //	|   GET_MIN_OFFSET, SEARCH_OFFSET_BY_ |                                         |
 //	|   TIMESTAMP, GET_EARLIEST_MSG_STORE |                                         |
 //	| GET_CONSUMER_LIST_BY_GROUP          | SUB on consumerGroup                    |
+//	| GET_CONSUME_STATS                   | SUB on consumerGroup; on topic, when    |
+//	|                                     |   present                               |
+//	| GET_TOPIC_STATS_INFO                | SUB on topic                            |
 //	| UNREGISTER_CLIENT                   | SUB on consumerGroup, when present      |
 //	| CONSUMER_SEND_MSG_BACK              | SUB on group and on originTopic         |
 //	| GET_ROUTEINFO_BY_TOPIC              | PUB or SUB on topic                     |

@@ -120,6 +120,9 @@ var codeRules = map[int16]codeRule{
 	remoting.HeartBeat:               {access: anyAccount, from: "SUB on each consumer group and subscribed topic of the body"},
 	remoting.GetRouteInfoByTopic:     {access: anyAccount, fields: []field{{key: "topic", kind: Topic, perm: PubSub}}},
 	remoting.GetBrokerClusterInfo:    {access: anyAccount},
+	// A group's lag reads the group's state and the topic's offsets.
+	remoting.GetConsumeStats:   {access: anyAccount, fields: []field{{key: "consumerGroup", kind: Group, perm: Sub}, {key: "topic", kind: Topic, perm: Sub, optional: true}}},
+	remoting.GetTopicStatsInfo: {access: anyAccount, fields: topicSub},
 
 	remoting.ViewMessageByID:   {access: callerResources, from: "SUB on the stored message's topic"},
 	remoting.EndTransaction:    {access: callerResources, from: "PUB on the half message's topic"},

@@ -571,6 +571,8 @@ func (b *Broker) routes() {
 	h(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroups)
 	h(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
 	h(remoting.QueryAssignment, b.handleQueryAssignment)
+	h(remoting.GetConsumeStats, b.handleConsumeStats)
+	h(remoting.GetTopicStatsInfo, b.handleTopicStats)
 	h(AdminCode, b.handleAdmin)
 }
 

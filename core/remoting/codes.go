@@ -49,8 +49,10 @@ const (
 	GetBrokerClusterInfo             = 106 // GET_BROKER_CLUSTER_INFO: name server
 	UpdateAndCreateSubscriptionGroup = 200 // UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin
 	GetAllSubscriptionGroupConfig    = 201 // GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin
+	GetTopicStatsInfo                = 202 // GET_TOPIC_STATS_INFO: a topic's queue offsets
 	GetAllTopicListFromNameserver    = 206 // GET_ALL_TOPIC_LIST_FROM_NAMESERVER: admin
 	DeleteSubscriptionGroup          = 207 // DELETE_SUBSCRIPTIONGROUP: admin
+	GetConsumeStats                  = 208 // GET_CONSUME_STATS: a group's offsets and lag
 	DeleteTopicInBroker              = 215 // DELETE_TOPIC_IN_BROKER: admin
 	DeleteTopicInNamesrv             = 216 // DELETE_TOPIC_IN_NAMESRV: admin
 	ResetConsumerClientOffset        = 220 // RESET_CONSUMER_CLIENT_OFFSET: broker → consumer
@@ -135,8 +137,10 @@ var requestNames = map[RequestCode]string{
 	GetBrokerClusterInfo:             "GET_BROKER_CLUSTER_INFO",
 	UpdateAndCreateSubscriptionGroup: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
 	GetAllSubscriptionGroupConfig:    "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+	GetTopicStatsInfo:                "GET_TOPIC_STATS_INFO",
 	GetAllTopicListFromNameserver:    "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
 	DeleteSubscriptionGroup:          "DELETE_SUBSCRIPTIONGROUP",
+	GetConsumeStats:                  "GET_CONSUME_STATS",
 	DeleteTopicInBroker:              "DELETE_TOPIC_IN_BROKER",
 	DeleteTopicInNamesrv:             "DELETE_TOPIC_IN_NAMESRV",
 	ResetConsumerClientOffset:        "RESET_CONSUMER_CLIENT_OFFSET",
