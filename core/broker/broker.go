@@ -573,6 +573,8 @@ func (b *Broker) routes() {
 	h(remoting.QueryAssignment, b.handleQueryAssignment)
 	h(remoting.GetConsumeStats, b.handleConsumeStats)
 	h(remoting.GetTopicStatsInfo, b.handleTopicStats)
+	h(remoting.GetConsumerConnectionList, b.handleConsumerConnections)
+	h(remoting.GetProducerConnectionList, b.handleProducerConnections)
 	h(AdminCode, b.handleAdmin)
 }
 

@@ -50,7 +50,9 @@
 // and the PUSH_REPLY_MESSAGE_TO_CLIENT that delivers a reply), query.go
 // (QUERY_MESSAGE, through the store's key index), stats.go
 // (GET_CONSUME_STATS, GET_TOPIC_STATS_INFO: read-only, each answer bounded
-// by the topic and group tables), register.go (name server registration)
+// by the topic and group tables), connections.go
+// (GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST), register.go
+// (name server registration)
 // and admin.go (the admin command framework).
 //
 // The broker creates RMQ_SYS_TRACE_TOPIC (TraceTopic) at start unless

@@ -2,11 +2,14 @@ package broker_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/remoting"
@@ -213,5 +216,65 @@ func TestTopicStats(t *testing.T) {
 	}
 	if r := invoke(t, cl, env, remoting.GetTopicStatsInfo, map[string]string{"topic": "NoSuchTopic"}, nil); r.Code != remoting.TopicNotExist {
 		t.Errorf("an unknown topic: %v", r)
+	}
+}
+
+// TestConnectionLists checks GET_CONSUMER_CONNECTION_LIST and
+// GET_PRODUCER_CONNECTION_LIST against live official clients.
+func TestConnectionLists(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("Conns")
+	createTopic(t, env, topic, 1)
+	pgroup := brokertest.Name("pg")
+	p := env.Producer(t, producer.WithGroupName(pgroup))
+	sendN(t, p, topic, "m", 1)
+
+	group := brokertest.Name("cg")
+	c := env.PushConsumer(t, group)
+	if err := c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "TagA || TagB"}, func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	env.StartConsumer(t, c, group, true, topic)
+
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	r := invoke(t, cl, env, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": group}, nil)
+	if r.Code != remoting.Success {
+		t.Fatalf("GET_CONSUMER_CONNECTION_LIST: %v", r)
+	}
+	var cc remoting.ConsumerConnection
+	if err := json.Unmarshal(r.Body, &cc); err != nil {
+		t.Fatal(err)
+	}
+	ids := env.Broker.ConsumerIDs(group)
+	if len(cc.ConnectionSet) != 1 || len(ids) != 1 || cc.ConnectionSet[0].ClientID != ids[0] {
+		t.Fatalf("connections %+v, want the client %v", cc.ConnectionSet, ids)
+	}
+	if conn := cc.ConnectionSet[0]; conn.Language != "GO" || conn.Version == 0 || conn.ClientAddr == "" {
+		t.Errorf("connection %+v", conn)
+	}
+	if cc.MessageModel != "CLUSTERING" || cc.ConsumeType != "CONSUME_PASSIVELY" || cc.ConsumeFromWhere != "CONSUME_FROM_FIRST_OFFSET" {
+		t.Errorf("group %+v", cc)
+	}
+	sd, ok := cc.SubscriptionTable[topic]
+	if !ok || sd.SubString != "TagA || TagB" || len(sd.TagsSet) != 2 || sd.TagsSet[0] != "TagA" || sd.TagsSet[1] != "TagB" {
+		t.Errorf("subscription of %s: %+v (table %v)", topic, sd, cc.SubscriptionTable)
+	}
+	if r := invoke(t, cl, env, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": brokertest.Name("offline")}, nil); r.Code != remoting.ConsumerNotOnline || r.Remark == "" {
+		t.Errorf("an offline group: %v", r)
+	}
+
+	var pc remoting.ProducerConnection
+	brokertest.Eventually(t, 40*time.Second, "the producer's heartbeat", func() bool {
+		r := invoke(t, cl, env, remoting.GetProducerConnectionList, map[string]string{"producerGroup": pgroup}, nil)
+		return r.Code == remoting.Success && json.Unmarshal(r.Body, &pc) == nil
+	})
+	if len(pc.ConnectionSet) != 1 || pc.ConnectionSet[0].Language != "GO" || pc.ConnectionSet[0].ClientAddr == "" || pc.ConnectionSet[0].ClientID == "" {
+		t.Errorf("producer connections %+v", pc.ConnectionSet)
+	}
+	if r := invoke(t, cl, env, remoting.GetProducerConnectionList, map[string]string{"producerGroup": brokertest.Name("offline")}, nil); r.Code == remoting.Success {
+		t.Errorf("an offline producer group: %v", r)
 	}
 }

@@ -50,6 +50,8 @@ const (
 	UpdateAndCreateSubscriptionGroup = 200 // UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin
 	GetAllSubscriptionGroupConfig    = 201 // GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin
 	GetTopicStatsInfo                = 202 // GET_TOPIC_STATS_INFO: a topic's queue offsets
+	GetConsumerConnectionList        = 203 // GET_CONSUMER_CONNECTION_LIST: a consumer group's clients
+	GetProducerConnectionList        = 204 // GET_PRODUCER_CONNECTION_LIST: a producer group's clients
 	GetAllTopicListFromNameserver    = 206 // GET_ALL_TOPIC_LIST_FROM_NAMESERVER: admin
 	DeleteSubscriptionGroup          = 207 // DELETE_SUBSCRIPTIONGROUP: admin
 	GetConsumeStats                  = 208 // GET_CONSUME_STATS: a group's offsets and lag
@@ -138,6 +140,8 @@ var requestNames = map[RequestCode]string{
 	UpdateAndCreateSubscriptionGroup: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
 	GetAllSubscriptionGroupConfig:    "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
 	GetTopicStatsInfo:                "GET_TOPIC_STATS_INFO",
+	GetConsumerConnectionList:        "GET_CONSUMER_CONNECTION_LIST",
+	GetProducerConnectionList:        "GET_PRODUCER_CONNECTION_LIST",
 	GetAllTopicListFromNameserver:    "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
 	DeleteSubscriptionGroup:          "DELETE_SUBSCRIPTIONGROUP",
 	GetConsumeStats:                  "GET_CONSUME_STATS",
