@@ -118,6 +118,8 @@ func TestCheck(t *testing.T) {
 		{name: "consumer connections", account: "consumer1", code: remoting.GetConsumerConnectionList, ext: map[string]string{"consumerGroup": "g1"}},
 		{name: "another group's connections", account: "consumer1", code: remoting.GetConsumerConnectionList, ext: map[string]string{"consumerGroup": "g2"}, reason: acl.NoPermission, res: acl.Resource{Kind: acl.Group, Name: "g2", Perm: acl.Sub}},
 		{name: "producer connections are admin's", account: "publisher", code: remoting.GetProducerConnectionList, ext: map[string]string{"producerGroup": "pg"}, reason: acl.NotAdmin},
+		{name: "topic table is admin's", account: "consumer1", code: remoting.GetAllTopicConfig, reason: acl.NotAdmin},
+		{name: "runtime info is admin's", account: "publisher", code: remoting.GetBrokerRuntimeInfo, reason: acl.NotAdmin},
 		{name: "lock without body resources", account: "consumer1", code: remoting.LockBatchMQ, reason: acl.NoResource},
 		{name: "lock", account: "consumer1", code: remoting.LockBatchMQ, extra: []acl.Resource{acl.GroupRes("g1", acl.Sub), acl.TopicRes("Orders", acl.Sub)}},
 		{name: "unregister", account: "consumer1", code: remoting.UnregisterClient, ext: map[string]string{"clientID": "c", "consumerGroup": "g1"}},

@@ -100,6 +100,8 @@
 //	|   SCRIPTIONGROUP, GET_PRODUCER_CON- |                                         |
 //	|   NECTION_LIST (a producer group is |                                         |
 //	|   no resource)                      |                                         |
+//	| GET_ALL_TOPIC_CONFIG, GET_BROKER_   | admin: broker-wide                      |
+//	|   RUNTIME_INFO                      |                                         |
 //	| REGISTER_BROKER, UNREGISTER_BROKER, | admin                                   |
 //	|   DELETE_TOPIC_IN_NAMESRV, GET_ALL_ |                                         |
 //	|   TOPIC_LIST_FROM_NAMESERVER        |                                         |

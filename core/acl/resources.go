@@ -140,6 +140,8 @@ var codeRules = map[int16]codeRule{
 	// A producer group is no resource here, so its connections are
 	// admin's to list.
 	remoting.GetProducerConnectionList:     {access: adminOnly},
+	remoting.GetAllTopicConfig:             {access: adminOnly},
+	remoting.GetBrokerRuntimeInfo:          {access: adminOnly},
 	remoting.DeleteSubscriptionGroup:       {access: adminOnly},
 	remoting.GetAllTopicListFromNameserver: {access: adminOnly},
 	remoting.DeleteTopicInNamesrv:          {access: adminOnly},

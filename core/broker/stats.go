@@ -3,13 +3,17 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
-// Read-only statistics for operators: GET_CONSUME_STATS (a group's lag)
-// and GET_TOPIC_STATS_INFO (a topic's queue offsets).
+// Read-only statistics for operators: GET_CONSUME_STATS (a group's lag),
+// GET_TOPIC_STATS_INFO (a topic's queue offsets), GET_ALL_TOPIC_CONFIG
+// (the topic table) and GET_BROKER_RUNTIME_INFO (the broker's figures).
 //
 // Both bodies are maps keyed by a MessageQueue object. RocketMQ encodes
 // them with fastjson, which writes an object key as the object itself, so
@@ -158,5 +162,46 @@ func (b *Broker) handleTopicStats(c *remoting.Conn, req *remoting.Command) *remo
 	body.WriteByte('}')
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = body.Bytes()
+	return resp
+}
+
+// handleAllTopics answers GET_ALL_TOPIC_CONFIG with the topic table and
+// its version, as registrations carry it; the table is bounded by
+// maxTopics.
+func (b *Broker) handleAllTopics(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	topics, version := b.topics.snapshot()
+	body, _ := json.Marshal(remoting.TopicConfigWrapper{TopicConfigTable: topics, DataVersion: version})
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// versionDesc is the RocketMQ version this broker answers as, by the name
+// of remoting.DefaultVersion's ordinal.
+const versionDesc = "V4_9_8"
+
+// runtimeInfo is GET_BROKER_RUNTIME_INFO's table: a subset of RocketMQ's
+// keys (mqadmin brokerStatus prints them all), each from this broker's
+// own figures. msgPutTotalTodayNow counts the records stored since the
+// broker started, not since midnight.
+func (b *Broker) runtimeInfo() map[string]string {
+	up := b.now().Sub(b.boot).Truncate(time.Second)
+	minOff, maxOff := b.store.CommitLogOffsets()
+	i := strconv.FormatInt
+	return map[string]string{
+		"brokerVersionDesc":   versionDesc,
+		"brokerVersion":       i(int64(remoting.DefaultVersion), 10),
+		"bootTimestamp":       i(b.boot.UnixMilli(), 10),
+		"runtime":             fmt.Sprintf("[ %d days, %d hours, %d minutes, %d seconds ]", int(up.Hours())/24, int(up.Hours())%24, int(up.Minutes())%60, int(up.Seconds())%60),
+		"msgPutTotalTodayNow": i(b.store.Stats().Appends.Load(), 10),
+		"commitLogMinOffset":  i(minOff, 10),
+		"commitLogMaxOffset":  i(maxOff, 10),
+	}
+}
+
+func (b *Broker) handleRuntimeInfo(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	body, _ := json.Marshal(remoting.KVTable{Table: b.runtimeInfo()})
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
 	return resp
 }

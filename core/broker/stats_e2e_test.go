@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,5 +278,60 @@ func TestConnectionLists(t *testing.T) {
 	}
 	if r := invoke(t, cl, env, remoting.GetProducerConnectionList, map[string]string{"producerGroup": brokertest.Name("offline")}, nil); r.Code == remoting.Success {
 		t.Errorf("an offline producer group: %v", r)
+	}
+}
+
+// TestTopicTableAndRuntimeInfo checks GET_ALL_TOPIC_CONFIG and
+// GET_BROKER_RUNTIME_INFO after an official producer stored messages.
+func TestTopicTableAndRuntimeInfo(t *testing.T) {
+	env := brokertest.Start(t)
+	topic := brokertest.Name("Table")
+	createTopic(t, env, topic, 2)
+	p := env.Producer(t)
+	const n = 5
+	sendN(t, p, topic, "m", n)
+
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	r := invoke(t, cl, env, remoting.GetAllTopicConfig, nil, nil)
+	if r.Code != remoting.Success {
+		t.Fatalf("GET_ALL_TOPIC_CONFIG: %v", r)
+	}
+	var w remoting.TopicConfigWrapper
+	if err := json.Unmarshal(r.Body, &w); err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := w.TopicConfigTable[topic]; !ok || tc.ReadQueueNums != 2 || tc.WriteQueueNums != 2 || tc.TopicName != topic {
+		t.Errorf("topic %s: %+v", topic, tc)
+	}
+	if len(w.TopicConfigTable) != len(env.Broker.Topics()) || w.DataVersion.Timestamp == 0 {
+		t.Errorf("%d topics, the broker has %d; dataVersion %+v", len(w.TopicConfigTable), len(env.Broker.Topics()), w.DataVersion)
+	}
+
+	r = invoke(t, cl, env, remoting.GetBrokerRuntimeInfo, nil, nil)
+	if r.Code != remoting.Success {
+		t.Fatalf("GET_BROKER_RUNTIME_INFO: %v", r)
+	}
+	var kv remoting.KVTable
+	if err := json.Unmarshal(r.Body, &kv); err != nil {
+		t.Fatal(err)
+	}
+	num := func(key string) int64 {
+		t.Helper()
+		v, err := strconv.ParseInt(kv.Table[key], 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", key, kv.Table[key], err)
+		}
+		return v
+	}
+	minOff, maxOff := env.Store.CommitLogOffsets()
+	if num("commitLogMinOffset") != minOff || num("commitLogMaxOffset") != maxOff || maxOff <= minOff {
+		t.Errorf("commit log %s..%s, the store %d..%d", kv.Table["commitLogMinOffset"], kv.Table["commitLogMaxOffset"], minOff, maxOff)
+	}
+	if num("msgPutTotalTodayNow") < n || num("bootTimestamp") <= 0 || num("brokerVersion") != int64(remoting.DefaultVersion) {
+		t.Errorf("table %v", kv.Table)
+	}
+	if kv.Table["brokerVersionDesc"] == "" || !strings.HasPrefix(kv.Table["runtime"], "[ 0 days,") {
+		t.Errorf("table %v", kv.Table)
 	}
 }

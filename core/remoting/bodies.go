@@ -177,6 +177,12 @@ type ProducerConnection struct {
 	ConnectionSet []Connection `json:"connectionSet"`
 }
 
+// KVTable is the body of a GET_BROKER_RUNTIME_INFO answer: named figures,
+// every value a string.
+type KVTable struct {
+	Table map[string]string `json:"table"`
+}
+
 // ConsumerListBody is the body of a GET_CONSUMER_LIST_BY_GROUP answer.
 type ConsumerListBody struct {
 	ConsumerIDList []string `json:"consumerIdList"` // the group's live client ids

@@ -28,6 +28,8 @@ const (
 	QueryConsumerOffset              = 14  // QUERY_CONSUMER_OFFSET
 	UpdateConsumerOffset             = 15  // UPDATE_CONSUMER_OFFSET: the Go client does not wait for the reply
 	UpdateAndCreateTopic             = 17  // UPDATE_AND_CREATE_TOPIC: admin
+	GetAllTopicConfig                = 21  // GET_ALL_TOPIC_CONFIG: admin, the broker's topic table
+	GetBrokerRuntimeInfo             = 28  // GET_BROKER_RUNTIME_INFO: admin, the broker's figures
 	SearchOffsetByTimestamp          = 29  // SEARCH_OFFSET_BY_TIMESTAMP
 	GetMaxOffset                     = 30  // GET_MAX_OFFSET
 	GetMinOffset                     = 31  // GET_MIN_OFFSET
@@ -140,6 +142,8 @@ var requestNames = map[RequestCode]string{
 	UpdateAndCreateSubscriptionGroup: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
 	GetAllSubscriptionGroupConfig:    "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
 	GetTopicStatsInfo:                "GET_TOPIC_STATS_INFO",
+	GetAllTopicConfig:                "GET_ALL_TOPIC_CONFIG",
+	GetBrokerRuntimeInfo:             "GET_BROKER_RUNTIME_INFO",
 	GetConsumerConnectionList:        "GET_CONSUMER_CONNECTION_LIST",
 	GetProducerConnectionList:        "GET_PRODUCER_CONNECTION_LIST",
 	GetAllTopicListFromNameserver:    "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
