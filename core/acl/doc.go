@@ -76,6 +76,10 @@
 //	|   GET_MIN_OFFSET, SEARCH_OFFSET_BY_ |                                         |
 //	|   TIMESTAMP, GET_EARLIEST_MSG_STORE |                                         |
 //	| GET_CONSUMER_LIST_BY_GROUP          | SUB on consumerGroup                    |
+//	| GET_CONSUME_STATS                   | SUB on consumerGroup; on topic, when    |
+//	|                                     |   present                               |
+//	| GET_TOPIC_STATS_INFO                | SUB on topic                            |
+//	| GET_CONSUMER_CONNECTION_LIST        | SUB on consumerGroup                    |
 //	| UNREGISTER_CLIENT                   | SUB on consumerGroup, when present      |
 //	| CONSUMER_SEND_MSG_BACK              | SUB on group and on originTopic         |
 //	| GET_ROUTEINFO_BY_TOPIC              | PUB or SUB on topic                     |
@@ -93,7 +97,11 @@
 //	|   TOPIC_IN_BROKER, UPDATE_AND_CREATE|                                         |
 //	|   _SUBSCRIPTIONGROUP, GET_ALL_SUB-  |                                         |
 //	|   SCRIPTIONGROUP_CONFIG, DELETE_SUB-|                                         |
-//	|   SCRIPTIONGROUP                    |                                         |
+//	|   SCRIPTIONGROUP, GET_PRODUCER_CON- |                                         |
+//	|   NECTION_LIST (a producer group is |                                         |
+//	|   no resource)                      |                                         |
+//	| GET_ALL_TOPIC_CONFIG, GET_BROKER_   | admin: broker-wide                      |
+//	|   RUNTIME_INFO                      |                                         |
 //	| REGISTER_BROKER, UNREGISTER_BROKER, | admin                                   |
 //	|   DELETE_TOPIC_IN_NAMESRV, GET_ALL_ |                                         |
 //	|   TOPIC_LIST_FROM_NAMESERVER        |                                         |

@@ -120,6 +120,10 @@ var codeRules = map[int16]codeRule{
 	remoting.HeartBeat:               {access: anyAccount, from: "SUB on each consumer group and subscribed topic of the body"},
 	remoting.GetRouteInfoByTopic:     {access: anyAccount, fields: []field{{key: "topic", kind: Topic, perm: PubSub}}},
 	remoting.GetBrokerClusterInfo:    {access: anyAccount},
+	// A group's lag reads the group's state and the topic's offsets.
+	remoting.GetConsumeStats:           {access: anyAccount, fields: []field{{key: "consumerGroup", kind: Group, perm: Sub}, {key: "topic", kind: Topic, perm: Sub, optional: true}}},
+	remoting.GetTopicStatsInfo:         {access: anyAccount, fields: topicSub},
+	remoting.GetConsumerConnectionList: {access: anyAccount, fields: []field{{key: "consumerGroup", kind: Group, perm: Sub}}},
 
 	remoting.ViewMessageByID:   {access: callerResources, from: "SUB on the stored message's topic"},
 	remoting.EndTransaction:    {access: callerResources, from: "PUB on the half message's topic"},
@@ -133,11 +137,16 @@ var codeRules = map[int16]codeRule{
 	remoting.DeleteTopicInBroker:              {access: adminOnly},
 	remoting.UpdateAndCreateSubscriptionGroup: {access: adminOnly},
 	remoting.GetAllSubscriptionGroupConfig:    {access: adminOnly},
-	remoting.DeleteSubscriptionGroup:          {access: adminOnly},
-	remoting.GetAllTopicListFromNameserver:    {access: adminOnly},
-	remoting.DeleteTopicInNamesrv:             {access: adminOnly},
-	remoting.RegisterBroker:                   {access: adminOnly},
-	remoting.UnregisterBroker:                 {access: adminOnly},
+	// A producer group is no resource here, so its connections are
+	// admin's to list.
+	remoting.GetProducerConnectionList:     {access: adminOnly},
+	remoting.GetAllTopicConfig:             {access: adminOnly},
+	remoting.GetBrokerRuntimeInfo:          {access: adminOnly},
+	remoting.DeleteSubscriptionGroup:       {access: adminOnly},
+	remoting.GetAllTopicListFromNameserver: {access: adminOnly},
+	remoting.DeleteTopicInNamesrv:          {access: adminOnly},
+	remoting.RegisterBroker:                {access: adminOnly},
+	remoting.UnregisterBroker:              {access: adminOnly},
 	// Broker → client requests: no client sends them to a broker.
 	remoting.CheckTransactionState:       {access: adminOnly},
 	remoting.NotifyConsumerIdsChanged:    {access: adminOnly},

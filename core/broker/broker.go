@@ -446,6 +446,7 @@ type Broker struct {
 	wg       sync.WaitGroup
 	stopping sync.Once
 	started  chan struct{}
+	boot     time.Time // when New built the broker, for GET_BROKER_RUNTIME_INFO
 }
 
 // New validates opts and builds a broker; Serve starts it.
@@ -460,6 +461,7 @@ func New(opts Options) (*Broker, error) {
 		store:   opts.Store,
 		quit:    make(chan struct{}),
 		started: make(chan struct{}),
+		boot:    opts.Now(),
 	}
 	b.levels = opts.DelayLevels
 	b.sched = make(chan struct{}, 1)
@@ -571,6 +573,12 @@ func (b *Broker) routes() {
 	h(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroups)
 	h(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
 	h(remoting.QueryAssignment, b.handleQueryAssignment)
+	h(remoting.GetConsumeStats, b.handleConsumeStats)
+	h(remoting.GetTopicStatsInfo, b.handleTopicStats)
+	h(remoting.GetConsumerConnectionList, b.handleConsumerConnections)
+	h(remoting.GetProducerConnectionList, b.handleProducerConnections)
+	h(remoting.GetAllTopicConfig, b.handleAllTopics)
+	h(remoting.GetBrokerRuntimeInfo, b.handleRuntimeInfo)
 	h(AdminCode, b.handleAdmin)
 }
 

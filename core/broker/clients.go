@@ -37,12 +37,15 @@ type member struct {
 	clientID string
 	conn     *remoting.Conn
 	lastSeen time.Time
+	language string // the latest heartbeat's language code, such as GO
+	version  int16  // the latest heartbeat's RocketMQ version ordinal
 }
 
 type consumerGroup struct {
 	name        string
 	model       string
 	consumeType string
+	fromWhere   string             // the latest heartbeat's consumeFromWhere
 	members     map[string]*member // by client id
 	subs        map[string]*subscription
 }
@@ -140,7 +143,7 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			}
 			subs[sd.Topic] = sub
 		}
-		if err := b.clients.registerConsumer(cd, subs, hb.ClientID, c, now); err != nil {
+		if err := b.clients.registerConsumer(cd, subs, hb.ClientID, c, req, now); err != nil {
 			refused.add(remoting.SystemError, err.Error())
 			continue
 		}
@@ -156,7 +159,7 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			refused.add(remoting.SubscriptionGroupNotExist, "producer "+err.Error())
 			continue
 		}
-		if err := b.clients.registerProducer(pd.GroupName, hb.ClientID, c, now); err != nil {
+		if err := b.clients.registerProducer(pd.GroupName, hb.ClientID, c, req, now); err != nil {
 			refused.add(remoting.SystemError, err.Error())
 		}
 	}
@@ -273,8 +276,9 @@ func (t *clientTable) roomLocked(kind, group string, now time.Time) error {
 }
 
 // registerConsumer adds or refreshes a consumer of a group, or reports
-// that the group quota refuses a new group.
-func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, now time.Time) error {
+// that the group quota refuses a new group. hb is the heartbeat request,
+// whose language and version the member keeps for connection lists.
+func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, hb *remoting.Command, now time.Time) error {
 	t.mu.Lock()
 	g := t.consumers[cd.GroupName]
 	if g == nil {
@@ -285,7 +289,7 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 		g = &consumerGroup{name: cd.GroupName, members: map[string]*member{}}
 		t.consumers[cd.GroupName] = g
 	}
-	g.model, g.consumeType = cd.MessageModel, cd.ConsumeType
+	g.model, g.consumeType, g.fromWhere = cd.MessageModel, cd.ConsumeType, cd.ConsumeFromWhere
 	changed := false
 	m := g.members[clientID]
 	if m == nil {
@@ -294,7 +298,7 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 		changed = true
 		t.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
 	}
-	m.conn, m.lastSeen = c, now
+	m.conn, m.lastSeen, m.language, m.version = c, now, hb.Language, hb.Version
 	// The latest heartbeat's subscriptions replace the group's, keeping the
 	// compiled filter of an unchanged expression.
 	for topic, sub := range subs {
@@ -320,8 +324,8 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 }
 
 // registerProducer adds or refreshes a producer of a group, or reports
-// that the group quota refuses a new group.
-func (t *clientTable) registerProducer(group, clientID string, c *remoting.Conn, now time.Time) error {
+// that the group quota refuses a new group; hb is as for registerConsumer.
+func (t *clientTable) registerProducer(group, clientID string, c *remoting.Conn, hb *remoting.Command, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.producers[group]
@@ -337,7 +341,7 @@ func (t *clientTable) registerProducer(group, clientID string, c *remoting.Conn,
 		m = &member{clientID: clientID}
 		g[clientID] = m
 	}
-	m.conn, m.lastSeen = c, now
+	m.conn, m.lastSeen, m.language, m.version = c, now, hb.Language, hb.Version
 	return nil
 }
 

@@ -48,8 +48,13 @@
 // dead letters), locks.go (LOCK/UNLOCK_BATCH_MQ), txn.go (END_TRANSACTION),
 // assignment.go (QUERY_ASSIGNMENT), reply.go (SEND_REPLY_MESSAGE, _V2,
 // and the PUSH_REPLY_MESSAGE_TO_CLIENT that delivers a reply), query.go
-// (QUERY_MESSAGE, through the store's key index), register.go (name
-// server registration) and admin.go (the admin command framework).
+// (QUERY_MESSAGE, through the store's key index), stats.go
+// (GET_CONSUME_STATS, GET_TOPIC_STATS_INFO, GET_ALL_TOPIC_CONFIG,
+// GET_BROKER_RUNTIME_INFO: read-only, each answer bounded by the topic and
+// group tables), connections.go
+// (GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST), register.go
+// (name server registration)
+// and admin.go (the admin command framework).
 //
 // The broker creates RMQ_SYS_TRACE_TOPIC (TraceTopic) at start unless
 // DisableTraceTopic is set: clients tracing with default settings send

@@ -152,6 +152,37 @@ type SubscriptionData struct {
 	ExpressionType  string   `json:"expressionType"` // "TAG" (or empty) or "SQL92"
 }
 
+// Connection is one client connection of a group, as connection lists
+// name it.
+type Connection struct {
+	ClientID   string `json:"clientId"`
+	ClientAddr string `json:"clientAddr"` // the connection's remote ip:port
+	Language   string `json:"language"`   // the client's language code, such as GO or JAVA
+	Version    int16  `json:"version"`    // the client's RocketMQ version ordinal
+}
+
+// ConsumerConnection is the body of a GET_CONSUMER_CONNECTION_LIST answer:
+// a consumer group's live clients and what the group subscribes to.
+type ConsumerConnection struct {
+	ConnectionSet     []Connection                `json:"connectionSet"`
+	SubscriptionTable map[string]SubscriptionData `json:"subscriptionTable"` // by topic
+	ConsumeType       string                      `json:"consumeType"`       // CONSUME_PASSIVELY or CONSUME_ACTIVELY
+	MessageModel      string                      `json:"messageModel"`      // CLUSTERING or BROADCASTING
+	ConsumeFromWhere  string                      `json:"consumeFromWhere"`  // e.g. CONSUME_FROM_LAST_OFFSET
+}
+
+// ProducerConnection is the body of a GET_PRODUCER_CONNECTION_LIST
+// answer: a producer group's live clients.
+type ProducerConnection struct {
+	ConnectionSet []Connection `json:"connectionSet"`
+}
+
+// KVTable is the body of a GET_BROKER_RUNTIME_INFO answer: named figures,
+// every value a string.
+type KVTable struct {
+	Table map[string]string `json:"table"`
+}
+
 // ConsumerListBody is the body of a GET_CONSUMER_LIST_BY_GROUP answer.
 type ConsumerListBody struct {
 	ConsumerIDList []string `json:"consumerIdList"` // the group's live client ids

@@ -28,6 +28,8 @@ const (
 	QueryConsumerOffset              = 14  // QUERY_CONSUMER_OFFSET
 	UpdateConsumerOffset             = 15  // UPDATE_CONSUMER_OFFSET: the Go client does not wait for the reply
 	UpdateAndCreateTopic             = 17  // UPDATE_AND_CREATE_TOPIC: admin
+	GetAllTopicConfig                = 21  // GET_ALL_TOPIC_CONFIG: admin, the broker's topic table
+	GetBrokerRuntimeInfo             = 28  // GET_BROKER_RUNTIME_INFO: admin, the broker's figures
 	SearchOffsetByTimestamp          = 29  // SEARCH_OFFSET_BY_TIMESTAMP
 	GetMaxOffset                     = 30  // GET_MAX_OFFSET
 	GetMinOffset                     = 31  // GET_MIN_OFFSET
@@ -49,8 +51,12 @@ const (
 	GetBrokerClusterInfo             = 106 // GET_BROKER_CLUSTER_INFO: name server
 	UpdateAndCreateSubscriptionGroup = 200 // UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin
 	GetAllSubscriptionGroupConfig    = 201 // GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin
+	GetTopicStatsInfo                = 202 // GET_TOPIC_STATS_INFO: a topic's queue offsets
+	GetConsumerConnectionList        = 203 // GET_CONSUMER_CONNECTION_LIST: a consumer group's clients
+	GetProducerConnectionList        = 204 // GET_PRODUCER_CONNECTION_LIST: a producer group's clients
 	GetAllTopicListFromNameserver    = 206 // GET_ALL_TOPIC_LIST_FROM_NAMESERVER: admin
 	DeleteSubscriptionGroup          = 207 // DELETE_SUBSCRIPTIONGROUP: admin
+	GetConsumeStats                  = 208 // GET_CONSUME_STATS: a group's offsets and lag
 	DeleteTopicInBroker              = 215 // DELETE_TOPIC_IN_BROKER: admin
 	DeleteTopicInNamesrv             = 216 // DELETE_TOPIC_IN_NAMESRV: admin
 	ResetConsumerClientOffset        = 220 // RESET_CONSUMER_CLIENT_OFFSET: broker → consumer
@@ -135,8 +141,14 @@ var requestNames = map[RequestCode]string{
 	GetBrokerClusterInfo:             "GET_BROKER_CLUSTER_INFO",
 	UpdateAndCreateSubscriptionGroup: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
 	GetAllSubscriptionGroupConfig:    "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+	GetTopicStatsInfo:                "GET_TOPIC_STATS_INFO",
+	GetAllTopicConfig:                "GET_ALL_TOPIC_CONFIG",
+	GetBrokerRuntimeInfo:             "GET_BROKER_RUNTIME_INFO",
+	GetConsumerConnectionList:        "GET_CONSUMER_CONNECTION_LIST",
+	GetProducerConnectionList:        "GET_PRODUCER_CONNECTION_LIST",
 	GetAllTopicListFromNameserver:    "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
 	DeleteSubscriptionGroup:          "DELETE_SUBSCRIPTIONGROUP",
+	GetConsumeStats:                  "GET_CONSUME_STATS",
 	DeleteTopicInBroker:              "DELETE_TOPIC_IN_BROKER",
 	DeleteTopicInNamesrv:             "DELETE_TOPIC_IN_NAMESRV",
 	ResetConsumerClientOffset:        "RESET_CONSUMER_CLIENT_OFFSET",
