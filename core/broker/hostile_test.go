@@ -1,14 +1,12 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -335,36 +334,12 @@ func TestHeldPullsCappedPerConnection(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
-
 // TestGroupNamesValidated sends requests naming a 1 MiB group, and groups
 // outside RocketMQ's character set: each is refused with a short remark,
 // nothing is registered or created for them, and the log never holds the
 // name whole.
 func TestGroupNamesValidated(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &storetest.LogBuffer{}
 	env := brokertest.Start(t, func(c *server.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -404,7 +379,7 @@ func TestGroupNamesValidated(t *testing.T) {
 	if n := len(env.Broker.Topics()); n != topicsBefore {
 		t.Errorf("invalid groups created %d topics", n-topicsBefore)
 	}
-	if n := logs.Len(); n > 256<<10 {
+	if n := len(logs.String()); n > 256<<10 {
 		t.Errorf("the log grew by %d bytes: a name was logged whole", n)
 	}
 }

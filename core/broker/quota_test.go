@@ -10,6 +10,7 @@ import (
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -73,7 +74,7 @@ func TestWritesOnlyToReadableQueues(t *testing.T) {
 // existing topic can still be changed and sent to.
 func TestTopicQuota(t *testing.T) {
 	const limit = 12
-	logs := &syncBuffer{}
+	logs := &storetest.LogBuffer{}
 	env := brokertest.Start(t, func(c *server.Config) {
 		c.Broker.MaxTopics = limit
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -130,7 +131,7 @@ func TestTopicQuota(t *testing.T) {
 // naming the limit, while the groups already registered keep
 // heartbeating, changed subscriptions included.
 func TestGroupQuota(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &storetest.LogBuffer{}
 	env := brokertest.Start(t, func(c *server.Config) {
 		c.Broker.MaxGroups = 3
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))

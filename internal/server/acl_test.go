@@ -1,19 +1,18 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store/storetest"
 )
 
 const aclFileGood = `
@@ -117,7 +116,7 @@ func TestACLReload(t *testing.T) {
 	if err := cfg.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs storetest.LogBuffer
 	cfg.DataDir, cfg.ACLSource = dir, ACLFile(path)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s, err := Start(cfg)
@@ -173,22 +172,4 @@ func TestACLReload(t *testing.T) {
 	if n := strings.Count(logs.String(), "acl: request refused"); n != 1 {
 		t.Fatalf("%d refusal lines logged for 6 refusals, want 1:\n%s", n, logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
