@@ -37,6 +37,9 @@ type adminCommand struct {
 	args func(fs *pflag.FlagSet) func() (any, error)
 	// print writes the answer for people. Nil prints the JSON indented.
 	print func(w io.Writer, answer json.RawMessage) error
+	// call, when set, replaces the admin command: it asks with RocketMQ's
+	// request codes and returns the answer to print (admin_call.go).
+	call func(ctx context.Context, s *adminSession, args any) (any, error)
 }
 
 // adminCommands is the table of "broker admin" commands.
@@ -158,6 +161,9 @@ func runAdmin(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	cl := remoting.NewClient(remoting.ClientOptions{Logger: slog.New(slog.DiscardHandler)})
 	defer cl.Close()
+	if cmd.call != nil {
+		return runCall(ctx, cl, cmd, name, a, *addr, *ak, *sk, *asJSON, stdout, stderr)
+	}
 	req := remoting.NewRequest(broker.AdminCode, map[string]string{"command": cmd.command}, body)
 	if *ak != "" {
 		secret := *sk
@@ -172,7 +178,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if resp.Code != remoting.Success {
-		fmt.Fprintf(stderr, "%s: %s\n", name, resp.Remark)
+		fmt.Fprintf(stderr, "%s: %v\n", name, remoteError(*addr, resp))
 		return 1
 	}
 	if *asJSON || cmd.print == nil {
