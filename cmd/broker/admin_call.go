@@ -203,3 +203,18 @@ func decodeQueueKeyed[V any](body []byte, field string) ([]queueEntry[V], error)
 func sortRows[T any](rows []T, key func(T) string) {
 	slices.SortStableFunc(rows, func(a, b T) int { return strings.Compare(key(a), key(b)) })
 }
+
+// numberField reads a number field of a stats body, which is not JSON as
+// a whole (see decodeQueueKeyed).
+func numberField(body []byte, field string) (float64, bool) {
+	key := []byte(`"` + field + `":`)
+	i := bytes.Index(body, key)
+	if i < 0 {
+		return 0, false
+	}
+	var v float64
+	if json.NewDecoder(bytes.NewReader(body[i+len(key):])).Decode(&v) != nil {
+		return 0, false
+	}
+	return v, true
+}
