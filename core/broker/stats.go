@@ -183,7 +183,9 @@ const versionDesc = "V4_9_8"
 // runtimeInfo is GET_BROKER_RUNTIME_INFO's table: a subset of RocketMQ's
 // keys (mqadmin brokerStatus prints them all), each from this broker's
 // own figures. msgPutTotalTodayNow counts the records stored since the
-// broker started, not since midnight.
+// broker started, not since midnight. connectionCount, the connections
+// the broker serves (clients, tools, this request's), is this broker's
+// own key.
 func (b *Broker) runtimeInfo() map[string]string {
 	up := b.now().Sub(b.boot).Truncate(time.Second)
 	minOff, maxOff := b.store.CommitLogOffsets()
@@ -196,6 +198,7 @@ func (b *Broker) runtimeInfo() map[string]string {
 		"msgPutTotalTodayNow": i(b.store.Stats().Appends.Load(), 10),
 		"commitLogMinOffset":  i(minOff, 10),
 		"commitLogMaxOffset":  i(maxOff, 10),
+		"connectionCount":     i(int64(b.rs.Conns()), 10),
 	}
 }
 

@@ -331,6 +331,11 @@ func TestTopicTableAndRuntimeInfo(t *testing.T) {
 	if num("msgPutTotalTodayNow") < n || num("bootTimestamp") <= 0 || num("brokerVersion") != int64(remoting.DefaultVersion) {
 		t.Errorf("table %v", kv.Table)
 	}
+	// The producer's connection and this one, at least (the producer's
+	// instance may hold more than one).
+	if num("connectionCount") < 2 {
+		t.Errorf("connectionCount %s", kv.Table["connectionCount"])
+	}
 	if kv.Table["brokerVersionDesc"] == "" || !strings.HasPrefix(kv.Table["runtime"], "[ 0 days,") {
 		t.Errorf("table %v", kv.Table)
 	}

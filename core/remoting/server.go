@@ -426,6 +426,14 @@ func (s *Server) handshakeAndServe(nc net.Conn, host string) {
 	c.serve(func() { s.connDone(c, host) })
 }
 
+// Conns returns how many connections the server is serving: accepted,
+// past the TLS handshake, not yet closed.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns)
+}
+
 // connDone forgets a connection (nil: one that never got served) when its
 // serving goroutine ends.
 func (s *Server) connDone(c *Conn, host string) {
