@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rmq-go/rmq/core/remoting"
+)
+
+// The cluster overview of mqadmin clusterList.
+func init() {
+	addAdminCommands(adminCommand{
+		group: "cluster", verb: "list", summary: "List the name server's brokers with each one's version, topics, connections and figures (GET_BROKER_CLUSTER_INFO, GET_BROKER_RUNTIME_INFO, GET_ALL_TOPIC_CONFIG)",
+		args: func(fs *pflag.FlagSet) func() (any, error) {
+			ns := namesrvFlag(fs)
+			return func() (any, error) { return *ns, nil }
+		},
+		call:  callClusterList,
+		print: printAs(printCluster),
+	})
+}
+
+// clusterBroker is one broker address of "cluster list". The figures are
+// zero when the broker did not answer.
+type clusterBroker struct {
+	Cluster        string            `json:"cluster"`    // "" without a name server
+	BrokerName     string            `json:"brokerName"` // "" without a name server
+	BrokerID       int64             `json:"brokerId"`   // 0 is the master
+	Addr           string            `json:"addr"`
+	Version        string            `json:"version"` // brokerVersionDesc
+	Topics         int               `json:"topics"`
+	Connections    int64             `json:"connections"`     // connectionCount, -1 when not reported
+	BootTimestamp  int64             `json:"bootTimestamp"`   // ms
+	MsgPutTotal    int64             `json:"msgPutTotal"`     // msgPutTotalTodayNow: messages stored since the broker started
+	CommitLogBytes int64             `json:"commitLogBytes"`  // commitLogMaxOffset − commitLogMinOffset
+	Runtime        map[string]string `json:"runtime"`         // GET_BROKER_RUNTIME_INFO as answered
+	Error          string            `json:"error,omitempty"` // why the figures are missing
+}
+
+func callClusterList(ctx context.Context, s *adminSession, args any) (any, error) {
+	namesrv := args.(string)
+	rows := []clusterBroker{}
+	if namesrv == "" {
+		rows = append(rows, clusterBroker{Addr: s.broker})
+	} else {
+		var info remoting.ClusterInfo
+		if err := s.invokeJSON(ctx, namesrv, remoting.GetBrokerClusterInfo, nil, &info); err != nil {
+			return nil, err
+		}
+		for _, cluster := range slices.Sorted(maps.Keys(info.ClusterAddrTable)) {
+			names := slices.Sorted(slices.Values(info.ClusterAddrTable[cluster]))
+			for _, name := range names {
+				bd := info.BrokerAddrTable[name]
+				for _, id := range slices.Sorted(maps.Keys(bd.BrokerAddrs)) {
+					rows = append(rows, clusterBroker{Cluster: cluster, BrokerName: name, BrokerID: id, Addr: bd.BrokerAddrs[id]})
+				}
+			}
+		}
+	}
+	var errs []error
+	for i := range rows {
+		if err := brokerFigures(ctx, s, &rows[i]); err != nil {
+			rows[i].Error = err.Error()
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return rows, &partialError{errs}
+	}
+	return rows, nil
+}
+
+// brokerFigures fills a row from the broker's runtime info and topic table.
+func brokerFigures(ctx context.Context, s *adminSession, b *clusterBroker) error {
+	var kv remoting.KVTable
+	if err := s.invokeJSON(ctx, b.Addr, remoting.GetBrokerRuntimeInfo, nil, &kv); err != nil {
+		return err
+	}
+	num := func(key string, def int64) int64 {
+		v, err := strconv.ParseInt(kv.Table[key], 10, 64)
+		if err != nil {
+			return def
+		}
+		return v
+	}
+	b.Runtime = kv.Table
+	b.Version = kv.Table["brokerVersionDesc"]
+	b.Connections = num("connectionCount", -1)
+	b.BootTimestamp = num("bootTimestamp", 0)
+	b.MsgPutTotal = num("msgPutTotalTodayNow", 0)
+	b.CommitLogBytes = num("commitLogMaxOffset", 0) - num("commitLogMinOffset", 0)
+	topics, err := brokerTopics(ctx, s, b.Addr)
+	if err != nil {
+		return err
+	}
+	b.Topics = len(topics)
+	return nil
+}
+
+func printCluster(w io.Writer, rows []clusterBroker) error {
+	var out [][]string
+	for _, b := range rows {
+		if b.Error != "" {
+			out = append(out, []string{dash(b.Cluster), dash(b.BrokerName), fmt.Sprint(b.BrokerID), b.Addr, "unreachable", "-", "-", "-", "-", "-"})
+			continue
+		}
+		conns, uptime := "-", "-"
+		if b.Connections >= 0 {
+			conns = fmt.Sprint(b.Connections)
+		}
+		if b.BootTimestamp > 0 {
+			uptime = time.Since(time.UnixMilli(b.BootTimestamp)).Truncate(time.Second).String()
+		}
+		out = append(out, []string{dash(b.Cluster), dash(b.BrokerName), fmt.Sprint(b.BrokerID), b.Addr, dash(b.Version),
+			fmt.Sprint(b.Topics), conns, fmt.Sprint(b.MsgPutTotal), fmt.Sprint(b.CommitLogBytes), uptime})
+	}
+	return table(w, []string{"CLUSTER", "BROKER", "BID", "ADDR", "VERSION", "TOPICS", "CONNS", "STORED", "LOG BYTES", "UPTIME"}, out)
+}
