@@ -230,7 +230,7 @@ func init() {
 				var rows [][]string
 				for _, name := range slices.Sorted(maps.Keys(topics)) {
 					tc := topics[name]
-					rows = append(rows, []string{name, fmt.Sprint(tc.ReadQueueNums), fmt.Sprint(tc.WriteQueueNums), fmt.Sprint(tc.Perm), fmt.Sprint(tc.Order)})
+					rows = append(rows, []string{name, fmt.Sprint(tc.ReadQueueNums), fmt.Sprint(tc.WriteQueueNums), permString(tc.Perm), fmt.Sprint(tc.Order)})
 				}
 				return table(w, []string{"TOPIC", "READ", "WRITE", "PERM", "ORDER"}, rows)
 			}),
