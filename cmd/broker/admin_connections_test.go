@@ -135,6 +135,18 @@ func TestAdminConsumerProgress(t *testing.T) {
 	if code, out, _ := admin("producers", "connections", "--group", pgroup); code != 0 || !strings.Contains(out, pc.ConnectionSet[0].ClientID) {
 		t.Fatalf("producer connections table: %d\n%s", code, out)
 	}
+	// Deleting the group with its offsets puts its lag back to all.
+	if code, out, errs := admin("groups", "delete", "--group", group, "--clean-offsets", "--keep-topics"); code != 0 || !strings.Contains(out, "deleted") {
+		t.Fatalf("groups delete --clean-offsets: %d\n%s%s", code, out, errs)
+	}
+	if offs := env.Store.ConsumerOffsets(group); len(offs) != 0 {
+		t.Fatalf("offsets after groups delete --clean-offsets: %+v", offs)
+	}
+	adminJSON(t, admin, &g, "consumers", "progress", "--group", group, "--topic", topic)
+	if g.ConsumerOffset != 0 || g.Lag != consumed+notConsumed {
+		t.Fatalf("progress after the offsets were deleted: %+v", g)
+	}
+
 	if code, _, errs := admin("producers", "connections", "--group", brokertest.Name("nobody")); code != 1 || !strings.Contains(errs, "SYSTEM_ERROR (1)") || !strings.Contains(errs, "not online") {
 		t.Fatalf("offline producer group: %d %s", code, errs)
 	}

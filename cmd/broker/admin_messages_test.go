@@ -70,6 +70,21 @@ func TestAdminMessages(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].OffsetMsgID != sent[1].OffsetMsgID || msgs[0].Body != `{"n":1}` {
 		t.Fatalf("by unique key: %+v", msgs)
 	}
+	// The official client compresses a body over 4 KiB; the preview is of
+	// the plain text.
+	big := strings.Repeat("abcdefgh", 1024)
+	res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(big)))
+	if err != nil || res.Status != primitive.SendOK {
+		t.Fatalf("send: %v %v", res, err)
+	}
+	adminJSON(t, admin, &msgs, "messages", "by-id", "--id", res.OffsetMsgID, "--body-bytes", "10")
+	if len(msgs) != 1 || msgs[0].SysFlag&1 == 0 || msgs[0].BodySize >= len(big) || msgs[0].Body != big[:10] || !msgs[0].BodyTruncated {
+		t.Fatalf("a compressed body: %+v", msgs)
+	}
+	adminJSON(t, admin, &msgs, "messages", "by-id", "--id", res.OffsetMsgID, "--body-bytes", "-1")
+	if len(msgs) != 1 || msgs[0].Body != big || msgs[0].BodyTruncated {
+		t.Fatalf("a compressed body, whole: %d bytes, truncated %v", len(msgs[0].Body), msgs[0].BodyTruncated)
+	}
 	if code, _, errs := admin("messages", "by-key", "--key", "x"); code != 2 || !strings.Contains(errs, "--topic required") {
 		t.Fatalf("no topic: %d %s", code, errs)
 	}
