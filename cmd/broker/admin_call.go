@@ -150,12 +150,10 @@ type messageQueue struct {
 //
 // It returns the entries in the order written.
 func decodeQueueKeyed[V any](body []byte, field string) ([]queueEntry[V], error) {
-	key := []byte(`"` + field + `":`)
-	i := bytes.Index(body, key)
-	if i < 0 {
+	b, ok := fieldValue(body, field)
+	if !ok {
 		return nil, fmt.Errorf("no %s in the answer", field)
 	}
-	b := bytes.TrimLeft(body[i+len(key):], " \t\r\n")
 	next := func(v any) error {
 		d := json.NewDecoder(bytes.NewReader(b))
 		if err := d.Decode(v); err != nil {
@@ -207,14 +205,29 @@ func sortRows[T any](rows []T, key func(T) string) {
 // numberField reads a number field of a stats body, which is not JSON as
 // a whole (see decodeQueueKeyed).
 func numberField(body []byte, field string) (float64, bool) {
-	key := []byte(`"` + field + `":`)
-	i := bytes.Index(body, key)
-	if i < 0 {
+	b, ok := fieldValue(body, field)
+	if !ok {
 		return 0, false
 	}
 	var v float64
-	if json.NewDecoder(bytes.NewReader(body[i+len(key):])).Decode(&v) != nil {
+	if json.NewDecoder(bytes.NewReader(b)).Decode(&v) != nil {
 		return 0, false
 	}
 	return v, true
+}
+
+// fieldValue finds the first "field": in body and returns what follows
+// the colon, leading spaces dropped.
+func fieldValue(body []byte, field string) ([]byte, bool) {
+	key := []byte(`"` + field + `"`)
+	for {
+		i := bytes.Index(body, key)
+		if i < 0 {
+			return nil, false
+		}
+		body = bytes.TrimLeft(body[i+len(key):], " \t\r\n")
+		if len(body) > 0 && body[0] == ':' {
+			return bytes.TrimLeft(body[1:], " \t\r\n"), true
+		}
+	}
 }
