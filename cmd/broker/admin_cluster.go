@@ -17,7 +17,7 @@ import (
 // The cluster overview of mqadmin clusterList.
 func init() {
 	addAdminCommands(adminCommand{
-		group: "cluster", verb: "list", summary: "List the name server's brokers with each one's version, topics, connections and figures (GET_BROKER_CLUSTER_INFO, GET_BROKER_RUNTIME_INFO, GET_ALL_TOPIC_CONFIG)",
+		group: "cluster", verb: "list", summary: "List the name server's brokers: version, topics, connections, stored (GET_BROKER_CLUSTER_INFO, GET_BROKER_RUNTIME_INFO)",
 		args: func(fs *pflag.FlagSet) func() (any, error) {
 			ns := namesrvFlag(fs)
 			return func() (any, error) { return *ns, nil }

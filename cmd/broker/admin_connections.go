@@ -19,7 +19,7 @@ import (
 func init() {
 	addAdminCommands(
 		adminCommand{
-			group: "consumers", verb: "progress", summary: "Show a consumer group's offsets and lag per queue, or every group's total lag (GET_CONSUME_STATS)",
+			group: "consumers", verb: "progress", summary: "Show a group's offsets and lag per queue, or every group's lag (GET_CONSUME_STATS)",
 			args: func(fs *pflag.FlagSet) func() (any, error) {
 				var a progressArg
 				fs.StringVar(&a.Group, "group", "", "consumer group (default: every configured group's totals)")
@@ -35,7 +35,7 @@ func init() {
 			print: printProgress,
 		},
 		adminCommand{
-			group: "consumers", verb: "connections", summary: "List a consumer group's online clients and its subscriptions (GET_CONSUMER_CONNECTION_LIST)",
+			group: "consumers", verb: "connections", summary: "List a consumer group's online clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)",
 			args:  groupArg,
 			call:  callConsumerConnections,
 			print: printAs(printConsumerConnections),

@@ -24,19 +24,19 @@ func init() {
 			print: printAs(printGroups),
 		},
 		adminCommand{
-			group: "groups", verb: "create", summary: "Create a consumer group's configuration that does not exist (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)",
+			group: "groups", verb: "create", summary: "Create a consumer group's configuration (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)",
 			args:  groupConfigArgs(true),
 			call:  callGroupUpdate,
 			print: printAs(printGroups),
 		},
 		adminCommand{
-			group: "groups", verb: "update", summary: "Create a consumer group's configuration or change the settings given, keeping the others (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)",
+			group: "groups", verb: "update", summary: "Create a consumer group, or change only the settings given (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)",
 			args:  groupConfigArgs(false),
 			call:  callGroupUpdate,
 			print: printAs(printGroups),
 		},
 		adminCommand{
-			group: "groups", verb: "delete", summary: "Delete a consumer group's configuration, and its retry and dead-letter topics (DELETE_SUBSCRIPTIONGROUP, DELETE_TOPIC_IN_BROKER, DELETE_TOPIC_IN_NAMESRV)",
+			group: "groups", verb: "delete", summary: "Delete a consumer group and its %RETRY% and %DLQ% topics (DELETE_SUBSCRIPTIONGROUP, DELETE_TOPIC_IN_*)",
 			args:  groupDeleteArgs,
 			call:  callGroupDelete,
 			print: printAs(printDeleted),

@@ -28,7 +28,7 @@ import (
 func init() {
 	addAdminCommands(
 		adminCommand{
-			group: "messages", verb: "by-id", summary: "Show a message by its offsetMsgId (VIEW_MESSAGE_BY_ID), or by its client msgId with --topic (QUERY_MESSAGE)",
+			group: "messages", verb: "by-id", summary: "Show a message by offsetMsgId (VIEW_MESSAGE_BY_ID), or by client msgId with --topic",
 			args: func(fs *pflag.FlagSet) func() (any, error) {
 				var a messageQuery
 				fs.StringVar(&a.ID, "id", "", "the message's offsetMsgId, or its client msgId (UNIQ_KEY) with --topic (required)")

@@ -21,7 +21,7 @@ import (
 func init() {
 	addAdminCommands(
 		adminCommand{
-			group: "topics", verb: "route", summary: "Show a topic's route from the name server: brokers, addresses, queue counts (GET_ROUTEINFO_BY_TOPIC)",
+			group: "topics", verb: "route", summary: "Show a topic's brokers and queue counts from the name server (GET_ROUTEINFO_BY_TOPIC)",
 			args:  topicArgs(true),
 			call:  callTopicRoute,
 			print: printAs(printTopicRoute),
@@ -33,19 +33,19 @@ func init() {
 			print: printAs(printTopicStatus),
 		},
 		adminCommand{
-			group: "topics", verb: "create", summary: "Create a topic that does not exist (UPDATE_AND_CREATE_TOPIC)",
+			group: "topics", verb: "create", summary: "Create a topic that does not exist yet (UPDATE_AND_CREATE_TOPIC)",
 			args:  topicConfigArgs(true),
 			call:  callTopicUpdate,
 			print: printAs(printTopicRows),
 		},
 		adminCommand{
-			group: "topics", verb: "update", summary: "Create a topic or change the settings given, keeping the others (UPDATE_AND_CREATE_TOPIC)",
+			group: "topics", verb: "update", summary: "Create a topic, or change only the settings given (UPDATE_AND_CREATE_TOPIC)",
 			args:  topicConfigArgs(false),
 			call:  callTopicUpdate,
 			print: printAs(printTopicRows),
 		},
 		adminCommand{
-			group: "topics", verb: "delete", summary: "Delete a topic, its messages and offsets on the broker, and its route on the name server (DELETE_TOPIC_IN_BROKER, DELETE_TOPIC_IN_NAMESRV)",
+			group: "topics", verb: "delete", summary: "Delete a topic on the broker and the name server (DELETE_TOPIC_IN_BROKER, DELETE_TOPIC_IN_NAMESRV)",
 			args:  topicArgs(true),
 			call:  callTopicDelete,
 			print: printAs(printDeleted),
