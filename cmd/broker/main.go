@@ -10,7 +10,9 @@
 //	broker bench memory [flags]
 //	                            this broker's resident memory under load
 //	broker admin [--broker addr] <group> <verb> [flags]
-//	                            ask a running broker (plugins list, ...)
+//	                            ask a running broker and name server, as
+//	                            mqadmin does (cluster list, topics status,
+//	                            consumers progress, messages by-key, ...)
 //
 // Run "broker -h" or "broker <command> -h" for the flags. SIGHUP makes a
 // running broker reload the plugin list of its config file.
