@@ -42,6 +42,10 @@ func TestAdminMessages(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `7 bytes: "{\"n\":2}"`) || !strings.Contains(out, "property KEYS") || !strings.Contains(out, "1 found") {
 		t.Fatalf("by offsetMsgId, table: %d\n%s%s", code, out, errs)
 	}
+	// Without --broker, the broker the offsetMsgId names.
+	if code, out, errs := runCmd("admin", "messages", "by-id", "--id", sent[1].OffsetMsgID); code != 0 || !strings.Contains(out, sent[1].MsgID) {
+		t.Fatalf("by offsetMsgId, no --broker: %d\n%s%s", code, out, errs)
+	}
 	adminJSON(t, admin, &msgs, "messages", "by-id", "--id", sent[0].MsgID, "--topic", topic, "--body-bytes", "3")
 	if len(msgs) != 1 || msgs[0].OffsetMsgID != sent[0].OffsetMsgID || msgs[0].Body != `{"n` || !msgs[0].BodyTruncated {
 		t.Fatalf("by client msgId: %+v", msgs)

@@ -205,7 +205,6 @@ type topicConfigArg struct {
 	Write      *int
 	Perm       *int
 	Order      *bool
-	Namesrv    string
 	changedAny bool
 }
 
