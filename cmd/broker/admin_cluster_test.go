@@ -5,11 +5,13 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 // TestAdminClusterList lists the name server's broker with its figures
@@ -56,5 +58,77 @@ func TestAdminClusterList(t *testing.T) {
 	code, out, errs = runCmd("admin", "--broker", dead, "cluster", "list", "--namesrv", "")
 	if code != 1 || !strings.Contains(out, "unreachable") || !strings.Contains(errs, dead) {
 		t.Fatalf("a dead broker: %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestAdminTwoBrokers runs two brokers on one name server: cluster list
+// shows both, and topics status and consumers progress with --all add up
+// the queues of every broker of the route, as mqadmin does.
+func TestAdminTwoBrokers(t *testing.T) {
+	a := brokertest.Start(t)
+	b := brokertest.Start(t, func(c *server.Config) {
+		c.NamesrvListen = ""
+		c.NameServers = []string{a.NamesrvAddr}
+		c.Broker.BrokerName = "broker-b"
+	})
+	admin := adminRunner(a)
+	topic, group := brokertest.Name("T"), brokertest.Name("cg")
+	for _, env := range []*brokertest.Env{a, b} {
+		if code, _, errs := runCmd("admin", "--broker", env.BrokerAddr, "topics", "create", "--topic", topic, "--read-queues", "2", "--write-queues", "2"); code != 0 {
+			t.Fatalf("create on %s: %s", env.BrokerAddr, errs)
+		}
+	}
+	var cluster []clusterBroker
+	adminJSON(t, admin, &cluster, "cluster", "list", "--namesrv", a.NamesrvAddr)
+	if len(cluster) != 2 || cluster[0].BrokerName != broker.DefaultBrokerName || cluster[1].BrokerName != "broker-b" || cluster[1].Addr != b.BrokerAddr {
+		t.Fatalf("cluster list: %+v", cluster)
+	}
+
+	p := a.Producer(t)
+	send := func(n int) {
+		for i := 0; i < n; i++ {
+			if res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("m"))); err != nil || res.Status != primitive.SendOK {
+				t.Fatalf("send: %v %v", res, err)
+			}
+		}
+	}
+	const consumed, notConsumed = 12, 5
+	send(consumed)
+	var status []queueStatus
+	adminJSON(t, admin, &status, "topics", "status", "--topic", topic, "--all", "--namesrv", a.NamesrvAddr)
+	brokers, total := map[string]bool{}, int64(0)
+	for _, q := range status {
+		brokers[q.BrokerName] = true
+		total += q.MaxOffset
+	}
+	if len(status) != 4 || len(brokers) != 2 || total != consumed {
+		t.Fatalf("status --all: %+v", status)
+	}
+	adminJSON(t, admin, &status, "topics", "status", "--topic", topic)
+	if len(status) != 2 || status[0].BrokerName != broker.DefaultBrokerName {
+		t.Fatalf("status of one broker: %+v", status)
+	}
+
+	c := startLitePull(t, a, group, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for got := 0; got < consumed; {
+		msgs, err := c.Poll(ctx)
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("polled %d of %d: %v", got, consumed, err)
+		}
+		got += len(msgs)
+	}
+	if err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	send(notConsumed)
+	var g groupProgress
+	adminJSON(t, admin, &g, "consumers", "progress", "--group", group, "--topic", topic, "--all", "--namesrv", a.NamesrvAddr)
+	if len(g.Queues) != 4 || g.ConsumerOffset != consumed || g.Lag != notConsumed {
+		t.Fatalf("progress --all: %+v", g)
+	}
+	if code, _, errs := admin("consumers", "progress", "--all"); code != 2 || !strings.Contains(errs, "--all needs --group") {
+		t.Fatalf("--all without a group: %d %s", code, errs)
 	}
 }

@@ -24,9 +24,13 @@ func init() {
 				var a progressArg
 				fs.StringVar(&a.Group, "group", "", "consumer group (default: every configured group's totals)")
 				fs.StringVar(&a.Topic, "topic", "", "only this topic (default: every topic the group has offsets on)")
+				all := allBrokersFlags(fs)
 				return func() (any, error) {
 					if a.Group == "" && a.Topic != "" {
 						return nil, errors.New("--topic needs --group")
+					}
+					if a.Namesrv = all(); a.Namesrv != "" && a.Group == "" {
+						return nil, errors.New("--all needs --group")
 					}
 					return a, nil
 				}
@@ -60,7 +64,7 @@ func groupArg(fs *pflag.FlagSet) func() (any, error) {
 	}
 }
 
-type progressArg struct{ Group, Topic string }
+type progressArg struct{ Group, Topic, Namesrv string }
 
 // queueProgress is one queue of a group's progress.
 type queueProgress struct {
@@ -93,16 +97,33 @@ type groupSummary struct {
 	Lag          int64  `json:"lag"`          // over every topic the group has offsets on
 }
 
-// consumeStats asks GET_CONSUME_STATS for a group's queues.
-func consumeStats(ctx context.Context, s *adminSession, group, topic string) (groupProgress, error) {
+// consumeStats asks GET_CONSUME_STATS for a group's queues, of --broker,
+// or with namesrv of every master of the topic's route (the group's retry
+// topic's without a topic, as mqadmin consumerProgress does).
+func consumeStats(ctx context.Context, s *adminSession, group, topic, namesrv string) (groupProgress, error) {
 	g := groupProgress{Group: group, Queues: []queueProgress{}}
-	ext := map[string]string{"consumerGroup": group}
+	routeTopic := topic
+	if routeTopic == "" {
+		routeTopic = remoting.RetryGroupTopicPrefix + group
+	}
+	err := eachBroker(ctx, s, namesrv, routeTopic, func(addr string) error {
+		return addConsumeStats(ctx, s, addr, &g, topic)
+	})
+	sortRows(g.Queues, func(q queueProgress) string {
+		return fmt.Sprintf("%s\x00%s\x00%010d", q.Topic, q.BrokerName, q.QueueID)
+	})
+	return g, err
+}
+
+// addConsumeStats adds one broker's answer to g.
+func addConsumeStats(ctx context.Context, s *adminSession, addr string, g *groupProgress, topic string) error {
+	ext := map[string]string{"consumerGroup": g.Group}
 	if topic != "" {
 		ext["topic"] = topic
 	}
-	resp, err := s.invoke(ctx, s.broker, remoting.GetConsumeStats, ext, nil)
+	resp, err := s.invoke(ctx, addr, remoting.GetConsumeStats, ext, nil)
 	if err != nil {
-		return g, err
+		return err
 	}
 	entries, err := decodeQueueKeyed[struct {
 		BrokerOffset   int64 `json:"brokerOffset"`
@@ -110,7 +131,7 @@ func consumeStats(ctx context.Context, s *adminSession, group, topic string) (gr
 		LastTimestamp  int64 `json:"lastTimestamp"`
 	}](resp.Body, "offsetTable")
 	if err != nil {
-		return g, fmt.Errorf("%s: GET_CONSUME_STATS: %w", s.broker, err)
+		return fmt.Errorf("%s: GET_CONSUME_STATS: %w", addr, err)
 	}
 	for _, e := range entries {
 		q := queueProgress{Topic: e.Queue.Topic, BrokerName: e.Queue.BrokerName, QueueID: e.Queue.QueueID,
@@ -121,17 +142,15 @@ func consumeStats(ctx context.Context, s *adminSession, group, topic string) (gr
 		g.ConsumerOffset += q.ConsumerOffset
 		g.Lag += q.Lag
 	}
-	sortRows(g.Queues, func(q queueProgress) string {
-		return fmt.Sprintf("%s\x00%s\x00%010d", q.Topic, q.BrokerName, q.QueueID)
-	})
-	g.ConsumeTPS, _ = numberField(resp.Body, "consumeTps")
-	return g, nil
+	tps, _ := numberField(resp.Body, "consumeTps")
+	g.ConsumeTPS += tps
+	return nil
 }
 
 func callProgress(ctx context.Context, s *adminSession, args any) (any, error) {
 	a := args.(progressArg)
 	if a.Group != "" {
-		return consumeStats(ctx, s, a.Group, a.Topic)
+		return consumeStats(ctx, s, a.Group, a.Topic, a.Namesrv)
 	}
 	groups, err := brokerGroups(ctx, s)
 	if err != nil {
@@ -141,7 +160,7 @@ func callProgress(ctx context.Context, s *adminSession, args any) (any, error) {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		row := groupSummary{Group: name}
-		g, err := consumeStats(ctx, s, name, "")
+		g, err := consumeStats(ctx, s, name, "", "")
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -46,27 +46,7 @@ func TestAdminConsumerProgress(t *testing.T) {
 	send(consumed)
 
 	instance := brokertest.Name("lite")
-	c, err := client.NewLitePullConsumer(client.LitePullOptions{
-		ConsumerOptions: client.ConsumerOptions{
-			Client: client.ClientOptions{NameServers: []string{env.NamesrvAddr}, InstanceName: instance, Logger: brokertest.Logger()},
-			Group:  group, ConsumeFrom: client.ConsumeFromFirstOffset,
-		},
-		ManualCommit: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Subscribe(topic, client.Selector{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Shutdown(ctx)
-	})
+	c := startLitePull(t, env, group, topic, instance)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for got := 0; got < consumed; {
@@ -153,4 +133,40 @@ func TestAdminConsumerProgress(t *testing.T) {
 	if code, _, errs := admin("consumers", "progress", "--topic", topic); code != 2 || !strings.Contains(errs, "--topic needs --group") {
 		t.Fatalf("--topic alone: %d %s", code, errs)
 	}
+}
+
+// startLitePull starts this repository's lite pull consumer of group on
+// topic, committing only when told, and shuts it down when the test ends.
+// The instance name, when given, is the second half of its client id.
+func startLitePull(t *testing.T, env *brokertest.Env, group, topic string, instance ...string) *client.LitePullConsumer {
+	t.Helper()
+	name := brokertest.Name("lite")
+	if len(instance) > 0 {
+		name = instance[0]
+	}
+	c, err := client.NewLitePullConsumer(client.LitePullOptions{
+		ConsumerOptions: client.ConsumerOptions{
+			Client: client.ClientOptions{NameServers: []string{env.NamesrvAddr}, InstanceName: name, Logger: brokertest.Logger()},
+			Group:  group, ConsumeFrom: client.ConsumeFromFirstOffset,
+			// Every queue of the route; a broker's assignment (QUERY_ASSIGNMENT)
+			// covers its own queues only.
+			ClientAllocation: true,
+		},
+		ManualCommit: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe(topic, client.Selector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Shutdown(ctx)
+	})
+	return c
 }

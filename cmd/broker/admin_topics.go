@@ -28,7 +28,19 @@ func init() {
 		},
 		adminCommand{
 			group: "topics", verb: "status", summary: "Show each queue's min and max offset and last store time (GET_TOPIC_STATS_INFO)",
-			args:  topicArgs(false),
+			args: func(fs *pflag.FlagSet) func() (any, error) {
+				topic := topicArgs(false)(fs)
+				all := allBrokersFlags(fs)
+				return func() (any, error) {
+					a, err := topic()
+					if err != nil {
+						return nil, err
+					}
+					ta := a.(topicArg)
+					ta.Namesrv = all()
+					return ta, nil
+				}
+			},
 			call:  callTopicStatus,
 			print: printAs(printTopicStatus),
 		},
@@ -152,27 +164,80 @@ type queueStatus struct {
 	LastUpdateTimestamp int64  `json:"lastUpdateTimestamp"` // ms, 0 when the queue is empty
 }
 
+// callTopicStatus asks --broker, or with --all every master of the
+// topic's route, as mqadmin topicStatus does.
 func callTopicStatus(ctx context.Context, s *adminSession, args any) (any, error) {
 	a := args.(topicArg)
-	resp, err := s.invoke(ctx, s.broker, remoting.GetTopicStatsInfo, map[string]string{"topic": a.Topic}, nil)
-	if err != nil {
-		return nil, err
-	}
-	entries, err := decodeQueueKeyed[struct {
-		MinOffset           int64 `json:"minOffset"`
-		MaxOffset           int64 `json:"maxOffset"`
-		LastUpdateTimestamp int64 `json:"lastUpdateTimestamp"`
-	}](resp.Body, "offsetTable")
-	if err != nil {
-		return nil, err
-	}
 	rows := []queueStatus{}
-	for _, e := range entries {
-		rows = append(rows, queueStatus{Topic: e.Queue.Topic, BrokerName: e.Queue.BrokerName, QueueID: e.Queue.QueueID,
-			MinOffset: e.Value.MinOffset, MaxOffset: e.Value.MaxOffset, LastUpdateTimestamp: e.Value.LastUpdateTimestamp})
-	}
+	err := eachBroker(ctx, s, a.Namesrv, a.Topic, func(addr string) error {
+		resp, err := s.invoke(ctx, addr, remoting.GetTopicStatsInfo, map[string]string{"topic": a.Topic}, nil)
+		if err != nil {
+			return err
+		}
+		entries, err := decodeQueueKeyed[struct {
+			MinOffset           int64 `json:"minOffset"`
+			MaxOffset           int64 `json:"maxOffset"`
+			LastUpdateTimestamp int64 `json:"lastUpdateTimestamp"`
+		}](resp.Body, "offsetTable")
+		if err != nil {
+			return fmt.Errorf("%s: GET_TOPIC_STATS_INFO: %w", addr, err)
+		}
+		for _, e := range entries {
+			rows = append(rows, queueStatus{Topic: e.Queue.Topic, BrokerName: e.Queue.BrokerName, QueueID: e.Queue.QueueID,
+				MinOffset: e.Value.MinOffset, MaxOffset: e.Value.MaxOffset, LastUpdateTimestamp: e.Value.LastUpdateTimestamp})
+		}
+		return nil
+	})
 	sortRows(rows, func(r queueStatus) string { return fmt.Sprintf("%s\x00%s\x00%010d", r.Topic, r.BrokerName, r.QueueID) })
-	return rows, nil
+	return rows, err
+}
+
+// allBrokersFlags declares --all and --namesrv for a command that asks
+// --broker, or every master broker of a route. It returns the name
+// server to ask for the route, "" without --all.
+func allBrokersFlags(fs *pflag.FlagSet) func() string {
+	all := fs.Bool("all", false, "ask every master broker of the route on --namesrv, not only --broker")
+	ns := namesrvFlag(fs)
+	return func() string {
+		if !*all {
+			return ""
+		}
+		return *ns
+	}
+}
+
+// eachBroker calls fn with --broker when namesrv is "", else with the
+// address of every master broker of topic's route on namesrv. It goes on
+// after a broker fails; when some did, the error is a *partialError, or
+// the only error when every broker failed.
+func eachBroker(ctx context.Context, s *adminSession, namesrv, topic string, fn func(addr string) error) error {
+	addrs := []string{s.broker}
+	if namesrv != "" {
+		var rd remoting.TopicRouteData
+		if err := s.invokeJSON(ctx, namesrv, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, &rd); err != nil {
+			return err
+		}
+		addrs = addrs[:0]
+		for _, bd := range rd.BrokerDatas {
+			if addr, ok := bd.BrokerAddrs[0]; ok {
+				addrs = append(addrs, addr)
+			}
+		}
+		slices.Sort(addrs)
+	}
+	var errs []error
+	for _, addr := range addrs {
+		if err := fn(addr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case len(errs) == 0:
+		return nil
+	case len(errs) == len(addrs):
+		return errors.Join(errs...)
+	}
+	return &partialError{errs}
 }
 
 func printTopicStatus(w io.Writer, rows []queueStatus) error {
