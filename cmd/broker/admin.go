@@ -91,7 +91,7 @@ func runAdmin(args []string, stdout, stderr io.Writer) int {
 	global.SetInterspersed(false) // the group and verb end the global flags
 	var (
 		addr    = global.String("broker", "127.0.0.1:10911", "the broker's address")
-		asJSON  = global.Bool("json", false, "print the broker's JSON answer as it is")
+		asJSON  = global.Bool("json", false, "print the answer as one line of JSON: the broker's for admin commands, the table's rows for the others")
 		timeout = global.Duration("timeout", adminTimeout, "give up after this long")
 		ak      = global.String("access-key", os.Getenv("RMQ_ACCESS_KEY"), "an admin account's access key, when the broker checks access (env RMQ_ACCESS_KEY)")
 		sk      = global.String("secret-key", "", "that account's secret key (default: env RMQ_SECRET_KEY)")
