@@ -25,7 +25,7 @@ import (
 // value's JSON, one line, with the field names of the table's columns.
 // They do not print the raw bodies: GET_CONSUME_STATS and
 // GET_TOPIC_STATS_INFO are written the fastjson way (objects as map keys),
-// which is not JSON, and a verb often joins several answers.
+// which is not JSON, and a verb often joins several answers (RATIONALE.md).
 
 // adminSession is what a call has to talk to: the client, the broker's
 // address (--broker) and the account that signs requests.
@@ -47,7 +47,7 @@ func (e *codeError) Error() string {
 	return fmt.Sprintf("%s: %s (%d): %s", e.addr, remoting.ResponseCode(e.code), e.code, e.remark)
 }
 
-// remoteError formats a failed answer of the broker's admin command.
+// remoteError is the error of an answer other than SUCCESS from addr.
 func remoteError(addr string, resp *remoting.Command) error {
 	return &codeError{addr: addr, code: resp.Code, remark: resp.Remark}
 }
@@ -65,7 +65,7 @@ func (s *adminSession) invoke(ctx context.Context, addr string, code int16, ext 
 		return nil, fmt.Errorf("%s: %s: %w", addr, remoting.RequestCode(code), err)
 	}
 	if resp.Code != remoting.Success {
-		return nil, &codeError{addr: addr, code: resp.Code, remark: resp.Remark}
+		return nil, remoteError(addr, resp)
 	}
 	return resp, nil
 }

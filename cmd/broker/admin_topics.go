@@ -306,6 +306,9 @@ func topicConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 			if set("order") {
 				a.Order = order
 			}
+			if !a.changedAny {
+				return nil, errors.New("nothing to change: give --read-queues, --write-queues, --perm or --order")
+			}
 			return a, nil
 		}
 	}
@@ -357,8 +360,6 @@ func callTopicUpdate(ctx context.Context, s *adminSession, args any) (any, error
 		return nil, fmt.Errorf("topic %s exists on %s (change it with topics update)", a.Topic, s.broker)
 	case !exists:
 		tc = remoting.TopicConfig{TopicName: a.Topic, ReadQueueNums: 8, WriteQueueNums: 8, Perm: remoting.PermRead | remoting.PermWrite, TopicFilterType: "SINGLE_TAG"}
-	case !a.changedAny:
-		return nil, errors.New("nothing to change: give --read-queues, --write-queues, --perm or --order")
 	}
 	if a.Read != nil {
 		tc.ReadQueueNums = *a.Read

@@ -85,7 +85,7 @@ func TestAdminTopics(t *testing.T) {
 	if len(rows) != 1 || rows[0].Perm != 4 || rows[0].ReadQueueNums != 4 || rows[0].WriteQueueNums != 4 {
 		t.Fatalf("update --perm R: %+v", rows)
 	}
-	if code, _, errs := admin("topics", "update", "--topic", topic); code != 1 || !strings.Contains(errs, "nothing to change") {
+	if code, _, errs := admin("topics", "update", "--topic", topic); code != 2 || !strings.Contains(errs, "nothing to change") {
 		t.Fatalf("update without a change: %d %s", code, errs)
 	}
 	if code, _, errs := admin("topics", "update", "--topic", topic, "--write-queues", "9"); code != 1 || !strings.Contains(errs, "SYSTEM_ERROR (1)") {
