@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,12 @@ func TestAdminConsumerProgress(t *testing.T) {
 	}
 	if code, out, _ := admin("producers", "connections", "--group", pgroup); code != 0 || !strings.Contains(out, pc.ConnectionSet[0].ClientID) {
 		t.Fatalf("producer connections table: %d\n%s", code, out)
+	}
+	// The consumer's heartbeat created the group's configuration.
+	var groups []broker.SubscriptionGroupConfig
+	adminJSON(t, admin, &groups, "groups", "list")
+	if i := slices.IndexFunc(groups, func(gc broker.SubscriptionGroupConfig) bool { return gc.GroupName == group }); i < 0 || !groups[i].AutoCreated {
+		t.Fatalf("groups list: %s not auto-created in %+v", group, groups)
 	}
 	// Deleting the group with its offsets puts its lag back to all.
 	if code, out, errs := admin("groups", "delete", "--group", group, "--clean-offsets", "--keep-topics"); code != 0 || !strings.Contains(out, "deleted") {
