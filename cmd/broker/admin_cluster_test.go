@@ -73,10 +73,18 @@ func TestAdminTwoBrokers(t *testing.T) {
 	})
 	admin := adminRunner(a)
 	topic, group := brokertest.Name("T"), brokertest.Name("cg")
+	var created []topicRow
+	adminJSON(t, admin, &created, "topics", "create", "--topic", topic, "--read-queues", "2", "--write-queues", "2", "--cluster", broker.DefaultClusterName, "--namesrv", a.NamesrvAddr)
+	if len(created) != 2 || created[0].Addr == created[1].Addr || created[0].ReadQueueNums != 2 || created[1].WriteQueueNums != 2 {
+		t.Fatalf("create --cluster: %+v", created)
+	}
 	for _, env := range []*brokertest.Env{a, b} {
-		if code, _, errs := runCmd("admin", "--broker", env.BrokerAddr, "topics", "create", "--topic", topic, "--read-queues", "2", "--write-queues", "2"); code != 0 {
-			t.Fatalf("create on %s: %s", env.BrokerAddr, errs)
+		if _, ok := env.Broker.Topics()[topic]; !ok {
+			t.Fatalf("create --cluster: not on %s", env.BrokerAddr)
 		}
+	}
+	if code, _, errs := admin("topics", "create", "--topic", topic, "--cluster", "NoSuchCluster", "--namesrv", a.NamesrvAddr); code != 1 || !strings.Contains(errs, "NoSuchCluster") {
+		t.Fatalf("create on an unknown cluster: %d %s", code, errs)
 	}
 	var cluster []clusterBroker
 	adminJSON(t, admin, &cluster, "cluster", "list", "--namesrv", a.NamesrvAddr)
@@ -130,5 +138,22 @@ func TestAdminTwoBrokers(t *testing.T) {
 	}
 	if code, _, errs := admin("consumers", "progress", "--all"); code != 2 || !strings.Contains(errs, "--all needs --group") {
 		t.Fatalf("--all without a group: %d %s", code, errs)
+	}
+
+	adminJSON(t, admin, &created, "topics", "update", "--topic", topic, "--perm", "R", "--cluster", broker.DefaultClusterName, "--namesrv", a.NamesrvAddr)
+	if len(created) != 2 || created[0].Perm != 4 || created[1].Perm != 4 || created[1].ReadQueueNums != 2 {
+		t.Fatalf("update --cluster: %+v", created)
+	}
+	code, out, errs := admin("topics", "delete", "--topic", topic, "--cluster", broker.DefaultClusterName, "--namesrv", a.NamesrvAddr)
+	if code != 0 || strings.Count(out, "deleted") != 3 || !strings.Contains(out, b.BrokerAddr) {
+		t.Fatalf("delete --cluster: %d\n%s%s", code, out, errs)
+	}
+	for _, env := range []*brokertest.Env{a, b} {
+		if _, ok := env.Broker.Topics()[topic]; ok {
+			t.Fatalf("delete --cluster: still on %s", env.BrokerAddr)
+		}
+	}
+	if code, _, errs := admin("topics", "route", "--topic", topic, "--namesrv", a.NamesrvAddr); code != 1 || !strings.Contains(errs, "TOPIC_NOT_EXIST") {
+		t.Fatalf("route after delete --cluster: %d %s", code, errs)
 	}
 }

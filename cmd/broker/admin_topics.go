@@ -58,7 +58,19 @@ func init() {
 		},
 		adminCommand{
 			group: "topics", verb: "delete", summary: "Delete a topic on the broker and the name server (DELETE_TOPIC_IN_BROKER, DELETE_TOPIC_IN_NAMESRV)",
-			args:  topicArgs(true),
+			args: func(fs *pflag.FlagSet) func() (any, error) {
+				topic := topicArgs(true)(fs)
+				cluster := clusterFlag(fs)
+				return func() (any, error) {
+					a, err := topic()
+					if err != nil {
+						return nil, err
+					}
+					ta := a.(topicArg)
+					ta.Cluster = *cluster
+					return ta, nil
+				}
+			},
 			call:  callTopicDelete,
 			print: printAs(printDeleted),
 		},
@@ -77,6 +89,7 @@ func namesrvFlag(fs *pflag.FlagSet) *string {
 type topicArg struct {
 	Topic   string
 	Namesrv string
+	Cluster string // every master of this cluster, not --broker
 }
 
 func topicArgs(namesrv bool) func(fs *pflag.FlagSet) func() (any, error) {
@@ -95,6 +108,38 @@ func topicArgs(namesrv bool) func(fs *pflag.FlagSet) func() (any, error) {
 			return a, nil
 		}
 	}
+}
+
+// clusterFlag declares --cluster on a command that changes --broker, or
+// every master broker of a cluster, as mqadmin's -b and -c.
+func clusterFlag(fs *pflag.FlagSet) *string {
+	return fs.String("cluster", "", "every master broker of this cluster on --namesrv, not only --broker")
+}
+
+// brokerAddrs returns --broker, or with cluster the address of every
+// master broker of the cluster on namesrv (GET_BROKER_CLUSTER_INFO).
+func brokerAddrs(ctx context.Context, s *adminSession, namesrv, cluster string) ([]string, error) {
+	if cluster == "" {
+		return []string{s.broker}, nil
+	}
+	if namesrv == "" {
+		return nil, errors.New("--cluster needs --namesrv")
+	}
+	var info remoting.ClusterInfo
+	if err := s.invokeJSON(ctx, namesrv, remoting.GetBrokerClusterInfo, nil, &info); err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, name := range info.ClusterAddrTable[cluster] {
+		if addr, ok := info.BrokerAddrTable[name].BrokerAddrs[0]; ok {
+			addrs = append(addrs, addr)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("name server %s knows no master broker of cluster %q", namesrv, cluster)
+	}
+	slices.Sort(addrs)
+	return addrs, nil
 }
 
 // routeRow is one broker address of a topic's route.
@@ -270,6 +315,8 @@ type topicConfigArg struct {
 	Write      *int
 	Perm       *int
 	Order      *bool
+	Namesrv    string
+	Cluster    string // every master of this cluster, not --broker
 	changedAny bool
 }
 
@@ -280,11 +327,13 @@ func topicConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 		write := fs.Int("write-queues", 8, "queues producers write (at most --read-queues)")
 		perm := fs.String("perm", "6", "permission: 6 or RW (read and write), 4 or R (read only), 2 or W (write only)")
 		order := fs.Bool("order", false, "the topic is ordered")
+		cluster := clusterFlag(fs)
+		ns := namesrvFlag(fs)
 		return func() (any, error) {
 			if *topic == "" {
 				return nil, errors.New("--topic required")
 			}
-			a := topicConfigArg{Topic: *topic, Create: create}
+			a := topicConfigArg{Topic: *topic, Create: create, Cluster: *cluster, Namesrv: *ns}
 			set := func(flag string) bool {
 				ok := create || fs.Changed(flag)
 				a.changedAny = a.changedAny || ok
@@ -332,6 +381,7 @@ func parsePerm(s string) (int, error) {
 
 // topicRow is a topic's configuration as "topics create|update" print it.
 type topicRow struct {
+	Addr           string `json:"addr"` // the broker
 	Topic          string `json:"topic"`
 	ReadQueueNums  int    `json:"readQueueNums"`
 	WriteQueueNums int    `json:"writeQueueNums"`
@@ -348,16 +398,44 @@ func brokerTopics(ctx context.Context, s *adminSession, addr string) (map[string
 	return w.TopicConfigTable, nil
 }
 
+// callTopicUpdate creates or changes the topic on --broker, or on every
+// master of --cluster, as mqadmin updateTopic -b or -c.
 func callTopicUpdate(ctx context.Context, s *adminSession, args any) (any, error) {
 	a := args.(topicConfigArg)
-	topics, err := brokerTopics(ctx, s, s.broker)
+	addrs, err := brokerAddrs(ctx, s, a.Namesrv, a.Cluster)
 	if err != nil {
 		return nil, err
+	}
+	rows := []topicRow{}
+	var errs []error
+	for _, addr := range addrs {
+		row, err := updateTopicOn(ctx, s, addr, a)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rows = append(rows, row)
+	}
+	switch {
+	case len(errs) == len(addrs):
+		return nil, errors.Join(errs...)
+	case len(errs) > 0:
+		return rows, &partialError{errs}
+	}
+	return rows, nil
+}
+
+// updateTopicOn creates or changes the topic on the broker at addr and
+// returns what the broker holds afterwards.
+func updateTopicOn(ctx context.Context, s *adminSession, addr string, a topicConfigArg) (topicRow, error) {
+	topics, err := brokerTopics(ctx, s, addr)
+	if err != nil {
+		return topicRow{}, err
 	}
 	tc, exists := topics[a.Topic]
 	switch {
 	case exists && a.Create:
-		return nil, fmt.Errorf("topic %s exists on %s (change it with topics update)", a.Topic, s.broker)
+		return topicRow{}, fmt.Errorf("topic %s exists on %s (change it with topics update)", a.Topic, addr)
 	case !exists:
 		tc = remoting.TopicConfig{TopicName: a.Topic, ReadQueueNums: 8, WriteQueueNums: 8, Perm: remoting.PermRead | remoting.PermWrite, TopicFilterType: "SINGLE_TAG"}
 	}
@@ -382,26 +460,26 @@ func callTopicUpdate(ctx context.Context, s *adminSession, args any) (any, error
 		"perm": strconv.Itoa(tc.Perm), "topicFilterType": tc.TopicFilterType,
 		"topicSysFlag": strconv.Itoa(tc.TopicSysFlag), "order": strconv.FormatBool(tc.Order),
 	}
-	if _, err := s.invoke(ctx, s.broker, remoting.UpdateAndCreateTopic, ext, nil); err != nil {
-		return nil, err
+	if _, err := s.invoke(ctx, addr, remoting.UpdateAndCreateTopic, ext, nil); err != nil {
+		return topicRow{}, err
 	}
 	// Print what the broker holds now, not what was asked.
-	if topics, err = brokerTopics(ctx, s, s.broker); err != nil {
-		return nil, err
+	if topics, err = brokerTopics(ctx, s, addr); err != nil {
+		return topicRow{}, err
 	}
 	tc, ok := topics[a.Topic]
 	if !ok {
-		return nil, fmt.Errorf("%s answered UPDATE_AND_CREATE_TOPIC but does not list %s", s.broker, a.Topic)
+		return topicRow{}, fmt.Errorf("%s answered UPDATE_AND_CREATE_TOPIC but does not list %s", addr, a.Topic)
 	}
-	return []topicRow{{Topic: tc.TopicName, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order}}, nil
+	return topicRow{Addr: addr, Topic: tc.TopicName, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order}, nil
 }
 
 func printTopicRows(w io.Writer, rows []topicRow) error {
 	var out [][]string
 	for _, r := range rows {
-		out = append(out, []string{r.Topic, fmt.Sprint(r.ReadQueueNums), fmt.Sprint(r.WriteQueueNums), permString(r.Perm), fmt.Sprint(r.Order)})
+		out = append(out, []string{r.Addr, r.Topic, fmt.Sprint(r.ReadQueueNums), fmt.Sprint(r.WriteQueueNums), permString(r.Perm), fmt.Sprint(r.Order)})
 	}
-	return table(w, []string{"TOPIC", "READ", "WRITE", "PERM", "ORDER"}, out)
+	return table(w, []string{"BROKER", "TOPIC", "READ", "WRITE", "PERM", "ORDER"}, out)
 }
 
 // deletedRow is one thing a delete command removed, and where.
@@ -413,8 +491,14 @@ type deletedRow struct {
 	Result string `json:"result"` // "deleted", or the error
 }
 
+// callTopicDelete deletes the topic on --broker, or on every master of
+// --cluster, then on the name server, as mqadmin deleteTopic does.
 func callTopicDelete(ctx context.Context, s *adminSession, args any) (any, error) {
 	a := args.(topicArg)
+	addrs, err := brokerAddrs(ctx, s, a.Namesrv, a.Cluster)
+	if err != nil {
+		return nil, err
+	}
 	rows := []deletedRow{}
 	var errs []error
 	del := func(where, addr string, code int16) {
@@ -425,9 +509,12 @@ func callTopicDelete(ctx context.Context, s *adminSession, args any) (any, error
 		}
 		rows = append(rows, row)
 	}
-	del("broker", s.broker, remoting.DeleteTopicInBroker)
+	for _, addr := range addrs {
+		del("broker", addr, remoting.DeleteTopicInBroker)
+	}
 	if len(errs) > 0 {
-		return nil, errs[0] // the route stays while the broker keeps the topic
+		// The route stays while a broker keeps the topic.
+		return rows, &partialError{errs}
 	}
 	if a.Namesrv != "" {
 		del("namesrv", a.Namesrv, remoting.DeleteTopicInNamesrv)
