@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,27 @@ func TestAdminTwoBrokers(t *testing.T) {
 	}
 	if code, _, errs := admin("topics", "route", "--topic", topic, "--namesrv", a.NamesrvAddr); code != 1 || !strings.Contains(errs, "TOPIC_NOT_EXIST") {
 		t.Fatalf("route after delete --cluster: %d %s", code, errs)
+	}
+
+	g2 := brokertest.Name("cg")
+	var groups []groupRow
+	adminJSON(t, admin, &groups, "groups", "create", "--group", g2, "--retry-max", "2", "--cluster", broker.DefaultClusterName, "--namesrv", a.NamesrvAddr)
+	if len(groups) != 2 || groups[0].Addr == groups[1].Addr || groups[0].RetryMaxTimes != 2 || groups[1].RetryMaxTimes != 2 {
+		t.Fatalf("groups create --cluster: %+v", groups)
+	}
+	a.KnowGroup(t, g2)
+	b.KnowGroup(t, g2)
+	code, out, errs = admin("groups", "delete", "--group", g2, "--cluster", broker.DefaultClusterName, "--namesrv", a.NamesrvAddr)
+	if code != 0 || strings.Count(out, "deleted") != 5 {
+		t.Fatalf("groups delete --cluster: %d\n%s%s", code, out, errs)
+	}
+	for _, env := range []*brokertest.Env{a, b} {
+		if _, ok := env.Broker.Topics()[broker.RetryGroupTopicPrefix+g2]; ok {
+			t.Fatalf("groups delete --cluster: the retry topic is still on %s", env.BrokerAddr)
+		}
+		adminJSON(t, adminRunner(env), &groups, "groups", "list")
+		if slices.ContainsFunc(groups, func(r groupRow) bool { return r.GroupName == g2 }) {
+			t.Fatalf("groups delete --cluster: %s still on %s", g2, env.BrokerAddr)
+		}
 	}
 }

@@ -152,7 +152,7 @@ func callProgress(ctx context.Context, s *adminSession, args any) (any, error) {
 	if a.Group != "" {
 		return consumeStats(ctx, s, a.Group, a.Topic, a.Namesrv)
 	}
-	groups, err := brokerGroups(ctx, s)
+	groups, err := brokerGroups(ctx, s, s.broker)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/pflag"
@@ -44,31 +46,38 @@ func init() {
 	)
 }
 
-// brokerGroups reads the broker's group table (GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
-func brokerGroups(ctx context.Context, s *adminSession) (map[string]broker.SubscriptionGroupConfig, error) {
+// brokerGroups reads a broker's group table (GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
+func brokerGroups(ctx context.Context, s *adminSession, addr string) (map[string]broker.SubscriptionGroupConfig, error) {
 	var w struct {
 		SubscriptionGroupTable map[string]broker.SubscriptionGroupConfig `json:"subscriptionGroupTable"`
 	}
-	if err := s.invokeJSON(ctx, s.broker, remoting.GetAllSubscriptionGroupConfig, nil, &w); err != nil {
+	if err := s.invokeJSON(ctx, addr, remoting.GetAllSubscriptionGroupConfig, nil, &w); err != nil {
 		return nil, err
 	}
 	return w.SubscriptionGroupTable, nil
 }
 
+// groupRow is a group's configuration on a broker: the broker's JSON with
+// the broker's address.
+type groupRow struct {
+	Addr string `json:"addr"`
+	broker.SubscriptionGroupConfig
+}
+
 func callGroupList(ctx context.Context, s *adminSession, _ any) (any, error) {
-	groups, err := brokerGroups(ctx, s)
+	groups, err := brokerGroups(ctx, s, s.broker)
 	if err != nil {
 		return nil, err
 	}
-	rows := []broker.SubscriptionGroupConfig{}
+	rows := []groupRow{}
 	for _, gc := range groups {
-		rows = append(rows, gc)
+		rows = append(rows, groupRow{s.broker, gc})
 	}
-	sortRows(rows, func(gc broker.SubscriptionGroupConfig) string { return gc.GroupName })
+	sortRows(rows, func(r groupRow) string { return r.GroupName })
 	return rows, nil
 }
 
-func printGroups(w io.Writer, rows []broker.SubscriptionGroupConfig) error {
+func printGroups(w io.Writer, rows []groupRow) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no consumer group configurations")
 		return err
@@ -79,10 +88,10 @@ func printGroups(w io.Writer, rows []broker.SubscriptionGroupConfig) error {
 		if strategy == "" {
 			strategy = "-"
 		}
-		out = append(out, []string{gc.GroupName, fmt.Sprint(gc.ConsumeEnable), fmt.Sprint(gc.ConsumeBroadcastEnable), fmt.Sprint(gc.ConsumeFromMinEnable),
+		out = append(out, []string{gc.Addr, gc.GroupName, fmt.Sprint(gc.ConsumeEnable), fmt.Sprint(gc.ConsumeBroadcastEnable), fmt.Sprint(gc.ConsumeFromMinEnable),
 			fmt.Sprint(gc.RetryQueueNums), fmt.Sprint(gc.RetryMaxTimes), fmt.Sprint(gc.NotifyConsumerIdsChangedEnable), strategy, fmt.Sprint(gc.AutoCreated)})
 	}
-	return table(w, []string{"GROUP", "CONSUME", "BROADCAST", "FROM MIN", "RETRY QUEUES", "MAX RETRIES", "NOTIFY IDS", "STRATEGY", "AUTO CREATED"}, out)
+	return table(w, []string{"BROKER", "GROUP", "CONSUME", "BROADCAST", "FROM MIN", "RETRY QUEUES", "MAX RETRIES", "NOTIFY IDS", "STRATEGY", "AUTO CREATED"}, out)
 }
 
 // groupConfigArg is the arguments of "groups create" and "groups update":
@@ -96,6 +105,8 @@ type groupConfigArg struct {
 	RetryQueueNums *int
 	RetryMaxTimes  *int
 	Notify         *bool
+	Namesrv        string
+	Cluster        string // every master of this cluster, not --broker
 }
 
 func groupConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
@@ -107,11 +118,13 @@ func groupConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 		retryQueues := fs.Int("retry-queues", 1, "queues of the group's retry topic; 0: no retries (retryQueueNums)")
 		retryMax := fs.Int("retry-max", broker.DefaultMaxReconsumeTimes, "retries before a message goes to the dead-letter topic (retryMaxTimes)")
 		notify := fs.Bool("notify-ids-changed", true, "tell consumers when the group's members change (notifyConsumerIdsChangedEnable)")
+		cluster := clusterFlag(fs)
+		ns := namesrvFlag(fs)
 		return func() (any, error) {
 			if *group == "" {
 				return nil, errors.New("--group required")
 			}
-			a := groupConfigArg{Group: *group, Create: create}
+			a := groupConfigArg{Group: *group, Create: create, Cluster: *cluster, Namesrv: *ns}
 			if fs.Changed("consume") {
 				a.Consume = consume
 			}
@@ -142,15 +155,43 @@ func defaultGroup(name string) broker.SubscriptionGroupConfig {
 		RetryQueueNums: 1, RetryMaxTimes: broker.DefaultMaxReconsumeTimes, WhichBrokerWhenConsumeSlowly: 1, NotifyConsumerIdsChangedEnable: true}
 }
 
+// callGroupUpdate creates or changes the group on --broker, or on every
+// master of --cluster, as mqadmin updateSubGroup -b or -c.
 func callGroupUpdate(ctx context.Context, s *adminSession, args any) (any, error) {
 	a := args.(groupConfigArg)
-	groups, err := brokerGroups(ctx, s)
+	addrs, err := brokerAddrs(ctx, s, a.Namesrv, a.Cluster)
 	if err != nil {
 		return nil, err
 	}
+	rows := []groupRow{}
+	var errs []error
+	for _, addr := range addrs {
+		gc, err := updateGroupOn(ctx, s, addr, a)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rows = append(rows, groupRow{addr, gc})
+	}
+	switch {
+	case len(errs) == len(addrs):
+		return nil, errors.Join(errs...)
+	case len(errs) > 0:
+		return rows, &partialError{errs}
+	}
+	return rows, nil
+}
+
+// updateGroupOn creates or changes the group on the broker at addr and
+// returns what the broker holds afterwards.
+func updateGroupOn(ctx context.Context, s *adminSession, addr string, a groupConfigArg) (broker.SubscriptionGroupConfig, error) {
+	groups, err := brokerGroups(ctx, s, addr)
+	if err != nil {
+		return broker.SubscriptionGroupConfig{}, err
+	}
 	gc, exists := groups[a.Group]
 	if exists && a.Create {
-		return nil, fmt.Errorf("consumer group %s has a configuration on %s (change it with groups update)", a.Group, s.broker)
+		return gc, fmt.Errorf("consumer group %s has a configuration on %s (change it with groups update)", a.Group, addr)
 	}
 	if !exists {
 		gc = defaultGroup(a.Group)
@@ -172,19 +213,19 @@ func callGroupUpdate(ctx context.Context, s *adminSession, args any) (any, error
 	gc.AutoCreated = false // an operator's configuration now
 	body, err := json.Marshal(gc)
 	if err != nil {
-		return nil, err
+		return gc, err
 	}
-	if _, err := s.invoke(ctx, s.broker, remoting.UpdateAndCreateSubscriptionGroup, nil, body); err != nil {
-		return nil, err
+	if _, err := s.invoke(ctx, addr, remoting.UpdateAndCreateSubscriptionGroup, nil, body); err != nil {
+		return gc, err
 	}
-	if groups, err = brokerGroups(ctx, s); err != nil {
-		return nil, err
+	if groups, err = brokerGroups(ctx, s, addr); err != nil {
+		return gc, err
 	}
 	gc, ok := groups[a.Group]
 	if !ok {
-		return nil, fmt.Errorf("%s answered UPDATE_AND_CREATE_SUBSCRIPTIONGROUP but does not list %s", s.broker, a.Group)
+		return gc, fmt.Errorf("%s answered UPDATE_AND_CREATE_SUBSCRIPTIONGROUP but does not list %s", addr, a.Group)
 	}
-	return []broker.SubscriptionGroupConfig{gc}, nil
+	return gc, nil
 }
 
 // groupDeleteArg is the arguments of "groups delete".
@@ -193,6 +234,7 @@ type groupDeleteArg struct {
 	CleanOffset bool
 	KeepTopics  bool
 	Namesrv     string
+	Cluster     string // every master of this cluster, not --broker
 }
 
 func groupDeleteArgs(fs *pflag.FlagSet) func() (any, error) {
@@ -200,6 +242,7 @@ func groupDeleteArgs(fs *pflag.FlagSet) func() (any, error) {
 	fs.StringVar(&a.Group, "group", "", "consumer group (required)")
 	fs.BoolVar(&a.CleanOffset, "clean-offsets", false, "delete the group's committed offsets too (cleanOffset)")
 	fs.BoolVar(&a.KeepTopics, "keep-topics", false, "keep the group's %RETRY% and %DLQ% topics")
+	fs.StringVar(&a.Cluster, "cluster", "", "every master broker of this cluster on --namesrv, not only --broker")
 	ns := namesrvFlag(fs)
 	return func() (any, error) {
 		if a.Group == "" {
@@ -210,29 +253,45 @@ func groupDeleteArgs(fs *pflag.FlagSet) func() (any, error) {
 	}
 }
 
-// callGroupDelete deletes the group's configuration and then, as mqadmin
-// deleteSubGroup does, its retry and dead-letter topics on the broker and
-// the name server.
+// callGroupDelete deletes the group's configuration on --broker, or on
+// every master of --cluster, and then, as mqadmin deleteSubGroup does,
+// its retry and dead-letter topics on those brokers and the name server.
 func callGroupDelete(ctx context.Context, s *adminSession, args any) (any, error) {
 	a := args.(groupDeleteArg)
-	ext := map[string]string{"groupName": a.Group, "cleanOffset": strconv.FormatBool(a.CleanOffset)}
-	if _, err := s.invoke(ctx, s.broker, remoting.DeleteSubscriptionGroup, ext, nil); err != nil {
+	addrs, err := brokerAddrs(ctx, s, a.Namesrv, a.Cluster)
+	if err != nil {
 		return nil, err
 	}
-	rows := []deletedRow{{What: "group", Name: a.Group, Where: "broker", Addr: s.broker, Result: "deleted"}}
-	if a.KeepTopics {
-		return rows, nil
-	}
-	topics, err := brokerTopics(ctx, s, s.broker)
-	if err != nil {
-		return rows, &partialError{[]error{err}}
-	}
+	rows := []deletedRow{}
 	var errs []error
-	for _, topic := range []string{remoting.RetryGroupTopicPrefix + a.Group, remoting.DLQGroupTopicPrefix + a.Group} {
-		if _, ok := topics[topic]; !ok {
+	topics := map[string]bool{}
+	ext := map[string]string{"groupName": a.Group, "cleanOffset": strconv.FormatBool(a.CleanOffset)}
+	for _, addr := range addrs {
+		if _, err := s.invoke(ctx, addr, remoting.DeleteSubscriptionGroup, ext, nil); err != nil {
+			rows = append(rows, deletedRow{What: "group", Name: a.Group, Where: "broker", Addr: addr, Result: "failed"})
+			errs = append(errs, err)
 			continue
 		}
-		res, err := callTopicDelete(ctx, s, topicArg{Topic: topic, Namesrv: a.Namesrv})
+		rows = append(rows, deletedRow{What: "group", Name: a.Group, Where: "broker", Addr: addr, Result: "deleted"})
+		if a.KeepTopics {
+			continue
+		}
+		held, err := brokerTopics(ctx, s, addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, topic := range []string{remoting.RetryGroupTopicPrefix + a.Group, remoting.DLQGroupTopicPrefix + a.Group} {
+			if _, ok := held[topic]; ok {
+				topics[topic] = true
+			}
+		}
+	}
+	if len(errs) == len(addrs) {
+		return nil, errors.Join(errs...)
+	}
+	for _, topic := range slices.Sorted(maps.Keys(topics)) {
+		res, err := callTopicDelete(ctx, s, topicArg{Topic: topic, Namesrv: a.Namesrv, Cluster: a.Cluster})
 		if r, ok := res.([]deletedRow); ok {
 			rows = append(rows, r...)
 		}
