@@ -162,7 +162,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make browsers send "Origin: null" with the forms
 	h.Set("X-Frame-Options", "DENY")
 	if c.opts.Authenticate != nil {
 		if err := c.opts.Authenticate(r); err != nil {

@@ -43,7 +43,7 @@ func (f *fakeSource) Topics() []Topic { return f.topics }
 func (f *fakeSource) Topic(name string) (TopicDetail, error) {
 	for _, t := range f.topics {
 		if t.Name == name {
-			return TopicDetail{Topic: t, Queues: []Queue{{ID: 0, MinOffset: 0, MaxOffset: 5, LastStored: time.Unix(1e9, 0)}}, Groups: []GroupLag{{Group: "billing", Lag: 2}}}, nil
+			return TopicDetail{Topic: t, Queues: []Queue{{ID: 0, MinOffset: 0, MaxOffset: 5, LastStored: time.Unix(1e9, 0)}}, Groups: []GroupLag{{Group: "billing", Lag: 2, Committed: true}}}, nil
 		}
 	}
 	return TopicDetail{}, ErrNotFound

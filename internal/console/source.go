@@ -82,7 +82,7 @@ type Topic struct {
 type TopicDetail struct {
 	Topic
 	Queues []Queue
-	Groups []GroupLag // groups with offsets on the topic
+	Groups []GroupLag // groups with offsets on the topic or subscribed to it
 }
 
 // Queue is one queue of a topic.
@@ -96,6 +96,9 @@ type Queue struct {
 type GroupLag struct {
 	Group string
 	Lag   int64
+	// Committed is false for a group subscribed online that has not
+	// committed an offset on the topic yet (Lag is then unknown).
+	Committed bool
 }
 
 // Group is a row of the group list.

@@ -191,7 +191,17 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 		}
 	}
 	for g, l := range lag {
-		d.Groups = append(d.Groups, console.GroupLag{Group: g, Lag: l})
+		d.Groups = append(d.Groups, console.GroupLag{Group: g, Lag: l, Committed: true})
+	}
+	for _, g := range c.s.Broker.OnlineConsumerGroups() {
+		if _, ok := lag[g]; ok {
+			continue
+		}
+		if cc, ok := c.s.Broker.ConsumerConnection(g); ok {
+			if _, sub := cc.SubscriptionTable[name]; sub {
+				d.Groups = append(d.Groups, console.GroupLag{Group: g})
+			}
+		}
 	}
 	slices.SortFunc(d.Groups, func(a, b console.GroupLag) int { return cmp.Compare(a.Group, b.Group) })
 	return d, nil
