@@ -159,7 +159,18 @@ func (c *console) topic(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusInternalServerError, "topic %s: %v", name, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "topic", "Topic "+name, t)
+	lo, hi, p, err := c.paginate(r, len(t.Queues), url.Values{"name": {name}}, "topic")
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, "%v", err)
+		return
+	}
+	t.Queues = t.Queues[lo:hi]
+	c.render(w, r, http.StatusOK, "topic", "Topic "+name, topicData{TopicDetail: t, Pager: p})
+}
+
+type topicData struct {
+	TopicDetail
+	Pager pager
 }
 
 type groupsData struct {
