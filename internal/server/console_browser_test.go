@@ -258,16 +258,19 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("reload result %q, %v", result, err)
 	}
 
-	// The README's picture: the group page, viewport only.
-	if os.Getenv("RMQ_CONSOLE_README_SHOT") != "" {
-		if err := chromedp.Do(tctx, chromedp.EmulateViewport(1100, 640), chromedp.Navigate(srv.URL+"/dlq?group="+group), chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
+	// The README's picture: the dead-letter page, viewport only.
+	if out := os.Getenv("RMQ_CONSOLE_README_SHOT"); out != "" {
+		if err := chromedp.Do(tctx, chromedp.EmulateViewport(1100, 520), chromedp.Navigate(srv.URL+"/dlq?group="+group), chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
 			t.Fatal(err)
 		}
 		png, err := chromedp.Run(tctx, chromedp.CaptureScreenshot())
 		if err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(filepath.Join(shots, "readme.png"), png, 0o644)
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("README screenshot written to %s", out)
 	}
 
 	var errs []string
