@@ -124,10 +124,10 @@ func (b *Broker) PendingDelayed() []DelayPending {
 	return out
 }
 
-// PendingTimed counts the timed messages waiting, up to limit, and
-// returns the due time of the earliest (zero when none). more tells that
-// the count stopped at limit. Messages stored but not yet indexed (the
-// last moments) are not counted.
+// PendingTimed counts the timed messages waiting, up to limit indexed
+// ones plus those stored since the indexer last ran, and returns the due
+// time of the earliest indexed one (zero when none). more tells that the
+// count stopped at limit.
 func (b *Broker) PendingTimed(limit int) (n int, earliest time.Time, more bool, err error) {
 	err = b.store.ScanKeys([]byte{timerDueKey}, nil, func(k []byte) bool {
 		if n == limit {
@@ -140,6 +140,8 @@ func (b *Broker) PendingTimed(limit int) (n int, earliest time.Time, more bool, 
 		n++
 		return true
 	})
+	indexed, _ := b.store.Progress(timerIndexedName)
+	n += int(max(0, b.store.MaxOffset(TimerTopic, 0)-indexed))
 	return n, earliest, more, err
 }
 

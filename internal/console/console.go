@@ -55,8 +55,6 @@ const (
 	MaxPageSize     = 500
 	// DefaultBodyPreview is how many bytes of a message body are shown.
 	DefaultBodyPreview = 4 << 10
-	// maxTimedCount bounds the count of pending timed messages.
-	maxTimedCount = 100_000
 	// maxMessages bounds a message search.
 	maxMessages = 32
 )

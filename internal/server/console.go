@@ -385,7 +385,7 @@ func (c consoleSource) ResendDeadLetter(group string, queueOffset int64) (consol
 }
 
 // consoleTimedLimit bounds the count of pending timed messages.
-const consoleTimedLimit = 100_000
+const consoleTimedLimit = 10_000
 
 func (c consoleSource) Scheduled() console.Scheduled {
 	var s console.Scheduled

@@ -1,0 +1,94 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rmq-go/rmq/internal/brokertest"
+)
+
+var csrfInput = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// TestConsoleACL checks who may use the console when access control is
+// on: only an admin account of the ACL, with its secret, reads or acts.
+func TestConsoleACL(t *testing.T) {
+	env := startACL(t, aclYAML)
+	srv := httptest.NewServer(env.Console("127.0.0.1:0"))
+	t.Cleanup(srv.Close)
+	get := func(ak, sk string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+"/plugins", nil)
+		if ak != "" {
+			req.SetBasicAuth(ak, sk)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	for _, c := range []struct{ name, ak, sk string }{
+		{"no login", "", ""},
+		{"not an admin", appAK, appSK},
+		{"a wrong secret", brokerAK, "wrong"},
+		{"an unknown account", "nobody", "x"},
+	} {
+		if resp, _ := get(c.ak, c.sk); resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic") {
+			t.Errorf("%s: %d, want 401 with a Basic challenge", c.name, resp.StatusCode)
+		}
+	}
+	resp, body := get(brokerAK, brokerSK)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin: %d\n%s", resp.StatusCode, body)
+	}
+	m := csrfInput.FindStringSubmatch(body)
+	if m == nil || len(resp.Cookies()) != 1 {
+		t.Fatalf("admin sees no reload form:\n%s", body)
+	}
+	post := func(ak, sk string) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/plugins-reload", strings.NewReader(url.Values{"csrf": {m[1]}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(resp.Cookies()[0])
+		req.SetBasicAuth(ak, sk)
+		r, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		return r.StatusCode
+	}
+	if code := post(appAK, appSK); code != http.StatusUnauthorized {
+		t.Errorf("reload by a non-admin with the admin's form: %d, want 401", code)
+	}
+	if code := post(brokerAK, brokerSK); code != http.StatusOK {
+		t.Errorf("reload by the admin: %d, want 200", code)
+	}
+}
+
+// TestConsoleReadOnlyOffLoopback serves the console as a non-loopback
+// listener would be: pages render, actions are refused.
+func TestConsoleReadOnlyOffLoopback(t *testing.T) {
+	env := brokertest.Start(t)
+	srv := httptest.NewServer(env.Console("10.1.2.3:8080"))
+	t.Cleanup(srv.Close)
+	resp, err := srv.Client().Get(srv.URL + "/topics")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("topics: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = srv.Client().PostForm(srv.URL+"/plugins-reload", nil)
+	if err != nil || resp.StatusCode != 401 {
+		t.Fatalf("reload off loopback: %v %v, want 401", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+}
