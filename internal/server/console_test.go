@@ -1,15 +1,21 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 var csrfInput = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
@@ -91,4 +97,39 @@ func TestConsoleReadOnlyOffLoopback(t *testing.T) {
 		t.Fatalf("reload off loopback: %v %v, want 401", resp.StatusCode, err)
 	}
 	resp.Body.Close()
+}
+
+// TestConsoleBridge shows a running NATS bridge's status.
+func TestConsoleBridge(t *testing.T) {
+	opts := &natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
+	ns, err := natsserver.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", ns.Addr().(*net.TCPAddr).Port)
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.NATSBridge = &server.BridgeOptions{URLs: []string{natsURL}, Provision: true}
+	})
+	srv := httptest.NewServer(env.Console("127.0.0.1:0"))
+	t.Cleanup(srv.Close)
+	resp, err := srv.Client().Get(srv.URL + "/bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	body := string(b)
+	for _, want := range []string{"Connection", "Cursor", "Published", "stream"} {
+		if resp.StatusCode != 200 || !strings.Contains(body, want) {
+			t.Errorf("bridge page: %d, no %q:\n%s", resp.StatusCode, want, body)
+		}
+	}
+	if strings.Contains(body, "is off") {
+		t.Errorf("bridge page says the bridge is off:\n%s", body)
+	}
 }
