@@ -117,6 +117,8 @@ func TestPages(t *testing.T) {
 		{"/topic?name=topic-0001", "billing"},
 		{"/groups", "billing"},
 		{"/group?name=billing", "10.0.0.1@x"},
+		{"/group?name=billing", "<tr><th>Lag</th><td>2</td></tr>"},
+		{"/group?name=billing", `<td class="n">3</td><td class="n">2</td></tr>`},
 		{"/message", "By key"},
 		{"/message?id=ID1&topic=topic-0001", "k&lt;1&gt;"},
 		{"/dlq", "billing"},

@@ -206,7 +206,7 @@ func (c *console) groups(w http.ResponseWriter, r *http.Request) {
 
 type groupData struct {
 	GroupDetail
-	Lag   []QueueLag
+	Rows  []QueueLag // the page of GroupDetail.Queues shown
 	Pager pager
 }
 
@@ -228,7 +228,7 @@ func (c *console) group(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "%v", err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "group", "Group "+name, groupData{GroupDetail: g, Lag: g.Queues[lo:hi], Pager: p})
+	c.render(w, r, http.StatusOK, "group", "Group "+name, groupData{GroupDetail: g, Rows: g.Queues[lo:hi], Pager: p})
 }
 
 // messageView is a message as the page shows it.
