@@ -39,7 +39,11 @@ func (f *fakeSource) Overview() Overview {
 	defer f.mu.Unlock()
 	return Overview{BrokerName: "broker-a", Cluster: "DefaultCluster", Addr: "127.0.0.1:1", Started: time.Unix(1e9, 0), Topics: len(f.topics), Stored: f.stored, DiskUsed: 1 << 30, DiskTotal: 4 << 30}
 }
-func (f *fakeSource) Topics() []Topic { return f.topics }
+func (f *fakeSource) Topics() []Topic {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Topic(nil), f.topics...)
+}
 func (f *fakeSource) Topic(name string) (TopicDetail, error) {
 	for _, t := range f.topics {
 		if t.Name == name {
@@ -282,6 +286,19 @@ func TestRates(t *testing.T) {
 	now = now.Add(2 * time.Second)
 	if _, body := get(t, h, "/"); !strings.Contains(body, "250.0/s") {
 		t.Fatalf("second load: no 250.0/s\n%s", body)
+	}
+
+	get(t, h, "/topics?q=topic-0000")
+	f.mu.Lock()
+	f.topics[0].MaxOffsets += 30
+	f.mu.Unlock()
+	now = now.Add(500 * time.Millisecond) // too soon: no rate, the sample is kept
+	if _, body := get(t, h, "/topics?q=topic-0000"); strings.Contains(body, "/s<") {
+		t.Fatalf("a rate over half a second:\n%s", body)
+	}
+	now = now.Add(2500 * time.Millisecond)
+	if _, body := get(t, h, "/topics?q=topic-0000"); !strings.Contains(body, "10.0/s") {
+		t.Fatalf("topic rate: no 10.0/s over 3 s\n%s", body)
 	}
 }
 
