@@ -313,24 +313,24 @@ func (c consoleSource) FindMessages(q console.MessageQuery) ([]console.Message, 
 		}
 		recs = append(recs, r)
 	case q.ID != "":
+		// A client's message id (UNIQ_KEY) and an offsetMsgId are both 32
+		// hex digits: try the id both ways.
 		if _, off, err := message.ParseOffsetMsgID(q.ID); err == nil {
 			r, err := c.s.Broker.MessageByCommitOffset(off)
-			if err != nil {
-				return nil, notFound(err)
-			}
-			if q.Topic == "" || string(r.Topic()) == q.Topic {
+			if err == nil && strings.EqualFold(message.OffsetMsgID(r.StoreHost(), r.CommitLogOffset()), q.ID) &&
+				(q.Topic == "" || string(r.Topic()) == q.Topic) {
 				recs = append(recs, r)
 			}
-			break
 		}
-		if q.Topic == "" {
-			return nil, errors.New("a message id (UNIQ_KEY) is looked up in a topic: give the topic, or use the offsetMsgId")
+		if q.Topic != "" {
+			rs, err := c.s.Broker.MessagesByKey(q.Topic, q.ID, true, q.Limit)
+			if err != nil {
+				return nil, err
+			}
+			recs = append(recs, rs...)
+		} else if len(recs) == 0 {
+			return nil, errors.New("no message has that offsetMsgId; a message id (UNIQ_KEY) is looked up in a topic: give the topic")
 		}
-		rs, err := c.s.Broker.MessagesByKey(q.Topic, q.ID, true, q.Limit)
-		if err != nil {
-			return nil, err
-		}
-		recs = rs
 	case q.Key != "":
 		rs, err := c.s.Broker.MessagesByKey(q.Topic, q.Key, false, q.Limit)
 		if err != nil {

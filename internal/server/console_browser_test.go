@@ -107,15 +107,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Shutdown(context.Background()) })
 	ctx := context.Background()
-	var firstID string
+	var firstID, thirdID string
 	for i := range 6 {
 		body := fmt.Sprintf(`{"order":%d,"note":"<script>alert(%d)</script>"}`, i, i)
 		res, err := p.SendSync(ctx, client.NewMessage(topic, []byte(body)).WithTag("created").WithKeys(fmt.Sprintf("order-%d", i)))
 		if err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
-		if i == 0 {
+		switch i {
+		case 0:
 			firstID = res.OffsetMsgID
+		case 2:
+			thirdID = res.MsgID
 		}
 	}
 	if _, err := p.SendSync(ctx, client.NewMessage(topic, []byte("later")).WithDelayLevel(18)); err != nil {
@@ -235,6 +238,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("message page without properties")
 	}
 	visit("message-by-id", "message?id="+firstID, `"order":0`)
+	visit("message-by-msgid", "message?topic="+topic+"&id="+thirdID, `"order":2`, thirdID)
 	visit("message-by-offset", "message?topic="+topic+"&queue=0&offset=0", topic+", queue 0, offset 0")
 	visit("dlq-groups", "dlq", group)
 	visit("dlq", "dlq?group="+group, "order-0", "order-5", topic)
