@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
+	"github.com/rmq-go/rmq/client"
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -131,5 +134,50 @@ func TestConsoleBridge(t *testing.T) {
 	}
 	if strings.Contains(body, "is off") {
 		t.Errorf("bridge page says the bridge is off:\n%s", body)
+	}
+}
+
+// TestConsoleHidesBrokerTopics asks for a parked delayed message by its
+// position in the schedule topic and by the offsetMsgId its send returned:
+// the console, like VIEW_MESSAGE_BY_ID, serves neither.
+func TestConsoleHidesBrokerTopics(t *testing.T) {
+	env := brokertest.Start(t)
+	if err := env.Broker.CreateTopic(broker.TopicConfig{TopicName: "Orders", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.NewProducer(client.ProducerOptions{Client: client.ClientOptions{NameServers: []string{env.NamesrvAddr},
+		InstanceName: brokertest.Name("hide"), Logger: brokertest.Logger()}, Group: "hide-producers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Shutdown(context.Background()) })
+	res, err := p.SendSync(context.Background(), client.NewMessage("Orders", []byte("parked-secret")).WithDelayLevel(18))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(env.Console("127.0.0.1:0"))
+	t.Cleanup(srv.Close)
+	for _, path := range []string{
+		"/message?topic=" + url.QueryEscape(broker.ScheduleTopic) + "&queue=17&offset=0",
+		"/message?id=" + res.OffsetMsgID,
+		"/message?key=" + res.MsgID + "&topic=" + url.QueryEscape(broker.ScheduleTopic),
+		"/topic?name=" + url.QueryEscape(broker.ScheduleTopic),
+	} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "parked-secret") {
+			t.Errorf("%s shows the parked message:\n%s", path, b)
+		}
+	}
+	// The message is there, parked.
+	if n := env.Store.MaxOffset(broker.ScheduleTopic, 17); n != 1 {
+		t.Fatalf("schedule queue 17 holds %d messages, want the parked one", n)
 	}
 }
