@@ -15,7 +15,9 @@
 //     cookie (double-submit: the token is an HMAC of the cookie's value
 //     under a key the handler draws at New). A request with an Origin
 //     header from another host is refused as well.
-//  2. Every list is paged (Options.PageSize rows, at most MaxPageSize),
+//  2. Every list is paged (Options.PageSize rows, at most MaxPageSize)
+//     or bounded by a broker limit (a group's members and subscriptions,
+//     the delay levels; transactions show the oldest page),
 //     every input is validated before it reaches the Source (names by the
 //     broker's topic and group rules, numbers by range), and every value
 //     is escaped by html/template.

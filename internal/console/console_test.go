@@ -303,7 +303,7 @@ func TestRates(t *testing.T) {
 }
 
 // BenchmarkTopicsPage renders the topic list of 1,000 topics (the
-// console's own cost; internal/server's BenchmarkConsoleTopics adds the
+// console's own cost; internal/server's BenchmarkConsolePages adds the
 // broker's).
 func BenchmarkTopicsPage(b *testing.B) {
 	h := New(newFake(1000), Options{})
