@@ -47,10 +47,10 @@ import (
 // checked as.
 const consoleCommand = "console"
 
-// Console returns the web console's handler for an HTTP listener on
+// ConsoleHandler returns the web console's handler for an HTTP listener on
 // listen (host:port), which decides whether actions are allowed as the
 // comment above says.
-func (s *Server) Console(listen string) http.Handler {
+func (s *Server) ConsoleHandler(listen string) http.Handler {
 	loopback := isLoopback(listen)
 	return console.New(consoleSource{s}, console.Options{
 		AllowActions: true, // narrowed per request by consoleAuth

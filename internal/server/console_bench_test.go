@@ -40,7 +40,7 @@ func BenchmarkConsolePages(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	h := env.Console("127.0.0.1:0")
+	h := env.ConsoleHandler("127.0.0.1:0")
 	for _, page := range []struct{ name, target string }{
 		{"topics", "/topics"}, {"topics-filtered", "/topics?q=topic-09&page=2"}, {"overview", "/"},
 		{"groups", "/groups"}, {"topic", "/topic?name=bench-topic-0500"}, {"dlq", "/dlq"},

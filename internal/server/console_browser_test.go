@@ -183,7 +183,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	srv := httptest.NewUnstartedServer(nil)
-	srv.Config.Handler = env.Console(srv.Listener.Addr().String())
+	srv.Config.Handler = env.ConsoleHandler(srv.Listener.Addr().String())
 	srv.Start()
 	t.Cleanup(srv.Close)
 

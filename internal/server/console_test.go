@@ -27,7 +27,7 @@ var csrfInput = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 // on: only an admin account of the ACL, with its secret, reads or acts.
 func TestConsoleACL(t *testing.T) {
 	env := startACL(t, aclYAML)
-	srv := httptest.NewServer(env.Console("127.0.0.1:0"))
+	srv := httptest.NewServer(env.ConsoleHandler("127.0.0.1:0"))
 	t.Cleanup(srv.Close)
 	get := func(ak, sk string) (*http.Response, string) {
 		t.Helper()
@@ -88,7 +88,7 @@ func TestConsoleACL(t *testing.T) {
 // listener would be: pages render, actions are refused.
 func TestConsoleReadOnlyOffLoopback(t *testing.T) {
 	env := brokertest.Start(t)
-	srv := httptest.NewServer(env.Console("10.1.2.3:8080"))
+	srv := httptest.NewServer(env.ConsoleHandler("10.1.2.3:8080"))
 	t.Cleanup(srv.Close)
 	resp, err := srv.Client().Get(srv.URL + "/topics")
 	if err != nil || resp.StatusCode != 200 {
@@ -118,7 +118,7 @@ func TestConsoleBridge(t *testing.T) {
 	env := brokertest.Start(t, func(c *server.Config) {
 		c.NATSBridge = &server.BridgeOptions{URLs: []string{natsURL}, Provision: true}
 	})
-	srv := httptest.NewServer(env.Console("127.0.0.1:0"))
+	srv := httptest.NewServer(env.ConsoleHandler("127.0.0.1:0"))
 	t.Cleanup(srv.Close)
 	resp, err := srv.Client().Get(srv.URL + "/bridge")
 	if err != nil {
@@ -158,7 +158,7 @@ func TestConsoleHidesBrokerTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(env.Console("127.0.0.1:0"))
+	srv := httptest.NewServer(env.ConsoleHandler("127.0.0.1:0"))
 	t.Cleanup(srv.Close)
 	for _, path := range []string{
 		"/message?topic=" + url.QueryEscape(broker.ScheduleTopic) + "&queue=17&offset=0",
