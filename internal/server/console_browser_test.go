@@ -144,7 +144,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The consumer fails every message the first time; a resent one (it
 	// carries ORIGIN_MESSAGE_ID) is consumed.
 	consumed := make(chan string, 64)
-	c, err := client.NewPushConsumer(client.ConsumerOptions{Client: co, Group: group, ConsumeFrom: client.ConsumeFromFirstOffset},
+	c, err := client.NewPushConsumer(client.ConsumerOptions{Client: co, Group: group, ConsumeFrom: client.ConsumeFromFirstOffset,
+		PersistInterval: 100 * time.Millisecond},
 		client.ConcurrentFunc(func(_ context.Context, _ *client.ConcurrentContext, msgs []*client.MessageExt) client.ConsumeResult {
 			for _, m := range msgs {
 				if m.Property(message.PropertyOriginMessageID) == "" {
@@ -166,18 +167,25 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Shutdown(context.Background()) })
-	// Dead letters are stored by the broker on the consumer's send-back;
-	// nothing signals them, so poll the broker's own list.
+	// Dead letters are stored by the broker on the consumer's send-back,
+	// and offsets committed every PersistInterval; nothing signals either,
+	// so poll the broker's own tables.
 	deadline := time.Now().Add(30 * time.Second)
 	var firstDead outbox.DeadLetter // the first row of the dead-letter page
 	for {
 		dl, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
-		if err == nil && len(dl) == 6 {
+		committed := 0
+		for _, e := range env.Store.ConsumerOffsets(group) {
+			if e.Topic == topic && e.Offset == 3 {
+				committed++
+			}
+		}
+		if err == nil && len(dl) == 6 && committed == 2 {
 			firstDead = dl[0]
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dead letters: %d (%v), want 6", len(dl), err)
+			t.Fatalf("dead letters: %d (%v), want 6; offsets committed %v", len(dl), err, env.Store.ConsumerOffsets(group))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -230,9 +238,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	visit("overview", "", "broker-a", "Connections", "messages since start")
 	visit("topics", "topics", topic, "%DLQ%"+group)
 	visit("topics-dlq", "topics?kind=dlq", "%DLQ%"+group)
-	visit("topic", "topic?name="+topic, "Queues", group)
+	visit("topic", "topic?name="+topic, "Queues", group, "Lag")
 	visit("groups", "groups", group, "CLUSTERING")
-	visit("group", "group?name="+group, "Members", co.InstanceName, "Lag per queue", topic)
+	groupText := visit("group", "group?name="+group, "Members", co.InstanceName, "Lag per queue", topic, "2 rows")
+	if !strings.Contains(groupText, topic+"\t0\t3\t3\t0") || !strings.Contains(groupText, topic+"\t1\t3\t3\t0") {
+		t.Errorf("group page: no lag row for %s at offset 3:\n%s", topic, groupText)
+	}
 	msgText := visit("message-by-key", "message?key=order-3&topic="+topic, "order-3", `"order":3`, "<script>alert(3)</script>", "created")
 	if !strings.Contains(msgText, "Properties") {
 		t.Errorf("message page without properties")
