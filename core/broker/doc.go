@@ -56,6 +56,11 @@
 // (name server registration)
 // and admin.go (the admin command framework).
 //
+// inspect.go holds read-only views for in-process tools (the web
+// console): group configs and online members, messages by position or
+// key, pending delays, timers and transactions. Each is bounded by the
+// table it walks or its limit, and none serves a broker-reserved topic.
+//
 // The broker creates RMQ_SYS_TRACE_TOPIC (TraceTopic) at start unless
 // DisableTraceTopic is set: clients tracing with default settings send
 // there. It is a client topic, not a system one: clients write and query

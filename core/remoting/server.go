@@ -448,6 +448,13 @@ func (s *Server) connDone(c *Conn, host string) {
 	s.wg.Done()
 }
 
+// ConnCount returns how many connections the server holds open.
+func (s *Server) ConnCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns)
+}
+
 // Shutdown stops accepting, stops reading requests, waits for running
 // handlers to finish and their responses to be written, and closes every
 // connection. If ctx ends first, the remaining connections are closed at
