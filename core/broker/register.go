@@ -22,6 +22,9 @@ func (b *Broker) registerLoop() { b.every(b.opts.RegisterInterval, b.registerAll
 // re-sends the whole table, since only a full registration makes a name
 // server forget a topic.
 func (b *Broker) topicChanged(topic string, deleted bool) {
+	if deleted {
+		b.meters.topics.Delete(topic)
+	}
 	select {
 	case <-b.started:
 	default:
@@ -71,6 +74,7 @@ func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.
 		b.log.Error("encode registration", "err", err)
 		return
 	}
+	reached := true
 	for _, ns := range b.opts.NameServers {
 		req := remoting.NewRequest(remoting.RegisterBroker, map[string]string{
 			"brokerName":   b.opts.BrokerName,
@@ -88,10 +92,15 @@ func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.
 		cancel()
 		switch {
 		case err != nil:
+			reached = false
 			b.log.Warn("register with name server failed", "namesrv", ns, "incremental", incremental, "err", err)
 		case resp.Code != remoting.Success:
+			reached = false
 			b.log.Warn("name server refused registration", "namesrv", ns, "incremental", incremental, "code", resp.Code, "remark", resp.Remark)
 		}
+	}
+	if !incremental {
+		b.registered.Store(reached)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
@@ -23,6 +24,7 @@ func bornHost(c *remoting.Conn) netip.AddrPort {
 }
 
 func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	start := time.Now()
 	h, err := remoting.DecodeSendHeaderOf(req)
 	if err != nil {
 		return response(req, remoting.MessageIllegal, "send: %v", err)
@@ -38,6 +40,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)
 	}
+	b.meters.stored(h.Topic, msgs[:sent], start)
 	return b.sent(c, req, msgs[:sent])
 }
 
@@ -49,6 +52,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 // declined to handleSend on a worker. Decoding once more there costs only
 // the declined requests.
 func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*remoting.Command)) bool {
+	start := time.Now()
 	h, err := remoting.DecodeSendHeaderOf(req)
 	if err != nil {
 		reply(response(req, remoting.MessageIllegal, "send: %v", err))
@@ -67,6 +71,7 @@ func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*r
 					reply(b.storeError(req, err))
 					return
 				}
+				b.meters.stored(h.Topic, msgs[:sent], start)
 				reply(b.sent(c, req, msgs[:sent]))
 			})
 			if err == nil {

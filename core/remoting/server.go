@@ -440,6 +440,14 @@ func (s *Server) connDone(c *Conn, host string) {
 	s.wg.Done()
 }
 
+// Conns returns the number of open connections, those still in their TLS
+// handshake included.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns) + s.mu.opening
+}
+
 // Shutdown stops accepting, stops reading requests, waits for running
 // handlers to finish and their responses to be written, and closes every
 // connection. If ctx ends first, the remaining connections are closed at
