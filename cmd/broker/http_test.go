@@ -1,11 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 
+	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -35,5 +40,50 @@ func TestHTTPFlags(t *testing.T) {
 	}
 	if cfg, _, _ := brokerConfig([]string{"--config", path}, io.Discard); cfg.MetricsMaxTopics != 50 {
 		t.Errorf("metricsMaxTopics %d, want 50", cfg.MetricsMaxTopics)
+	}
+}
+
+// TestPluginMetrics loads a filter plugin, matches a record with it and
+// checks its series on /metrics.
+func TestPluginMetrics(t *testing.T) {
+	module, _ := jsonfieldModule(t)
+	dir := t.TempDir()
+	copyFile(t, module, filepath.Join(dir, "jsonfield.wasm"))
+	path := writeFile(t, dir, "broker.yaml", fmt.Sprintf(jsonClassConfig, sha256File(t, module), 2)+"httpListen: 127.0.0.1:0\n")
+	env := startWithConfig(t, path)
+	f, err := env.PluginRegistry().Plugin("jsonclass").Filter("region=eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := message.AppendRecord(nil, &message.Message{Topic: "T", Body: []byte(`{"region":"eu"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [1]bool
+	if err := f.Match([]message.Record{rec}, out[:]); err != nil || !out[0] {
+		t.Fatalf("Match: %v %v", out, err)
+	}
+	resp, err := http.Get("http://" + env.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	calls := regexp.MustCompile(`(?m)^rmq_plugin_calls_total\{kind="filter",plugin="jsonclass"\} (\S+)$`).FindSubmatch(body)
+	if calls == nil {
+		t.Fatalf("no rmq_plugin_calls_total for jsonclass in:\n%s", body)
+	}
+	n, _ := strconv.ParseFloat(string(calls[1]), 64)
+	count := regexp.MustCompile(`(?m)^rmq_plugin_call_duration_seconds_count\{kind="filter",plugin="jsonclass"\} (\S+)$`).FindSubmatch(body)
+	if count == nil || string(count[1]) == "0" {
+		t.Fatalf("plugin latency histogram empty or missing: %q", count)
+	}
+	if n < 1 {
+		t.Errorf("rmq_plugin_calls_total = %v, want the self-test's calls", n)
+	}
+	for _, name := range []string{"rmq_plugin_errors_total", "rmq_plugin_traps_total", "rmq_plugin_timeouts_total", "rmq_plugin_disabled"} {
+		if !regexp.MustCompile(`(?m)^` + name + `\{kind="filter",plugin="jsonclass"\} 0$`).Match(body) {
+			t.Errorf("%s is not 0 for jsonclass", name)
+		}
 	}
 }
