@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 
 	"github.com/rmq-go/rmq/client"
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/metrics"
@@ -201,6 +204,12 @@ func TestScrapeAfterTraffic(t *testing.T) {
 	if v, _ := value(fams, "rmq_connections"); v < 1 {
 		t.Errorf("rmq_connections = %v, want at least 1", v)
 	}
+	// Caught up, the consumer long-polls: its pulls are held.
+	brokertest.Eventually(t, 30*time.Second, "a held pull", func() bool {
+		fams, _ := scrape(t, env)
+		v, _ := value(fams, "rmq_held_pulls")
+		return v >= 1
+	})
 	problems, err := promlint.New(bytes.NewReader(body)).Lint()
 	if err != nil {
 		t.Fatal(err)
@@ -370,5 +379,61 @@ func BenchmarkScrape(b *testing.B) {
 	b.ReportMetric(float64(series), "series")
 	if series < topics*4+groups*topicsPerGroup*queues {
 		b.Fatalf("%d series, want at least %d", series, topics*4+groups*topicsPerGroup*queues)
+	}
+}
+
+// TestScrapeRetriesAndDelays checks the retry, dead-letter and delay
+// series after a delayed send and two send-backs, one to the retry topic
+// and one, past the limit, to the dead-letter topic.
+func TestScrapeRetriesAndDelays(t *testing.T) {
+	const topic, group = "DelayTopic", "RetryGroup"
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.Broker.Topics = []broker.TopicOptions{{Name: topic, Queues: 1}}
+	})
+	env.KnowGroup(t, group)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := newProducer(t, env)
+	if _, err := p.SendSync(ctx, client.NewMessage(topic, []byte("later")).WithDelayLevel(5)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.SendSync(ctx, client.NewMessage(topic, []byte("fails")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, off, err := message.ParseOffsetMsgID(res.OffsetMsgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	sendBack := func(delayLevel string) {
+		req := remoting.NewRequest(remoting.ConsumerSendMsgBack, map[string]string{
+			"group": group, "offset": strconv.FormatInt(off, 10), "delayLevel": delayLevel, "maxReconsumeTimes": "16",
+		}, nil)
+		resp, err := cl.Invoke(ctx, env.BrokerAddr, req)
+		if err != nil || resp.Code != remoting.Success {
+			t.Fatalf("send back (delay level %s): %v %v", delayLevel, resp, err)
+		}
+	}
+	sendBack("5")  // a retry, parked for a minute on delay level 5
+	sendBack("-1") // straight to the dead-letter topic
+
+	fams, _ := scrape(t, env)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"rmq_topic_messages_in_total", []string{"topic", topic}, 2},
+		{"rmq_delayed_messages_pending", nil, 2}, // the delayed message and the retry
+		{"rmq_retries_total", nil, 1},
+		{"rmq_dead_letters_total", nil, 1},
+		{"rmq_dlq_messages", []string{"group", group}, 1},
+	} {
+		if got, n := value(fams, c.name, c.labels...); n == 0 || got != c.want {
+			t.Errorf("%s%v = %v (%d series), want %v", c.name, c.labels, got, n, c.want)
+		}
 	}
 }
