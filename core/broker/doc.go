@@ -54,7 +54,11 @@
 // group tables), connections.go
 // (GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST), register.go
 // (name server registration)
-// and admin.go (the admin command framework).
+// and admin.go (the admin command framework). metrics.go keeps the
+// operators' counters: per-topic traffic and send and pull latency, counted
+// on the request paths with atomics only, and Broker.Metrics, a snapshot
+// that reads every gauge (lag, held pulls, pending delays and
+// transactions) from memory when an exporter asks.
 //
 // The broker creates RMQ_SYS_TRACE_TOPIC (TraceTopic) at start unless
 // DisableTraceTopic is set: clients tracing with default settings send
