@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -118,6 +119,7 @@ func (s *Server) startHTTP() error {
 			WriteTimeout:      httpWriteTimeout,
 			IdleTimeout:       httpIdleTimeout,
 			MaxHeaderBytes:    httpMaxHeaderBytes,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		},
 		ln:   newLimitListener(ln, maxConns),
 		reg:  reg,
