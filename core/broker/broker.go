@@ -443,7 +443,7 @@ type Broker struct {
 	rollTimersTo atomic.Int64
 
 	meters     meters      // metrics.go
-	registered atomic.Bool // the last full registration reached every name server
+	registered atomic.Bool // the last full registration reached a name server (Ready)
 
 	quit     chan struct{}
 	wg       sync.WaitGroup

@@ -201,8 +201,9 @@ func (b *Broker) Metrics(m *Metrics) {
 	}
 }
 
-// Ready reports whether the broker serves and its last registration
-// reached every name server (true when it has none).
+// Ready reports whether the broker serves and its last full registration
+// reached at least one name server (clients find it through any), or it
+// has none.
 func (b *Broker) Ready() bool {
 	select {
 	case <-b.started:

@@ -74,7 +74,7 @@ func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.
 		b.log.Error("encode registration", "err", err)
 		return
 	}
-	reached := true
+	reached := len(b.opts.NameServers) == 0 // some name server has this table
 	for _, ns := range b.opts.NameServers {
 		req := remoting.NewRequest(remoting.RegisterBroker, map[string]string{
 			"brokerName":   b.opts.BrokerName,
@@ -92,11 +92,11 @@ func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.
 		cancel()
 		switch {
 		case err != nil:
-			reached = false
 			b.log.Warn("register with name server failed", "namesrv", ns, "incremental", incremental, "err", err)
 		case resp.Code != remoting.Success:
-			reached = false
 			b.log.Warn("name server refused registration", "namesrv", ns, "incremental", incremental, "code", resp.Code, "remark", resp.Remark)
+		default:
+			reached = true
 		}
 	}
 	if !incremental {

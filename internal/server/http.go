@@ -24,8 +24,8 @@ import (
 //	/metrics          Prometheus exposition (internal/metrics)
 //	/healthz          200 while the process runs
 //	/readyz           200 once the store is recovered, the plugins are
-//	                  loaded and the broker is registered with its name
-//	                  servers; 503 with the first missing step otherwise
+//	                  loaded and the broker's last registration reached a
+//	                  name server; 503 with the first missing step otherwise
 //	/debug/pprof/...  Go's profiles, only with HTTPPprof
 //	/                 the web console (Config.Console), 404 without one
 //
@@ -197,7 +197,7 @@ func (s *Server) notReady() string {
 	case b == nil:
 		return "broker: starting"
 	case !b.Ready():
-		return "name server: not registered yet (or the last registration failed)"
+		return "name server: not registered yet (or the last registration reached none)"
 	}
 	return ""
 }
