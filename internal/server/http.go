@@ -107,10 +107,15 @@ func (s *Server) startHTTP() error {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	if c.Console != nil {
-		mux.Handle("/", c.Console)
-	} else {
-		mux.Handle("/", http.NotFoundHandler())
+		s.SetConsole(c.Console)
 	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if h := s.console.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
 	h := &httpEndpoint{
 		srv: &http.Server{
 			Handler:           mux,
@@ -171,6 +176,17 @@ func (s *Server) stopHTTP(ctx context.Context) error {
 	}
 	<-s.http.done
 	return nil
+}
+
+// SetConsole serves h at / on the HTTP endpoint from now on, in place of
+// Config.Console (a console built after Start, from the running Server);
+// nil serves 404 again.
+func (s *Server) SetConsole(h http.Handler) {
+	if h == nil {
+		s.console.Store(nil)
+		return
+	}
+	s.console.Store(&h)
 }
 
 // HTTPAddr returns the address the HTTP endpoint listens on, or "" when

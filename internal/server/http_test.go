@@ -95,6 +95,15 @@ func TestHTTPPprofAndConsole(t *testing.T) {
 	if code, _ := get(t, env.Server, "/readyz"); code != 200 {
 		t.Errorf("GET /readyz: %d; the console must not shadow it", code)
 	}
+	// One set after Start replaces it; nil takes it away.
+	env.SetConsole(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "v2") }))
+	if code, body := get(t, env.Server, "/"); code != 200 || body != "v2" {
+		t.Errorf("GET / after SetConsole: %d %q", code, body)
+	}
+	env.SetConsole(nil)
+	if code, _ := get(t, env.Server, "/"); code != 404 {
+		t.Errorf("GET / after SetConsole(nil): %d, want 404", code)
+	}
 }
 
 func TestHTTPPprofNeedsLoopback(t *testing.T) {

@@ -108,7 +108,8 @@ type Config struct {
 	MetricsMaxTopics int `yaml:"metricsMaxTopics"`
 	MetricsMaxGroups int `yaml:"metricsMaxGroups"`
 	// Console, if set, is served at / on the HTTP endpoint (the web
-	// console); without it / answers 404.
+	// console); without it / answers 404. Server.SetConsole sets one
+	// later.
 	Console http.Handler `yaml:"-"`
 	// PluginCacheDir keeps the plugins' compiled code across restarts.
 	// Default DataDir/plugin-cache.
@@ -153,6 +154,7 @@ type Server struct {
 	// read by HTTP handlers.
 	storeOpen, pluginsLoaded, stopping atomic.Bool
 	broker                             atomic.Pointer[broker.Broker]
+	console                            atomic.Pointer[http.Handler] // SetConsole
 
 	// BrokerAddr and NamesrvAddr are where they listen.
 	BrokerAddr  string
