@@ -66,12 +66,13 @@ func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*r
 		var msgs []*message.Message
 		var sent int
 		if msgs, sent, resp = b.sendMessages(c, req, &h, qid); resp == nil {
+			topic := h.Topic // not h itself: the callback would move it to the heap
 			err := b.store.AppendAsync(msgs, func(err error) {
 				if err != nil {
 					reply(b.storeError(req, err))
 					return
 				}
-				b.meters.stored(h.Topic, msgs[:sent], start)
+				b.meters.stored(topic, msgs[:sent], start)
 				reply(b.sent(c, req, msgs[:sent]))
 			})
 			if err == nil {
