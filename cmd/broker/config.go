@@ -15,11 +15,11 @@ import (
 
 // brokerConfig works out what the broker runs with. Each setting comes
 // from its flag if the command line gives it, else from the config file,
-// else from the component's default (the zero value here; the one
-// exception is the embedded name server, which the command runs unless
-// told not to). It returns a usage error's exit code, or -1.
+// else from the component's default (the zero value here; the
+// exceptions are the embedded name server and the HTTP endpoint, which
+// the command runs unless told not to). It returns a usage error's exit code, or -1.
 func brokerConfig(args []string, stderr io.Writer) (cfg server.Config, pprofAddr string, code int) {
-	cfg = server.Config{NamesrvListen: server.DefaultNamesrvListen}
+	cfg = server.Config{NamesrvListen: server.DefaultNamesrvListen, HTTPListen: server.DefaultHTTPListen}
 	var configPath string
 	flagsOnly := cfg
 	fs := brokerFlags(&flagsOnly, &configPath, &pprofAddr, stderr)
@@ -70,7 +70,9 @@ func brokerFlags(c *server.Config, configPath, pprofAddr *string, stderr io.Writ
 	fs.Var(textFlag{&c.Broker.DelayLevels}, "delay-levels", "delay of each level, space-separated, units s, m, h or d (default \""+broker.DefaultDelayLevels+"\")")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow listening on a non-loopback address with access control (acl:) off")
 	fs.StringVar(configPath, "config", *configPath, "YAML config file; flags override it")
-	fs.StringVar(pprofAddr, "pprof-listen", *pprofAddr, "serve Go profiles (net/http/pprof) on this address; empty disables")
+	fs.StringVar(&c.HTTPListen, "http-listen", c.HTTPListen, "HTTP endpoint (/metrics, /healthz, /readyz) address; empty disables it")
+	fs.BoolVar(&c.HTTPPprof, "http-pprof", c.HTTPPprof, "serve Go profiles under /debug/pprof/ on the HTTP endpoint")
+	fs.StringVar(pprofAddr, "pprof-listen", *pprofAddr, "serve Go profiles (net/http/pprof) on this address alone; empty disables (see also --http-pprof)")
 	return fs
 }
 

@@ -113,7 +113,11 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	if srv.NamesrvAddr != "" {
 		nsInfo = srv.NamesrvAddr
 	}
-	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
+	httpInfo := "off"
+	if a := srv.HTTPAddr(); a != "" {
+		httpInfo = a
+	}
+	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
 		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String())
 
 	return serveUntilSignal(srv, log, hup, "listener failed", func() {

@@ -96,7 +96,7 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("bad size: exit %d, %q", code, errs)
 	}
 	// Values the components refuse stop the broker before it serves.
-	code, _, errs = runCmd("--config", write("topics:\n  - name: bad topic\n"), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--namesrv-listen", "")
+	code, _, errs = runCmd("--config", write("topics:\n  - name: bad topic\n"), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--http-listen", "127.0.0.1:0")
 	if code != 1 || !strings.Contains(errs, "broker failed to start") || !strings.Contains(errs, "bad topic") {
 		t.Fatalf("bad topic: exit %d, %q", code, errs)
 	}
@@ -129,6 +129,7 @@ var startedLine = regexp.MustCompile(`msg="broker started" listen=(\S+) namesrv=
 // with its broker and name-server addresses.
 func startChild(t *testing.T, args ...string) (*exec.Cmd, string, string, *bytes.Buffer) {
 	t.Helper()
+	args = append([]string{"--http-listen", "127.0.0.1:0"}, args...) // never the default port
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "RMQ_BROKER_CHILD_ARGS="+strings.Join(args, "\x1f"))
 	stderr, err := cmd.StderrPipe()

@@ -153,7 +153,7 @@ plugins:
 		{"plugins:\n  - {name: j, kind: filter, module: m.wasm, config: {1: x}}\n", 2, `line 2: config: the value cannot be passed as JSON`},
 		{"plugins:\n  - {name: k, kind: filter, module: m.wasm, limit: {}}\n", 2, `field limit not found`},
 	} {
-		code, _, errs := runCmd("--config", writeFile(t, dir, "bad.yaml", c.yaml), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--namesrv-listen", "")
+		code, _, errs := runCmd("--config", writeFile(t, dir, "bad.yaml", c.yaml), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--http-listen", "127.0.0.1:0")
 		if code != c.code || !strings.Contains(errs, c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", c.yaml, code, errs, c.code, c.want)
 		}
@@ -176,7 +176,7 @@ func TestPluginStartRefused(t *testing.T) {
 		{"two defaults", "{name: one, kind: allocate, module: junk.wasm}\n  - {name: two, kind: allocate, module: junk.wasm}", []string{`plugin \"two\"`, `already the default allocate plugin`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := writeFile(t, dir, "broker.yaml", "listen: 127.0.0.1:0\nnamesrvListen: \"\"\nplugins:\n  - "+c.plugin+"\n")
+			cfg := writeFile(t, dir, "broker.yaml", "listen: 127.0.0.1:0\nnamesrvListen: \"\"\nhttpListen: 127.0.0.1:0\nplugins:\n  - "+c.plugin+"\n")
 			dataDir := t.TempDir()
 			code, _, errs := runCmd("--config", cfg, "--data-dir", dataDir)
 			if code != 1 || !strings.Contains(errs, "broker failed to start") {

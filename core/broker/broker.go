@@ -442,6 +442,9 @@ type Broker struct {
 	// for pending timed messages to be rolled (retention.go); 0 if none.
 	rollTimersTo atomic.Int64
 
+	meters     meters      // metrics.go
+	registered atomic.Bool // the last full registration reached a name server (Ready)
+
 	quit     chan struct{}
 	wg       sync.WaitGroup
 	stopping sync.Once
@@ -462,6 +465,7 @@ func New(opts Options) (*Broker, error) {
 		quit:    make(chan struct{}),
 		started: make(chan struct{}),
 		boot:    opts.Now(),
+		meters:  newMeters(),
 	}
 	b.levels = opts.DelayLevels
 	b.sched = make(chan struct{}, 1)

@@ -54,7 +54,11 @@
 // group tables), connections.go
 // (GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST), register.go
 // (name server registration)
-// and admin.go (the admin command framework).
+// and admin.go (the admin command framework). metrics.go keeps the
+// operators' counters: per-topic traffic and send and pull latency, counted
+// on the request paths with atomics only, and Broker.Metrics, a snapshot
+// that reads every gauge (lag, held pulls, pending delays and
+// transactions) from memory when an exporter asks.
 //
 // inspect.go holds read-only views for in-process tools (the web
 // console): group configs and online members, messages by position or

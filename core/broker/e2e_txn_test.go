@@ -224,6 +224,11 @@ func TestTxnCommitRollbackAndCheck(t *testing.T) {
 	if n := env.Broker.PendingTransactions(); n != len(unknown) {
 		t.Fatalf("%d transactions pending, want %d", n, len(unknown))
 	}
+	var m broker.Metrics
+	env.Broker.Metrics(&m)
+	if m.TxnPending != len(unknown) || m.TxnChecks < int64(2*len(unknown)) {
+		t.Fatalf("metrics: %d pending, %d checks sent; want %d, at least %d", m.TxnPending, m.TxnChecks, len(unknown), 2*len(unknown))
+	}
 	checkCommitted(t, env, topic, commit)
 	before := l.checked()
 	for body, counts := range before {

@@ -186,5 +186,5 @@ func (b *Broker) ConnCount() int {
 	if b.rs == nil {
 		return 0
 	}
-	return b.rs.ConnCount()
+	return b.rs.Conns()
 }

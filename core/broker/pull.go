@@ -38,6 +38,7 @@ type pullRequest struct {
 }
 
 func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	start := time.Now()
 	p := &pullRequest{conn: c, req: req, group: req.Get("consumerGroup"), topic: req.Get("topic")}
 	var errs []error
 	var err error
@@ -96,7 +97,11 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 			b.log.Debug("pull: commit offset refused", "group", logName(p.group), "topic", p.topic, "queue", p.queueID, "err", err)
 		}
 	}
-	return b.pull(p, p.sysFlag&pullSuspend != 0 && p.suspend > 0)
+	resp := b.pull(p, p.sysFlag&pullSuspend != 0 && p.suspend > 0)
+	if resp != nil {
+		b.meters.pull.Since(start) // a held pull is answered later, and not timed
+	}
+	return resp
 }
 
 // pullFilter resolves the subscription a pull applies: the request's own
@@ -158,6 +163,7 @@ func (b *Broker) pull(p *pullRequest, mayHold bool) *remoting.Command {
 	body, next, err := b.readMatching(p)
 	switch {
 	case len(body) > 0:
+		b.meters.pulled(p.topic, body)
 		return pullResponse(p.req, remoting.Success, next, minOff, b.store.MaxOffset(p.topic, p.queueID), body)
 	case err != nil:
 		return pullResponse(p.req, remoting.SystemError, next, minOff, maxOff, nil, err.Error())
@@ -256,6 +262,7 @@ func (b *Broker) matchSpans(p *pullRequest, body []byte, spans []span) (int, err
 			b.filters.failed(p.filterName, err)
 			return batch[0], errors.New("filter " + p.filterName + " failed: " + err.Error())
 		}
+		b.meters.filterEvals.Add(int64(len(batch)))
 		for j, k := range batch {
 			spans[k].match = res[j]
 		}

@@ -22,6 +22,9 @@ func (b *Broker) registerLoop() { b.every(b.opts.RegisterInterval, b.registerAll
 // re-sends the whole table, since only a full registration makes a name
 // server forget a topic.
 func (b *Broker) topicChanged(topic string, deleted bool) {
+	if deleted {
+		b.meters.topics.Delete(topic)
+	}
 	select {
 	case <-b.started:
 	default:
@@ -71,6 +74,7 @@ func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.
 		b.log.Error("encode registration", "err", err)
 		return
 	}
+	reached := len(b.opts.NameServers) == 0 // some name server has this table
 	for _, ns := range b.opts.NameServers {
 		req := remoting.NewRequest(remoting.RegisterBroker, map[string]string{
 			"brokerName":   b.opts.BrokerName,
@@ -91,7 +95,12 @@ func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.
 			b.log.Warn("register with name server failed", "namesrv", ns, "incremental", incremental, "err", err)
 		case resp.Code != remoting.Success:
 			b.log.Warn("name server refused registration", "namesrv", ns, "incremental", incremental, "code", resp.Code, "remark", resp.Remark)
+		default:
+			reached = true
 		}
+	}
+	if !incremental {
+		b.registered.Store(reached)
 	}
 }
 

@@ -361,6 +361,7 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *remoting.Command) *remoti
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)
 	}
+	b.meters.sentBack(msgs[0].Topic)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
@@ -23,6 +24,7 @@ func bornHost(c *remoting.Conn) netip.AddrPort {
 }
 
 func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	start := time.Now()
 	h, err := remoting.DecodeSendHeaderOf(req)
 	if err != nil {
 		return response(req, remoting.MessageIllegal, "send: %v", err)
@@ -38,6 +40,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := b.store.Append(msgs); err != nil {
 		return b.storeError(req, err)
 	}
+	b.meters.stored(h.Topic, msgs[:sent], start)
 	return b.sent(c, req, msgs[:sent])
 }
 
@@ -49,6 +52,7 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 // declined to handleSend on a worker. Decoding once more there costs only
 // the declined requests.
 func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*remoting.Command)) bool {
+	start := time.Now()
 	h, err := remoting.DecodeSendHeaderOf(req)
 	if err != nil {
 		reply(response(req, remoting.MessageIllegal, "send: %v", err))
@@ -62,11 +66,13 @@ func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*r
 		var msgs []*message.Message
 		var sent int
 		if msgs, sent, resp = b.sendMessages(c, req, &h, qid); resp == nil {
+			topic := h.Topic // not h itself: the callback would move it to the heap
 			err := b.store.AppendAsync(msgs, func(err error) {
 				if err != nil {
 					reply(b.storeError(req, err))
 					return
 				}
+				b.meters.stored(topic, msgs[:sent], start)
 				reply(b.sent(c, req, msgs[:sent]))
 			})
 			if err == nil {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -170,7 +171,9 @@ type txnService struct {
 	storeHost netip.AddrPort
 	checkGap  time.Duration // after a check, the earliest next decision
 	kick      chan struct{}
-	mu        struct {
+	// checksSent counts the checks sent to producers (metrics.go).
+	checksSent atomic.Int64
+	mu         struct {
 		sync.Mutex
 		idle      sync.Cond // broadcast when a busy transaction is released
 		pending   map[int64]*halfTxn
@@ -820,6 +823,7 @@ func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) (reached bool) {
 		s.log.Warn("send transaction check", "group", t.group, "offset", t.origin, "err", err)
 		return true
 	}
+	s.checksSent.Add(1)
 	s.log.Debug("transaction check sent", "group", t.group, "offset", t.origin, "checks", t.checks, "peer", c.RemoteAddr())
 	return true
 }

@@ -426,14 +426,6 @@ func (s *Server) handshakeAndServe(nc net.Conn, host string) {
 	c.serve(func() { s.connDone(c, host) })
 }
 
-// Conns returns how many connections the server is serving: accepted,
-// past the TLS handshake, not yet closed.
-func (s *Server) Conns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.mu.conns)
-}
-
 // connDone forgets a connection (nil: one that never got served) when its
 // serving goroutine ends.
 func (s *Server) connDone(c *Conn, host string) {
@@ -448,11 +440,12 @@ func (s *Server) connDone(c *Conn, host string) {
 	s.wg.Done()
 }
 
-// ConnCount returns how many connections the server holds open.
-func (s *Server) ConnCount() int {
+// Conns returns the number of open connections, those still in their TLS
+// handshake included.
+func (s *Server) Conns() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.mu.conns)
+	return len(s.mu.conns) + s.mu.opening
 }
 
 // Shutdown stops accepting, stops reading requests, waits for running

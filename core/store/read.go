@@ -191,6 +191,27 @@ func (s *Store) OffsetForTimestamp(topic string, queueID int32, ts int64) (int64
 	return lo, nil
 }
 
+// DiskUsage describes the store's files, from what it holds in memory.
+type DiskUsage struct {
+	Segments       int   // commit-log segment files
+	CommitLogBytes int64 // the retained commit log: its end minus its first segment's base
+	IndexBytes     int64 // the index's files, as pebble counts them
+}
+
+// DiskUsage returns the store's disk usage. It reads no directory: the
+// commit log's figure is the span of offsets its segments hold, which
+// over-counts a segment's unwritten tail.
+func (s *Store) DiskUsage() DiskUsage {
+	s.cl.mu.RLock()
+	u := DiskUsage{Segments: len(s.cl.segs)}
+	if len(s.cl.segs) > 0 {
+		u.CommitLogBytes = max(s.written.Load()-s.cl.segs[0].base, 0)
+	}
+	s.cl.mu.RUnlock()
+	u.IndexBytes = int64(s.db.Metrics().DiskSpaceUsage())
+	return u
+}
+
 // CommitLogOffsets returns the first retained offset of the commit log and
 // the offset after its last record.
 func (s *Store) CommitLogOffsets() (minOff, maxOff int64) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/internal/histogram"
 )
 
 // Store is an open data directory. Its methods are safe for concurrent use.
@@ -99,7 +100,23 @@ type Stats struct {
 	// UnconsumedDropped counts unconsumed messages deleted above
 	// DiskHighWater (only with DiskHighWaterDropsUnconsumed).
 	UnconsumedDropped atomic.Int64
+	// AppendedBytes counts the bytes of the records appended.
+	AppendedBytes atomic.Int64
+
+	// RoundMessages is the distribution of records per flush round (the
+	// group commit's size); FsyncDuration that of commit-log fsyncs, in
+	// nanoseconds; FsyncBytes that of the bytes each fsync made durable.
+	// They are set by Open and read at scrape time.
+	RoundMessages *histogram.Histogram
+	FsyncDuration *histogram.Histogram
+	FsyncBytes    *histogram.Histogram
 }
+
+// Bounds of the store's histograms.
+var (
+	roundMessagesBounds = histogram.Powers(2, 4096)
+	fsyncBytesBounds    = histogram.Powers(4, 1<<30)
+)
 
 // Round buffer reuse: a few drained rounds are kept so steady appends do
 // not allocate their buffers again.
@@ -147,6 +164,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{opts: opts, log: opts.Logger.With("component", "store"), kick: make(chan struct{}, 1), quit: make(chan struct{}),
 		completions: make(chan completion, completionBacklog)}
+	s.stats.RoundMessages = histogram.New(roundMessagesBounds...)
+	s.stats.FsyncDuration = histogram.New(histogram.Durations...)
+	s.stats.FsyncBytes = histogram.New(fsyncBytesBounds...)
 	if opts.Flush == FlushSync {
 		s.markerFlags = markerSync
 	}
@@ -372,6 +392,7 @@ func (s *Store) enqueue(msgs []*message.Message, then func(error)) (*round, erro
 	}
 	s.mu.Unlock()
 	s.stats.Appends.Add(int64(len(msgs)))
+	s.stats.AppendedBytes.Add(int64(total))
 
 	select {
 	case s.kick <- struct{}{}:
@@ -476,9 +497,11 @@ func (s *Store) flushOnce() bool {
 		return false
 	}
 	s.stats.Rounds.Add(1)
+	s.stats.RoundMessages.Observe(int64(len(r.units)))
 	err := s.writeRound(r)
 	if err == nil && s.opts.Flush == FlushSync {
 		err = s.syncActive()
+		s.stats.FsyncBytes.Observe(r.end - r.start)
 	}
 	if err != nil {
 		s.rollback(r, err)
@@ -596,6 +619,7 @@ func (s *Store) syncActive() error {
 		return nil
 	}
 	s.stats.Fsyncs.Add(1)
+	defer s.stats.FsyncDuration.Since(time.Now())
 	if err := s.active.f.SyncData(); err != nil {
 		return fmt.Errorf("store: fsync segment %s: %w", s.active.name, err)
 	}
@@ -609,6 +633,7 @@ func (s *Store) syncLoop() {
 		if end == s.durable.Load() {
 			return
 		}
+		s.stats.FsyncBytes.Observe(end - s.durable.Load())
 		if err := s.syncActive(); err != nil {
 			// What an fsync failure leaves on disk is unknown, and records
 			// it covered were acknowledged already: stop taking writes.

@@ -70,7 +70,7 @@ func checkGraph(g graph, rules []rule) []string {
 			rel = ""
 		}
 		for _, r := range rules {
-			if !under(rel, r.from) {
+			if !under(rel, r.from) || r.direct {
 				continue
 			}
 			// Breadth first, so each dependency is reported with the

@@ -141,7 +141,7 @@ func (c consoleSource) Overview() console.Overview {
 		Connections: b.ConnCount(), Stored: st.Stats().Appends.Load(), CommitLogBytes: maxOff - minOff,
 		ACL: c.s.ACLEnabled(), TLS: c.s.tls != nil, Plugins: len(c.s.plugins.list()), Bridge: c.s.bridge != nil,
 	}
-	if used, total, err := st.DiskUsage(); err == nil {
+	if used, total, err := st.FilesystemUsage(); err == nil {
 		ov.DiskUsed, ov.DiskTotal = int64(used), int64(total)
 	}
 	return ov

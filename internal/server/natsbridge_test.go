@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ func TestNATSBridgeWiring(t *testing.T) {
 	env := brokertest.Start(t, func(c *server.Config) {
 		c.Broker.ClusterName, c.Broker.BrokerName = "c1", "b1"
 		c.NATSBridge = &server.BridgeOptions{URLs: []string{url}, Provision: true, CursorInterval: 10 * time.Millisecond}
+		c.HTTPListen = "127.0.0.1:0"
 	})
 	env.KnowGroup(t, "cg")
 	cl := remoting.NewClient(remoting.ClientOptions{})
@@ -84,6 +86,16 @@ func TestNATSBridgeWiring(t *testing.T) {
 	brokertest.Eventually(t, 10*time.Second, "the cursor to pass the event", func() bool { return status(env).Cursor == 1 })
 	if st := status(env); st.Connection != "CONNECTED" || st.Published != 1 || st.LagEvents != 0 {
 		t.Fatalf("status %+v", st)
+	}
+	// The same figures on /metrics, and the dead letter behind them.
+	_, metrics := get(t, env.Server, "/metrics")
+	for _, line := range []string{
+		"rmq_natsbridge_connected 1", "rmq_natsbridge_published_total 1", "rmq_natsbridge_lag_events 0",
+		"rmq_dead_letters_total 1", `rmq_dlq_messages{group="cg"} 1`, `rmq_natsbridge_dropped_total{reason="expired"} 0`,
+	} {
+		if !strings.Contains(metrics, "\n"+line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
 	}
 
 	env = env.Restart(t)

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/acl"
@@ -89,6 +91,27 @@ type Config struct {
 	// Insecure allows listening on a non-loopback address with ACL off;
 	// without it Start refuses, saying why.
 	Insecure bool `yaml:"insecure"`
+	// HTTPListen serves the operators' HTTP endpoint there (http.go):
+	// /metrics, /healthz, /readyz, and the console at /. Empty serves
+	// none, the default; the broker command's is DefaultHTTPListen.
+	HTTPListen string `yaml:"httpListen"`
+	// HTTPPprof adds Go's profiles under /debug/pprof/ on the HTTP
+	// endpoint. Default off; on an address other than loopback it needs
+	// Insecure.
+	HTTPPprof bool `yaml:"httpPprof"`
+	// HTTPMaxConns bounds the HTTP endpoint's open connections; more
+	// wait to be accepted. Default 64.
+	HTTPMaxConns int `yaml:"httpMaxConns"`
+	// MetricsMaxTopics and MetricsMaxGroups cap the topics and consumer
+	// groups with series of their own on /metrics; the rest are summed
+	// into "_other" (internal/metrics). Default 1,000 each.
+	MetricsMaxTopics int `yaml:"metricsMaxTopics"`
+	MetricsMaxGroups int `yaml:"metricsMaxGroups"`
+	// Console, if set, is served at / on the HTTP endpoint in place of
+	// the web console (ConsoleHandler), which is served there otherwise
+	// once the broker runs. Server.SetConsole sets one
+	// later.
+	Console http.Handler `yaml:"-"`
 	// PluginCacheDir keeps the plugins' compiled code across restarts.
 	// Default DataDir/plugin-cache.
 	PluginCacheDir string `yaml:"pluginCacheDir"`
@@ -125,7 +148,14 @@ type Server struct {
 
 	plugins *pluginHost
 	acl     *aclGate
-	tls     *tlsGate // nil with TLS off
+	tls     *tlsGate      // nil with TLS off
+	http    *httpEndpoint // nil with HTTPListen empty
+
+	// Readiness, as /readyz reports it; written by Start and Shutdown,
+	// read by HTTP handlers.
+	storeOpen, pluginsLoaded, stopping atomic.Bool
+	broker                             atomic.Pointer[broker.Broker]
+	console                            atomic.Pointer[http.Handler] // SetConsole
 
 	// BrokerAddr and NamesrvAddr are where they listen.
 	BrokerAddr  string
@@ -139,7 +169,7 @@ type Server struct {
 // Start opens the store, starts the embedded name server and the broker,
 // and returns once both accept connections. Nothing listens until the
 // store is open and recovered.
-func Start(cfg Config) (*Server, error) {
+func Start(cfg Config) (_ *Server, err error) {
 	cfg = cfg.withDefaults()
 	if cfg.NamesrvListen == "" && len(cfg.NameServers) == 0 {
 		cfg.Logger.Warn("no name server: the embedded one is off and namesrv names none; clients will not find this broker")
@@ -147,7 +177,7 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.checkExposure(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 2)}
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 3)}
 	gate, err := newACLGate(&cfg, cfg.Logger, cfg.NamesrvListen != "")
 	if err != nil {
 		return nil, err
@@ -156,6 +186,16 @@ func Start(cfg Config) (*Server, error) {
 	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
 		return nil, err
 	}
+	// The HTTP endpoint comes first, so /healthz and /readyz answer
+	// while the store recovers.
+	if err := s.startHTTP(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.stopHTTP(context.Background())
+		}
+	}()
 
 	// The store is opened and recovered before anything listens: a client
 	// that connects during a slow or failing start would otherwise wait
@@ -177,11 +217,13 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: open the store in %s: %w", so.Dir, err)
 	}
+	s.storeOpen.Store(true)
 	s.acl.store = s.Store
 	if err := s.loadPlugins(); err != nil {
 		s.Store.Close()
 		return nil, err
 	}
+	s.pluginsLoaded.Store(true)
 
 	if cfg.NamesrvListen != "" {
 		if err := s.startNamesrv(); err != nil {
@@ -239,8 +281,14 @@ func Start(cfg Config) (*Server, error) {
 		s.Store.Close()
 		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
 	}
+	s.registerMetrics()
+	s.broker.Store(s.Broker)
 	s.serve(func() error { return s.Broker.Serve(brokerLn) })
 	s.BrokerAddr = s.Broker.Addr()
+	if s.http != nil && cfg.Console == nil {
+		// Until now / answered 404: the console reads the running broker.
+		s.SetConsole(s.ConsoleHandler(s.HTTPAddr()))
+	}
 	return s, nil
 }
 
@@ -322,6 +370,8 @@ func (s *Server) stopNamesrv() {
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	s.shutdown.Do(func() {
+		s.stopping.Store(true)
+		s.stopHTTP(ctx)
 		if s.Broker != nil {
 			errs = append(errs, s.Broker.Shutdown(ctx))
 		}

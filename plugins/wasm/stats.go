@@ -35,7 +35,10 @@ const (
 )
 
 // histogram counts durations in logarithmic buckets without locks.
-type histogram struct{ counts [numBuckets]atomic.Uint64 }
+type histogram struct {
+	counts [numBuckets]atomic.Uint64
+	sum    atomic.Int64 // ns
+}
 
 func bucketOf(ns uint64) int {
 	if ns < subBuckets {
@@ -61,6 +64,36 @@ func (h *histogram) record(d time.Duration) {
 		d = 0
 	}
 	h.counts[bucketOf(uint64(d))].Add(1)
+	h.sum.Add(int64(d))
+}
+
+// Latency fills cum with the number of calls (one Match, Allocate or
+// TxnCheck each) that took at most each of bounds, which must ascend, for
+// a metrics exporter; it returns cum, the count of all calls and the sum
+// of their durations. A call is counted under a bound when the upper end
+// of its logarithmic bucket is, so a count is exact to within the
+// buckets' 19%.
+func (p *Plugin) Latency(bounds []time.Duration, cum []uint64) (_ []uint64, count uint64, sum time.Duration) {
+	cum = cum[:0]
+	for range bounds {
+		cum = append(cum, 0)
+	}
+	h := &p.stats.latency
+	j := 0
+	for i := range h.counts {
+		c := h.counts[i].Load()
+		count += c
+		for j < len(bounds) && time.Duration(upperBound(i)) > bounds[j] {
+			j++
+		}
+		if j < len(bounds) {
+			cum[j] += c
+		}
+	}
+	for j := 1; j < len(cum); j++ {
+		cum[j] += cum[j-1]
+	}
+	return cum, count, time.Duration(h.sum.Load())
 }
 
 // quantile returns the upper bound of the bucket holding quantile q.

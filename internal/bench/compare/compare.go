@@ -256,7 +256,7 @@ func (c *comparer) runRMQ(ctx context.Context, p *pairing, rate int) (Measure, e
 		return Measure{}, err
 	}
 	srv, err := startServer(ctx, "broker", dir, []string{c.o.Broker,
-		"--data-dir", dir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--flush", p.flush}, child.BrokerReady)
+		"--data-dir", dir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--http-listen", "", "--flush", p.flush}, child.BrokerReady)
 	if err != nil {
 		return Measure{}, err
 	}

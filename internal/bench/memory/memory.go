@@ -129,7 +129,7 @@ func (p *prober) startBroker(ctx context.Context) error {
 	b, err := child.Start(ctx, child.Options{
 		Name: "broker",
 		Argv: []string{p.o.Broker, "--config", cfg, "--data-dir", filepath.Join(p.dir, "data"),
-			"--listen", "127.0.0.1:0", "--namesrv-listen", ""},
+			"--listen", "127.0.0.1:0", "--namesrv-listen", "", "--http-listen", ""},
 		Dir:     p.dir,
 		Ready:   child.BrokerReady,
 		Timeout: restartTimeout,
