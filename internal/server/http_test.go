@@ -47,7 +47,7 @@ func TestHTTPEndpoint(t *testing.T) {
 		{"/metrics", 200, "rmq_store_fsyncs_total"},
 		{"/metrics", 200, "go_goroutines"},
 		{"/debug/pprof/", 404, ""}, // not asked for
-		{"/", 404, ""},             // no console
+		{"/", 200, "Overview"},     // the console
 		{"/console/x", 404, ""},
 	} {
 		code, body := get(t, env.Server, c.path)
@@ -152,5 +152,18 @@ func TestReadyz(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", env.HTTPAddr(), time.Second); err == nil {
 		c.Close()
 		t.Fatal("HTTP endpoint still accepts after Shutdown")
+	}
+}
+
+// TestHTTPServesConsole checks that the endpoint serves the web console at
+// / once the broker runs, without anything configured beyond the listener.
+func TestHTTPServesConsole(t *testing.T) {
+	env := brokertest.Start(t, func(c *server.Config) { c.HTTPListen = "127.0.0.1:0" })
+	code, body := get(t, env.Server, "/")
+	if code != 200 || !strings.Contains(body, "<title>Overview · rmq-go</title>") || !strings.Contains(body, env.BrokerAddr) {
+		t.Fatalf("GET /: %d\n%s", code, body)
+	}
+	if code, body := get(t, env.Server, "/topics"); code != 200 || !strings.Contains(body, "RMQ_SYS_TRACE_TOPIC") {
+		t.Fatalf("GET /topics: %d\n%s", code, body)
 	}
 }
