@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/rmq-go/rmq/core/store"
 )
@@ -73,3 +74,6 @@ func (b *Broker) PendingTimers() int {
 // UnconsumedHolds returns what the broker reports to retention as not yet
 // consumed.
 func (b *Broker) UnconsumedHolds() []store.QueueHold { return b.unconsumed() }
+
+// SetRelayTimeout changes how long a relay waits for a client's answer.
+func (b *Broker) SetRelayTimeout(d time.Duration) { b.relays.wait.Store(int64(d)) }
