@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -158,73 +159,139 @@ func (b *Broker) resettable(group string) error {
 // (RESET_CONSUMER_CLIENT_OFFSET, oneway: the clients do not answer it),
 // which drops what it holds of those queues and pulls again from there.
 func (b *Broker) handleResetOffset(c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	topic, group := req.Get("topic"), req.Get("group")
-	if err := b.resettable(group); err != nil {
-		return response(req, remoting.SubscriptionGroupNotExist, "reset offset: %v", err)
-	}
-	tc, ok := b.topics.get(topic)
-	if !ok {
-		return response(req, remoting.TopicNotExist, "reset offset: topic %s does not exist", logName(topic))
-	}
-	ts, terr := req.Int64Or("timestamp", -2)
-	force, ferr := req.BoolOr("isForce", false)
-	qid, qerr := req.Int32Or("queueId", -1)
-	target, oerr := req.Int64Or("offset", -1)
+	a := ResetArgs{Topic: req.Get("topic"), Group: req.Get("group")}
+	var terr, ferr, qerr, oerr error
+	a.Timestamp, terr = req.Int64Or("timestamp", noTimestamp)
+	a.Force, ferr = req.BoolOr("isForce", false)
+	a.QueueID, qerr = req.Int32Or("queueId", -1)
+	a.Offset, oerr = req.Int64Or("offset", -1)
 	if err := errors.Join(terr, ferr, qerr, oerr); err != nil {
 		return response(req, remoting.SystemError, "reset offset: %v", err)
 	}
-	if target < 0 && ts == -2 {
-		return response(req, remoting.SystemError, "reset offset: timestamp (ms, or -1 for the newest offset) or queueId and offset are required")
+	res, code, err := b.resetOffsets(a)
+	if err != nil {
+		return response(req, code, "reset offset: %v", err)
 	}
-	if target >= 0 && qid < 0 {
-		return response(req, remoting.SystemError, "reset offset: an offset needs the queueId it is for")
+	table := make([]remoting.QueueOffset, len(res.Offsets))
+	for i, o := range res.Offsets {
+		table[i] = remoting.QueueOffset{Queue: remoting.QueueKey{BrokerName: b.opts.BrokerName, QueueID: o.QueueID, Topic: a.Topic}, Offset: o.Offset}
 	}
-	if qid >= int32(tc.ReadQueueNums) {
-		return response(req, remoting.SystemError, "reset offset: queue %d does not exist in topic %s (%d read queues)", qid, topic, tc.ReadQueueNums)
+	resp := remoting.NewResponse(req, remoting.Success, res.Remark)
+	resp.Body = append(remoting.AppendQueueOffsets([]byte(`{"offsetTable":`), table), '}')
+	return resp
+}
+
+// noTimestamp marks a reset request without a timestamp.
+const noTimestamp = -2
+
+// ResetArgs are the arguments of an offset reset: the 222 request's
+// header fields, and the offsets.reset admin command's JSON.
+type ResetArgs struct {
+	Group string `json:"group"`
+	Topic string `json:"topic"`
+	// Timestamp is the time (Unix ms) to reset to; -1 means the newest
+	// offset.
+	Timestamp int64 `json:"timestamp"`
+	// Force lets an offset move forward.
+	Force bool `json:"force"`
+	// QueueID, when not -1, limits the reset to one queue, and Offset,
+	// when not -1, is that queue's offset (instead of Timestamp's).
+	QueueID int32 `json:"queueId"`
+	Offset  int64 `json:"offset"`
+}
+
+// ResetResult is what a reset did.
+type ResetResult struct {
+	Offsets []ResetOffset `json:"offsets"`
+	// Online are the group's live consumers, Told those that were sent
+	// the new offsets.
+	Online []string `json:"online"`
+	Told   []string `json:"told"`
+	Remark string   `json:"remark"`
+}
+
+// ResetOffset is one queue's offset after a reset.
+type ResetOffset struct {
+	QueueID int32 `json:"queueId"`
+	Offset  int64 `json:"offset"`
+}
+
+// resetOffsets resets a group's offsets on a topic and tells its live
+// consumers (handleResetOffset's comment has the rules). The error's
+// code is the one to answer with.
+func (b *Broker) resetOffsets(a ResetArgs) (ResetResult, int16, error) {
+	var res ResetResult
+	if err := b.resettable(a.Group); err != nil {
+		return res, remoting.SubscriptionGroupNotExist, err
+	}
+	tc, ok := b.topics.get(a.Topic)
+	if !ok {
+		return res, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist", logName(a.Topic))
+	}
+	switch {
+	case a.Offset < 0 && a.Timestamp == noTimestamp:
+		return res, remoting.SystemError, errors.New("timestamp (ms, or -1 for the newest offset) or queueId and offset are required")
+	case a.Offset >= 0 && a.QueueID < 0:
+		return res, remoting.SystemError, errors.New("an offset needs the queueId it is for")
+	case a.QueueID >= int32(tc.ReadQueueNums):
+		return res, remoting.SystemError, fmt.Errorf("queue %d does not exist in topic %s (%d read queues)", a.QueueID, a.Topic, tc.ReadQueueNums)
 	}
 	var table []remoting.QueueOffset
 	for q := range int32(tc.ReadQueueNums) {
-		if qid >= 0 && q != qid {
+		if a.QueueID >= 0 && q != a.QueueID {
 			continue
 		}
-		to, err := b.resetTarget(topic, q, ts, target)
+		to, err := b.resetTarget(a.Topic, q, a.Timestamp, a.Offset)
 		if err != nil {
-			return response(req, remoting.SystemError, "reset offset: %v", err)
+			return res, remoting.SystemError, err
 		}
-		committed, has := b.store.ConsumerOffset(group, topic, q)
-		if has && !force && target < 0 && committed <= to {
+		committed, has := b.store.ConsumerOffset(a.Group, a.Topic, q)
+		if has && !a.Force && a.Offset < 0 && committed <= to {
 			to = committed
 		}
 		if !has || to != committed {
-			if code, err := b.commitOffset(group, topic, q, to); err != nil {
-				return response(req, code, "reset offset: group %s, %s queue %d: %v", group, topic, q, err)
+			if code, err := b.commitOffset(a.Group, a.Topic, q, to); err != nil {
+				return res, code, fmt.Errorf("group %s, %s queue %d: %w", a.Group, a.Topic, q, err)
 			}
 		}
-		table = append(table, remoting.QueueOffset{Queue: remoting.QueueKey{BrokerName: b.opts.BrokerName, QueueID: q, Topic: topic}, Offset: to})
+		table = append(table, remoting.QueueOffset{Queue: remoting.QueueKey{BrokerName: b.opts.BrokerName, QueueID: q, Topic: a.Topic}, Offset: to})
+		res.Offsets = append(res.Offsets, ResetOffset{QueueID: q, Offset: to})
 	}
-	body := remoting.AppendQueueOffsets([]byte(`{"offsetTable":`), table)
-	body = append(body, '}')
-	targets := b.clients.consumerTargets(group)
-	ext := map[string]string{"topic": topic, "group": group, "timestamp": strconv.FormatInt(ts, 10), "isForce": strconv.FormatBool(force)}
-	var told []string
-	for _, rt := range targets {
+	body := append(remoting.AppendQueueOffsets([]byte(`{"offsetTable":`), table), '}')
+	ext := map[string]string{"topic": a.Topic, "group": a.Group, "timestamp": strconv.FormatInt(a.Timestamp, 10), "isForce": strconv.FormatBool(a.Force)}
+	res.Online, res.Told = []string{}, []string{}
+	for _, rt := range b.clients.consumerTargets(a.Group) {
+		res.Online = append(res.Online, rt.clientID)
 		ctx, cancel := context.WithTimeout(context.Background(), b.relays.timeout())
 		err := rt.conn.Oneway(ctx, remoting.NewRequest(remoting.ResetConsumerClientOffset, ext, body))
 		cancel()
 		if err != nil {
-			b.log.Warn("reset offset stored, but a consumer was not told", "group", group, "topic", topic, "client", rt.clientID, "err", err)
+			b.log.Warn("reset offset stored, but a consumer was not told", "group", a.Group, "topic", a.Topic, "client", rt.clientID, "err", err)
 			continue
 		}
-		told = append(told, rt.clientID)
+		res.Told = append(res.Told, rt.clientID)
 	}
-	b.log.Info("consumer offsets reset", "group", group, "topic", topic, "timestamp", ts, "force", force, "queues", len(table), "clients_told", len(told))
-	remark := "no consumer online; the group starts from these offsets"
-	if len(targets) > 0 {
-		remark = fmt.Sprintf("told %d of %d online consumers", len(told), len(targets))
+	b.log.Info("consumer offsets reset", "group", a.Group, "topic", a.Topic, "timestamp", a.Timestamp, "force", a.Force,
+		"queues", len(table), "online", len(res.Online), "told", len(res.Told))
+	res.Remark = "no consumer online; the group starts from these offsets"
+	if len(res.Online) > 0 {
+		res.Remark = fmt.Sprintf("told %d of %d online consumers", len(res.Told), len(res.Online))
 	}
-	resp := remoting.NewResponse(req, remoting.Success, remark)
-	resp.Body = body
-	return resp
+	return res, remoting.Success, nil
+}
+
+// handleResetAdmin is the offsets.reset admin command (broker admin
+// offsets reset): resetOffsets with JSON arguments.
+func (b *Broker) handleResetAdmin(ctx context.Context, args json.RawMessage) (any, error) {
+	a := ResetArgs{Timestamp: noTimestamp, QueueID: -1, Offset: -1}
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
+	res, _, err := b.resetOffsets(a)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // resetTarget is the offset a reset moves a queue to: offset when it is
