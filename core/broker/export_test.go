@@ -77,3 +77,19 @@ func (b *Broker) UnconsumedHolds() []store.QueueHold { return b.unconsumed() }
 
 // SetRelayTimeout changes how long a relay waits for a client's answer.
 func (b *Broker) SetRelayTimeout(d time.Duration) { b.relays.wait.Store(int64(d)) }
+
+// OccupyRelays takes n relay slots, as n relays waiting for clients
+// would, until release is called.
+func (b *Broker) OccupyRelays(n int) (release func()) {
+	for range n {
+		b.relays.slots <- struct{}{}
+	}
+	return func() {
+		for range n {
+			<-b.relays.slots
+		}
+	}
+}
+
+// MaxRelays is the bound on relays in flight.
+const MaxRelays = maxRelays

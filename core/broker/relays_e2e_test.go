@@ -260,6 +260,13 @@ func TestRelaysOurClient(t *testing.T) {
 			t.Errorf("%s to a gone client: %d %q", remoting.RequestCode(code), r.Code, r.Remark)
 		}
 	}
+	// With every relay slot taken, a relay is refused at once.
+	release := env.Broker.OccupyRelays(broker.MaxRelays)
+	r = invoke(t, cl, env, remoting.GetConsumerRunningInfo, map[string]string{"consumerGroup": group, "clientId": c.ClientID()}, nil)
+	release()
+	if r.Code != remoting.SystemBusy || !strings.Contains(r.Remark, "in flight") {
+		t.Errorf("running info with every relay slot taken: %d %q", r.Code, r.Remark)
+	}
 	r = invoke(t, cl, env, remoting.InvokeBrokerToGetConsumerStatus, map[string]string{"topic": topic, "group": brokertest.Name("nobody")}, nil)
 	if r.Code != remoting.ConsumerNotOnline {
 		t.Errorf("status of a group with no client: %d %q", r.Code, r.Remark)

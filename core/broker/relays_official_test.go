@@ -147,4 +147,22 @@ func TestRelaysOfficialClient(t *testing.T) {
 			t.Errorf("A-%d delivered %d times after the reset, want 1", i, got)
 		}
 	}
+
+	// Stopped: the group starts again from the reset.
+	if err := c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the consumer gone from the group", func() bool { return len(env.Broker.ConsumerIDs(group)) == 0 })
+	wantAtTime(t, env, topic, 2, mark, resetOffset(t, cl, env, group, topic, mark, false))
+	again := env.PushConsumer(t, group)
+	if err := again.Subscribe(topic, consumer.MessageSelector{}, rec.listener); err != nil {
+		t.Fatal(err)
+	}
+	env.StartConsumer(t, again, group, true, topic)
+	rec.wait(t, "B", n, 3, 30*time.Second)
+	for i := 1; i < n; i++ {
+		if got := rec.count("A-" + strconv.Itoa(i)); got != 1 {
+			t.Errorf("A-%d delivered %d times after the restart, want 1", i, got)
+		}
+	}
 }
