@@ -54,6 +54,8 @@ const (
 	defaultRelayTimeout = 4 * time.Second
 	// maxRelays bounds the relays in flight.
 	maxRelays = 64
+	// statusFanOut bounds the clients one status request asks at once.
+	statusFanOut = 16
 )
 
 // relayLimits bound the relays to clients.
@@ -317,8 +319,9 @@ func (b *Broker) resetTarget(topic string, q int32, ts, offset int64) (int64, er
 
 // handleConsumerStatus serves INVOKE_BROKER_TO_GET_CONSUMER_STATUS: the
 // offsets each live consumer of the group holds for the topic, asked of
-// the clients at once. Clients that fail to answer are named in the
-// remark; when none answers the request fails.
+// statusFanOut clients at a time. The first client that failed to answer
+// is named in the remark, with a count of the others; when none answers
+// the request fails.
 func (b *Broker) handleConsumerStatus(c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	topic, group, only := req.Get("topic"), req.Get("group"), req.Get("clientAddr")
 	if err := checkGroup(group); err != nil {
@@ -340,8 +343,11 @@ func (b *Broker) handleConsumerStatus(c *remoting.Conn, req *remoting.Command) *
 	}
 	answers := make([]answer, len(targets))
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, statusFanOut)
 	for i, rt := range targets {
+		sem <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-sem }()
 			ext := map[string]string{"topic": topic, "group": group, "clientAddr": rt.clientID}
 			resp, _, err := b.relay(rt, group, remoting.NewRequest(remoting.GetConsumerStatusFromClient, ext, nil))
 			if err == nil {
@@ -355,11 +361,11 @@ func (b *Broker) handleConsumerStatus(c *remoting.Conn, req *remoting.Command) *
 	}
 	wg.Wait()
 	body := []byte(`{"consumerTable":{`)
-	var failed []string
+	var failed firstError
 	n := 0
 	for i, a := range answers {
 		if a.err != nil {
-			failed = append(failed, a.err.Error())
+			failed.add(remoting.SystemError, a.err.Error())
 			continue
 		}
 		if n > 0 {
@@ -372,9 +378,9 @@ func (b *Broker) handleConsumerStatus(c *remoting.Conn, req *remoting.Command) *
 	}
 	body = append(body, `},"messageQueueTable":{}}`...)
 	if n == 0 {
-		return response(req, remoting.SystemError, "get consumer status: no client answered: %s", strings.Join(failed, "; "))
+		return response(req, remoting.SystemError, "get consumer status: no client answered: %s%s", failed.remark, failed.more())
 	}
-	resp := remoting.NewResponse(req, remoting.Success, strings.Join(failed, "; "))
+	resp := remoting.NewResponse(req, remoting.Success, failed.remark+failed.more())
 	resp.Body = body
 	return resp
 }
