@@ -107,8 +107,7 @@ type PushConsumer struct {
 	// resubmitDelay is resubmitDelay's value; tests shorten it.
 	resubmitDelay time.Duration
 
-	started   bool
-	startTime time.Time // when Start was called, for running info
+	started bool
 	// rebalMu keeps an offset reset (relays.go) and a rebalance from
 	// taking up or giving up queues at the same time.
 	rebalMu sync.Mutex
@@ -226,7 +225,6 @@ func (p *PushConsumer) Start() error {
 		return err
 	}
 	p.started = true
-	p.startTime = time.Now()
 	if p.concurrent != nil {
 		p.work = make(chan consumeRequest, 1024)
 		for range p.opts.ConsumeGoroutines {

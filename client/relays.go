@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -33,16 +34,20 @@ import (
 //	|                                  | sent back                                    |
 //	+----------------------------------+----------------------------------------------+
 //
+// A lite pull consumer answers the same, but for a reset it seeks its
+// queues (dropping what it buffered) and commits, and it refuses 309: it
+// has no handler.
+//
 // Queue-keyed tables are in fastjson's form (remoting.AppendQueueOffsets),
 // as the official clients read and write them.
 
 // adminMember is what a consumer group offers the operator relays; the
-// push consumer implements it.
+// push and lite pull consumers implement it.
 type adminMember interface {
 	resetOffsets(topic string, table map[MessageQueue]int64)
 	consumerStatus(topic string) map[MessageQueue]int64
 	runningInfo() ([]byte, error)
-	consumeDirectly(msg *MessageExt, brokerName string) directResult
+	consumeDirectly(msg *MessageExt, brokerName string) (directResult, error)
 }
 
 // directResult is the body of a CONSUME_MESSAGE_DIRECTLY answer,
@@ -76,7 +81,7 @@ func (in *instance) serveRelay(c *remoting.Conn, req *remoting.Command) (*remoti
 	in.mu.Unlock()
 	if cm == nil {
 		in.log.Warn("operator request for a consumer group this client does not run", "code", remoting.RequestCode(req.Code), "group", group)
-		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("client %s runs no push consumer of group %s", in.id, group)), true
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("client %s runs no consumer of group %s", in.id, group)), true
 	}
 	switch req.Code {
 	case remoting.ResetConsumerClientOffset:
@@ -118,7 +123,11 @@ func (in *instance) serveRelay(c *remoting.Conn, req *remoting.Command) (*remoti
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("consume message directly: %v", err)), true
 	}
-	body, _ := json.Marshal(cm.consumeDirectly(msg, req.Get("brokerName")))
+	res, err := cm.consumeDirectly(msg, req.Get("brokerName"))
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("consume message directly: %v", err)), true
+	}
+	body, _ := json.Marshal(res)
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = body
 	return resp, true
@@ -169,9 +178,14 @@ func (p *PushConsumer) resetOffsets(topic string, table map[MessageQueue]int64) 
 
 // consumerStatus implements adminMember: the offsets held for topic.
 func (p *PushConsumer) consumerStatus(topic string) map[MessageQueue]int64 {
+	return p.heldOffsets(p.held(topic))
+}
+
+// heldOffsets returns the offsets in memory of qs.
+func (c *consumerCore) heldOffsets(qs []MessageQueue) map[MessageQueue]int64 {
 	out := map[MessageQueue]int64{}
-	for _, q := range p.held(topic) {
-		if off, err := p.offsets.read(context.Background(), q, readMemory); err == nil && off >= 0 {
+	for _, q := range qs {
+		if off, err := c.offsets.read(context.Background(), q, readMemory); err == nil && off >= 0 {
 			out[q] = off
 		}
 	}
@@ -213,43 +227,8 @@ type consumeStatus struct {
 	ConsumeFailedMsgs int64   `json:"consumeFailedMsgs"`
 }
 
-// runningInfo implements adminMember: RocketMQ's ConsumerRunningInfo,
-// {"properties":{…},"statusTable":{topic:…},"subscriptionSet":[…],
-// "mqTable":{mq:…},"jstack":""}, with mqTable queue-keyed in fastjson's
-// form as the official clients write it.
+// runningInfo implements adminMember.
 func (p *PushConsumer) runningInfo() ([]byte, error) {
-	props := map[string]string{
-		propConsumeType:        p.kind,
-		propConsumeOrderly:     strconv.FormatBool(p.orderly != nil),
-		propThreadPoolCoreSize: strconv.Itoa(p.opts.ConsumeGoroutines),
-		propConsumerStartTime:  strconv.FormatInt(p.startTime.UnixMilli(), 10),
-		propNameServerAddr:     strings.Join(p.opts.Client.NameServers, ";"),
-		propClientVersion:      "rmq-go",
-		"consumerGroup":        p.opts.Group,
-		"messageModel":         p.opts.Model.String(),
-		"consumeFromWhere":     p.opts.ConsumeFrom.String(),
-	}
-	status := map[string]consumeStatus{}
-	var subs []remoting.SubscriptionData
-	for _, s := range p.subscriptions() {
-		subs = append(subs, s.data)
-		status[s.topic] = consumeStatus{}
-	}
-	slices.SortFunc(subs, func(a, b remoting.SubscriptionData) int { return strings.Compare(a.Topic, b.Topic) })
-	var b bytes.Buffer
-	b.WriteString(`{"properties":`)
-	if err := json.NewEncoder(&b).Encode(props); err != nil {
-		return nil, err
-	}
-	b.WriteString(`,"statusTable":`)
-	if err := json.NewEncoder(&b).Encode(status); err != nil {
-		return nil, err
-	}
-	b.WriteString(`,"subscriptionSet":`)
-	if err := json.NewEncoder(&b).Encode(subs); err != nil {
-		return nil, err
-	}
-	b.WriteString(`,"mqTable":{`)
 	p.qmu.Lock()
 	states := make([]*queueState, 0, len(p.qmu.queues))
 	for _, qs := range p.qmu.queues {
@@ -257,20 +236,71 @@ func (p *PushConsumer) runningInfo() ([]byte, error) {
 	}
 	p.qmu.Unlock()
 	slices.SortFunc(states, func(a, b *queueState) int { return offsetQueueOrder(a.q, b.q) })
+	queues := make([]queueInfo, len(states))
 	for i, qs := range states {
+		queues[i] = queueInfo{q: qs.q, info: qs.pq.info()}
+	}
+	return p.runningInfoBody(map[string]string{
+		propConsumeOrderly:     strconv.FormatBool(p.orderly != nil),
+		propThreadPoolCoreSize: strconv.Itoa(p.opts.ConsumeGoroutines),
+	}, queues)
+}
+
+// queueInfo is a held queue's row of a running info.
+type queueInfo struct {
+	q    MessageQueue
+	info processQueueInfo
+}
+
+// runningInfoBody writes RocketMQ's ConsumerRunningInfo:
+// {"properties":{…},"statusTable":{topic:…},"subscriptionSet":[…],
+// "mqTable":{mq:…},"jstack":""}, mqTable queue-keyed in fastjson's form
+// as the official clients write it. props are added to the consumer's
+// common ones; each queue's commit offset is filled in.
+func (c *consumerCore) runningInfoBody(props map[string]string, queues []queueInfo) ([]byte, error) {
+	all := map[string]string{
+		propConsumeType:       c.kind,
+		propConsumerStartTime: strconv.FormatInt(c.startTime.UnixMilli(), 10),
+		propNameServerAddr:    strings.Join(c.opts.Client.NameServers, ";"),
+		propClientVersion:     "rmq-go",
+		"consumerGroup":       c.opts.Group,
+		"messageModel":        c.opts.Model.String(),
+		"consumeFromWhere":    c.opts.ConsumeFrom.String(),
+	}
+	maps.Copy(all, props)
+	status := map[string]consumeStatus{}
+	subs := []remoting.SubscriptionData{}
+	for _, s := range c.subscriptions() {
+		subs = append(subs, s.data)
+		status[s.topic] = consumeStatus{}
+	}
+	slices.SortFunc(subs, func(a, b remoting.SubscriptionData) int { return strings.Compare(a.Topic, b.Topic) })
+	var b bytes.Buffer
+	b.WriteString(`{"properties":`)
+	for _, part := range []struct {
+		v    any
+		next string
+	}{{all, `,"statusTable":`}, {status, `,"subscriptionSet":`}, {subs, `,"mqTable":{`}} {
+		v, err := json.Marshal(part.v)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(v)
+		b.WriteString(part.next)
+	}
+	for i, qi := range queues {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(remoting.QueueKey{BrokerName: qs.q.BrokerName, QueueID: qs.q.QueueID, Topic: qs.q.Topic})
+		k, _ := json.Marshal(remoting.QueueKey{BrokerName: qi.q.BrokerName, QueueID: qi.q.QueueID, Topic: qi.q.Topic})
 		b.Write(k)
 		b.WriteByte(':')
-		info := qs.pq.info()
-		info.CommitOffset, _ = p.offsets.read(context.Background(), qs.q, readMemory)
-		v, _ := json.Marshal(info)
+		qi.info.CommitOffset, _ = c.offsets.read(context.Background(), qi.q, readMemory)
+		v, _ := json.Marshal(qi.info)
 		b.Write(v)
 	}
 	b.WriteString(`},"jstack":""}`)
-	return bytes.ReplaceAll(b.Bytes(), []byte("\n"), nil), nil
+	return b.Bytes(), nil
 }
 
 // info is the queue's part of a running info.
@@ -293,7 +323,7 @@ func (pq *processQueue) info() processQueueInfo {
 // consumeDirectly implements adminMember: the handler gets the message
 // once, as if pulled; its result is reported and nothing else follows
 // from it (no commit, no send-back).
-func (p *PushConsumer) consumeDirectly(msg *MessageExt, brokerName string) directResult {
+func (p *PushConsumer) consumeDirectly(msg *MessageExt, brokerName string) (directResult, error) {
 	q := MessageQueue{Topic: msg.Topic, BrokerName: brokerName, QueueID: msg.QueueID}
 	p.restoreRetryTopic([]*MessageExt{msg})
 	start := time.Now()
@@ -326,5 +356,51 @@ func (p *PushConsumer) consumeDirectly(msg *MessageExt, brokerName string) direc
 		r.ConsumeResult, r.Remark = "CR_THROW_EXCEPTION", "the handler panicked; see the client's log"
 	}
 	r.SpentTimeMills = time.Since(start).Milliseconds()
-	return r
+	return r, nil
+}
+
+// resetOffsets implements adminMember: each held queue of topic that the
+// table names is sought to its new offset (its buffered messages are
+// dropped), and the offsets are committed.
+func (c *LitePullConsumer) resetOffsets(topic string, table map[MessageQueue]int64) {
+	c.rebalMu.Lock()
+	defer c.rebalMu.Unlock()
+	var moved []MessageQueue
+	for _, q := range c.held(topic) {
+		off, ok := table[q]
+		if !ok {
+			continue
+		}
+		if err := c.seek(q, off); err != nil {
+			c.in.log.Warn("offset reset: seeking the queue failed", "group", c.opts.Group, "queue", q, "err", err)
+			continue
+		}
+		moved = append(moved, q)
+	}
+	ctx, cancel := c.in.ctx()
+	defer cancel()
+	if err := c.offsets.persist(ctx, moved); err != nil {
+		c.in.log.Warn("offset reset: committing the new offsets failed", "group", c.opts.Group, "err", err)
+	}
+}
+
+// consumerStatus implements adminMember: the offsets held for topic.
+func (c *LitePullConsumer) consumerStatus(topic string) map[MessageQueue]int64 {
+	return c.heldOffsets(c.held(topic))
+}
+
+// runningInfo implements adminMember.
+func (c *LitePullConsumer) runningInfo() ([]byte, error) {
+	var queues []queueInfo
+	for _, q := range c.held("") {
+		n, _ := c.buffered(q)
+		queues = append(queues, queueInfo{q: q, info: processQueueInfo{CachedMsgCount: n}})
+	}
+	return c.runningInfoBody(map[string]string{propConsumeOrderly: "false"}, queues)
+}
+
+// consumeDirectly implements adminMember: a lite pull consumer has no
+// handler to consume with.
+func (c *LitePullConsumer) consumeDirectly(*MessageExt, string) (directResult, error) {
+	return directResult{}, fmt.Errorf("group %s is a lite pull consumer, which has no handler to consume with", c.opts.Group)
 }

@@ -116,8 +116,8 @@ func TestServeRelayRefusals(t *testing.T) {
 		want string
 	}{
 		{remoting.GetConsumerRunningInfo, map[string]string{"consumerGroup": "g", "clientId": "someone@else"}, "not someone@else"},
-		{remoting.GetConsumerRunningInfo, map[string]string{"consumerGroup": "g", "clientId": in.id}, "runs no push consumer of group g"},
-		{remoting.GetConsumerStatusFromClient, map[string]string{"group": "g", "topic": "T"}, "runs no push consumer of group g"},
+		{remoting.GetConsumerRunningInfo, map[string]string{"consumerGroup": "g", "clientId": in.id}, "runs no consumer of group g"},
+		{remoting.GetConsumerStatusFromClient, map[string]string{"group": "g", "topic": "T"}, "runs no consumer of group g"},
 	} {
 		resp, ok := in.serveRelay(nil, remoting.NewRequest(tc.code, tc.ext, nil))
 		if !ok || resp.Code != remoting.SystemError || !strings.Contains(resp.Remark, tc.want) {
@@ -126,5 +126,66 @@ func TestServeRelayRefusals(t *testing.T) {
 	}
 	if _, ok := in.serveRelay(nil, remoting.NewRequest(remoting.PullMessage, nil, nil)); ok {
 		t.Error("serveRelay took a PULL_MESSAGE")
+	}
+}
+
+// TestRelaysLitePull resets a live lite pull consumer: its next polls
+// return the messages from the reset offset again. Its status and running
+// info are served; it has no handler to consume a message directly.
+func TestRelaysLitePull(t *testing.T) {
+	e := startBroker(t)
+	topic, group := brokertest.Name("RelayLite"), brokertest.Name("relaylite")
+	e.createTopic(t, topic, 1)
+	const n = 5
+	e.produce(t, topic, "m", n)
+	c := startLite(t, e.litePullOptions(group), func(c *LitePullConsumer) error { return c.Subscribe(topic, Selector{}) })
+	poll := func(want int) []*MessageExt {
+		t.Helper()
+		var got []*MessageExt
+		deadline := time.Now().Add(30 * time.Second)
+		for len(got) < want && time.Now().Before(deadline) {
+			msgs, err := c.Poll(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, msgs...)
+		}
+		if len(got) != want {
+			t.Fatalf("polled %d messages, want %d", len(got), want)
+		}
+		return got
+	}
+	first := poll(n)
+
+	cl := remoting.NewClient(remoting.ClientOptions{Logger: brokertest.Logger()})
+	defer cl.Close()
+	invoke := func(code int16, ext map[string]string) *remoting.Command {
+		t.Helper()
+		r, err := cl.Invoke(context.Background(), e.BrokerAddr, remoting.NewRequest(code, ext, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := invoke(remoting.InvokeBrokerToResetOffset, map[string]string{"topic": topic, "group": group, "queueId": "0", "offset": "1"}); r.Code != remoting.Success {
+		t.Fatalf("reset: %d %s", r.Code, r.Remark)
+	}
+	again := poll(n - 1)
+	for i, m := range again {
+		if m.QueueOffset != int64(1+i) {
+			t.Fatalf("after the reset polled offset %d at %d, want %d", m.QueueOffset, i, 1+i)
+		}
+	}
+	brokertest.Eventually(t, 10*time.Second, "the status at the end", func() bool {
+		r := invoke(remoting.InvokeBrokerToGetConsumerStatus, map[string]string{"topic": topic, "group": group})
+		return r.Code == remoting.Success && strings.Contains(string(r.Body), `"topic":"`+topic+`"}:`+strconv.Itoa(n)+"}")
+	})
+	r := invoke(remoting.GetConsumerRunningInfo, map[string]string{"consumerGroup": group, "clientId": c.ClientID()})
+	if r.Code != remoting.Success || !strings.Contains(string(r.Body), `"PROP_CONSUME_TYPE":"CONSUME_ACTIVELY"`) {
+		t.Errorf("running info: %d %q %s", r.Code, r.Remark, r.Body)
+	}
+	r = invoke(remoting.ConsumeMessageDirectly, map[string]string{"consumerGroup": group, "clientId": c.ClientID(), "msgId": first[0].OffsetMsgID})
+	if r.Code != remoting.SystemError || !strings.Contains(r.Remark, "no handler") {
+		t.Errorf("consume directly on a lite pull consumer: %d %q", r.Code, r.Remark)
 	}
 }
