@@ -283,15 +283,18 @@ func (o ConsumerOptions) withDefaults() (ConsumerOptions, error) {
 // consumerCore is what push and lite pull consumers share: the instance,
 // subscriptions, offsets and the rebalance loop.
 type consumerCore struct {
-	opts     ConsumerOptions
-	in       *instance
-	offsets  offsetStore
-	kind     string // CONSUME_PASSIVELY or CONSUME_ACTIVELY
-	rebal    *rebalancer
-	quit     chan struct{}
-	wg       sync.WaitGroup
-	kick     chan struct{} // a rebalance is wanted now
-	stopOnce sync.Once
+	opts    ConsumerOptions
+	in      *instance
+	offsets offsetStore
+	kind    string // CONSUME_PASSIVELY or CONSUME_ACTIVELY
+	// startTime is when the consumer started (startCore), for running
+	// info.
+	startTime time.Time
+	rebal     *rebalancer
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	kick      chan struct{} // a rebalance is wanted now
+	stopOnce  sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -376,6 +379,7 @@ func (c *consumerCore) goLoop(interval time.Duration, kick <-chan struct{}, fn f
 // startCore acquires the instance, loads offsets, registers the group and
 // sends the first heartbeat.
 func (c *consumerCore) startCore(member consumerMember) error {
+	c.startTime = time.Now()
 	in, err := acquireInstance(c.opts.Client)
 	if err != nil {
 		return err

@@ -35,6 +35,8 @@
 //	| allocation strategies      | allocate.go          | AllocateStrategy over core/allocate           |
 //	| offset stores              | offsetstore.go       | remoteOffsetStore, localOffsetStore           |
 //	| lite pull consumer         | litepull.go          | LitePullConsumer                              |
+//	| operator relays (220, 221, | relays.go            | instance.serveRelay; resetOffsets,            |
+//	| 307, 309)                  |                      | runningInfo, consumeDirectly of both consumers|
 //	+----------------------------+----------------------+-----------------------------------------------+
 //
 // # Consuming

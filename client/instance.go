@@ -253,6 +253,9 @@ func (in *instance) serveRequest(c *remoting.Conn, req *remoting.Command) *remot
 		in.serveCheck(c, req)
 		return nil
 	}
+	if resp, ok := in.serveRelay(c, req); ok {
+		return resp
+	}
 	if req.IsOneway() {
 		return nil
 	}

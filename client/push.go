@@ -108,6 +108,9 @@ type PushConsumer struct {
 	resubmitDelay time.Duration
 
 	started bool
+	// rebalMu keeps an offset reset (relays.go) and a rebalance from
+	// taking up or giving up queues at the same time.
+	rebalMu sync.Mutex
 	qmu     struct {
 		sync.Mutex
 		closed bool // set by Shutdown: no queue is taken up after it
@@ -233,7 +236,11 @@ func (p *PushConsumer) Start() error {
 		p.goLoop(lockInterval, nil, p.renewLocks)
 	}
 	p.goLoop(p.opts.PersistInterval, nil, p.persist)
-	p.goLoop(p.opts.RebalanceInterval, p.kick, p.rebal.run)
+	p.goLoop(p.opts.RebalanceInterval, p.kick, func() {
+		p.rebalMu.Lock()
+		defer p.rebalMu.Unlock()
+		p.rebal.run()
+	})
 	p.rebalanceSoon()
 	return nil
 }
@@ -392,7 +399,11 @@ func startOffset(ctx context.Context, c *consumerCore, q MessageQueue) (int64, e
 
 // drop implements queueTable: stop pulling q, commit its offset, and for
 // an orderly queue wait (at most 1 s) for its handler and unlock it.
-func (p *PushConsumer) drop(q MessageQueue) bool {
+func (p *PushConsumer) drop(q MessageQueue) bool { return p.dropQueue(q, true) }
+
+// dropQueue is drop; without commit the queue's offset is left as it is
+// in memory and at the broker (an offset reset sets it next).
+func (p *PushConsumer) dropQueue(q MessageQueue, commit bool) bool {
 	p.qmu.Lock()
 	qs := p.qmu.queues[q]
 	p.qmu.Unlock()
@@ -413,7 +424,9 @@ func (p *PushConsumer) drop(q MessageQueue) bool {
 	}
 	ctx, cancel := p.in.ctx()
 	defer cancel()
-	p.releaseOffset(ctx, q)
+	if commit {
+		p.releaseOffset(ctx, q)
+	}
 	if orderlyLocked {
 		if err := p.in.unlockBatch(ctx, q.BrokerName, p.opts.Group, []MessageQueue{q}); err != nil {
 			p.in.log.Warn("unlocking a dropped queue failed; its lock expires at the broker", "queue", q, "err", err)

@@ -130,9 +130,12 @@ func TestCheck(t *testing.T) {
 		{name: "consumer cannot register a broker", account: "consumer1", code: remoting.RegisterBroker, reason: acl.NotAdmin},
 		{name: "unknown code", account: "consumer1", code: 30000, ext: map[string]string{"command": "plugins.reload"}, reason: acl.NotAdmin},
 		{name: "broker-to-client code", account: "consumer1", code: remoting.ConsumeMessageDirectly, reason: acl.NotAdmin},
+		{name: "consumer cannot reset its offsets", account: "consumer1", code: remoting.InvokeBrokerToResetOffset, ext: map[string]string{"group": "g1", "topic": "Orders"}, reason: acl.NotAdmin},
+		{name: "consumer cannot read its clients' status", account: "consumer1", code: remoting.InvokeBrokerToGetConsumerStatus, ext: map[string]string{"group": "g1", "topic": "Orders"}, reason: acl.NotAdmin},
 		{name: "a zero extra resource", account: "consumer1", code: remoting.HeartBeat, extra: []acl.Resource{{}}, reason: acl.NoPermission},
 
 		{name: "admin deletes", account: "admin001", code: remoting.DeleteTopicInBroker, ext: map[string]string{"topic": "Orders"}},
+		{name: "admin resets offsets", account: "admin001", code: remoting.InvokeBrokerToResetOffset, ext: map[string]string{"group": "g1", "topic": "Orders"}},
 		{name: "admin deletes a group", account: "admin001", code: remoting.DeleteSubscriptionGroup, ext: map[string]string{"groupName": "g1", "cleanOffset": "true"}},
 		{name: "admin runs admin commands", account: "admin001", code: 30000, ext: map[string]string{"command": "plugins.reload"}},
 		{name: "admin with no perms holds everything", account: "admin001", code: remoting.PullMessage, ext: pull("any", "Anything")},

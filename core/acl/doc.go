@@ -102,6 +102,10 @@
 //	|   no resource)                      |                                         |
 //	| GET_ALL_TOPIC_CONFIG, GET_BROKER_   | admin: broker-wide                      |
 //	|   RUNTIME_INFO                      |                                         |
+//	| INVOKE_BROKER_TO_RESET_OFFSET,      | admin: relayed to a group's clients     |
+//	|   INVOKE_BROKER_TO_GET_CONSUMER_    |                                         |
+//	|   STATUS, GET_CONSUMER_RUNNING_INFO,|                                         |
+//	|   CONSUME_MESSAGE_DIRECTLY          |                                         |
 //	| REGISTER_BROKER, UNREGISTER_BROKER, | admin                                   |
 //	|   DELETE_TOPIC_IN_NAMESRV, GET_ALL_ |                                         |
 //	|   TOPIC_LIST_FROM_NAMESERVER        |                                         |
@@ -109,9 +113,8 @@
 //	|   ACTION_STATE, NOTIFY_CONSUMER_IDS_|                                         |
 //	|   CHANGED, RESET_CONSUMER_CLIENT_   |                                         |
 //	|   OFFSET, GET_CONSUMER_STATUS_FROM_ |                                         |
-//	|   CLIENT, GET_CONSUMER_RUNNING_INFO,|                                         |
-//	|   CONSUME_MESSAGE_DIRECTLY, PUSH_   |                                         |
-//	|   REPLY_MESSAGE_TO_CLIENT)          |                                         |
+//	|   CLIENT, PUSH_REPLY_MESSAGE_TO_    |                                         |
+//	|   CLIENT)                           |                                         |
 //	| any other code, such as the broker's| admin                                   |
 //	|   own admin commands (30000: plugin |                                         |
 //	|   reload, DLQ resend, offsets)      |                                         |

@@ -139,15 +139,21 @@ var codeRules = map[int16]codeRule{
 	remoting.GetAllSubscriptionGroupConfig:    {access: adminOnly},
 	// A producer group is no resource here, so its connections are
 	// admin's to list.
-	remoting.GetProducerConnectionList:     {access: adminOnly},
-	remoting.GetAllTopicConfig:             {access: adminOnly},
-	remoting.GetBrokerRuntimeInfo:          {access: adminOnly},
-	remoting.DeleteSubscriptionGroup:       {access: adminOnly},
-	remoting.GetAllTopicListFromNameserver: {access: adminOnly},
-	remoting.DeleteTopicInNamesrv:          {access: adminOnly},
-	remoting.RegisterBroker:                {access: adminOnly},
-	remoting.UnregisterBroker:              {access: adminOnly},
+	remoting.GetProducerConnectionList: {access: adminOnly},
+	remoting.GetAllTopicConfig:         {access: adminOnly},
+	remoting.GetBrokerRuntimeInfo:      {access: adminOnly},
+	remoting.DeleteSubscriptionGroup:   {access: adminOnly},
+	// Relays to a group's clients: they move a group's offsets, or make
+	// a client consume, or read its state.
+	remoting.InvokeBrokerToResetOffset:       {access: adminOnly},
+	remoting.InvokeBrokerToGetConsumerStatus: {access: adminOnly},
+	remoting.GetAllTopicListFromNameserver:   {access: adminOnly},
+	remoting.DeleteTopicInNamesrv:            {access: adminOnly},
+	remoting.RegisterBroker:                  {access: adminOnly},
+	remoting.UnregisterBroker:                {access: adminOnly},
 	// Broker → client requests: no client sends them to a broker.
+	// GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY are also an
+	// admin's requests to the broker, which relays them to the client.
 	remoting.CheckTransactionState:       {access: adminOnly},
 	remoting.NotifyConsumerIdsChanged:    {access: adminOnly},
 	remoting.ResetConsumerClientOffset:   {access: adminOnly},

@@ -97,6 +97,7 @@ func (b *Broker) handleAdmin(c *remoting.Conn, req *remoting.Command) *remoting.
 func (b *Broker) registerBuiltinAdmin() {
 	b.registerDLQAdmin()
 	b.HandleAdmin("consumers.strategy", b.handleStrategyAdmin)
+	b.HandleAdmin("offsets.reset", b.handleResetAdmin)
 	b.HandleAdmin("topics.list", func(ctx context.Context, _ json.RawMessage) (any, error) {
 		return b.Topics(), nil
 	})

@@ -426,7 +426,8 @@ type Broker struct {
 	locks      *lockTable
 	txn        *txnService
 	admin      adminTable
-	assigned   assignments // last good assignment per client (assignment.go)
+	assigned   assignments  // last good assignment per client (assignment.go)
+	relays     *relayLimits // bounds of the relays to clients (relays.go)
 
 	// Rate limits of log lines: groups refused for having no config
 	// (Options.DisableAutoCreateGroup), heartbeats over their bounds.
@@ -466,6 +467,7 @@ func New(opts Options) (*Broker, error) {
 		started: make(chan struct{}),
 		boot:    opts.Now(),
 		meters:  newMeters(),
+		relays:  newRelayLimits(),
 	}
 	b.levels = opts.DelayLevels
 	b.sched = make(chan struct{}, 1)
@@ -583,6 +585,10 @@ func (b *Broker) routes() {
 	h(remoting.GetProducerConnectionList, b.handleProducerConnections)
 	h(remoting.GetAllTopicConfig, b.handleAllTopics)
 	h(remoting.GetBrokerRuntimeInfo, b.handleRuntimeInfo)
+	h(remoting.InvokeBrokerToResetOffset, b.handleResetOffset)
+	h(remoting.InvokeBrokerToGetConsumerStatus, b.handleConsumerStatus)
+	h(remoting.GetConsumerRunningInfo, b.handleRunningInfo)
+	h(remoting.ConsumeMessageDirectly, b.handleConsumeDirectly)
 	h(AdminCode, b.handleAdmin)
 }
 

@@ -52,7 +52,10 @@
 // (GET_CONSUME_STATS, GET_TOPIC_STATS_INFO, GET_ALL_TOPIC_CONFIG,
 // GET_BROKER_RUNTIME_INFO: read-only, each answer bounded by the topic and
 // group tables), connections.go
-// (GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST), register.go
+// (GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST), relays.go
+// (the operator relays to a group's clients: INVOKE_BROKER_TO_RESET_OFFSET
+// and the offsets.reset admin command, INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+// GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY), register.go
 // (name server registration)
 // and admin.go (the admin command framework). metrics.go keeps the
 // operators' counters: per-topic traffic and send and pull latency, counted
@@ -222,4 +225,16 @@
 //     stored once. A reply without REPLY_TO_CLIENT stores nothing. The
 //     cluster's reply topic, <cluster>_REPLY_TOPIC, exists from startup
 //     and cannot be deleted; clients may send to it (it is not reserved).
+//
+// Operator relays (relays.go):
+//
+//  20. An offset reset stores the group's new offsets before any consumer
+//     is told, so a group with no consumer online resumes from them, and
+//     a consumer told resumes from what is stored. Without isForce no
+//     offset moves forward. Only a known group (a configuration, a live
+//     consumer or committed offsets) is reset, and only within each
+//     queue's offsets. Every relay to a client is answered within the
+//     relay timeout (4 s) with the client's answer, CONSUMER_NOT_ONLINE
+//     or an error naming the client and group, and at most 64 relays
+//     wait at once (SYSTEM_BUSY beyond).
 package broker

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/rmq-go/rmq/core/store"
 )
@@ -73,3 +74,22 @@ func (b *Broker) PendingTimers() int {
 // UnconsumedHolds returns what the broker reports to retention as not yet
 // consumed.
 func (b *Broker) UnconsumedHolds() []store.QueueHold { return b.unconsumed() }
+
+// SetRelayTimeout changes how long a relay waits for a client's answer.
+func (b *Broker) SetRelayTimeout(d time.Duration) { b.relays.wait.Store(int64(d)) }
+
+// OccupyRelays takes n relay slots, as n relays waiting for clients
+// would, until release is called.
+func (b *Broker) OccupyRelays(n int) (release func()) {
+	for range n {
+		b.relays.slots <- struct{}{}
+	}
+	return func() {
+		for range n {
+			<-b.relays.slots
+		}
+	}
+}
+
+// MaxRelays is the bound on relays in flight.
+const MaxRelays = maxRelays

@@ -61,8 +61,10 @@ const (
 	DeleteTopicInNamesrv             = 216 // DELETE_TOPIC_IN_NAMESRV: admin
 	ResetConsumerClientOffset        = 220 // RESET_CONSUMER_CLIENT_OFFSET: broker → consumer
 	GetConsumerStatusFromClient      = 221 // GET_CONSUMER_STATUS_FROM_CLIENT: broker → consumer
-	GetConsumerRunningInfo           = 307 // GET_CONSUMER_RUNNING_INFO: broker → consumer
-	ConsumeMessageDirectly           = 309 // CONSUME_MESSAGE_DIRECTLY: broker → consumer
+	InvokeBrokerToResetOffset        = 222 // INVOKE_BROKER_TO_RESET_OFFSET: admin, relayed as 220
+	InvokeBrokerToGetConsumerStatus  = 223 // INVOKE_BROKER_TO_GET_CONSUMER_STATUS: admin, relayed as 221
+	GetConsumerRunningInfo           = 307 // GET_CONSUMER_RUNNING_INFO: admin → broker → consumer
+	ConsumeMessageDirectly           = 309 // CONSUME_MESSAGE_DIRECTLY: admin → broker → consumer
 	SendMessageV2                    = 310 // SEND_MESSAGE_V2: SEND_MESSAGE with one-letter header keys
 	SendBatchMessage                 = 320 // SEND_BATCH_MESSAGE: V2 header, batch body
 	SendReplyMessage                 = 324 // SEND_REPLY_MESSAGE: request/reply
@@ -153,6 +155,8 @@ var requestNames = map[RequestCode]string{
 	DeleteTopicInNamesrv:             "DELETE_TOPIC_IN_NAMESRV",
 	ResetConsumerClientOffset:        "RESET_CONSUMER_CLIENT_OFFSET",
 	GetConsumerStatusFromClient:      "GET_CONSUMER_STATUS_FROM_CLIENT",
+	InvokeBrokerToResetOffset:        "INVOKE_BROKER_TO_RESET_OFFSET",
+	InvokeBrokerToGetConsumerStatus:  "INVOKE_BROKER_TO_GET_CONSUMER_STATUS",
 	GetConsumerRunningInfo:           "GET_CONSUMER_RUNNING_INFO",
 	ConsumeMessageDirectly:           "CONSUME_MESSAGE_DIRECTLY",
 	SendMessageV2:                    "SEND_MESSAGE_V2",

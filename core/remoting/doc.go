@@ -6,7 +6,9 @@
 //
 // It also declares what the broker, the name server and the client say to
 // each other over it, so each is declared once: the JSON bodies (topic
-// configs, routes, registrations, heartbeats, lock batches; bodies.go), the
+// configs, routes, registrations, heartbeats, lock batches; bodies.go),
+// the queue-keyed offset tables RocketMQ writes the fastjson way
+// (queuetable.go), the
 // topic permission bits and reserved topic names, and the send header
 // ([SendHeader]). It holds no state about topics, stores or routes; the
 // broker and the name server register handlers on a Server. It imports

@@ -248,3 +248,26 @@ func TestACLBodyAndStoreResources(t *testing.T) {
 		}
 	}
 }
+
+// TestACLNonAdminCannotResetOffset checks that resetting a group's
+// offsets, and the other relays to a group's clients, are an admin's.
+func TestACLNonAdminCannotResetOffset(t *testing.T) {
+	env := startACL(t, aclYAML)
+	reset := func(ak, sk string) *remoting.Command {
+		ext := map[string]string{"topic": aclTopic, "group": aclGroup, "timestamp": "0", "isForce": "true"}
+		return invokeSigned(t, env.BrokerAddr, remoting.NewRequest(remoting.InvokeBrokerToResetOffset, ext, nil), ak, sk)
+	}
+	if resp := reset(appAK, appSK); resp.Code != remoting.NoPermission {
+		t.Fatalf("non-admin INVOKE_BROKER_TO_RESET_OFFSET answered %d %q", resp.Code, resp.Remark)
+	}
+	for _, code := range []int16{remoting.InvokeBrokerToGetConsumerStatus, remoting.GetConsumerRunningInfo, remoting.ConsumeMessageDirectly} {
+		ext := map[string]string{"topic": aclTopic, "group": aclGroup, "consumerGroup": aclGroup, "clientId": "x"}
+		if resp := invokeSigned(t, env.BrokerAddr, remoting.NewRequest(code, ext, nil), appAK, appSK); resp.Code != remoting.NoPermission {
+			t.Errorf("non-admin %s answered %d %q", remoting.RequestCode(code), resp.Code, resp.Remark)
+		}
+	}
+	// The admin passes the check; the group is unknown to the broker.
+	if resp := reset(brokerAK, brokerSK); resp.Code != remoting.SubscriptionGroupNotExist {
+		t.Fatalf("admin INVOKE_BROKER_TO_RESET_OFFSET answered %d %q", resp.Code, resp.Remark)
+	}
+}
