@@ -3,6 +3,7 @@ package natsbridge_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rmq-go/rmq/core/outbox"
+	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
@@ -158,7 +160,10 @@ func TestOutage(t *testing.T) {
 	const total = 10_000
 	ns := runNATS(t)
 	src := newFakeSource()
-	b := startBridge(t, testOptions(ns, src))
+	opts := testOptions(ns, src)
+	var logs storetest.LogBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	b := startBridge(t, opts)
 
 	for i := range total / 10 {
 		src.add(event(outbox.KindRetry, "g", "t", i))
@@ -182,6 +187,15 @@ func TestOutage(t *testing.T) {
 		t.Fatalf("no lag during the outage: %+v", st)
 	}
 	t.Logf("during the outage: %+v", st)
+	// The status and the log name the outage, not what the client said
+	// when a publish failed during it.
+	if !strings.HasPrefix(st.LastError, "NATS unreachable since ") || !strings.HasSuffix(st.LastError, fmt.Sprintf(", %d events waiting", st.LagEvents)) ||
+		st.UnreachableSince.IsZero() {
+		t.Errorf("status during the outage: last error %q, unreachable since %v", st.LastError, st.UnreachableSince)
+	}
+	if l := logs.String(); !strings.Contains(l, "NATS unreachable; publishing paused") || strings.Contains(l, "buffer limit") {
+		t.Errorf("log during the outage:\n%s", l)
+	}
 	ns.start()
 	waitCursor(t, b, total, 60*time.Second)
 	_, js := ns.client(t)
@@ -189,6 +203,9 @@ func TestOutage(t *testing.T) {
 		t.Fatalf("stream holds %d messages, want %d", n, total)
 	}
 	st = b.Status()
+	if !st.UnreachableSince.IsZero() || strings.Contains(st.LastError, "since") {
+		t.Errorf("status after the outage: last error %q, unreachable since %v", st.LastError, st.UnreachableSince)
+	}
 	if st.Published+st.Duplicates < total || st.Expired != 0 {
 		t.Errorf("status %+v", st)
 	}

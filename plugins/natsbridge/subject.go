@@ -16,6 +16,28 @@ func Subject(prefix, cluster, kind, group, topic string) string {
 	return prefix + "." + EscapeToken(cluster) + "." + kind + "." + EscapeToken(group) + "." + EscapeToken(topic)
 }
 
+// Subjects returns the subject to subscribe to for the events of a kind,
+// group and topic on this bridge, each escaped as the bridge does (an
+// empty kind, group or topic matches any; with neither group nor topic the
+// subject ends in ">"), and the subject of its resend service.
+func (b *Bridge) Subjects(kind, group, topic string) (events, resend string) {
+	resend = ResendSubject(b.opts.SubjectPrefix, b.opts.Cluster)
+	tok := func(s string) string {
+		if s == "" {
+			return "*"
+		}
+		return EscapeToken(s)
+	}
+	base := b.opts.SubjectPrefix + "." + EscapeToken(b.opts.Cluster) + "."
+	if kind == "" {
+		kind = "*"
+	}
+	if group == "" && topic == "" {
+		return base + kind + ".>", resend
+	}
+	return base + kind + "." + tok(group) + "." + tok(topic), resend
+}
+
 // ResendSubject returns the resend service's subject for a prefix and
 // cluster.
 func ResendSubject(prefix, cluster string) string {
