@@ -48,6 +48,10 @@ type consumerGroup struct {
 	fromWhere   string             // the latest heartbeat's consumeFromWhere
 	members     map[string]*member // by client id
 	subs        map[string]*subscription
+	// restored holds the client ids of members from before the broker's
+	// restart that have not heartbeated since, with the time they were
+	// restored (resume.go).
+	restored map[string]time.Time
 }
 
 // clientTable tracks producers and consumers from their heartbeats.
@@ -75,6 +79,12 @@ type clientTable struct {
 	// closes.
 	requesters  map[string]*remoting.Conn
 	requesterOf map[*remoting.Conn]string
+
+	// save writes a consumer group's snapshot (nil: delete it); saveMu
+	// serialises the writes and frozen stops them (resume.go).
+	save   func(group string, s *groupSnapshot) error
+	saveMu sync.Mutex
+	frozen atomic.Bool
 }
 
 // newClientTable returns an empty table that tracks at most maxGroups
@@ -143,9 +153,13 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			}
 			subs[sd.Topic] = sub
 		}
-		if err := b.clients.registerConsumer(cd, subs, hb.ClientID, c, req, now); err != nil {
+		changed, err := b.clients.registerConsumer(cd, subs, hb.ClientID, c, req, now)
+		if err != nil {
 			refused.add(remoting.SystemError, err.Error())
 			continue
+		}
+		if changed {
+			b.clients.persist(cd.GroupName)
 		}
 		b.ensureGroupConfig(cd.GroupName)
 		if cd.MessageModel != ModelBroadcasting {
@@ -278,25 +292,34 @@ func (t *clientTable) roomLocked(kind, group string, now time.Time) error {
 // registerConsumer adds or refreshes a consumer of a group, or reports
 // that the group quota refuses a new group. hb is the heartbeat request,
 // whose language and version the member keeps for connection lists.
-func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, hb *remoting.Command, now time.Time) error {
+// changed reports that the group's snapshot (resume.go) changed.
+func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, hb *remoting.Command, now time.Time) (changed bool, err error) {
 	t.mu.Lock()
 	g := t.consumers[cd.GroupName]
 	if g == nil {
 		if err := t.roomLocked(groupConsumer, cd.GroupName, now); err != nil {
 			t.mu.Unlock()
-			return err
+			return false, err
 		}
 		g = &consumerGroup{name: cd.GroupName, members: map[string]*member{}}
 		t.consumers[cd.GroupName] = g
 	}
+	changed = g.model != cd.MessageModel || g.consumeType != cd.ConsumeType || g.fromWhere != cd.ConsumeFromWhere || !sameSubs(g.subs, subs)
 	g.model, g.consumeType, g.fromWhere = cd.MessageModel, cd.ConsumeType, cd.ConsumeFromWhere
-	changed := false
+	joined := false
 	m := g.members[clientID]
 	if m == nil {
 		m = &member{clientID: clientID}
 		g.members[clientID] = m
-		changed = true
-		t.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
+		if _, ok := g.restored[clientID]; ok {
+			// Back after the broker's restart: already in the group's
+			// consumer list, so nobody needs to rebalance.
+			delete(g.restored, clientID)
+			t.log.Info("consumer back", "group", g.name, "client", clientID)
+		} else {
+			joined, changed = true, true
+			t.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
+		}
 	}
 	m.conn, m.lastSeen, m.language, m.version = c, now, hb.Language, hb.Version
 	// The latest heartbeat's subscriptions replace the group's, keeping the
@@ -309,7 +332,7 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 	}
 	g.subs = subs
 	var notify []*remoting.Conn
-	if changed {
+	if joined {
 		// The newcomer rebalances on its own as it starts; the others
 		// learn of it now.
 		for id, other := range g.members {
@@ -320,7 +343,7 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 	}
 	t.mu.Unlock()
 	t.notify(cd.GroupName, notify)
-	return nil
+	return changed, nil
 }
 
 // registerProducer adds or refreshes a producer of a group, or reports
@@ -501,9 +524,14 @@ func (t *clientTable) consumerIDs(group string) ([]string, bool) {
 	if g == nil {
 		return nil, false
 	}
-	ids := make([]string, 0, len(g.members))
+	ids := make([]string, 0, len(g.members)+len(g.restored))
 	for id := range g.members {
 		ids = append(ids, id)
+	}
+	for id := range g.restored {
+		if g.members[id] == nil {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	return ids, true
@@ -516,6 +544,7 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 		conns []*remoting.Conn
 	}
 	var changes []change
+	var gone []string
 	t.mu.Lock()
 	for name, g := range t.consumers {
 		removed := false
@@ -526,8 +555,9 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 				t.log.Info("consumer left", "group", name, "client", id, "reason", reason)
 			}
 		}
-		if len(g.members) == 0 {
+		if len(g.members) == 0 && len(g.restored) == 0 {
 			delete(t.consumers, name)
+			gone = append(gone, name)
 			continue
 		}
 		if removed {
@@ -547,7 +577,9 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 	t.mu.Unlock()
 	for _, ch := range changes {
 		t.notify(ch.group, ch.conns)
+		gone = append(gone, ch.group)
 	}
+	t.persist(gone...)
 }
 
 // connClosed drops every client registered on a closed connection.
@@ -565,10 +597,12 @@ func (t *clientTable) sweepGap() time.Duration {
 	return min(defaultHeartbeatSweepGap, t.expiry/4)
 }
 
-// sweep drops clients that stopped heartbeating.
+// sweep drops clients that stopped heartbeating, and members restored
+// after a restart that did not come back.
 func (t *clientTable) sweep(now time.Time) {
 	deadline := now.Add(-t.expiry)
 	var gone []string // client ids whose queue locks go with them
+	t.dropRestored(deadline)
 	t.drop("heartbeat expired", func(m *member) bool {
 		if m.lastSeen.Before(deadline) {
 			gone = append(gone, m.clientID)
@@ -577,6 +611,37 @@ func (t *clientTable) sweep(now time.Time) {
 		return false
 	})
 	t.onExpired(gone)
+}
+
+// dropRestored removes restored members older than deadline, telling the
+// live members of their groups to rebalance.
+func (t *clientTable) dropRestored(deadline time.Time) {
+	var changed []string
+	var notify [][]*remoting.Conn
+	t.mu.Lock()
+	for name, g := range t.consumers {
+		n := len(g.restored)
+		for id, at := range g.restored {
+			if at.Before(deadline) {
+				delete(g.restored, id)
+				t.log.Info("consumer left", "group", name, "client", id, "reason", "no heartbeat since the broker restarted")
+			}
+		}
+		if len(g.restored) == n {
+			continue
+		}
+		changed = append(changed, name)
+		if len(g.members) == 0 && len(g.restored) == 0 {
+			delete(t.consumers, name)
+			continue
+		}
+		notify = append(notify, g.connsLocked())
+	}
+	t.mu.Unlock()
+	for i, conns := range notify {
+		t.notify(changed[i], conns)
+	}
+	t.persist(changed...)
 }
 
 func (b *Broker) handleUnregister(c *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -594,18 +659,25 @@ func (t *clientTable) unregister(producerGroup, consumerGroup, clientID string) 
 		delete(g, clientID)
 	}
 	var conns []*remoting.Conn
+	changed := false
 	if g := t.consumers[consumerGroup]; g != nil {
-		if _, ok := g.members[clientID]; ok {
+		_, restored := g.restored[clientID]
+		if _, ok := g.members[clientID]; ok || restored {
 			delete(g.members, clientID)
+			delete(g.restored, clientID)
+			changed = true
 			t.log.Info("consumer left", "group", consumerGroup, "client", clientID, "reason", "unregistered")
 			conns = g.connsLocked()
-			if len(g.members) == 0 {
+			if len(g.members) == 0 && len(g.restored) == 0 {
 				delete(t.consumers, consumerGroup)
 			}
 		}
 	}
 	t.mu.Unlock()
 	t.notify(consumerGroup, conns)
+	if changed {
+		t.persist(consumerGroup)
+	}
 }
 
 func (b *Broker) handleConsumerList(c *remoting.Conn, req *remoting.Command) *remoting.Command {

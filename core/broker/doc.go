@@ -213,4 +213,19 @@
 //     stored once. A reply without REPLY_TO_CLIENT stores nothing. The
 //     cluster's reply topic, <cluster>_REPLY_TOPIC, exists from startup
 //     and cannot be deleted; clients may send to it (it is not reserved).
+//
+// Restarts (resume.go):
+//
+//  20. A consumer group's shape (model, the subscriptions of its latest
+//     heartbeat, its members' client ids) is written to the store whenever
+//     it changes, and loaded at start: a restarted broker serves a group's
+//     pulls with the subscriptions its members last declared, before they
+//     heartbeat again, and keeps the remembered members in the group's
+//     consumer list until they heartbeat or ClientExpiry passes. A pull is
+//     never served with a filter the group did not declare; a member that
+//     declares another replaces it with its heartbeat.
+//  21. From the start of a graceful shutdown every pull is answered
+//     SYSTEM_BUSY, held ones at once, and while consumers are connected the
+//     broker keeps reading their connections for a short grace (pullGrace)
+//     before it stops: no pull a consumer sends then goes unanswered.
 package broker
