@@ -2,13 +2,18 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 // resumeGoal is how soon after a restarted broker accepts connections its
@@ -85,4 +90,74 @@ func TestConsumersResumeAfterRestart(t *testing.T) {
 	send("after", "TagA", "9")
 	expect("after the restart", resumeGoal, "after")
 	t.Logf("both consumers received %v after the broker accepted connections again", time.Since(open).Round(time.Millisecond))
+}
+
+// TestGroupSnapshotAcrossRestart checks what a restarted broker remembers
+// of a consumer group: its subscription serves pulls that carry none, its
+// member stays in the consumer list until it expires, and a group whose
+// last member unregistered is not remembered at all.
+func TestGroupSnapshotAcrossRestart(t *testing.T) {
+	env := brokertest.Start(t, func(c *server.Config) { c.Broker.ClientExpiry = 2 * time.Second })
+	topic := brokertest.Name("Snap")
+	createTopic(t, env, topic, 1)
+	kept, gone := brokertest.Name("cg_kept"), brokertest.Name("cg_gone")
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	heartbeat := func(cl *remoting.Client, group string) {
+		t.Helper()
+		body, _ := json.Marshal(remoting.HeartbeatData{ClientID: "c@" + group, ConsumerDataSet: []remoting.ConsumerData{{
+			GroupName: group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: "CLUSTERING",
+			SubscriptionDataSet: []remoting.SubscriptionData{{Topic: topic, SubString: "a > 5", ExpressionType: "SQL92"}}}}})
+		if r := invoke(t, cl, env, remoting.HeartBeat, nil, body); r.Code != remoting.Success {
+			t.Fatalf("heartbeat: %v", r)
+		}
+	}
+	heartbeat(cl, kept)
+	heartbeat(cl, gone)
+	if r := invoke(t, cl, env, remoting.UnregisterClient, map[string]string{"clientID": "c@" + gone, "consumerGroup": gone}, nil); r.Code != remoting.Success {
+		t.Fatalf("unregister: %v", r)
+	}
+	for _, a := range []string{"1", "9"} {
+		if r := sendRaw(t, cl, env, map[string]string{"topic": topic, "properties": string(message.EncodeProperties(map[string]string{"a": a}))}, []byte("a="+a)); r.Code != remoting.Success {
+			t.Fatalf("send: %v", r)
+		}
+	}
+	// The client stays connected: its connection closes with the broker,
+	// which does not make the broker forget it.
+	env = env.Restart(t)
+	cl = remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	members := func(group string) *remoting.Command {
+		return invoke(t, cl, env, remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": group}, nil)
+	}
+	pull := func(group string) *remoting.Command {
+		return invoke(t, cl, env, remoting.PullMessage, map[string]string{"consumerGroup": group, "topic": topic, "queueId": "0",
+			"queueOffset": "0", "maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0"}, nil)
+	}
+	if r := members(kept); r.Code != remoting.Success || !strings.Contains(string(r.Body), "c@"+kept) {
+		t.Fatalf("consumer list of %s after the restart: %v %s", kept, r, r.Body)
+	}
+	r := pull(kept)
+	if r.Code != remoting.Success {
+		t.Fatalf("pull of %s after the restart, before any heartbeat: %v", kept, r)
+	}
+	recs, err := message.DecodeRecords(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(bodies(recs), ","); got != "a=9" {
+		t.Fatalf("pull with the remembered SQL92 subscription returned %q, want only a=9", got)
+	}
+	if r := pull(gone); r.Code != remoting.SubscriptionNotExist {
+		t.Fatalf("pull of %s, which unregistered before the restart: %v", gone, r)
+	}
+	if r := members(gone); r.Code == remoting.Success {
+		t.Fatalf("consumer list of %s, which unregistered before the restart: %s", gone, r.Body)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the remembered member to expire", func() bool {
+		return members(kept).Code != remoting.Success
+	})
+	if r := pull(kept); r.Code != remoting.SubscriptionNotExist {
+		t.Fatalf("pull of %s after its remembered member expired: %v", kept, r)
+	}
 }
