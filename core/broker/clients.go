@@ -48,10 +48,10 @@ type consumerGroup struct {
 	fromWhere   string             // the latest heartbeat's consumeFromWhere
 	members     map[string]*member // by client id
 	subs        map[string]*subscription
-	// restored holds the client ids of members from before the broker's
-	// restart that have not heartbeated since, with the time they were
-	// restored (resume.go).
-	restored map[string]time.Time
+	// restoredAt is when the group was loaded from its snapshot after a
+	// restart, zero once a member heartbeats (resume.go). Until then it
+	// has no members and is kept for its subscriptions.
+	restoredAt time.Time
 }
 
 // clientTable tracks producers and consumers from their heartbeats.
@@ -306,20 +306,14 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 	}
 	changed = g.model != cd.MessageModel || g.consumeType != cd.ConsumeType || g.fromWhere != cd.ConsumeFromWhere || !sameSubs(g.subs, subs)
 	g.model, g.consumeType, g.fromWhere = cd.MessageModel, cd.ConsumeType, cd.ConsumeFromWhere
+	g.restoredAt = time.Time{}
 	joined := false
 	m := g.members[clientID]
 	if m == nil {
 		m = &member{clientID: clientID}
 		g.members[clientID] = m
-		if _, ok := g.restored[clientID]; ok {
-			// Back after the broker's restart: already in the group's
-			// consumer list, so nobody needs to rebalance.
-			delete(g.restored, clientID)
-			t.log.Info("consumer back", "group", g.name, "client", clientID)
-		} else {
-			joined, changed = true, true
-			t.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
-		}
+		joined = true
+		t.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
 	}
 	m.conn, m.lastSeen, m.language, m.version = c, now, hb.Language, hb.Version
 	// The latest heartbeat's subscriptions replace the group's, keeping the
@@ -524,14 +518,12 @@ func (t *clientTable) consumerIDs(group string) ([]string, bool) {
 	if g == nil {
 		return nil, false
 	}
-	ids := make([]string, 0, len(g.members)+len(g.restored))
+	if len(g.members) == 0 {
+		return nil, false // restored after a restart, nobody back yet
+	}
+	ids := make([]string, 0, len(g.members))
 	for id := range g.members {
 		ids = append(ids, id)
-	}
-	for id := range g.restored {
-		if g.members[id] == nil {
-			ids = append(ids, id)
-		}
 	}
 	slices.Sort(ids)
 	return ids, true
@@ -555,7 +547,7 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 				t.log.Info("consumer left", "group", name, "client", id, "reason", reason)
 			}
 		}
-		if len(g.members) == 0 && len(g.restored) == 0 {
+		if len(g.members) == 0 && g.restoredAt.IsZero() {
 			delete(t.consumers, name)
 			gone = append(gone, name)
 			continue
@@ -577,7 +569,6 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 	t.mu.Unlock()
 	for _, ch := range changes {
 		t.notify(ch.group, ch.conns)
-		gone = append(gone, ch.group)
 	}
 	t.persist(gone...)
 }
@@ -597,8 +588,8 @@ func (t *clientTable) sweepGap() time.Duration {
 	return min(defaultHeartbeatSweepGap, t.expiry/4)
 }
 
-// sweep drops clients that stopped heartbeating, and members restored
-// after a restart that did not come back.
+// sweep drops clients that stopped heartbeating, and groups restored
+// after a restart that nobody came back to.
 func (t *clientTable) sweep(now time.Time) {
 	deadline := now.Add(-t.expiry)
 	var gone []string // client ids whose queue locks go with them
@@ -613,35 +604,20 @@ func (t *clientTable) sweep(now time.Time) {
 	t.onExpired(gone)
 }
 
-// dropRestored removes restored members older than deadline, telling the
-// live members of their groups to rebalance.
+// dropRestored removes groups restored before deadline that no member
+// has heartbeated to since.
 func (t *clientTable) dropRestored(deadline time.Time) {
-	var changed []string
-	var notify [][]*remoting.Conn
+	var gone []string
 	t.mu.Lock()
 	for name, g := range t.consumers {
-		n := len(g.restored)
-		for id, at := range g.restored {
-			if at.Before(deadline) {
-				delete(g.restored, id)
-				t.log.Info("consumer left", "group", name, "client", id, "reason", "no heartbeat since the broker restarted")
-			}
-		}
-		if len(g.restored) == n {
-			continue
-		}
-		changed = append(changed, name)
-		if len(g.members) == 0 && len(g.restored) == 0 {
+		if len(g.members) == 0 && !g.restoredAt.IsZero() && g.restoredAt.Before(deadline) {
 			delete(t.consumers, name)
-			continue
+			gone = append(gone, name)
+			t.log.Info("consumer group forgotten", "group", name, "reason", "no heartbeat since the broker restarted")
 		}
-		notify = append(notify, g.connsLocked())
 	}
 	t.mu.Unlock()
-	for i, conns := range notify {
-		t.notify(changed[i], conns)
-	}
-	t.persist(changed...)
+	t.persist(gone...)
 }
 
 func (b *Broker) handleUnregister(c *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -659,23 +635,21 @@ func (t *clientTable) unregister(producerGroup, consumerGroup, clientID string) 
 		delete(g, clientID)
 	}
 	var conns []*remoting.Conn
-	changed := false
+	gone := false
 	if g := t.consumers[consumerGroup]; g != nil {
-		_, restored := g.restored[clientID]
-		if _, ok := g.members[clientID]; ok || restored {
+		if _, ok := g.members[clientID]; ok {
 			delete(g.members, clientID)
-			delete(g.restored, clientID)
-			changed = true
 			t.log.Info("consumer left", "group", consumerGroup, "client", clientID, "reason", "unregistered")
 			conns = g.connsLocked()
-			if len(g.members) == 0 && len(g.restored) == 0 {
+			if len(g.members) == 0 {
 				delete(t.consumers, consumerGroup)
+				gone = true
 			}
 		}
 	}
 	t.mu.Unlock()
 	t.notify(consumerGroup, conns)
-	if changed {
+	if gone {
 		t.persist(consumerGroup)
 	}
 }

@@ -216,13 +216,13 @@
 //
 // Restarts (resume.go):
 //
-//  20. A consumer group's shape (model, the subscriptions of its latest
-//     heartbeat, its members' client ids) is written to the store whenever
-//     it changes, and loaded at start: a restarted broker serves a group's
-//     pulls with the subscriptions its members last declared, before they
-//     heartbeat again, and keeps the remembered members in the group's
-//     consumer list until they heartbeat or ClientExpiry passes. A pull is
-//     never served with a filter the group did not declare; a member that
+//  20. A consumer group's subscriptions (and model) are written to the
+//     store whenever they change, deleted when its last member leaves, and
+//     loaded at start: a restarted broker serves a group's pulls with the
+//     subscriptions its members last declared, before they heartbeat
+//     again, and forgets the group if nobody does within ClientExpiry. A
+//     restored group has no members until they heartbeat. A pull is never
+//     served with a filter the group did not declare; a member that
 //     declares another replaces it with its heartbeat.
 //  21. From the start of a graceful shutdown every pull is answered
 //     SYSTEM_BUSY, held ones at once, and while consumers are connected the

@@ -13,17 +13,18 @@ import (
 // 30 s, and not in its pulls. A broker that forgot its consumers when it
 // restarted would refuse their pulls until the next heartbeat, and
 // consumption would stall for up to half a minute after every restart.
-// So the broker keeps each consumer group's shape (message model, the
-// subscriptions of its latest heartbeat and its members' client ids) in
-// its index, rewritten whenever the shape changes, and loads it at start:
-// pulls are served with the remembered subscriptions at once, and the
-// remembered members stay in the group's consumer list, so rebalancing
-// does not move queues, until they heartbeat again or expire like any
-// silent client (Options.ClientExpiry after the start).
+// So the broker keeps each consumer group's subscriptions (with its message
+// model) in its store, rewritten whenever they change and deleted when the
+// group's last member leaves, and loads them at start: pulls are served
+// with the remembered subscriptions at once. A restored group has no
+// members until they heartbeat, as in RocketMQ, so its consumer list and
+// rebalancing are what they would be without this; nobody who left is
+// kept. A group nobody heartbeats to within Options.ClientExpiry is
+// forgotten.
 //
 // A remembered subscription is the one the group's members last declared;
-// a member started with a different one re-declares it in the heartbeat
-// it sends as it starts, which replaces it.
+// a member started with a different one declares it in the heartbeat it
+// sends as it starts, which replaces it.
 
 // pullGrace is how long a graceful shutdown keeps answering pulls (with
 // SYSTEM_BUSY) before it stops reading connections, when consumers are
@@ -40,7 +41,6 @@ type groupSnapshot struct {
 	Model       string        `json:"model"`
 	ConsumeType string        `json:"consumeType,omitempty"`
 	FromWhere   string        `json:"fromWhere,omitempty"`
-	Clients     []string      `json:"clients"`
 	Subs        []snapshotSub `json:"subs"`
 }
 
@@ -53,17 +53,7 @@ type snapshotSub struct {
 
 // snapshotLocked returns the group's snapshot; the table's lock is held.
 func (g *consumerGroup) snapshotLocked() *groupSnapshot {
-	s := &groupSnapshot{Model: g.model, ConsumeType: g.consumeType, FromWhere: g.fromWhere,
-		Clients: make([]string, 0, len(g.members)+len(g.restored))}
-	for id := range g.members {
-		s.Clients = append(s.Clients, id)
-	}
-	for id := range g.restored {
-		if g.members[id] == nil {
-			s.Clients = append(s.Clients, id)
-		}
-	}
-	slices.Sort(s.Clients)
+	s := &groupSnapshot{Model: g.model, ConsumeType: g.consumeType, FromWhere: g.fromWhere}
 	for _, sub := range g.subs {
 		s.Subs = append(s.Subs, snapshotSub{Topic: sub.topic, Type: sub.typ, Expr: sub.expr, Version: sub.version})
 	}
@@ -125,8 +115,8 @@ func (t *clientTable) anyConsumer() bool {
 	return false
 }
 
-// restore adds a group from its snapshot, its members remembered until
-// they heartbeat or expire, or reports that the group quota is full.
+// restore adds a group from its snapshot, without members, or reports that
+// the group quota is full.
 func (t *clientTable) restore(name string, s *groupSnapshot, subs map[string]*subscription, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -136,12 +126,8 @@ func (t *clientTable) restore(name string, s *groupSnapshot, subs map[string]*su
 	if err := t.roomLocked(groupConsumer, name, now); err != nil {
 		return err
 	}
-	g := &consumerGroup{name: name, model: s.Model, consumeType: s.ConsumeType, fromWhere: s.FromWhere,
-		members: map[string]*member{}, restored: make(map[string]time.Time, len(s.Clients)), subs: subs}
-	for _, id := range s.Clients {
-		g.restored[id] = now
-	}
-	t.consumers[name] = g
+	t.consumers[name] = &consumerGroup{name: name, model: s.Model, consumeType: s.ConsumeType, fromWhere: s.FromWhere,
+		members: map[string]*member{}, subs: subs, restoredAt: now}
 	return nil
 }
 
