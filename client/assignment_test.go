@@ -9,6 +9,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/allocate"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 // queueIDs lists the queue ids of qs, sorted.
@@ -131,4 +132,49 @@ func TestStrategyAdapter(t *testing.T) {
 			t.Errorf("%s: %d of %d queues assigned", name, len(seen), len(queues))
 		}
 	}
+}
+
+// TestBrokerAssignmentAcrossBrokers runs a group of two of our consumers on
+// a topic spread over two brokers: each broker assigns its own queues, and
+// together the consumers hold every queue of both, each once, and consume
+// every message.
+func TestBrokerAssignmentAcrossBrokers(t *testing.T) {
+	a := startBroker(t)
+	b := startBroker(t, func(c *server.Config) {
+		c.NamesrvListen = ""
+		c.NameServers = []string{a.NamesrvAddr}
+		c.Broker.BrokerName = "broker-b"
+	})
+	topic, group := brokertest.Name("T"), brokertest.Name("g")
+	a.createTopic(t, topic, 2)
+	b.createTopic(t, topic, 2)
+	rec := newRecorder()
+	var consumers []*PushConsumer
+	for range 2 {
+		opts := a.consumerOptions(group)
+		opts.RebalanceInterval = 200 * time.Millisecond
+		consumers = append(consumers, startPush(t, opts, topic, Selector{}, ConcurrentFunc(func(_ context.Context, _ *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
+			rec.add("", msgs)
+			return ConsumeSuccess
+		})))
+	}
+	brokertest.Eventually(t, 10*time.Second, "the consumers to hold the four queues of both brokers, each once", func() bool {
+		held := map[string]int{}
+		for _, c := range consumers {
+			for _, q := range c.held(topic) {
+				held[fmt.Sprintf("%s/%d", q.BrokerName, q.QueueID)]++
+			}
+		}
+		if len(held) != 4 {
+			return false
+		}
+		for _, n := range held {
+			if n != 1 {
+				return false
+			}
+		}
+		return len(consumers[0].held(topic)) == 2
+	})
+	sent := a.produce(t, topic, "m", 40)
+	rec.waitDistinct(t, len(sent), 30*time.Second)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -290,35 +291,50 @@ func (in *instance) sendBack(ctx context.Context, group string, msg *MessageExt,
 // serve QUERY_ASSIGNMENT.
 var errNoAssignment = errors.New("client: broker does not assign queues")
 
-// queryAssignment asks a broker of topic for this client's queues of
-// topic under the group's strategy at the broker.
+// queryAssignment asks each broker with readable queues of topic for this
+// client's queues of topic under the group's strategy at the broker, and
+// returns them all. A broker assigns only its own queues, among the
+// consumers it knows, so every queue of the topic is assigned once.
 func (in *instance) queryAssignment(ctx context.Context, group, topic, strategy, model string) ([]MessageQueue, error) {
 	r, err := in.route(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := in.anyBrokerOf(ctx, r)
-	if err != nil {
-		return nil, err
+	var brokers []string
+	for _, q := range r.readQueues {
+		if !slices.Contains(brokers, q.BrokerName) {
+			brokers = append(brokers, q.BrokerName)
+		}
+	}
+	if len(brokers) == 0 {
+		return nil, fmt.Errorf("%w: route of %s lists no readable queue", ErrBrokerNotFound, topic)
 	}
 	body, _ := json.Marshal(allocate.QueryAssignmentRequest{Topic: topic, ConsumerGroup: group, ClientID: in.id, StrategyName: strategy, MessageModel: model})
-	resp, err := in.invoke(ctx, addr, remoting.NewRequest(remoting.QueryAssignment, map[string]string{}, body))
-	if err != nil {
-		return nil, err
-	}
-	if resp.Code == remoting.RequestCodeNotSupported {
-		return nil, errNoAssignment
-	}
-	if resp.Code != remoting.Success {
-		return nil, brokerError(resp)
-	}
-	var res allocate.QueryAssignmentResponse
-	if err := json.Unmarshal(resp.Body, &res); err != nil {
-		return nil, fmt.Errorf("assignment from %s: %w", addr, err)
-	}
-	out := make([]MessageQueue, 0, len(res.MessageQueueAssignments))
-	for _, a := range res.MessageQueueAssignments {
-		out = append(out, MessageQueue(a.MessageQueue))
+	var out []MessageQueue
+	for _, name := range brokers {
+		addr, err := in.brokerAddrFor(ctx, name, topic)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := in.invoke(ctx, addr, remoting.NewRequest(remoting.QueryAssignment, map[string]string{}, body))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Code == remoting.RequestCodeNotSupported {
+			return nil, errNoAssignment
+		}
+		if resp.Code != remoting.Success {
+			return nil, brokerError(resp)
+		}
+		var res allocate.QueryAssignmentResponse
+		if err := json.Unmarshal(resp.Body, &res); err != nil {
+			return nil, fmt.Errorf("assignment from %s: %w", addr, err)
+		}
+		for _, a := range res.MessageQueueAssignments {
+			if a.MessageQueue.Topic == topic && a.MessageQueue.BrokerName == name {
+				out = append(out, MessageQueue(a.MessageQueue))
+			}
+		}
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/rmq-go/rmq/internal/server"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
@@ -15,6 +17,20 @@ func init() {
 		group: "bridge", verb: "status", command: server.BridgeStatusCommand,
 		summary: "Show the NATS bridge's connection, cursor, lag and counters",
 		print:   printAs(printBridgeStatus),
+	}, adminCommand{
+		group: "bridge", verb: "subject", command: server.BridgeSubjectCommand,
+		summary: "Print the NATS subject that carries a group's and topic's events (names escaped as the bridge does)",
+		args: func(fs *pflag.FlagSet) func() (any, error) {
+			var a server.BridgeSubjectArgs
+			fs.StringVar(&a.Group, "group", "", "the consumer group (default: any)")
+			fs.StringVar(&a.Topic, "topic", "", "the message's original topic (default: any)")
+			fs.StringVar(&a.Kind, "kind", "", `"retry" or "dlq" (default: both)`)
+			return func() (any, error) { return a, nil }
+		},
+		print: printAs(func(w io.Writer, s server.BridgeSubjects) error {
+			_, err := fmt.Fprintf(w, "%s\nresend service: %s\n", s.Subject, s.Resend)
+			return err
+		}),
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
@@ -108,11 +109,32 @@ func TestAdminBridgeStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := brokertest.StartConfig(t, cfg)
-	env.KnowGroup(t, "cg")
+	env.KnowGroup(t, "cg_2024")
+	// The subject "bridge subject" prints is the one the event arrives on.
+	code, out, errs := runCmd("admin", "--broker", env.BrokerAddr, "bridge", "subject", "--group", "cg_2024", "--topic", "Orders", "--kind", "dlq")
+	subject, _, _ := strings.Cut(out, "\n")
+	if code != 0 || subject != "rmq.DefaultCluster.dlq.cg_2024.Orders" || !strings.Contains(out, "resend service: rmq.DefaultCluster.ctl.resend") {
+		t.Fatalf("bridge subject: exit %d: %q %s", code, out, errs)
+	}
+	if code, _, errs := runCmd("admin", "--broker", env.BrokerAddr, "bridge", "subject", "--kind", "parcel"); code == 0 || !strings.Contains(errs, `kind "parcel"`) {
+		t.Fatalf("bridge subject --kind parcel: exit %d: %s", code, errs)
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	req := remoting.NewRequest(remoting.SendMessage, map[string]string{
-		"producerGroup": "p", "topic": broker.RetryGroupTopicPrefix + "cg", "queueId": "0", "sysFlag": "0",
+		"producerGroup": "p", "topic": broker.RetryGroupTopicPrefix + "cg_2024", "queueId": "0", "sysFlag": "0",
 		"bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10), "flag": "0", "reconsumeTimes": "17", "maxReconsumeTimes": "16",
 		"properties": string(message.EncodeProperties(map[string]string{"UNIQ_KEY": "M1", "RETRY_TOPIC": "Orders"})),
 	}, []byte("body"))
@@ -122,7 +144,10 @@ func TestAdminBridgeStatus(t *testing.T) {
 	brokertest.Eventually(t, 10*time.Second, "the event to be published", func() bool {
 		return env.Bridge().Status().Published == 1
 	})
-	code, out, errs := runCmd("admin", "--broker", env.BrokerAddr, "bridge", "status")
+	if m, err := sub.NextMsg(10 * time.Second); err != nil || m.Header.Get(natsbridge.HeaderRmqMsgID) != "M1" {
+		t.Fatalf("on %s: %v, %v", subject, m, err)
+	}
+	code, out, errs = runCmd("admin", "--broker", env.BrokerAddr, "bridge", "status")
 	if code != 0 {
 		t.Fatalf("bridge status: exit %d: %s", code, errs)
 	}

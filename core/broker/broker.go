@@ -449,8 +449,11 @@ type Broker struct {
 	quit     chan struct{}
 	wg       sync.WaitGroup
 	stopping sync.Once
-	started  chan struct{}
-	boot     time.Time // when New built the broker, for GET_BROKER_RUNTIME_INFO
+	// closing is set as Shutdown starts: pulls are answered with
+	// SYSTEM_BUSY from then on (pull.go).
+	closing atomic.Bool
+	started chan struct{}
+	boot    time.Time // when New built the broker, for GET_BROKER_RUNTIME_INFO
 }
 
 // New validates opts and builds a broker; Serve starts it.
@@ -516,6 +519,10 @@ func New(opts Options) (*Broker, error) {
 		if b.prefilter, err = newPrefilter(b.log, b.store, b.topics.get, b.filters.compile); err != nil {
 			return nil, err
 		}
+	}
+	b.clients.save = b.saveConsumerGroup
+	if err := b.restoreConsumers(); err != nil {
+		return nil, err
 	}
 	b.locks = newLockTable(b.log, opts.BrokerName, opts.QueueLockExpiry, func(group string, conns []*remoting.Conn) {
 		b.clients.notify(group, conns)
@@ -682,8 +689,26 @@ func (b *Broker) goTracked(fn func()) {
 func (b *Broker) Shutdown(ctx context.Context) error {
 	var err error
 	b.stopping.Do(func() {
-		close(b.quit)
+		// Closing connections drop their clients; the groups' snapshots
+		// keep them for the next start.
+		b.clients.frozen.Store(true)
+		// Pulls are answered SYSTEM_BUSY from now on, held ones at once.
+		// Consumers still connected are given pullGrace to send the pull
+		// that follows the one they were just answered, and receive that
+		// answer too: a client pulling on a connection that has stopped
+		// being read waits for its pull timeout (the official Go client
+		// 30 s) instead of 3 s before it comes back.
+		b.closing.Store(true)
 		b.holds.releaseAll()
+		if b.clients.anyConsumer() {
+			t := time.NewTimer(pullGrace)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		close(b.quit)
 		err = b.rs.Shutdown(ctx)
 		b.wg.Wait()
 		b.unregister(ctx)

@@ -48,6 +48,10 @@ type consumerGroup struct {
 	fromWhere   string             // the latest heartbeat's consumeFromWhere
 	members     map[string]*member // by client id
 	subs        map[string]*subscription
+	// restoredAt is when the group was loaded from its snapshot after a
+	// restart, zero once a member heartbeats (resume.go). Until then it
+	// has no members and is kept for its subscriptions.
+	restoredAt time.Time
 }
 
 // clientTable tracks producers and consumers from their heartbeats.
@@ -75,6 +79,12 @@ type clientTable struct {
 	// closes.
 	requesters  map[string]*remoting.Conn
 	requesterOf map[*remoting.Conn]string
+
+	// save writes a consumer group's snapshot (nil: delete it); saveMu
+	// serialises the writes and frozen stops them (resume.go).
+	save   func(group string, s *groupSnapshot) error
+	saveMu sync.Mutex
+	frozen atomic.Bool
 }
 
 // newClientTable returns an empty table that tracks at most maxGroups
@@ -143,9 +153,13 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 			}
 			subs[sd.Topic] = sub
 		}
-		if err := b.clients.registerConsumer(cd, subs, hb.ClientID, c, req, now); err != nil {
+		changed, err := b.clients.registerConsumer(cd, subs, hb.ClientID, c, req, now)
+		if err != nil {
 			refused.add(remoting.SystemError, err.Error())
 			continue
+		}
+		if changed {
+			b.clients.persist(cd.GroupName)
 		}
 		b.ensureGroupConfig(cd.GroupName)
 		if cd.MessageModel != ModelBroadcasting {
@@ -278,24 +292,27 @@ func (t *clientTable) roomLocked(kind, group string, now time.Time) error {
 // registerConsumer adds or refreshes a consumer of a group, or reports
 // that the group quota refuses a new group. hb is the heartbeat request,
 // whose language and version the member keeps for connection lists.
-func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, hb *remoting.Command, now time.Time) error {
+// changed reports that the group's snapshot (resume.go) changed.
+func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string]*subscription, clientID string, c *remoting.Conn, hb *remoting.Command, now time.Time) (changed bool, err error) {
 	t.mu.Lock()
 	g := t.consumers[cd.GroupName]
 	if g == nil {
 		if err := t.roomLocked(groupConsumer, cd.GroupName, now); err != nil {
 			t.mu.Unlock()
-			return err
+			return false, err
 		}
 		g = &consumerGroup{name: cd.GroupName, members: map[string]*member{}}
 		t.consumers[cd.GroupName] = g
 	}
+	changed = g.model != cd.MessageModel || g.consumeType != cd.ConsumeType || g.fromWhere != cd.ConsumeFromWhere || !sameSubs(g.subs, subs)
 	g.model, g.consumeType, g.fromWhere = cd.MessageModel, cd.ConsumeType, cd.ConsumeFromWhere
-	changed := false
+	g.restoredAt = time.Time{}
+	joined := false
 	m := g.members[clientID]
 	if m == nil {
 		m = &member{clientID: clientID}
 		g.members[clientID] = m
-		changed = true
+		joined = true
 		t.log.Info("consumer joined", "group", g.name, "client", clientID, "model", cd.MessageModel)
 	}
 	m.conn, m.lastSeen, m.language, m.version = c, now, hb.Language, hb.Version
@@ -309,7 +326,7 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 	}
 	g.subs = subs
 	var notify []*remoting.Conn
-	if changed {
+	if joined {
 		// The newcomer rebalances on its own as it starts; the others
 		// learn of it now.
 		for id, other := range g.members {
@@ -320,7 +337,7 @@ func (t *clientTable) registerConsumer(cd remoting.ConsumerData, subs map[string
 	}
 	t.mu.Unlock()
 	t.notify(cd.GroupName, notify)
-	return nil
+	return changed, nil
 }
 
 // registerProducer adds or refreshes a producer of a group, or reports
@@ -501,6 +518,9 @@ func (t *clientTable) consumerIDs(group string) ([]string, bool) {
 	if g == nil {
 		return nil, false
 	}
+	if len(g.members) == 0 {
+		return nil, false // restored after a restart, nobody back yet
+	}
 	ids := make([]string, 0, len(g.members))
 	for id := range g.members {
 		ids = append(ids, id)
@@ -516,6 +536,7 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 		conns []*remoting.Conn
 	}
 	var changes []change
+	var gone []string
 	t.mu.Lock()
 	for name, g := range t.consumers {
 		removed := false
@@ -526,8 +547,9 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 				t.log.Info("consumer left", "group", name, "client", id, "reason", reason)
 			}
 		}
-		if len(g.members) == 0 {
+		if len(g.members) == 0 && g.restoredAt.IsZero() {
 			delete(t.consumers, name)
+			gone = append(gone, name)
 			continue
 		}
 		if removed {
@@ -548,6 +570,7 @@ func (t *clientTable) drop(reason string, fn func(m *member) bool) {
 	for _, ch := range changes {
 		t.notify(ch.group, ch.conns)
 	}
+	t.persist(gone...)
 }
 
 // connClosed drops every client registered on a closed connection.
@@ -565,10 +588,12 @@ func (t *clientTable) sweepGap() time.Duration {
 	return min(defaultHeartbeatSweepGap, t.expiry/4)
 }
 
-// sweep drops clients that stopped heartbeating.
+// sweep drops clients that stopped heartbeating, and groups restored
+// after a restart that nobody came back to.
 func (t *clientTable) sweep(now time.Time) {
 	deadline := now.Add(-t.expiry)
 	var gone []string // client ids whose queue locks go with them
+	t.dropRestored(deadline)
 	t.drop("heartbeat expired", func(m *member) bool {
 		if m.lastSeen.Before(deadline) {
 			gone = append(gone, m.clientID)
@@ -577,6 +602,22 @@ func (t *clientTable) sweep(now time.Time) {
 		return false
 	})
 	t.onExpired(gone)
+}
+
+// dropRestored removes groups restored before deadline that no member
+// has heartbeated to since.
+func (t *clientTable) dropRestored(deadline time.Time) {
+	var gone []string
+	t.mu.Lock()
+	for name, g := range t.consumers {
+		if len(g.members) == 0 && !g.restoredAt.IsZero() && g.restoredAt.Before(deadline) {
+			delete(t.consumers, name)
+			gone = append(gone, name)
+			t.log.Info("consumer group forgotten", "group", name, "reason", "no heartbeat since the broker restarted")
+		}
+	}
+	t.mu.Unlock()
+	t.persist(gone...)
 }
 
 func (b *Broker) handleUnregister(c *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -594,6 +635,7 @@ func (t *clientTable) unregister(producerGroup, consumerGroup, clientID string) 
 		delete(g, clientID)
 	}
 	var conns []*remoting.Conn
+	gone := false
 	if g := t.consumers[consumerGroup]; g != nil {
 		if _, ok := g.members[clientID]; ok {
 			delete(g.members, clientID)
@@ -601,11 +643,15 @@ func (t *clientTable) unregister(producerGroup, consumerGroup, clientID string) 
 			conns = g.connsLocked()
 			if len(g.members) == 0 {
 				delete(t.consumers, consumerGroup)
+				gone = true
 			}
 		}
 	}
 	t.mu.Unlock()
 	t.notify(consumerGroup, conns)
+	if gone {
+		t.persist(consumerGroup)
+	}
 }
 
 func (b *Broker) handleConsumerList(c *remoting.Conn, req *remoting.Command) *remoting.Command {

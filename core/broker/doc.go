@@ -237,4 +237,19 @@
 //     relay timeout (4 s) with the client's answer, CONSUMER_NOT_ONLINE
 //     or an error naming the client and group, and at most 64 relays
 //     wait at once (SYSTEM_BUSY beyond).
+//
+// Restarts (resume.go):
+//
+//  21. A consumer group's subscriptions (and model) are written to the
+//     store whenever they change, deleted when its last member leaves, and
+//     loaded at start: a restarted broker serves a group's pulls with the
+//     subscriptions its members last declared, before they heartbeat
+//     again, and forgets the group if nobody does within ClientExpiry. A
+//     restored group has no members until they heartbeat. A pull is never
+//     served with a filter the group did not declare; a member that
+//     declares another replaces it with its heartbeat.
+//  22. From the start of a graceful shutdown every pull is answered
+//     SYSTEM_BUSY, held ones at once, and while consumers are connected the
+//     broker keeps reading their connections for a short grace (pullGrace)
+//     before it stops: no pull a consumer sends then goes unanswered.
 package broker

@@ -142,6 +142,14 @@ func (b *Broker) pullFilter(p *pullRequest) (int16, error) {
 // pull runs one pull and answers it, or holds it when allowed and nothing
 // is there yet.
 func (b *Broker) pull(p *pullRequest, mayHold bool) *remoting.Command {
+	if b.closing.Load() {
+		// An error, not "nothing new": clients pull again at once after
+		// that, and the official Go client waits out its 30 s pull timeout
+		// for a pull the closing broker never read. After an error it
+		// waits 3 s and pulls on a new connection, by when the broker may
+		// be back (Shutdown).
+		return response(p.req, remoting.SystemBusy, "broker %s is shutting down; pull again shortly", b.opts.BrokerName)
+	}
 	if resp := b.lockedPull(p); resp != nil {
 		return resp // a held pull whose queue changed hands meanwhile
 	}

@@ -405,7 +405,7 @@ func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTi
 		if delayLevel < 0 {
 			ev.Reason = "consumer gave up (delay level < 0)"
 		} else {
-			ev.Reason = fmt.Sprintf("reconsumed %d times, the limit is %d", orig.ReconsumeTimes, maxTimes)
+			ev.Reason = deadLetterReason(ev.ReconsumeTimes, maxTimes)
 		}
 		b.log.Info("message moved to the dead-letter topic", "group", group, "msg_id", ev.MsgID, "topic", ev.Topic, "reconsume_times", orig.ReconsumeTimes)
 	} else {
@@ -431,6 +431,13 @@ func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTi
 		msgs = append(msgs, b.newEvent(ev, m))
 	}
 	return msgs, nil
+}
+
+// deadLetterReason says why a message went to the dead-letter topic, in
+// the terms of the event's ReconsumeTimes (failed attempts, the first
+// delivery included) so the two agree.
+func deadLetterReason(failed, maxRetries int32) string {
+	return fmt.Sprintf("failed %d times (the first delivery and %d retries); the limit is %d retries", failed, failed-1, maxRetries)
 }
 
 // retryLimit applies the retry rules to a failed message that its consumer
@@ -461,7 +468,7 @@ func (b *Broker) retryLimit(m *message.Message, h *remoting.SendHeader) (*outbox
 		m.Properties = m.Properties.Without(message.PropertyDelayLevel, message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS)
 		b.log.Info("message moved to the dead-letter topic", "group", group, "msg_id", ev.MsgID, "reconsume_times", m.ReconsumeTimes)
 		ev.Kind = outbox.KindDLQ
-		ev.Reason = fmt.Sprintf("reconsumed %d times, the limit is %d", m.ReconsumeTimes-1, maxTimes)
+		ev.Reason = deadLetterReason(ev.ReconsumeTimes, maxTimes)
 	}
 	if !b.outboxOn() {
 		return nil, nil

@@ -90,6 +90,10 @@ func TestRetryFallbackSend(t *testing.T) {
 	if e := events[1]; e.Kind != outbox.KindDLQ || e.MsgID != "B" || string(e.Body) != "past" || e.TargetTopic != broker.DLQGroupTopicPrefix+group {
 		t.Fatalf("dlq event %+v", e)
 	}
+	// The reason counts what ReconsumeTimes counts.
+	if e := events[1]; e.ReconsumeTimes != 3 || e.Reason != "failed 3 times (the first delivery and 2 retries); the limit is 2 retries" {
+		t.Fatalf("dlq event: reconsume times %d, reason %q", e.ReconsumeTimes, e.Reason)
+	}
 }
 
 // TestSubscriptionGroupConfig sets a group's retry limit and queue count

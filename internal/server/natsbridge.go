@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/outbox"
@@ -19,6 +20,25 @@ type natsBridge = natsbridge.Bridge
 // BridgeStatusCommand is the admin command that reports the NATS bridge's
 // status (`broker admin bridge status`).
 const BridgeStatusCommand = "bridge.status"
+
+// BridgeSubjectCommand is the admin command that prints the subject to
+// subscribe to for a group's and topic's events (`broker admin bridge
+// subject`). Its arguments are BridgeSubjectArgs.
+const BridgeSubjectCommand = "bridge.subject"
+
+// BridgeSubjectArgs are BridgeSubjectCommand's arguments; each may be
+// empty, meaning any.
+type BridgeSubjectArgs struct {
+	Kind  string `json:"kind,omitempty"` // "retry" or "dlq"
+	Group string `json:"group,omitempty"`
+	Topic string `json:"topic,omitempty"`
+}
+
+// BridgeSubjects is BridgeSubjectCommand's answer.
+type BridgeSubjects struct {
+	Subject string `json:"subject"` // the events asked for
+	Resend  string `json:"resend"`  // the resend service's subject
+}
 
 // bridgeBrokerOptions turns the outbox on when the NATS bridge is
 // configured: the bridge reads what the broker writes there.
@@ -63,6 +83,20 @@ func (s *Server) startBridge() error {
 	s.bridge = b
 	s.Broker.HandleAdmin(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
 		return b.Status(), nil
+	})
+	s.Broker.HandleAdmin(BridgeSubjectCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+		var a BridgeSubjectArgs
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return nil, fmt.Errorf("bridge subject: %w", err)
+			}
+		}
+		if a.Kind != "" && a.Kind != outbox.KindRetry && a.Kind != outbox.KindDLQ {
+			return nil, fmt.Errorf("bridge subject: kind %q: want %q or %q", a.Kind, outbox.KindRetry, outbox.KindDLQ)
+		}
+		var ans BridgeSubjects
+		ans.Subject, ans.Resend = b.Subjects(a.Kind, a.Group, a.Topic)
+		return ans, nil
 	})
 	return nil
 }

@@ -2,6 +2,7 @@ package natsbridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -83,11 +84,15 @@ type stats struct {
 	backingOff   atomic.Bool
 	stopped      atomic.Bool
 	lastErr      atomic.Pointer[errorNote]
+	// downSince is when the connection to NATS was lost (Unix ms), zero
+	// while connected.
+	downSince atomic.Int64
 }
 
 type errorNote struct {
-	msg string
-	at  time.Time
+	msg  string
+	at   time.Time
+	down bool // the note reports an outage
 }
 
 // New validates opts and builds a bridge; Start starts it.
@@ -144,6 +149,9 @@ func (b *Bridge) Start() error {
 	b.nc, err = b.connect()
 	if err != nil {
 		return err
+	}
+	if !b.nc.IsConnected() {
+		b.markDown()
 	}
 	if b.opts.Mode == ModeJetStream {
 		b.js, err = jetstream.New(b.nc,
@@ -383,8 +391,24 @@ func (b *Bridge) applyOutcomes() {
 	}
 }
 
-// fail stops publishing until the window is rewound.
+// fail stops publishing until the window is rewound. While NATS is
+// unreachable a publish fails with whatever the client says then (a full
+// reconnect buffer, a closed connection); the outage, not that error, is
+// what is reported.
 func (b *Bridge) fail(err error) {
+	if !b.nc.IsConnected() || errors.Is(err, nats.ErrReconnectBufExceeded) {
+		b.markDown() // the disconnect handler may not have run yet
+	}
+	if since, down := b.unreachableSince(); down {
+		_, head := b.src.EventOffsets()
+		b.st.lastErr.Store(&errorNote{msg: unreachableNote(since, head-b.win.cursor), at: b.opts.Now(), down: true})
+		if !b.failing {
+			b.failing, b.failedAt = true, time.Now()
+			b.st.failures.Add(1)
+			b.log.Warn("NATS unreachable; publishing paused, events wait in the outbox", "since", since.UTC().Format(time.RFC3339), "waiting", head-b.win.cursor)
+		}
+		return
+	}
 	b.st.lastErr.Store(&errorNote{msg: err.Error(), at: b.opts.Now()})
 	if b.failing {
 		return
@@ -392,6 +416,27 @@ func (b *Bridge) fail(err error) {
 	b.failing, b.failedAt = true, time.Now()
 	b.st.failures.Add(1)
 	b.log.Warn("publishing stopped; will rewind to the cursor and retry", "cursor", b.win.cursor, "err", err)
+}
+
+// markDown records that the connection to NATS is lost, unless it already
+// was.
+func (b *Bridge) markDown() {
+	b.st.downSince.CompareAndSwap(0, b.opts.Now().UnixMilli())
+}
+
+// markUp records that the connection to NATS is back.
+func (b *Bridge) markUp() { b.st.downSince.Store(0) }
+
+// unreachableSince returns when the connection to NATS was lost, and
+// whether it is down.
+func (b *Bridge) unreachableSince() (time.Time, bool) {
+	ms := b.st.downSince.Load()
+	return time.UnixMilli(ms), ms != 0
+}
+
+// unreachableNote is the status's and the log's words for an outage.
+func unreachableNote(since time.Time, waiting int64) string {
+	return fmt.Sprintf("NATS unreachable since %s, %d events waiting", since.UTC().Format(time.RFC3339), max(waiting, 0))
 }
 
 // recover lets the publishes in flight settle, rewinds to the cursor and

@@ -3,6 +3,7 @@ package natsbridge_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rmq-go/rmq/core/outbox"
+	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
@@ -38,7 +40,7 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 	wantSubj := []string{
 		"rmq.DefaultCluster.retry.CID_ORDER.TopicTest",
 		"rmq.DefaultCluster.dlq.CID_ORDER.TopicTest",
-		"rmq.DefaultCluster.retry.g_2Ewith_20dots.t_251_2A_3E",
+		"rmq.DefaultCluster.retry.g~2Ewith~20dots.t%1~2A~3E",
 	}
 	for i, m := range msgs {
 		if m.Subject != wantSubj[i] {
@@ -158,7 +160,10 @@ func TestOutage(t *testing.T) {
 	const total = 10_000
 	ns := runNATS(t)
 	src := newFakeSource()
-	b := startBridge(t, testOptions(ns, src))
+	opts := testOptions(ns, src)
+	var logs storetest.LogBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	b := startBridge(t, opts)
 
 	for i := range total / 10 {
 		src.add(event(outbox.KindRetry, "g", "t", i))
@@ -182,6 +187,15 @@ func TestOutage(t *testing.T) {
 		t.Fatalf("no lag during the outage: %+v", st)
 	}
 	t.Logf("during the outage: %+v", st)
+	// The status and the log name the outage, not what the client said
+	// when a publish failed during it.
+	if !strings.HasPrefix(st.LastError, "NATS unreachable since ") || !strings.HasSuffix(st.LastError, fmt.Sprintf(", %d events waiting", st.LagEvents)) ||
+		st.UnreachableSince.IsZero() {
+		t.Errorf("status during the outage: last error %q, unreachable since %v", st.LastError, st.UnreachableSince)
+	}
+	if l := logs.String(); !strings.Contains(l, "NATS unreachable; publishing paused") || strings.Contains(l, "buffer limit") {
+		t.Errorf("log during the outage:\n%s", l)
+	}
 	ns.start()
 	waitCursor(t, b, total, 60*time.Second)
 	_, js := ns.client(t)
@@ -189,6 +203,9 @@ func TestOutage(t *testing.T) {
 		t.Fatalf("stream holds %d messages, want %d", n, total)
 	}
 	st = b.Status()
+	if !st.UnreachableSince.IsZero() || strings.Contains(st.LastError, "since") {
+		t.Errorf("status after the outage: last error %q, unreachable since %v", st.LastError, st.UnreachableSince)
+	}
 	if st.Published+st.Duplicates < total || st.Expired != 0 {
 		t.Errorf("status %+v", st)
 	}
@@ -456,5 +473,51 @@ func TestStartErrors(t *testing.T) {
 	}
 	if err := b.Start(); err == nil || !strings.Contains(err.Error(), "credentials file") {
 		t.Fatalf("start: %v", err)
+	}
+}
+
+// TestSubjectsSubscribedAsDocumented subscribes the way doc.go tells users
+// to: with the raw names for every name the broker accepts, and with the
+// ~XX escapes for the bytes NATS cannot carry in a token.
+func TestSubjectsSubscribedAsDocumented(t *testing.T) {
+	ns := runNATS(t)
+	nc, _ := ns.client(t)
+	src := newFakeSource()
+	opts := testOptions(ns, src)
+	opts.Cluster = "prod.eu"
+	cases := []struct{ group, topic, subject string }{
+		{"GID_2024", "Orders_01", "rmq.prod~2Eeu.retry.GID_2024.Orders_01"},
+		{"CID_A1", "T_FF", "rmq.prod~2Eeu.retry.CID_A1.T_FF"},
+		{"%SYS%g", "a|b", "rmq.prod~2Eeu.retry.%SYS%g.a|b"},
+		{"g.with.dots", "t*", "rmq.prod~2Eeu.retry.g~2Ewith~2Edots.t~2A"},
+	}
+	subs := make([]*nats.Subscription, len(cases))
+	for i, c := range cases {
+		sub, err := nc.SubscribeSync(c.subject)
+		if err != nil {
+			t.Fatalf("subscribe %q: %v", c.subject, err)
+		}
+		subs[i] = sub
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, opts)
+	for i, c := range cases {
+		src.add(event(outbox.KindRetry, c.group, c.topic, i))
+	}
+	waitCursor(t, b, int64(len(cases)), 10*time.Second)
+	for i, c := range cases {
+		m, err := subs[i].NextMsg(5 * time.Second)
+		if err != nil {
+			t.Errorf("group %q topic %q: nothing on %q: %v", c.group, c.topic, c.subject, err)
+			continue
+		}
+		if g := m.Header.Get(natsbridge.HeaderGroup); g != c.group {
+			t.Errorf("subject %q carried group %q, want %q", c.subject, g, c.group)
+		}
+		if got := natsbridge.Subject("rmq", "prod.eu", outbox.KindRetry, c.group, c.topic); got != c.subject {
+			t.Errorf("Subject(%q, %q) = %q, want %q", c.group, c.topic, got, c.subject)
+		}
 	}
 }

@@ -26,16 +26,19 @@ func (b *Bridge) connect() (*nats.Conn, error) {
 		nats.ReconnectWait(o.ReconnectWait),
 		nats.NoCallbacksAfterClientClose(),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			b.markUp()
 			b.log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
 			signal(b.reconnected)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			b.markUp()
 			b.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
 			signal(b.reconnected)
 		}),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			b.markDown()
 			if err != nil {
-				b.log.Warn("disconnected from NATS; events wait in the outbox", "err", err)
+				b.log.Warn("disconnected from NATS; events wait in the outbox until it is back", "err", err)
 			}
 		}),
 		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {

@@ -20,11 +20,15 @@
 //	group    the consumer group without %RETRY% or %DLQ%, escaped
 //	topic    the message's original topic, escaped
 //
-// Escaping (EscapeToken, undone by UnescapeToken) keeps each name one
-// token of A-Z a-z 0-9 _ -: any other byte b is written _XX (two
-// upper-case hex digits: '.' is _2E, '%' is _25, a space _20), and '_'
-// stands for itself except before two upper-case hex digits, where it is
-// written _5F. Names made of letters, digits, '_' and '-' are unchanged.
+// Every name the broker accepts is its own token: topic and group names
+// hold only letters, digits, '%', '|', '_' and '-', and all of them pass
+// unchanged (GID_2024, CID_A1, %SYS%g). Any other byte b, which only a
+// configured cluster name can hold, is written ~XX with XX its two
+// upper-case hex digits: '.' is ~2E, '*' ~2A, '>' ~3E, a space ~20, '~'
+// ~7E. EscapeToken does this and UnescapeToken undoes it; so cluster
+// "prod.eu" and group GID_2024 give rmq.prod~2Eeu.dlq.GID_2024.<topic>.
+// `broker admin bridge subject --group G --topic T` prints the subject a
+// running broker uses.
 // The raw names are in the headers too.
 //
 // The resend service listens on <prefix>.<cluster>.ctl.resend; a

@@ -131,6 +131,8 @@ func TestFailingConsumerEvents(t *testing.T) {
 			if h.Get(natsbridge.HeaderDelayLevel) != "1" || h.Get(natsbridge.HeaderNextAttemptAt) == "" {
 				t.Errorf("retry event: %v", h)
 			}
+		} else if want := fmt.Sprintf("failed %d times (the first delivery and %d retries); the limit is 2 retries", rt, rt-1); h.Get(natsbridge.HeaderReason) != want {
+			t.Errorf("dlq event: Rmq-Reason %q, want %q (Rmq-Reconsume-Times %d)", h.Get(natsbridge.HeaderReason), want, rt)
 		}
 		got[id] = append(got[id], seen{kind, rt})
 	}

@@ -39,7 +39,12 @@ type Status struct {
 	Unreadable int64 `json:"unreadable"`
 	// Failures counts the times publishing stopped and rewound.
 	Failures int64 `json:"failures"`
+	// UnreachableSince is when the connection to NATS was lost; zero
+	// while connected.
+	UnreachableSince time.Time `json:"unreachableSince,omitzero"`
 	// LastError is the latest publishing error and when it happened.
+	// During an outage it says so: "NATS unreachable since …, N events
+	// waiting".
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
 	// Epoch is this store's part of the message ids.
@@ -79,13 +84,20 @@ func (b *Bridge) Status() Status {
 			s.Head = head
 		}
 	}
-	if n := b.st.lastErr.Load(); n != nil {
+	if n := b.st.lastErr.Load(); n != nil && !n.down {
 		s.LastError, s.LastErrorAt = n.msg, n.at
 	}
 	if b.resend != nil {
 		s.Resends = b.resend.count.Load()
 	}
 	s.LagEvents = max(s.Head-s.Cursor, 0)
+	if since, down := b.unreachableSince(); down && live {
+		s.UnreachableSince = since
+		s.LastError, s.LastErrorAt = unreachableNote(since, s.LagEvents), since
+	} else if n := b.st.lastErr.Load(); n != nil && n.down {
+		// The outage is over; say what it was.
+		s.LastError, s.LastErrorAt = "NATS was unreachable; reconnected", n.at
+	}
 	if s.LagEvents > 0 {
 		ms := b.st.cursorMS.Load()
 		if ms == 0 && live {
