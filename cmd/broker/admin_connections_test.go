@@ -155,9 +155,6 @@ func startLitePull(t *testing.T, env *brokertest.Env, group, topic string, insta
 		ConsumerOptions: client.ConsumerOptions{
 			Client: client.ClientOptions{NameServers: []string{env.NamesrvAddr}, InstanceName: name, Logger: brokertest.Logger()},
 			Group:  group, ConsumeFrom: client.ConsumeFromFirstOffset,
-			// Every queue of the route; a broker's assignment (QUERY_ASSIGNMENT)
-			// covers its own queues only.
-			ClientAllocation: true,
 		},
 		ManualCommit: true,
 	})
