@@ -520,6 +520,9 @@ func New(opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
+	if err := b.countTimedIndexed(); err != nil {
+		return nil, err
+	}
 	b.clients.save = b.saveConsumerGroup
 	if err := b.restoreConsumers(); err != nil {
 		return nil, err

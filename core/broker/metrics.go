@@ -27,6 +27,10 @@ type meters struct {
 	retries     atomic.Int64 // messages sent back for a retry
 	deadLetters atomic.Int64 // messages moved to a dead-letter topic
 	filterEvals atomic.Int64 // records a pull's filter evaluated (Filter.Match)
+	// timedIndexed counts the timer index's due keys: timed messages
+	// indexed and not yet delivered. Counted once at start, then kept by
+	// the scheduler as it adds and deletes keys.
+	timedIndexed atomic.Int64
 }
 
 // topicMeters count one topic's traffic.
@@ -124,9 +128,9 @@ type Metrics struct {
 	// scheduler's progress.
 	DelayedPending int64
 	// TimedParked counts timed messages ever parked in the timer topic
-	// (its queue's max offset); how many are still pending is not kept
-	// anywhere cheap to read.
+	// (its queue's max offset); TimedPending those not yet delivered.
 	TimedParked  int64
+	TimedPending int64
 	TxnPending   int   // half messages awaiting their outcome
 	TxnChecks    int64 // transaction checks sent to producers
 	FilterEvals  int64 // records evaluated by a pull's filter
@@ -188,6 +192,8 @@ func (b *Broker) Metrics(m *Metrics) {
 			m.TimedParked += q.MaxOffset
 		}
 	}
+	indexed, _ := b.store.Progress(timerIndexedName)
+	m.TimedPending = b.meters.timedIndexed.Load() + max(b.store.MaxOffset(TimerTopic, 0)-indexed, 0)
 
 	m.HeldPulls = b.holds.count()
 	m.Connections = b.rs.Conns()

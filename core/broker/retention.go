@@ -202,6 +202,7 @@ func (b *Broker) rollTimers(end int64) error {
 		if err := b.store.DeleteKeys(keys...); err != nil {
 			return err
 		}
+		b.meters.timedIndexed.Add(-int64(len(msgs))) // indexed again as copies
 		moved += len(msgs)
 		msgs, keys, size = msgs[:0], keys[:0], 0
 		return nil

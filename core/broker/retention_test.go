@@ -176,7 +176,14 @@ func TestTimerRollFreesRetention(t *testing.T) {
 	if resp := rawSend(t, cl, env.BrokerAddr, "Later", 0, 0, props, "due in 71h"); resp.Code != remoting.Success {
 		t.Fatalf("send: %v", resp)
 	}
-	brokertest.Eventually(t, 10*time.Second, "the timer indexed", func() bool { return env.Broker.PendingTimers() == 1 })
+	// The pending count the metrics report follows the index through the
+	// roll and the delivery.
+	timedPending := func() int64 {
+		var m broker.Metrics
+		env.Broker.Metrics(&m)
+		return m.TimedPending
+	}
+	brokertest.Eventually(t, 10*time.Second, "the timer indexed", func() bool { return env.Broker.PendingTimers() == 1 && timedPending() == 1 })
 	it := env.Store.NewQueueIter(broker.TimerTopic, 0, store.IterOptions{UnitsOnly: true})
 	if !it.SeekGE(0) {
 		t.Fatalf("no timed message stored: %v", it.Error())
@@ -196,6 +203,9 @@ func TestTimerRollFreesRetention(t *testing.T) {
 		indexed, _ := env.Store.Progress("sched/timer/indexed")
 		return env.Store.MaxOffset(broker.TimerTopic, 0) == 2 && indexed == 2 && env.Broker.PendingTimers() == 1
 	})
+	if n := timedPending(); n != 1 {
+		t.Fatalf("after the roll the metrics count %d pending timed messages, want 1", n)
+	}
 	if _, err := env.Store.RunRetention(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +220,9 @@ func TestTimerRollFreesRetention(t *testing.T) {
 	brokertest.Eventually(t, 10*time.Second, "the timed message delivered", func() bool {
 		return env.Store.MaxOffset("Later", 0) == 1 && env.Broker.PendingTimers() == 0
 	})
+	if n := timedPending(); n != 0 {
+		t.Fatalf("after the delivery the metrics count %d pending timed messages, want 0", n)
+	}
 	got := storetest.ReadQueue(t, env.Store, "Later", 0, 0)
 	if len(got) != 1 || got[0] != "due in 71h" {
 		t.Fatalf("delivered %q", got)

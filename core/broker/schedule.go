@@ -180,6 +180,7 @@ func (b *Broker) indexTimers() error {
 		if err := b.store.PutKeys(keys...); err != nil {
 			return err
 		}
+		b.meters.timedIndexed.Add(int64(len(keys) / 2))
 		from = it.NextOffset()
 		b.store.SetProgress(timerIndexedName, from)
 	}
@@ -223,7 +224,16 @@ func (b *Broker) deliverTimers(now time.Time) (time.Time, error) {
 		if err := b.store.DeleteKeys(keys...); err != nil {
 			return time.Time{}, err
 		}
+		b.meters.timedIndexed.Add(-int64(len(keys) / 2))
 	}
+}
+
+// countTimedIndexed counts the timer index's due keys, once at start.
+func (b *Broker) countTimedIndexed() error {
+	var n int64
+	err := b.store.ScanKeys([]byte{timerDueKey}, nil, func([]byte) bool { n++; return true })
+	b.meters.timedIndexed.Store(n)
+	return err
 }
 
 // parkedLost returns the OnCorrupt report of a parking topic's iterator.

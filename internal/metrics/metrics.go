@@ -101,6 +101,7 @@ var (
 	dlqMessages   = desc("rmq_dlq_messages", "Messages held in a group's dead-letter topic.", "group")
 	delayed       = desc("rmq_delayed_messages_pending", "Delayed messages and retries waiting for their delay level.")
 	timedParked   = desc("rmq_timed_messages_parked_total", "Timed messages ever parked in the timer topic.")
+	timedPending  = desc("rmq_timed_messages_pending", "Timed messages waiting for their delivery time.")
 	txnPending    = desc("rmq_transactions_pending", "Half messages awaiting their commit or rollback.")
 	txnChecks     = desc("rmq_transaction_checks_total", "Transaction state checks sent to producers.")
 	filterEvals   = desc("rmq_filter_evaluations_total", "Records evaluated by a pull's property filter or filter plugin.")
@@ -144,7 +145,7 @@ var (
 
 var all = []*prometheus.Desc{
 	topicMsgsIn, topicBytesIn, topicMsgsOut, topicBytesOut, sendDuration, pullDuration, consumerLag,
-	heldPulls, connections, clients, retries, deadLettered, dlqMessages, delayed, timedParked,
+	heldPulls, connections, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending,
 	txnPending, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
 	storeAppends, storeBytes, storeRounds, storeRoundSize, storeFsyncs, storeFsyncTime, storeFsyncBytes,
 	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions,
@@ -254,6 +255,7 @@ func (c *Collector) collectBroker(ch chan<- prometheus.Metric) {
 	counter(ch, deadLettered, m.DeadLettered)
 	gauge(ch, delayed, m.DelayedPending)
 	counter(ch, timedParked, m.TimedParked)
+	gauge(ch, timedPending, m.TimedPending)
 	gauge(ch, txnPending, int64(m.TxnPending))
 	counter(ch, txnChecks, m.TxnChecks)
 	counter(ch, filterEvals, m.FilterEvals)

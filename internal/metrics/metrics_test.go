@@ -436,4 +436,20 @@ func TestScrapeRetriesAndDelays(t *testing.T) {
 			t.Errorf("%s%v = %v (%d series), want %v", c.name, c.labels, got, n, c.want)
 		}
 	}
+
+	// A timed message is pending from its send until it is due, whether
+	// or not the scheduler has indexed it yet, and across a restart.
+	due := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	if _, err := p.SendSync(ctx, client.NewMessage(topic, []byte("timed")).SetProperty(message.PropertyTimerDeliverMS, due)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if i == 1 {
+			env = env.Restart(t)
+		}
+		fams, _ := scrape(t, env)
+		if got, n := value(fams, "rmq_timed_messages_pending"); n != 1 || got != 1 {
+			t.Errorf("scrape %d: rmq_timed_messages_pending = %v (%d series), want 1", i+1, got, n)
+		}
+	}
 }
