@@ -59,6 +59,17 @@ func TestBrokerAssignmentFollowsGroupStrategy(t *testing.T) {
 	waitHeld([]int32{0, 1}, []int32{2, 3}) // AVG
 	before := e.produce(t, topic, "before", 40)
 	rec.waitDistinct(t, len(before), 30*time.Second)
+	// Settled means committed too: a queue that changes hands before its
+	// offset reached the broker is read again from the last commit by its
+	// new owner (at least once, as in RocketMQ).
+	brokertest.Eventually(t, 10*time.Second, "the consumed offsets committed", func() bool {
+		var sum int64
+		for q := range int32(4) {
+			off, _ := e.Store.ConsumerOffset(group, topic, q)
+			sum += off
+		}
+		return sum == int64(len(before))
+	})
 
 	if err := e.Broker.SetGroupStrategy(group, allocate.NameByCircle); err != nil {
 		t.Fatal(err)
