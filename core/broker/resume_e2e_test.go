@@ -22,9 +22,9 @@ import (
 const resumeGoal = 5 * time.Second
 
 // TestConsumersResumeAfterRestart restarts the broker under a TAG and an
-// SQL92 push consumer: both receive again within resumeGoal, long before
-// their next heartbeat, and neither ever receives a message its
-// subscription excludes.
+// SQL92 push consumer and a broadcasting one: each receives again within
+// resumeGoal, long before its next heartbeat, and none ever receives a
+// message its subscription excludes.
 func TestConsumersResumeAfterRestart(t *testing.T) {
 	env := brokertest.Start(t)
 	topic := brokertest.Name("Resume")
@@ -34,8 +34,8 @@ func TestConsumersResumeAfterRestart(t *testing.T) {
 		group, body string
 	}
 	got := make(chan delivery, 64)
-	listen := func(group string, sel consumer.MessageSelector) {
-		c := env.PushConsumer(t, group)
+	listen := func(group string, sel consumer.MessageSelector, opts ...consumer.Option) {
+		c := env.PushConsumer(t, group, opts...)
 		err := c.Subscribe(topic, sel, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
 				got <- delivery{group, string(m.Body)}
@@ -45,11 +45,12 @@ func TestConsumersResumeAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env.StartConsumer(t, c, group, true, topic)
+		env.StartConsumer(t, c, group, len(opts) == 0, topic)
 	}
-	tagGroup, sqlGroup := brokertest.Name("cg_tag"), brokertest.Name("cg_sql")
+	tagGroup, sqlGroup, bcGroup := brokertest.Name("cg_tag"), brokertest.Name("cg_sql"), brokertest.Name("cg_bc")
 	listen(tagGroup, consumer.MessageSelector{Type: consumer.TAG, Expression: "TagA"})
 	listen(sqlGroup, consumer.MessageSelector{Type: consumer.SQL92, Expression: "a > 5"})
+	listen(bcGroup, consumer.MessageSelector{Type: consumer.TAG, Expression: "TagA"}, consumer.WithConsumerModel(consumer.BroadCasting))
 
 	send := func(body, tag, a string) {
 		t.Helper()
@@ -65,7 +66,7 @@ func TestConsumersResumeAfterRestart(t *testing.T) {
 		t.Helper()
 		want := map[string]bool{}
 		for _, b := range bodies {
-			want[tagGroup+"/"+b], want[sqlGroup+"/"+b] = true, true
+			want[tagGroup+"/"+b], want[sqlGroup+"/"+b], want[bcGroup+"/"+b] = true, true, true
 		}
 		deadline := time.After(timeout)
 		for len(want) > 0 {
@@ -89,7 +90,7 @@ func TestConsumersResumeAfterRestart(t *testing.T) {
 	send("excluded-after", "TagB", "1")
 	send("after", "TagA", "9")
 	expect("after the restart", resumeGoal, "after")
-	t.Logf("both consumers received %v after the broker accepted connections again", time.Since(open).Round(time.Millisecond))
+	t.Logf("all three consumers received %v after the broker accepted connections again", time.Since(open).Round(time.Millisecond))
 }
 
 // TestGroupSnapshotAcrossRestart checks what a restarted broker remembers
