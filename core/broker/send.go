@@ -277,20 +277,23 @@ func (b *Broker) storeError(req *remoting.Command, err error) *remoting.Command 
 func (b *Broker) sendResponse(req *remoting.Command, msgs []*message.Message) *remoting.Command {
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	first := msgs[0]
-	var ids strings.Builder
-	for i, m := range msgs {
-		if i > 0 {
-			ids.WriteByte(',')
+	ids := message.OffsetMsgID(first.StoreHost, first.CommitLogOffset)
+	if len(msgs) > 1 {
+		var sb strings.Builder
+		sb.WriteString(ids)
+		for _, m := range msgs[1:] {
+			sb.WriteByte(',')
+			sb.WriteString(message.OffsetMsgID(m.StoreHost, m.CommitLogOffset))
 		}
-		ids.WriteString(message.OffsetMsgID(m.StoreHost, m.CommitLogOffset))
+		ids = sb.String()
 	}
-	resp.ExtFields = map[string]string{
-		"msgId":       ids.String(),
-		"queueId":     strconv.Itoa(int(sentQueue(first))),
-		"queueOffset": strconv.FormatInt(first.QueueOffset, 10),
-		"MSG_REGION":  "DefaultRegion",
-		"TRACE_ON":    "true",
-	}
+	resp.SetFields(
+		"msgId", ids,
+		"queueId", strconv.Itoa(int(sentQueue(first))),
+		"queueOffset", strconv.FormatInt(first.QueueOffset, 10),
+		"MSG_REGION", "DefaultRegion",
+		"TRACE_ON", "true",
+	)
 	return resp
 }
 

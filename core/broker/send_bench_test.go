@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
@@ -42,6 +43,32 @@ func BenchmarkSendHeader(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/msg")
+		})
+	}
+}
+
+// BenchmarkSendResponse measures answering a successful send: building the
+// response (message id, queue, offset) and encoding its frame, in the
+// serialization of the request.
+func BenchmarkSendResponse(b *testing.B) {
+	br := &Broker{opts: Options{ClusterName: "DefaultCluster"}}
+	m := &message.Message{Topic: "BenchTopic", QueueID: 3, QueueOffset: 123456, CommitLogOffset: 987654321}
+	m.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	for _, st := range []struct {
+		name string
+		typ  byte
+	}{{"json", remoting.SerializeJSON}, {"rocketmq", remoting.SerializeRocketMQ}} {
+		req := &remoting.Command{Code: remoting.SendMessage, Opaque: 42, SerializeType: st.typ}
+		b.Run("codec="+st.name, func(b *testing.B) {
+			b.ReportAllocs()
+			buf := make([]byte, 0, 512)
+			for b.Loop() {
+				resp := br.sendResponse(req, []*message.Message{m})
+				var err error
+				if buf, err = remoting.AppendFrame(buf[:0], resp); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

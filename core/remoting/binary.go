@@ -61,14 +61,27 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	dst = append(dst, c.Remark...)                                  // remark
 	extAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // extFields length, filled in below
-	for k, v := range c.ext() {
+	var err error
+	field := func(k, v string) {
 		if len(k) > math.MaxInt16 {
-			return dst, errKeyTooLong(len(k))
+			err = errKeyTooLong(len(k))
+			return
 		}
 		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k))) // key length
 		dst = append(dst, k...)                                  // key
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v))) // value length
 		dst = append(dst, v...)                                  // value
+	}
+	if c.ExtFields == nil {
+		for i := 0; i+1 < len(c.rawExt); i += 2 { // SetFields's pairs, or a lazily decoded request's
+			field(c.rawExt[i], c.rawExt[i+1])
+		}
+	}
+	for k, v := range c.ExtFields {
+		field(k, v)
+	}
+	if err != nil {
+		return dst, err
 	}
 	extLen := len(dst) - extAt - 4
 	if extLen > math.MaxInt32 {

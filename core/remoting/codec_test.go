@@ -457,3 +457,27 @@ func TestReadFrameGrowsWithData(t *testing.T) {
 		t.Fatalf("reading 10 bytes of a 16 MiB frame allocated %d bytes", grew)
 	}
 }
+
+// TestSetFieldsEncodes checks that extFields set as pairs are written as a
+// map would be, in both serializations, and read back by the accessors.
+func TestSetFieldsEncodes(t *testing.T) {
+	for _, st := range []byte{SerializeJSON, SerializeRocketMQ} {
+		c := &Command{Code: Success, Flag: FlagResponse, Opaque: 7, SerializeType: st}
+		c.SetFields("msgId", `7F00"01`, "queueId", "3", "dangling")
+		frame, err := AppendFrame(nil, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Command
+		if err := DecodeFrame(frame[4:], &d); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"msgId": `7F00"01`, "queueId": "3"}
+		if !maps.Equal(d.ExtFields, want) {
+			t.Errorf("serialization %d: decoded %v, want %v", st, d.ExtFields, want)
+		}
+		if c.Get("queueId") != "3" || !maps.Equal(c.Fields(), want) {
+			t.Errorf("serialization %d: accessors read %v", st, c.Fields())
+		}
+	}
+}

@@ -198,6 +198,14 @@ func (c *Command) Require(key string) (string, error) {
 	return v, nil
 }
 
+// SetFields replaces the extFields with key, value pairs, kept as given
+// until something reads them as a map: a response built on the hot path
+// is encoded without one. kv is used, not copied; an odd last key is
+// dropped.
+func (c *Command) SetFields(kv ...string) {
+	c.ExtFields, c.rawExt = nil, kv[:len(kv)&^1]
+}
+
 // Set stores value under key, creating ExtFields if needed.
 func (c *Command) Set(key, value string) {
 	if c.ext() == nil {

@@ -620,7 +620,7 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
 	first := true
-	for k, v := range c.ext() {
+	field := func(k, v string) {
 		if !first {
 			dst = append(dst, ',')
 		}
@@ -628,6 +628,14 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 		dst = appendJSONString(dst, k)
 		dst = append(dst, ':')
 		dst = appendJSONString(dst, v)
+	}
+	if c.ExtFields == nil {
+		for i := 0; i+1 < len(c.rawExt); i += 2 { // SetFields's pairs, or a lazily decoded request's
+			field(c.rawExt[i], c.rawExt[i+1])
+		}
+	}
+	for k, v := range c.ExtFields {
+		field(k, v)
 	}
 	return append(dst, "}}"...)
 }
