@@ -10,10 +10,16 @@ import (
 // failed or was slow out of queue selection for a while, so one sick broker
 // does not take every other send down with it.
 //
+// A broker held out because a send got no answer is probed every
+// faultProbeInterval (RocketMQ 5's detector): once it answers a request
+// again it is available at once, so a broker back from a restart takes
+// sends again within seconds, not after the 10 minutes a failure earns.
+//
 // Invariants:
 //  1. A broker that was never recorded is available.
-//  2. A recorded broker is available again once now ≥ its until time; it
-//     is never forgotten, only overwritten by the next send's record.
+//  2. A recorded broker is available again once now ≥ its until time, or
+//     once a probe of it got an answer; it is never forgotten, only
+//     overwritten by the next send's record.
 //  3. A failed send counts as faultFailureLatency of latency.
 type faultTracker struct {
 	now func() time.Time // injected by tests
@@ -28,7 +34,14 @@ type faultTracker struct {
 type faultItem struct {
 	latency time.Duration // of the last send
 	until   time.Time     // the broker is skipped before this
+	// probe is the queue of a send that got no answer, asked for its max
+	// offset to learn whether the broker is back; nil after a slow send.
+	probe *MessageQueue
 }
+
+// faultProbeInterval is how often brokers held out for a failure are
+// probed.
+const faultProbeInterval = 2 * time.Second
 
 // faultFailureLatency is the latency a failed send is recorded with.
 const faultFailureLatency = 30 * time.Second
@@ -62,19 +75,44 @@ func faultPause(latency time.Duration) time.Duration {
 	return 0
 }
 
-// record notes a send to broker that took latency, or failed. A nil
+// record notes a send to q's broker that took latency, or failed. A nil
 // tracker records nothing.
-func (f *faultTracker) record(broker string, latency time.Duration, failed bool) {
+func (f *faultTracker) record(q MessageQueue, latency time.Duration, failed bool) {
 	if f == nil {
 		return
 	}
+	it := faultItem{latency: latency}
 	if failed {
-		latency = faultFailureLatency
+		it.latency, it.probe = faultFailureLatency, &q
 	}
+	it.until = f.now().Add(faultPause(it.latency))
+	f.mu.Lock()
+	f.mu.items[q.BrokerName] = it
+	f.mu.Unlock()
+}
+
+// toProbe returns a queue of each broker held out for a failure.
+func (f *faultTracker) toProbe() []MessageQueue {
 	now := f.now()
 	f.mu.Lock()
-	f.mu.items[broker] = faultItem{latency: latency, until: now.Add(faultPause(latency))}
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	var qs []MessageQueue
+	for _, it := range f.mu.items {
+		if it.probe != nil && now.Before(it.until) {
+			qs = append(qs, *it.probe)
+		}
+	}
+	return qs
+}
+
+// answered notes that a probe of broker got an answer: unless a send
+// recorded it again since, it is available at once.
+func (f *faultTracker) answered(broker string, probed MessageQueue) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if it, ok := f.mu.items[broker]; ok && it.probe != nil && *it.probe == probed {
+		delete(f.mu.items, broker)
+	}
 }
 
 // available reports whether broker may be picked. A nil tracker finds

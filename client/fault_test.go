@@ -41,11 +41,11 @@ func TestFaultTrackerRules(t *testing.T) {
 	if !f.available("a") {
 		t.Fatal("a broker never recorded is not available")
 	}
-	f.record("a", 10*time.Millisecond, false)
+	f.record(MessageQueue{BrokerName: "a"}, 10*time.Millisecond, false)
 	if !f.available("a") {
 		t.Fatal("a fast broker is held out")
 	}
-	f.record("slow", 600*time.Millisecond, false)
+	f.record(MessageQueue{BrokerName: "slow"}, 600*time.Millisecond, false)
 	if f.available("slow") {
 		t.Fatal("a broker answering in 600ms is available at once")
 	}
@@ -58,7 +58,7 @@ func TestFaultTrackerRules(t *testing.T) {
 		t.Fatal("slow broker still held out after 30s")
 	}
 
-	f.record("down", time.Millisecond, true)
+	f.record(MessageQueue{BrokerName: "down"}, time.Millisecond, true)
 	clk.add(599 * time.Second)
 	if f.available("down") {
 		t.Fatal("failed broker available before 600s")
@@ -69,8 +69,8 @@ func TestFaultTrackerRules(t *testing.T) {
 	}
 
 	// A later good record overrides a bad one.
-	f.record("flappy", 0, true)
-	f.record("flappy", time.Millisecond, false)
+	f.record(MessageQueue{BrokerName: "flappy"}, 0, true)
+	f.record(MessageQueue{BrokerName: "flappy"}, time.Millisecond, false)
 	if !f.available("flappy") {
 		t.Fatal("a good send after a failure did not clear the broker")
 	}
@@ -78,8 +78,26 @@ func TestFaultTrackerRules(t *testing.T) {
 		t.Fatal("recording other brokers changed a")
 	}
 
+	// A failed broker is probed until it answers, with the queue that
+	// failed; a slow one is not. An answer to an older probe does not
+	// clear a newer failure.
+	q := MessageQueue{Topic: "T", BrokerName: "gone", QueueID: 2}
+	f.record(q, 0, true)
+	f.record(MessageQueue{BrokerName: "slow2"}, 600*time.Millisecond, false)
+	if got := f.toProbe(); len(got) != 1 || got[0] != q {
+		t.Fatalf("toProbe = %v, want only %v", got, q)
+	}
+	f.answered("gone", MessageQueue{Topic: "T", BrokerName: "gone", QueueID: 1})
+	if f.available("gone") {
+		t.Fatal("an answer to another queue's probe cleared the failure")
+	}
+	f.answered("gone", q)
+	if !f.available("gone") || len(f.toProbe()) != 0 {
+		t.Fatal("a broker that answered its probe is still held out")
+	}
+
 	var none *faultTracker
-	none.record("x", 0, true)
+	none.record(MessageQueue{BrokerName: "x"}, 0, true)
 	if !none.available("x") {
 		t.Fatal("a nil tracker holds a broker out")
 	}

@@ -241,6 +241,13 @@ func (p *Producer) Start() error {
 	if p.listener != nil {
 		p.startCheckWorkers()
 	}
+	if p.fault != nil {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.probeFaults()
+		}()
+	}
 	// Only brokers known from a route get heartbeats, so this reaches
 	// brokers that other members of the instance already use; the rest
 	// learn the group from the send header and the next heartbeat.
@@ -699,6 +706,39 @@ func (p *Producer) request(o *outgoing, q MessageQueue) *remoting.Command {
 	return remoting.NewRequest(remoting.SendMessage, h.ExtFields(false), o.body)
 }
 
+// probeFaults asks each broker held out for a failed send, every
+// faultProbeInterval, for the max offset of the queue that failed; one that
+// answers (with anything) takes sends again. It runs until Shutdown.
+func (p *Producer) probeFaults() {
+	t := time.NewTicker(faultProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case <-t.C:
+		}
+		in, err := p.instance()
+		if err != nil {
+			return
+		}
+		for _, q := range p.fault.toProbe() {
+			addr, ok := in.masterAddr(q.BrokerName)
+			if !ok {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), faultProbeInterval/2)
+			_, err := in.invoke(ctx, addr, remoting.NewRequest(remoting.GetMaxOffset,
+				map[string]string{"topic": q.Topic, "queueId": strconv.Itoa(int(q.QueueID))}, nil))
+			cancel()
+			if err == nil {
+				p.log.Info("broker answers again; it takes sends", "broker", q.BrokerName, "addr", addr)
+				p.fault.answered(q.BrokerName, q)
+			}
+		}
+	}
+}
+
 // sendTo sends o to q's broker master once and records the latency with
 // the fault tracker. A oneway send returns a nil result.
 func (p *Producer) sendTo(ctx context.Context, in *instance, o *outgoing, q MessageQueue, oneway bool) (*SendResult, error) {
@@ -719,7 +759,7 @@ func (p *Producer) sendTo(ctx context.Context, in *instance, o *outgoing, q Mess
 	resp, err := in.invoke(ctx, addr, req)
 	// Like RocketMQ, only a failure to get an answer holds the broker
 	// out as failed; an error answer counts with its latency.
-	p.fault.record(q.BrokerName, time.Since(start), err != nil)
+	p.fault.record(q, time.Since(start), err != nil)
 	if err != nil {
 		return nil, fmt.Errorf("client: send to %s (%s): %w", q.BrokerName, addr, err)
 	}

@@ -483,7 +483,7 @@ func TestProducerSelectQueueSkipsHeldOutBrokers(t *testing.T) {
 	p := &Producer{fault: newFaultTracker(clk.now)}
 	qs := testQueues("a", "b", "c")
 	msg := &Message{Topic: "T"}
-	p.fault.record("b", 0, true)
+	p.fault.record(MessageQueue{BrokerName: "b"}, 0, true)
 	for range 20 {
 		if q := p.selectQueue(msg, qs, ""); q.BrokerName == "b" {
 			t.Fatalf("picked %s, held out", q)
@@ -494,8 +494,8 @@ func TestProducerSelectQueueSkipsHeldOutBrokers(t *testing.T) {
 			t.Fatalf("picked %s after a failed on a and b is held out", q)
 		}
 	}
-	p.fault.record("a", 0, true)
-	p.fault.record("c", 0, true)
+	p.fault.record(MessageQueue{BrokerName: "a"}, 0, true)
+	p.fault.record(MessageQueue{BrokerName: "c"}, 0, true)
 	seen := map[string]bool{}
 	for range 24 {
 		seen[p.selectQueue(msg, qs, "c").BrokerName] = true
