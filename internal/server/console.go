@@ -38,7 +38,8 @@ import (
 //     and actions are allowed only when it listens on a loopback address
 //     (the same trust as the broker's own port, which refuses a
 //     non-loopback address without ACL unless Insecure). On any other
-//     address it is read-only.
+//     address it refuses every page, or with Insecure serves them
+//     read-only.
 //
 // The ACL is read at each request, so a reload that turns it on or off
 // takes effect at once.
@@ -77,7 +78,13 @@ func (s *Server) consoleAuth(loopback bool) func(r *http.Request) error {
 	return func(r *http.Request) error {
 		checker := s.acl.checker.Load()
 		if !checker.Enabled() {
-			if !loopback && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			switch {
+			case loopback:
+			case !s.cfg.Insecure:
+				// Pages show message bodies; the broker's own port is not
+				// open to the network without access control either.
+				return errors.New("the console shows message bodies: on a non-loopback listener it needs access control (acl:), or --insecure to show them to anyone read-only")
+			case r.Method != http.MethodGet && r.Method != http.MethodHead:
 				return errors.New("actions are allowed only on a loopback listener when access control is off")
 			}
 			return nil

@@ -85,12 +85,22 @@ func TestConsoleACL(t *testing.T) {
 }
 
 // TestConsoleReadOnlyOffLoopback serves the console as a non-loopback
-// listener would be: pages render, actions are refused.
+// listener would be, without access control: it refuses everything unless
+// the broker is insecure, then pages render and actions are refused.
 func TestConsoleReadOnlyOffLoopback(t *testing.T) {
-	env := brokertest.Start(t)
+	// Without access control and without --insecure, nothing is shown.
+	closed := httptest.NewServer(brokertest.Start(t).ConsoleHandler("10.1.2.3:8080"))
+	t.Cleanup(closed.Close)
+	resp, err := closed.Client().Get(closed.URL + "/topics")
+	if err != nil || resp.StatusCode != 401 {
+		t.Fatalf("topics off loopback without --insecure: %v %v, want 401", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+
+	env := brokertest.Start(t, func(c *server.Config) { c.Insecure = true })
 	srv := httptest.NewServer(env.ConsoleHandler("10.1.2.3:8080"))
 	t.Cleanup(srv.Close)
-	resp, err := srv.Client().Get(srv.URL + "/topics")
+	resp, err = srv.Client().Get(srv.URL + "/topics")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("topics: %v %v", resp, err)
 	}
