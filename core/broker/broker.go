@@ -523,7 +523,7 @@ func New(opts Options) (*Broker, error) {
 	if err := b.countTimedIndexed(); err != nil {
 		return nil, err
 	}
-	b.clients.save = b.saveConsumerGroup
+	b.clients.save = b.saveConsumerGroups
 	if err := b.restoreConsumers(); err != nil {
 		return nil, err
 	}
@@ -631,6 +631,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		b.goTracked(func() { b.prefilter.loop(b.quit) })
 	}
 	b.goTracked(func() { b.every(b.clients.sweepGap(), func() { b.clients.sweep(b.now()) }) })
+	b.goTracked(func() { b.clients.writeSnapshots(b.quit) })
 	b.goTracked(func() { b.every(b.locks.sweepGap(), func() { b.locks.sweep(b.now()) }) })
 	b.goTracked(b.txn.run)
 	close(b.started)

@@ -80,11 +80,13 @@ type clientTable struct {
 	requesters  map[string]*remoting.Conn
 	requesterOf map[*remoting.Conn]string
 
-	// save writes a consumer group's snapshot (nil: delete it); saveMu
-	// serialises the writes and frozen stops them (resume.go).
-	save   func(group string, s *groupSnapshot) error
-	saveMu sync.Mutex
-	frozen atomic.Bool
+	// dirty marks the consumer groups whose snapshot the writer is to
+	// write, dirtySig wakes it, save writes (a nil snapshot deletes) and
+	// frozen stops the marking (resume.go).
+	dirty    map[string]struct{}
+	dirtySig chan struct{}
+	save     func(map[string]*groupSnapshot) error
+	frozen   atomic.Bool
 }
 
 // newClientTable returns an empty table that tracks at most maxGroups
@@ -93,7 +95,8 @@ type clientTable struct {
 func newClientTable(log *slog.Logger, expiry time.Duration, maxGroups int, notifyOff bool, onExpired func(clientIDs []string)) *clientTable {
 	t := &clientTable{log: log, expiry: expiry, maxGroups: maxGroups, onExpired: onExpired,
 		consumers: map[string]*consumerGroup{}, producers: map[string]map[string]*member{},
-		requesters: map[string]*remoting.Conn{}, requesterOf: map[*remoting.Conn]string{}}
+		requesters: map[string]*remoting.Conn{}, requesterOf: map[*remoting.Conn]string{},
+		dirty: map[string]struct{}{}, dirtySig: make(chan struct{}, 1)}
 	t.notifyOff.Store(notifyOff)
 	return t
 }

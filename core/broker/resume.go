@@ -76,30 +76,62 @@ func sameSubs(a, b map[string]*subscription) bool {
 	return true
 }
 
-// persist writes the current snapshot of a consumer group, or deletes it
-// when the group is gone. Writes are serialised, each reading the group's
-// state when it runs, so the last one written is the latest. Once frozen
-// (the broker is shutting down and its connections are closing) nothing
-// is written: the members are leaving with the broker, not the group.
+// persist marks consumer groups whose snapshot changed (or who are gone)
+// for the snapshot writer, without waiting for it: no heartbeat waits for
+// a disk write, and a client that changes its subscriptions on every
+// heartbeat costs one write per writer round, not one per heartbeat. Once
+// frozen (the broker is shutting down and its connections are closing)
+// nothing is marked: the members are leaving with the broker, not the
+// group.
 func (t *clientTable) persist(groups ...string) {
-	if t.save == nil || len(groups) == 0 {
+	if len(groups) == 0 || t.frozen.Load() {
 		return
 	}
-	t.saveMu.Lock()
-	defer t.saveMu.Unlock()
-	for _, group := range groups {
-		if t.frozen.Load() {
+	t.mu.Lock()
+	for _, g := range groups {
+		t.dirty[g] = struct{}{}
+	}
+	t.mu.Unlock()
+	select {
+	case t.dirtySig <- struct{}{}:
+	default:
+	}
+}
+
+// writeSnapshots runs the snapshot writer until quit closes, then writes
+// what was marked before it stops. Each round writes every marked group's
+// current snapshot (or its deletion) in one durable batch.
+func (t *clientTable) writeSnapshots(quit <-chan struct{}) {
+	for {
+		select {
+		case <-t.dirtySig:
+			t.flushSnapshots()
+		case <-quit:
+			t.flushSnapshots()
 			return
 		}
-		t.mu.Lock()
+	}
+}
+
+// flushSnapshots writes the marked groups' snapshots.
+func (t *clientTable) flushSnapshots() {
+	t.mu.Lock()
+	if len(t.dirty) == 0 {
+		t.mu.Unlock()
+		return
+	}
+	snaps := make(map[string]*groupSnapshot, len(t.dirty))
+	for name := range t.dirty {
 		var snap *groupSnapshot
-		if g := t.consumers[group]; g != nil {
+		if g := t.consumers[name]; g != nil {
 			snap = g.snapshotLocked()
 		}
-		t.mu.Unlock()
-		if err := t.save(group, snap); err != nil {
-			t.log.Warn("consumer group snapshot not written; after a restart its pulls wait for its next heartbeat", "group", group, "err", err)
-		}
+		snaps[name] = snap
+	}
+	clear(t.dirty)
+	t.mu.Unlock()
+	if err := t.save(snaps); err != nil {
+		t.log.Warn("consumer group snapshots not written; after a restart these groups' pulls wait for their next heartbeat", "groups", len(snaps), "err", err)
 	}
 }
 
@@ -131,16 +163,23 @@ func (t *clientTable) restore(name string, s *groupSnapshot, subs map[string]*su
 	return nil
 }
 
-// saveConsumerGroup writes or deletes a consumer group's snapshot.
-func (b *Broker) saveConsumerGroup(group string, s *groupSnapshot) error {
-	if s == nil {
-		return b.store.DeleteMeta(consumersMetaKey + group)
+// saveConsumerGroups writes consumer groups' snapshots, deleting those of
+// nil, in one durable batch.
+func (b *Broker) saveConsumerGroups(snaps map[string]*groupSnapshot) error {
+	puts := make(map[string][]byte, len(snaps))
+	var deletes []string
+	for group, s := range snaps {
+		if s == nil {
+			deletes = append(deletes, consumersMetaKey+group)
+			continue
+		}
+		v, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		puts[consumersMetaKey+group] = v
 	}
-	v, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	return b.store.PutMeta(consumersMetaKey+group, v)
+	return b.store.WriteMeta(puts, deletes)
 }
 
 // restoreConsumers loads the consumer groups the broker knew when it

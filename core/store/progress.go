@@ -131,6 +131,30 @@ func (s *Store) PutMeta(name string, value []byte) error {
 	return nil
 }
 
+// WriteMeta sets and deletes metadata values in one durable batch (fsync
+// before returning).
+func (s *Store) WriteMeta(puts map[string][]byte, deletes []string) error {
+	if len(puts) == 0 && len(deletes) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for name, v := range puts {
+		if err := b.Set(metaKey(name), v, nil); err != nil {
+			return fmt.Errorf("store: write metadata %q: %w", name, err)
+		}
+	}
+	for _, name := range deletes {
+		if err := b.Delete(metaKey(name), nil); err != nil {
+			return fmt.Errorf("store: delete metadata %q: %w", name, err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("store: write metadata: %w", err)
+	}
+	return nil
+}
+
 // DeleteMeta removes a metadata value durably.
 func (s *Store) DeleteMeta(name string) error {
 	if err := s.db.Delete(metaKey(name), pebble.Sync); err != nil {
