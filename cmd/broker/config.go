@@ -139,6 +139,7 @@ func namesrvFlags(c *server.Config, configPath *string, stderr io.Writer) *pflag
 	fs.DurationVar(&c.EmbeddedNamesrv.BrokerExpiry, "broker-expiry", c.EmbeddedNamesrv.BrokerExpiry, "drop a broker that has not registered for this long (default 2m0s)")
 	fs.Var(textFlag{&c.LogLevel}, "log-level", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow listening on a non-loopback address with access control (acl:) off")
+	fs.StringVar(&c.HTTPListen, "http-listen", c.HTTPListen, "HTTP endpoint (/metrics, /healthz, /readyz) address; empty (the default) disables it")
 	fs.StringVar(configPath, "config", *configPath, "YAML config file (the broker's format); flags override it")
 	return fs
 }

@@ -198,11 +198,18 @@ func (s *Server) HTTPAddr() string {
 	return s.http.ln.Addr().String()
 }
 
-// notReady returns why the broker is not ready, or "".
+// notReady returns why the broker (or a name server alone) is not ready,
+// or "".
 func (s *Server) notReady() string {
 	switch {
 	case s.stopping.Load():
 		return "shutting down"
+	case s.cfg.Listen == "":
+		// A name server alone: ready once it serves.
+		if !s.namesrvUp.Load() {
+			return "name server: starting"
+		}
+		return ""
 	case !s.storeOpen.Load():
 		return "store: opening and recovering"
 	case !s.pluginsLoaded.Load():

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +91,28 @@ func TestNamesrvAloneACLAndLimits(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestNamesrvAloneHTTP serves /healthz, /readyz and /metrics for a name
+// server alone.
+func TestNamesrvAloneHTTP(t *testing.T) {
+	srv, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	for _, c := range []struct{ path, want string }{
+		{"/healthz", "ok"}, {"/readyz", "ready"}, {"/metrics", "go_goroutines"},
+	} {
+		if code, body := get(t, srv, c.path); code != 200 || !strings.Contains(body, c.want) {
+			t.Errorf("GET %s: %d %q, want 200 containing %q", c.path, code, body, c.want)
+		}
+	}
+	if code, _ := get(t, srv, "/"); code != 404 {
+		t.Errorf("GET / on a name server: %d, want 404 (no console)", code)
+	}
 }

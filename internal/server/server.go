@@ -154,6 +154,7 @@ type Server struct {
 	// Readiness, as /readyz reports it; written by Start and Shutdown,
 	// read by HTTP handlers.
 	storeOpen, pluginsLoaded, stopping atomic.Bool
+	namesrvUp                          atomic.Bool // the name server serves (readyz of a name server alone)
 	broker                             atomic.Pointer[broker.Broker]
 	console                            atomic.Pointer[http.Handler] // SetConsole
 
@@ -316,7 +317,11 @@ func StartNamesrv(cfg Config) (*Server, error) {
 	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
 		return nil, err
 	}
+	if err := s.startHTTP(); err != nil {
+		return nil, err
+	}
 	if err := s.startNamesrv(); err != nil {
+		s.stopHTTP(context.Background())
 		return nil, err
 	}
 	return s, nil
@@ -341,6 +346,7 @@ func (s *Server) startNamesrv() error {
 	}
 	s.NS = namesrv.New(no)
 	s.serve(func() error { return s.NS.Serve(ln) })
+	s.namesrvUp.Store(true)
 	return nil
 }
 
