@@ -416,6 +416,7 @@ type Broker struct {
 	clients    *clientTable
 	holds      *holdTable
 	filters    *filterCache
+	arrivals   arrivalHooks    // front ends' arrival callbacks (local.go)
 	registerMu sync.Mutex      // serialises registrations
 	regBytes   atomic.Int64    // registration body bytes sent, all name servers
 	levels     []time.Duration // delay levels, from Options
@@ -692,6 +693,7 @@ func response(req *remoting.Command, code int16, format string, args ...any) *re
 // arrived is the store's arrival hook.
 func (b *Broker) arrived(topic string, queue int32, maxOffset int64) {
 	b.holds.arrived(topic, queue, maxOffset)
+	b.arrivals.call(topic, queue)
 	switch topic {
 	case ScheduleTopic, TimerTopic:
 		select {
