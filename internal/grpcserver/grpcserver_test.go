@@ -1,0 +1,527 @@
+package grpcserver_test
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/internal/brokertest"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+func TestClientIDRequired(t *testing.T) {
+	e := start(t)
+	c, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r, err := e.cl.QueryRoute(c, &pb.QueryRouteRequest{Topic: res("T")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status.GetCode() != pb.Code_CLIENT_ID_REQUIRED {
+		t.Fatalf("status %v, want CLIENT_ID_REQUIRED", r.Status)
+	}
+	h, err := e.cl.Heartbeat(c, &pb.HeartbeatRequest{})
+	if err != nil || h.Status.GetCode() != pb.Code_CLIENT_ID_REQUIRED {
+		t.Fatalf("heartbeat: %v %v", h, err)
+	}
+}
+
+func TestQueryRoute(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Route")
+	e.createTopic(t, topic, 3)
+	r, err := e.cl.QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(topic)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status.GetCode() != pb.Code_OK || len(r.MessageQueues) != 3 {
+		t.Fatalf("route: %v", r)
+	}
+	q0 := r.MessageQueues[0]
+	if q0.Id != 0 || q0.Permission != pb.Permission_READ_WRITE || q0.Broker.GetId() != 0 {
+		t.Fatalf("queue 0: %v", q0)
+	}
+	a := q0.Broker.GetEndpoints().GetAddresses()
+	if len(a) != 1 || !strings.HasSuffix(e.GRPCAddr, ":"+itoa(a[0].Port)) || a[0].Host != "127.0.0.1" {
+		t.Fatalf("endpoint %v, want %s", a, e.GRPCAddr)
+	}
+	if len(q0.AcceptMessageTypes) == 0 {
+		t.Fatal("no accepted message types")
+	}
+
+	// Auto-created on first route, as a send would.
+	auto := brokertest.Name("Auto")
+	if r, _ := e.cl.QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(auto)}); r.Status.GetCode() != pb.Code_OK || len(r.MessageQueues) == 0 {
+		t.Fatalf("auto-created route: %v", r)
+	}
+	if _, ok := e.Broker.Topic(auto); !ok {
+		t.Fatal("topic not created")
+	}
+}
+
+func TestQueryRouteNoAutoCreate(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.Broker.DisableAutoCreateTopic = true })
+	r, err := e.cl.QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res("Missing")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status.GetCode() != pb.Code_TOPIC_NOT_FOUND {
+		t.Fatalf("status %v, want TOPIC_NOT_FOUND", r.Status)
+	}
+}
+
+func TestQueryAssignment(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Assign")
+	e.createTopic(t, topic, 4)
+	r, err := e.cl.QueryAssignment(ctx(t), &pb.QueryAssignmentRequest{Topic: res(topic), Group: res("g1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status.GetCode() != pb.Code_OK || len(r.Assignments) != 1 || r.Assignments[0].MessageQueue.Id != -1 {
+		t.Fatalf("assignment: %v", r)
+	}
+}
+
+// telemetry opens a Telemetry stream, sends st and returns the answer.
+func telemetry(t *testing.T, e *env, c context.Context, st *pb.Settings) *pb.TelemetryCommand {
+	t.Helper()
+	s, err := e.cl.Telemetry(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&pb.TelemetryCommand{Command: &pb.TelemetryCommand_Settings{Settings: st}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestTelemetrySettings(t *testing.T) {
+	e := start(t)
+	c := ctx(t)
+	if h, _ := e.cl.Heartbeat(c, &pb.HeartbeatRequest{ClientType: pb.ClientType_PRODUCER}); h.Status.GetCode() != pb.Code_UNRECOGNIZED_CLIENT_TYPE {
+		t.Fatalf("heartbeat before settings: %v", h.Status)
+	}
+	r := telemetry(t, e, c, &pb.Settings{ClientType: pb.ClientType_PRODUCER.Enum(), PubSub: &pb.Settings_Publishing{Publishing: &pb.Publishing{Topics: []*pb.Resource{res("T")}}}})
+	if r.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("producer settings: %v", r.Status)
+	}
+	p := r.GetSettings()
+	if p.GetBackoffPolicy().GetExponentialBackoff() == nil || p.GetBackoffPolicy().GetMaxAttempts() < 1 || p.GetPublishing().GetMaxBodySize() != broker.DefaultMaxMessageSize {
+		t.Fatalf("producer settings: %v", p)
+	}
+	if h, _ := e.cl.Heartbeat(c, &pb.HeartbeatRequest{ClientType: pb.ClientType_PRODUCER}); h.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("heartbeat after settings: %v", h.Status)
+	}
+
+	cc := ctx(t, "x-mq-client-id", "consumer-1")
+	cc = metadata.NewOutgoingContext(cc, metadata.Pairs("x-mq-client-id", "consumer-1"))
+	r = telemetry(t, e, cc, &pb.Settings{ClientType: pb.ClientType_SIMPLE_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res("cg")}}})
+	sub := r.GetSettings().GetSubscription()
+	if r.Status.GetCode() != pb.Code_OK || sub.GetReceiveBatchSize() != 32 || sub.GetLongPollingTimeout().AsDuration() > 20*time.Second || sub.GetFifo() {
+		t.Fatalf("consumer settings: %v", r)
+	}
+	if got := r.GetSettings().GetBackoffPolicy().GetMaxAttempts(); got != broker.DefaultMaxReconsumeTimes+1 {
+		t.Fatalf("consumer max attempts %d, want %d", got, broker.DefaultMaxReconsumeTimes+1)
+	}
+
+	if n, _ := e.cl.NotifyClientTermination(c, &pb.NotifyClientTerminationRequest{}); n.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("termination: %v", n.Status)
+	}
+	if h, _ := e.cl.Heartbeat(c, &pb.HeartbeatRequest{}); h.Status.GetCode() != pb.Code_UNRECOGNIZED_CLIENT_TYPE {
+		t.Fatalf("heartbeat after termination: %v", h.Status)
+	}
+}
+
+func TestTelemetrySessionCap(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.GRPC.MaxSessions = 1 })
+	st := &pb.Settings{ClientType: pb.ClientType_PRODUCER.Enum(), PubSub: &pb.Settings_Publishing{Publishing: &pb.Publishing{}}}
+	if r := telemetry(t, e, ctx(t), st); r.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("first session: %v", r.Status)
+	}
+	other := metadata.NewOutgoingContext(ctx(t), metadata.Pairs("x-mq-client-id", "second"))
+	if r := telemetry(t, e, other, st); r.Status.GetCode() != pb.Code_TOO_MANY_REQUESTS {
+		t.Fatalf("second session: %v, want TOO_MANY_REQUESTS", r.Status)
+	}
+}
+
+func TestSendReceiveAck(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Pop"), brokertest.Name("g")
+	e.createTopic(t, topic, 4)
+	for i, tag := range []string{"a", "b", "a", "c"} {
+		e.send(t, msg(topic, "id"+itoa(int32(i)), tag, "body-"+itoa(int32(i))))
+	}
+	st, msgs := e.receive(t, group, topic, &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "a || c"}, 32, 30*time.Second, time.Second)
+	if st.GetCode() != pb.Code_OK || len(msgs) != 3 {
+		t.Fatalf("receive: %v, %d messages", st, len(msgs))
+	}
+	for _, m := range msgs {
+		sp := m.SystemProperties
+		sum := md5.Sum(m.Body)
+		if sp.GetBodyDigest().GetChecksum() != strings.ToUpper(hex.EncodeToString(sum[:])) || sp.GetDeliveryAttempt() != 1 || sp.GetReceiptHandle() == "" || sp.GetTag() == "b" {
+			t.Fatalf("message %v", m)
+		}
+		if code := e.ack(t, group, topic, m, sp.GetReceiptHandle()); code != pb.Code_OK {
+			t.Fatalf("ack: %v", code)
+		}
+		if code := e.ack(t, group, topic, m, sp.GetReceiptHandle()); code != pb.Code_INVALID_RECEIPT_HANDLE {
+			t.Fatalf("second ack: %v, want INVALID_RECEIPT_HANDLE", code)
+		}
+	}
+	if st, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 100*time.Millisecond); st.GetCode() != pb.Code_MESSAGE_NOT_FOUND || len(msgs) != 0 {
+		t.Fatalf("after acks: %v, %d messages", st, len(msgs))
+	}
+	// A second group sees every message.
+	if _, msgs := e.receive(t, brokertest.Name("g"), topic, nil, 32, 30*time.Second, time.Second); len(msgs) != 4 {
+		t.Fatalf("second group: %d messages, want 4", len(msgs))
+	}
+}
+
+func TestSQLFilter(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Sql"), brokertest.Name("g")
+	e.createTopic(t, topic, 2)
+	for i := range 4 {
+		m := msg(topic, "id"+itoa(int32(i)), "t", "x")
+		m.UserProperties = map[string]string{"n": itoa(int32(i))}
+		e.send(t, m)
+	}
+	_, msgs := e.receive(t, group, topic, &pb.FilterExpression{Type: pb.FilterType_SQL, Expression: "n >= 2"}, 32, 30*time.Second, time.Second)
+	if len(msgs) != 2 {
+		t.Fatalf("SQL filter: %d messages, want 2", len(msgs))
+	}
+	for _, m := range msgs {
+		if m.UserProperties["n"] < "2" {
+			t.Fatalf("message %v passed n >= 2", m.UserProperties)
+		}
+	}
+	if st, _ := e.receive(t, group, topic, &pb.FilterExpression{Type: pb.FilterType_SQL, Expression: "n >>= 2"}, 32, time.Second, 0); st.GetCode() != pb.Code_ILLEGAL_FILTER_EXPRESSION {
+		t.Fatalf("bad SQL: %v", st)
+	}
+}
+
+func TestReceiptHandleErrors(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Handle"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	e.send(t, msg(topic, "id1", "t", "x"))
+	_, msgs := e.receive(t, group, topic, nil, 1, 30*time.Second, time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	h := msgs[0].SystemProperties.GetReceiptHandle()
+	tampered := []byte(h)
+	tampered[len(tampered)/2] ^= 1
+	for name, bad := range map[string]string{"garbage": "not-a-handle", "tampered": string(tampered), "empty": ""} {
+		if code := e.ack(t, group, topic, msgs[0], bad); code != pb.Code_INVALID_RECEIPT_HANDLE {
+			t.Fatalf("%s handle: %v", name, code)
+		}
+	}
+	// A handle is bound to its group.
+	if code := e.ack(t, brokertest.Name("other"), topic, msgs[0], h); code != pb.Code_INVALID_RECEIPT_HANDLE {
+		t.Fatalf("other group's ack: %v", code)
+	}
+	// Superseded by ChangeInvisibleDuration.
+	st, h2 := e.change(t, group, topic, h, 30*time.Second)
+	if st.GetCode() != pb.Code_OK || h2 == "" || h2 == h {
+		t.Fatalf("change: %v %q", st, h2)
+	}
+	if code := e.ack(t, group, topic, msgs[0], h); code != pb.Code_INVALID_RECEIPT_HANDLE {
+		t.Fatalf("superseded handle: %v", code)
+	}
+	if st, _ := e.change(t, group, topic, h, time.Second); st.GetCode() != pb.Code_INVALID_RECEIPT_HANDLE {
+		t.Fatalf("change with superseded handle: %v", st)
+	}
+	if code := e.ack(t, group, topic, msgs[0], h2); code != pb.Code_OK {
+		t.Fatalf("ack with the new handle: %v", code)
+	}
+}
+
+func TestRedeliveryThenDLQ(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Redeliver"), brokertest.Name("g")
+	e.createTopic(t, topic, 2)
+	if err := e.Broker.PutGroupConfig(broker.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true, RetryQueueNums: 1, RetryMaxTimes: 2}); err != nil {
+		t.Fatal(err)
+	}
+	e.send(t, msg(topic, "poison", "t", "x"))
+	// Attempts 1..3 (retry max 2 + 1), each given up at once with
+	// ChangeInvisibleDuration 0; the fourth would-be delivery goes to the
+	// dead-letter topic.
+	for attempt := int32(1); attempt <= 3; attempt++ {
+		_, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 5*time.Second)
+		if len(msgs) != 1 || msgs[0].SystemProperties.GetDeliveryAttempt() != attempt {
+			t.Fatalf("attempt %d: %v", attempt, msgs)
+		}
+		if st, _ := e.change(t, group, topic, msgs[0].SystemProperties.GetReceiptHandle(), 0); st.GetCode() != pb.Code_OK {
+			t.Fatalf("nack: %v", st)
+		}
+	}
+	if st, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 200*time.Millisecond); len(msgs) != 0 {
+		t.Fatalf("after the limit: %v %v", st, msgs)
+	}
+	dlq := broker.DLQGroupTopicPrefix + group
+	if n := e.Store.MaxOffset(dlq, 0); n != 1 {
+		t.Fatalf("%s holds %d messages, want 1", dlq, n)
+	}
+	rec, err := e.Broker.MessageAt(dlq, 0, 0)
+	if err != nil || string(rec.Body()) != "x" {
+		t.Fatalf("dead letter: %v %v", rec, err)
+	}
+}
+
+func TestRedeliveryAfterInvisibleTime(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Invisible"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	e.send(t, msg(topic, "id", "t", "x"))
+	_, first := e.receive(t, group, topic, nil, 32, time.Second, time.Second)
+	if len(first) != 1 {
+		t.Fatalf("%d messages", len(first))
+	}
+	// Nothing acks: the receive waits for the invisible time to end.
+	start := time.Now()
+	_, again := e.receive(t, group, topic, nil, 32, 30*time.Second, 10*time.Second)
+	if len(again) != 1 || again[0].SystemProperties.GetDeliveryAttempt() != 2 {
+		t.Fatalf("redelivery: %v", again)
+	}
+	if waited := time.Since(start); waited > 8*time.Second {
+		t.Fatalf("redelivered after %v", waited)
+	}
+	if code := e.ack(t, group, topic, first[0], first[0].SystemProperties.GetReceiptHandle()); code != pb.Code_INVALID_RECEIPT_HANDLE {
+		t.Fatalf("expired handle: %v", code)
+	}
+}
+
+func TestLongPollWakesOnArrival(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Wake"), brokertest.Name("g")
+	e.createTopic(t, topic, 2)
+	type result struct {
+		n    int
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		_, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 15*time.Second)
+		done <- result{len(msgs), time.Since(start)}
+	}()
+	// Send once the receive counts as waiting (a send just before its
+	// first look is found by that look, which proves less but passes).
+	waitFor(t, func() bool { return pollWaiting(e) })
+	e.send(t, msg(topic, "late", "t", "x"))
+	r := <-done
+	if r.n != 1 || r.took > 10*time.Second {
+		t.Fatalf("woken receive: %d messages after %v", r.n, r.took)
+	}
+}
+
+func TestReceiveAnswersBeforeDeadline(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Deadline")
+	e.createTopic(t, topic, 1)
+	c, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+	defer cancel()
+	s, err := e.cl.ReceiveMessage(c, &pb.ReceiveMessageRequest{Group: res("g"), MessageQueue: &pb.MessageQueue{Topic: res(topic)},
+		BatchSize: 1, InvisibleDuration: durationpb.New(time.Second), LongPollingTimeout: durationpb.New(20 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Recv()
+	if err != nil {
+		t.Fatalf("no answer before the deadline: %v", err)
+	}
+	if r.GetStatus().GetCode() != pb.Code_MESSAGE_NOT_FOUND {
+		t.Fatalf("answer %v", r)
+	}
+}
+
+func TestFIFOSendKeepsGroupsOnOneQueue(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Fifo"), brokertest.Name("g")
+	e.createTopic(t, topic, 4)
+	for i := range 6 {
+		m := msg(topic, "f"+itoa(int32(i)), "t", itoa(int32(i)))
+		g := "order-" + itoa(int32(i%2))
+		m.SystemProperties.MessageType, m.SystemProperties.MessageGroup = pb.MessageType_FIFO, &g
+		e.send(t, m)
+	}
+	_, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, time.Second)
+	if len(msgs) != 6 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	queues := map[string]int32{}
+	for _, m := range msgs {
+		sp := m.SystemProperties
+		if sp.GetMessageType() != pb.MessageType_FIFO {
+			t.Fatalf("type %v", sp.GetMessageType())
+		}
+		if q, ok := queues[sp.GetMessageGroup()]; ok && q != sp.GetQueueId() {
+			t.Fatalf("group %s on queues %d and %d", sp.GetMessageGroup(), q, sp.GetQueueId())
+		}
+		queues[sp.GetMessageGroup()] = sp.GetQueueId()
+	}
+	bad := msg(topic, "nogroup", "t", "x")
+	bad.SystemProperties.MessageType = pb.MessageType_FIFO
+	r, _ := e.cl.SendMessage(ctx(t), &pb.SendMessageRequest{Messages: []*pb.Message{bad}})
+	if r.Status.GetCode() != pb.Code_ILLEGAL_MESSAGE_GROUP {
+		t.Fatalf("FIFO without group: %v", r.Status)
+	}
+}
+
+func TestSendErrors(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("SendErr")
+	e.createTopic(t, topic, 1)
+	noID := msg(topic, "", "t", "x")
+	reserved := msg(topic, "r", "t", "x")
+	reserved.UserProperties = map[string]string{"UNIQ_KEY": "mine"}
+	for name, c := range map[string]struct {
+		m    *pb.Message
+		want pb.Code
+	}{
+		"no message id":     {noID, pb.Code_ILLEGAL_MESSAGE_ID},
+		"reserved property": {reserved, pb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY},
+	} {
+		r, err := e.cl.SendMessage(ctx(t), &pb.SendMessageRequest{Messages: []*pb.Message{c.m}})
+		if err != nil || r.Status.GetCode() != c.want || r.Entries[0].Status.GetCode() != c.want {
+			t.Fatalf("%s: %v %v, want %v", name, r, err, c.want)
+		}
+	}
+}
+
+func TestDelayMessage(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Delay"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	m := msg(topic, "d1", "t", "later")
+	at := time.Now().Add(1500 * time.Millisecond)
+	m.SystemProperties.MessageType, m.SystemProperties.DeliveryTimestamp = pb.MessageType_DELAY, timestamppb.New(at)
+	e.send(t, m)
+	if _, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 0); len(msgs) != 0 {
+		t.Fatal("delayed message delivered at once")
+	}
+	_, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 15*time.Second)
+	if len(msgs) != 1 || time.Now().Before(at) || msgs[0].SystemProperties.GetMessageType() != pb.MessageType_DELAY {
+		t.Fatalf("delayed message: %v at %v, due %v", msgs, time.Now(), at)
+	}
+}
+
+func TestTransaction(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Txn"), brokertest.Name("g")
+	e.createTopic(t, topic, 2)
+	send := func(id string) *pb.SendResultEntry {
+		m := msg(topic, id, "t", id)
+		m.SystemProperties.MessageType = pb.MessageType_TRANSACTION
+		en := e.send(t, m)
+		if en.TransactionId == "" {
+			t.Fatalf("no transaction id: %v", en)
+		}
+		return en
+	}
+	commit, rollback := send("commit-me"), send("roll-me-back")
+	if _, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 0); len(msgs) != 0 {
+		t.Fatal("half message delivered")
+	}
+	end := func(en *pb.SendResultEntry, id string, r pb.TransactionResolution) pb.Code {
+		resp, err := e.cl.EndTransaction(ctx(t), &pb.EndTransactionRequest{Topic: res(topic), MessageId: en.MessageId, TransactionId: id, Resolution: r, Source: pb.TransactionSource_SOURCE_CLIENT})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status.GetCode()
+	}
+	forged := []byte(commit.TransactionId)
+	forged[15] ^= 1 // another half message's offset, same MAC
+	if code := end(commit, string(forged), pb.TransactionResolution_COMMIT); code != pb.Code_INVALID_TRANSACTION_ID {
+		t.Fatalf("forged id: %v", code)
+	}
+	if code := end(commit, commit.TransactionId, pb.TransactionResolution_COMMIT); code != pb.Code_OK {
+		t.Fatalf("commit: %v", code)
+	}
+	if code := end(rollback, rollback.TransactionId, pb.TransactionResolution_ROLLBACK); code != pb.Code_OK {
+		t.Fatalf("rollback: %v", code)
+	}
+	if code := end(commit, commit.TransactionId, pb.TransactionResolution_COMMIT); code != pb.Code_INVALID_TRANSACTION_ID {
+		t.Fatalf("second commit: %v", code)
+	}
+	_, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 5*time.Second)
+	if len(msgs) != 1 || string(msgs[0].Body) != "commit-me" {
+		t.Fatalf("after commit and rollback: %v", msgs)
+	}
+}
+
+func TestRestartRedeliversInFlight(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Restart"), brokertest.Name("g")
+	e.createTopic(t, topic, 2)
+	for i := range 3 {
+		e.send(t, msg(topic, "r"+itoa(int32(i)), "t", "m"+itoa(int32(i))))
+	}
+	_, msgs := e.receive(t, group, topic, nil, 2, time.Second, time.Second)
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	if code := e.ack(t, group, topic, msgs[0], msgs[0].SystemProperties.GetReceiptHandle()); code != pb.Code_OK {
+		t.Fatalf("ack: %v", code)
+	}
+	acked, inFlight := string(msgs[0].Body), string(msgs[1].Body)
+
+	e2 := connect(t, e.Restart(t))
+	seen := map[string]int32{}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(seen) < 2 && time.Now().Before(deadline) {
+		_, got := e2.receive(t, group, topic, nil, 32, 30*time.Second, 5*time.Second)
+		for _, m := range got {
+			seen[string(m.Body)] = m.SystemProperties.GetDeliveryAttempt()
+		}
+	}
+	if _, ok := seen[acked]; ok {
+		t.Fatalf("acknowledged %s delivered again", acked)
+	}
+	if seen[inFlight] != 2 {
+		t.Fatalf("in-flight %s: attempt %d, want 2 (seen %v)", inFlight, seen[inFlight], seen)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("seen %v, want the in-flight one and the one never delivered", seen)
+	}
+}
+
+func TestUnsupportedRPCs(t *testing.T) {
+	e := start(t)
+	c := ctx(t)
+	if r, err := e.cl.GetOffset(c, &pb.GetOffsetRequest{}); err != nil || r.Status.GetCode() != pb.Code_UNSUPPORTED || r.Status.Message == "" {
+		t.Fatalf("GetOffset: %v %v", r, err)
+	}
+	if r, err := e.cl.UpdateOffset(c, &pb.UpdateOffsetRequest{}); err != nil || r.Status.GetCode() != pb.Code_UNSUPPORTED {
+		t.Fatalf("UpdateOffset: %v %v", r, err)
+	}
+	if r, err := e.cl.QueryOffset(c, &pb.QueryOffsetRequest{}); err != nil || r.Status.GetCode() != pb.Code_UNSUPPORTED {
+		t.Fatalf("QueryOffset: %v %v", r, err)
+	}
+	if r, err := e.cl.RecallMessage(c, &pb.RecallMessageRequest{}); err != nil || r.Status.GetCode() != pb.Code_UNSUPPORTED {
+		t.Fatalf("RecallMessage: %v %v", r, err)
+	}
+	s, err := e.cl.PullMessage(c, &pb.PullMessageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Recv(); err != nil || r.GetStatus().GetCode() != pb.Code_UNSUPPORTED {
+		t.Fatalf("PullMessage: %v %v", r, err)
+	}
+}
