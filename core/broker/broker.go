@@ -245,6 +245,9 @@ type GroupOptions struct {
 	// DisableConsumeBroadcast refuses the group's consumers in
 	// broadcasting mode (consumeBroadcastEnable: false).
 	DisableConsumeBroadcast bool `yaml:"consumeBroadcastEnable" cfg:"not"`
+	// ConsumeMessageOrderly makes the group FIFO for RocketMQ 5 clients
+	// (see SubscriptionGroupConfig).
+	ConsumeMessageOrderly bool `yaml:"consumeMessageOrderly"`
 }
 
 // config returns the group's configuration over old, the stored one or
@@ -254,6 +257,7 @@ func (g GroupOptions) config(old SubscriptionGroupConfig) SubscriptionGroupConfi
 	old.RetryMaxTimes = max(g.RetryMaxTimes, 0)
 	old.RetryQueueNums = g.RetryQueueNums
 	old.ConsumeBroadcastEnable = !g.DisableConsumeBroadcast
+	old.ConsumeMessageOrderly = g.ConsumeMessageOrderly
 	return old
 }
 

@@ -525,3 +525,44 @@ func TestUnsupportedRPCs(t *testing.T) {
 		t.Fatalf("PullMessage: %v %v", r, err)
 	}
 }
+
+func TestFIFOGroupBlocksQueue(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("FifoBlock"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	if err := e.Broker.PutGroupConfig(broker.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true, RetryQueueNums: 1, RetryMaxTimes: 16, ConsumeMessageOrderly: true}); err != nil {
+		t.Fatal(err)
+	}
+	og := "order-1"
+	for i := range 3 {
+		m := msg(topic, "o"+itoa(int32(i)), "t", itoa(int32(i)))
+		m.SystemProperties.MessageType, m.SystemProperties.MessageGroup = pb.MessageType_FIFO, &og
+		e.send(t, m)
+	}
+	_, first := e.receive(t, group, topic, nil, 1, 30*time.Second, time.Second)
+	if len(first) != 1 || string(first[0].Body) != "0" {
+		t.Fatalf("first: %v", first)
+	}
+	if _, msgs := e.receive(t, group, topic, nil, 1, 30*time.Second, 0); len(msgs) != 0 {
+		t.Fatalf("delivered %q while %q is in flight", msgs[0].Body, first[0].Body)
+	}
+	// Given up on: the same message comes back first, before the next.
+	if st, _ := e.change(t, group, topic, first[0].SystemProperties.GetReceiptHandle(), 0); st.GetCode() != pb.Code_OK {
+		t.Fatal(st)
+	}
+	_, again := e.receive(t, group, topic, nil, 1, 30*time.Second, time.Second)
+	if len(again) != 1 || string(again[0].Body) != "0" || again[0].SystemProperties.GetDeliveryAttempt() != 2 {
+		t.Fatalf("redelivery: %v", again)
+	}
+	if code := e.ack(t, group, topic, again[0], again[0].SystemProperties.GetReceiptHandle()); code != pb.Code_OK {
+		t.Fatal(code)
+	}
+	_, next := e.receive(t, group, topic, nil, 1, 30*time.Second, time.Second)
+	if len(next) != 1 || string(next[0].Body) != "1" {
+		t.Fatalf("after the ack: %v", next)
+	}
+	r, _ := e.cl.QueryAssignment(ctx(t), &pb.QueryAssignmentRequest{Topic: res(topic), Group: res(group)})
+	if len(r.GetAssignments()) != 1 || r.Assignments[0].MessageQueue.Id != 0 {
+		t.Fatalf("FIFO assignment: %v", r)
+	}
+}

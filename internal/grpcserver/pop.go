@@ -286,9 +286,6 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 			continue
 		}
 		want := r.batch - len(out)
-		if r.fifo {
-			want = 1
-		}
 		got, cursor, err := p.scan(r, q, pq.cursor, want)
 		if err != nil {
 			return out, next, err

@@ -69,6 +69,7 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	}
 	gc, _ := s.b.GroupConfig(group)
 	r.maxDeliveries = int32(gc.RetryMaxTimes + 1)
+	r.fifo = gc.ConsumeMessageOrderly
 
 	now := s.opts.Now()
 	poll := s.opts.LongPolling

@@ -93,6 +93,15 @@ func (s *Server) QueryAssignment(ctx context.Context, req *pb.QueryAssignmentReq
 	if tc.Perm&remoting.PermRead == 0 || tc.ReadQueueNums == 0 {
 		return &pb.QueryAssignmentResponse{Status: statusOf(refuse(pb.Code_FORBIDDEN, "topic %s is not readable", name))}, nil
 	}
-	mq := &pb.MessageQueue{Topic: req.Topic, Id: -1, Permission: pb.Permission_READ_WRITE, Broker: s.brokerPB(), AcceptMessageTypes: acceptedTypes}
+	br := s.brokerPB()
+	if gc, _ := s.b.GroupConfig(group); gc.ConsumeMessageOrderly {
+		// A FIFO group is assigned every read queue, as Apache's proxy does.
+		out := make([]*pb.Assignment, tc.ReadQueueNums)
+		for i := range out {
+			out[i] = &pb.Assignment{MessageQueue: &pb.MessageQueue{Topic: req.Topic, Id: int32(i), Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: acceptedTypes}}
+		}
+		return &pb.QueryAssignmentResponse{Status: okStatus(), Assignments: out}, nil
+	}
+	mq := &pb.MessageQueue{Topic: req.Topic, Id: -1, Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: acceptedTypes}
 	return &pb.QueryAssignmentResponse{Status: okStatus(), Assignments: []*pb.Assignment{{MessageQueue: mq}}}, nil
 }

@@ -227,7 +227,7 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, first bo
 		out.PubSub = &pb.Settings_Subscription{Subscription: &pb.Subscription{
 			Group:              sub.Group,
 			Subscriptions:      sub.Subscriptions,
-			Fifo:               new(false),
+			Fifo:               new(gc.ConsumeMessageOrderly),
 			ReceiveBatchSize:   new(int32(DefaultReceiveBatch)),
 			LongPollingTimeout: durationpb.New(s.opts.LongPolling),
 		}}
