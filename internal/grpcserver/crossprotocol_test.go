@@ -1,0 +1,61 @@
+package grpcserver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rmq-go/rmq/internal/brokertest"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+)
+
+// TestCrossProtocol sends with the official 4.x Go client and receives
+// over gRPC, then sends over gRPC and consumes with a 4.x push consumer.
+func TestCrossProtocol(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Cross")
+	e.createTopic(t, topic, 2)
+
+	p := e.Producer(t)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Shutdown() })
+	m := primitive.NewMessage(topic, []byte("from 4.x"))
+	m.WithTag("old")
+	m.WithKeys([]string{"k1"})
+	m.WithProperty("color", "red")
+	if _, err := p.SendSync(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	popGroup := brokertest.Name("pop")
+	_, msgs := e.receive(t, popGroup, topic, &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "old"}, 32, 30*time.Second, 5*time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("gRPC consumer got %d messages", len(msgs))
+	}
+	got := msgs[0]
+	if string(got.Body) != "from 4.x" || got.SystemProperties.GetTag() != "old" || got.SystemProperties.GetKeys()[0] != "k1" ||
+		got.UserProperties["color"] != "red" || got.SystemProperties.GetMessageId() == "" {
+		t.Fatalf("4.x message over gRPC: %v", got)
+	}
+
+	e.send(t, msg(topic, "grpc-1", "new", "from 5.x"))
+	group := brokertest.Name("pull")
+	c := e.PushConsumer(t, group)
+	recv := make(chan string, 4)
+	if err := c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "new"}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range ms {
+			recv <- string(m.Body) + "|" + m.GetTags() + "|" + m.GetProperty("UNIQ_KEY")
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, topic)
+	if v := brokertest.Wait(t, recv, 30*time.Second, "the 4.x consumer"); v != "from 5.x|new|grpc-1" {
+		t.Fatalf("gRPC message over 4.x: %q", v)
+	}
+}
