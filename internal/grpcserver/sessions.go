@@ -224,12 +224,18 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, first bo
 				Initial: durationpb.New(time.Second), Max: durationpb.New(2 * time.Hour), Multiplier: 2,
 			}},
 		}
+		// The client's own long-polling time when it asks for one within
+		// the server's bound (the Node push consumer's longPollingTimeout).
+		poll := s.opts.LongPolling
+		if d := sub.GetLongPollingTimeout(); d != nil && d.AsDuration() > 0 && d.AsDuration() < poll {
+			poll = d.AsDuration()
+		}
 		out.PubSub = &pb.Settings_Subscription{Subscription: &pb.Subscription{
 			Group:              sub.Group,
 			Subscriptions:      sub.Subscriptions,
 			Fifo:               new(gc.ConsumeMessageOrderly),
 			ReceiveBatchSize:   new(int32(DefaultReceiveBatch)),
-			LongPollingTimeout: durationpb.New(s.opts.LongPolling),
+			LongPollingTimeout: durationpb.New(poll),
 		}}
 	}
 	if err := s.sessions.settings(c.clientID, st, s.opts.Now(), first); err != nil {
