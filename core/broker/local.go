@@ -166,3 +166,14 @@ func (b *Broker) OnArrival(fn func(topic string, queue int32)) {
 	defer b.arrivals.mu.Unlock()
 	b.arrivals.fns = append(b.arrivals.fns, fn)
 }
+
+// TxnCheckFunc asks a producer of group, reached by an in-process front
+// end, for the state of the transaction whose half message was first
+// stored at origin; m is the message as the producer sent it. It reports
+// whether a producer was asked (it must not block); false lets the broker
+// try its remoting producers.
+type TxnCheckFunc func(group string, m *message.Message, origin int64) bool
+
+// OnTransactionCheck makes the transaction checker offer every check to fn
+// first. The producer answers with EndLocalTransaction.
+func (b *Broker) OnTransactionCheck(fn TxnCheckFunc) { b.txn.checkHook.Store(&fn) }

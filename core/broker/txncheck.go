@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -170,6 +171,9 @@ type txnService struct {
 	storeHost netip.AddrPort
 	checkGap  time.Duration // after a check, the earliest next decision
 	kick      chan struct{}
+	// checkHook asks an in-process front end to check a transaction
+	// (Broker.OnTransactionCheck); nil: only remoting producers are asked.
+	checkHook atomic.Pointer[TxnCheckFunc]
 	mu        struct {
 		sync.Mutex
 		idle      sync.Cond // broadcast when a busy transaction is released
@@ -790,10 +794,6 @@ func (s *txnService) checkCopy(rec message.Record, t *halfTxn, now time.Time) *m
 // the half message as first stored, which the producer echoes back in its
 // END_TRANSACTION.
 func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) (reached bool) {
-	c := s.producerConn(t.group)
-	if c == nil {
-		return false
-	}
 	m := *cp
 	m.Topic = m.Properties.Get(message.PropertyRealTopic)
 	if q, err := strconv.ParseInt(m.Properties.Get(message.PropertyRealQueueID), 10, 32); err == nil {
@@ -801,6 +801,13 @@ func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) (reached bool) {
 	}
 	m.CommitLogOffset, m.QueueOffset = t.origin, t.originQOff
 	m.Properties = m.Properties.Without(propTxnOrigin)
+	if fn := s.checkHook.Load(); fn != nil && (*fn)(t.group, &m, t.origin) {
+		return true
+	}
+	c := s.producerConn(t.group)
+	if c == nil {
+		return false
+	}
 	body, err := message.AppendRecord(nil, &m)
 	if err != nil {
 		s.log.Error("encode transaction check", "offset", t.origin, "err", err)

@@ -566,3 +566,47 @@ func TestFIFOGroupBlocksQueue(t *testing.T) {
 		t.Fatalf("FIFO assignment: %v", r)
 	}
 }
+
+func TestOrphanedTransactionRecovery(t *testing.T) {
+	e := start(t, func(c *server.Config) {
+		c.Broker.TxnTimeout, c.Broker.TxnCheckInterval = time.Second, time.Second
+	})
+	topic, group := brokertest.Name("Orphan"), brokertest.Name("g")
+	e.createTopic(t, topic, 2)
+	c := ctx(t)
+	tel, err := e.cl.Telemetry(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &pb.Settings{ClientType: pb.ClientType_PRODUCER.Enum(), PubSub: &pb.Settings_Publishing{Publishing: &pb.Publishing{Topics: []*pb.Resource{res(topic)}}}}
+	if err := tel.Send(&pb.TelemetryCommand{Command: &pb.TelemetryCommand_Settings{Settings: st}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := tel.Recv(); err != nil || r.GetSettings() == nil {
+		t.Fatalf("settings: %v %v", r, err)
+	}
+	m := msg(topic, "orphan-1", "t", "orphan")
+	m.SystemProperties.MessageType = pb.MessageType_TRANSACTION
+	m.SystemProperties.OrphanedTransactionRecoveryDuration = durationpb.New(time.Second)
+	sent := e.send(t, m)
+
+	// The producer never ends it: the broker asks over Telemetry.
+	r, err := tel.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := r.GetRecoverOrphanedTransactionCommand()
+	if cmd == nil || cmd.TransactionId != sent.TransactionId || cmd.Message.GetSystemProperties().GetMessageId() != "orphan-1" ||
+		string(cmd.Message.GetBody()) != "orphan" || cmd.Message.GetTopic().GetName() != topic {
+		t.Fatalf("recovery command: %v", r)
+	}
+	end, err := e.cl.EndTransaction(c, &pb.EndTransactionRequest{Topic: res(topic), MessageId: "orphan-1", TransactionId: cmd.TransactionId,
+		Resolution: pb.TransactionResolution_COMMIT, Source: pb.TransactionSource_SOURCE_SERVER_CHECK})
+	if err != nil || end.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("end: %v %v", end, err)
+	}
+	_, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 5*time.Second)
+	if len(msgs) != 1 || string(msgs[0].Body) != "orphan" {
+		t.Fatalf("after the check: %v", msgs)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
@@ -133,6 +134,9 @@ func (s *Server) sendOne(ctx context.Context, c call, topic string, m *pb.Messag
 		props[message.PropertyProducerGroup] = txnGroupPrefix + topic
 		h.ProducerGroup = txnGroupPrefix + topic
 		h.SysFlag |= message.SysFlagTxPrepared
+		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil && d.AsDuration() > 0 {
+			props[message.PropertyCheckImmunityTime] = strconv.FormatInt(max(1, int64(d.AsDuration()/time.Second)), 10)
+		}
 	case pb.MessageType_NORMAL, pb.MessageType_MESSAGE_TYPE_UNSPECIFIED:
 	default:
 		return fail(refuse(pb.Code_BAD_REQUEST, "message type %v is not served", sp.GetMessageType()))
@@ -222,4 +226,26 @@ func (s *Server) EndTransaction(ctx context.Context, req *pb.EndTransactionReque
 		err = fmt.Errorf("end transaction: %w", err)
 	}
 	return &pb.EndTransactionResponse{Status: statusOf(err)}, nil
+}
+
+// checkTransaction asks a producer of the transaction's topic, over its
+// Telemetry stream, to resolve an orphaned transaction: it answers with
+// EndTransaction (source SERVER_CHECK). It reports whether one was asked.
+func (s *Server) checkTransaction(group string, m *message.Message, origin int64) bool {
+	topic, ok := strings.CutPrefix(group, txnGroupPrefix)
+	if !ok {
+		return false
+	}
+	rec, err := message.AppendRecord(nil, m)
+	if err != nil {
+		s.log.Warn("encode an orphaned transaction", "topic", topic, "offset", origin, "err", err)
+		return false
+	}
+	pm := s.messagePB(popRequest{topic: topic}, delivery{rec: message.Record(rec), queue: m.QueueID, offset: m.QueueOffset})
+	sp := pm.SystemProperties
+	sp.ReceiptHandle, sp.DeliveryAttempt, sp.InvisibleDuration = nil, nil, nil
+	sp.MessageType = pb.MessageType_TRANSACTION
+	return s.sessions.push(topic, &pb.TelemetryCommand{Status: okStatus(), Command: &pb.TelemetryCommand_RecoverOrphanedTransactionCommand{
+		RecoverOrphanedTransactionCommand: &pb.RecoverOrphanedTransactionCommand{Message: pm, TransactionId: s.pop.txnID(topic, origin)},
+	}})
 }

@@ -153,6 +153,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts.Broker.OnArrival(s.pop.arrived)
+	opts.Broker.OnTransactionCheck(s.checkTransaction)
 	so := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(uint32(opts.MaxStreams)),
 		grpc.MaxRecvMsgSize(opts.MaxBodySize + 1<<20),

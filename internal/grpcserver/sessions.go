@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,7 +22,9 @@ type session struct {
 	group    string   // consumers
 	topics   []string // producers
 	lastSeen time.Time
-	streams  int // open Telemetry streams
+	// streams are the open Telemetry streams' queues of server-initiated
+	// commands.
+	streams map[chan *pb.TelemetryCommand]struct{}
 }
 
 // sessionTable holds the sessions, at most max of them.
@@ -40,9 +43,10 @@ func newSessionTable(max int, expiry time.Duration) *sessionTable {
 	return t
 }
 
-// settings records a client's Settings; a new session beyond the cap is
+// settings records a client's Settings, received on the Telemetry stream
+// whose command queue is push (nil: none); a new session beyond the cap is
 // ErrTooManyRequests.
-func (t *sessionTable) settings(id string, st *pb.Settings, now time.Time, stream bool) error {
+func (t *sessionTable) settings(id string, st *pb.Settings, now time.Time, push chan *pb.TelemetryCommand) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.mu.byID[id]
@@ -50,11 +54,11 @@ func (t *sessionTable) settings(id string, st *pb.Settings, now time.Time, strea
 		if len(t.mu.byID) >= t.max {
 			return ErrTooManyRequests
 		}
-		s = &session{clientID: id}
+		s = &session{clientID: id, streams: map[chan *pb.TelemetryCommand]struct{}{}}
 		t.mu.byID[id] = s
-		if stream {
-			s.streams++
-		}
+	}
+	if push != nil {
+		s.streams[push] = struct{}{}
 	}
 	s.typ, s.lastSeen = st.GetClientType(), now
 	if sub := st.GetSubscription(); sub != nil {
@@ -69,6 +73,26 @@ func (t *sessionTable) settings(id string, st *pb.Settings, now time.Time, strea
 	return nil
 }
 
+// push offers cmd to one Telemetry stream of a producer session that
+// publishes to topic, without waiting; false if none took it.
+func (t *sessionTable) push(topic string, cmd *pb.TelemetryCommand) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.mu.byID {
+		if !slices.Contains(s.topics, topic) {
+			continue
+		}
+		for ch := range s.streams {
+			select {
+			case ch <- cmd:
+				return true
+			default:
+			}
+		}
+	}
+	return false
+}
+
 // touch refreshes a client's liveness; false if it has no session.
 func (t *sessionTable) touch(id string, now time.Time) bool {
 	t.mu.Lock()
@@ -81,11 +105,11 @@ func (t *sessionTable) touch(id string, now time.Time) bool {
 }
 
 // streamEnded notes a Telemetry stream of id closed.
-func (t *sessionTable) streamEnded(id string, now time.Time) {
+func (t *sessionTable) streamEnded(id string, push chan *pb.TelemetryCommand, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.mu.byID[id]; s != nil {
-		s.streams = max(0, s.streams-1)
+		delete(s.streams, push)
 		s.lastSeen = now
 	}
 }
@@ -109,7 +133,7 @@ func (t *sessionTable) sweep(now time.Time) []string {
 	defer t.mu.Unlock()
 	var gone []string
 	for id, s := range t.mu.byID {
-		if s.streams == 0 && now.Sub(s.lastSeen) > t.expiry {
+		if len(s.streams) == 0 && now.Sub(s.lastSeen) > t.expiry {
 			delete(t.mu.byID, id)
 			gone = append(gone, id)
 		}
@@ -119,20 +143,17 @@ func (t *sessionTable) sweep(now time.Time) []string {
 
 // Telemetry answers each Settings with the settings the client must use
 // (server values merged in), and keeps the session alive while the
-// stream is open. Thread stack traces and message verification results
-// are accepted and dropped: the broker never asks for them.
+// stream is open; it also carries the server's commands (orphaned
+// transaction recovery). Thread stack traces and message verification
+// results are accepted and dropped: the broker never asks for them.
 func (s *Server) Telemetry(stream pb.MessagingService_TelemetryServer) error {
 	ctx := stream.Context()
 	c, err := s.begin(ctx)
 	if err != nil {
 		return stream.Send(&pb.TelemetryCommand{Status: statusOf(err)})
 	}
-	registered := false
-	defer func() {
-		if registered {
-			s.sessions.streamEnded(c.clientID, s.opts.Now())
-		}
-	}()
+	push := make(chan *pb.TelemetryCommand, 16)
+	defer s.sessions.streamEnded(c.clientID, push, s.opts.Now())
 	in := make(chan *pb.TelemetryCommand)
 	errc := make(chan error, 1)
 	go func() {
@@ -161,15 +182,17 @@ func (s *Server) Telemetry(stream pb.MessagingService_TelemetryServer) error {
 			}
 			return err
 		case cmd = <-in:
+		case cmd := <-push:
+			if err := stream.Send(cmd); err != nil {
+				return err
+			}
+			continue
 		}
 		st := cmd.GetSettings()
 		if st == nil {
 			continue // a reply to a command the broker never sends
 		}
-		reply, err := s.settings(ctx, c, st, !registered)
-		if err == nil {
-			registered = true
-		}
+		reply, err := s.settings(ctx, c, st, push)
 		if err := stream.Send(&pb.TelemetryCommand{Status: statusOf(err), Command: &pb.TelemetryCommand_Settings{Settings: reply}}); err != nil {
 			return err
 		}
@@ -178,7 +201,7 @@ func (s *Server) Telemetry(stream pb.MessagingService_TelemetryServer) error {
 
 // settings checks and records a client's Settings and returns them with
 // the server's values.
-func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, first bool) (*pb.Settings, error) {
+func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, push chan *pb.TelemetryCommand) (*pb.Settings, error) {
 	var res []acl.Resource
 	if sub := st.GetSubscription(); sub != nil {
 		res = append(res, acl.GroupRes(resource(sub.GetGroup()), acl.Sub))
@@ -238,7 +261,7 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, first bo
 			LongPollingTimeout: durationpb.New(poll),
 		}}
 	}
-	if err := s.sessions.settings(c.clientID, st, s.opts.Now(), first); err != nil {
+	if err := s.sessions.settings(c.clientID, st, s.opts.Now(), push); err != nil {
 		return out, err
 	}
 	return out, nil
