@@ -45,14 +45,14 @@
 // never handed out, and the flights, the messages handed out and not
 // acknowledged:
 //
-//	           receive                      ack
-//	  queued ──────────► in flight ─────────────────► done
-//	 (≥ cursor)    attempt 1, deadline   (flight deleted)
-//	                  │     ▲
-//	  deadline passed │     │ receive: attempt+1, new delivery id,
-//	  or Change...(0) ▼     │          new deadline
-//	               deliverable again ──► %DLQ%<group> when attempt+1 would
-//	                                     exceed the group's retryMaxTimes+1
+//	          receive                      ack
+//	 queued ──────────► in flight ─────────────────► done
+//	(≥ cursor)    attempt 1, deadline   (flight deleted)
+//	                 │     ▲
+//	 deadline passed │     │ receive: attempt+1, new delivery id,
+//	 or Change...(0) ▼     │          new deadline
+//	              deliverable again ──► %DLQ%<group> when attempt+1 would
+//	                                    exceed the group's retryMaxTimes+1
 //
 // A receive first hands out flights whose deadline passed, then new
 // messages from each queue's cursor through the filter (tag hash from the

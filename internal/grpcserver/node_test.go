@@ -62,7 +62,9 @@ func TestNodePushConsumer(t *testing.T) {
 		e.send(t, msg(topic, "push-"+itoa(int32(i)), "t", "push-"+itoa(int32(i))))
 	}
 	out := runNode(t, e, "push", "RMQ_TOPIC="+topic, "RMQ_GROUP="+group, "RMQ_N=5")
-	if testing.Verbose() { t.Log(out) }
+	if testing.Verbose() {
+		t.Log(out)
+	}
 	if !strings.Contains(out, `"bodies":["push-0","push-1","push-2","push-3","push-4"]`) {
 		t.Fatalf("node output: %s", out)
 	}
