@@ -15,7 +15,9 @@
 //	|                         | permissions, the advertised gRPC endpoint;  |
 //	|                         | auto-creates as a send would                |
 //	| Telemetry               | answers each Settings with the server's     |
-//	|                         | values; keeps the session alive             |
+//	|                         | values; keeps the session alive; carries    |
+//	|                         | RecoverOrphanedTransactionCommand to a      |
+//	|                         | producer of the transaction's topic         |
 //	| Heartbeat               | refreshes a session (none: 40015)           |
 //	| NotifyClientTermination | drops the session                           |
 //	| SendMessage             | NORMAL, FIFO (queue = hash(message_group)), |

@@ -69,3 +69,15 @@ func TestNodePushConsumer(t *testing.T) {
 		t.Fatalf("node output: %s", out)
 	}
 }
+
+func TestNodeTransactionChecker(t *testing.T) {
+	e := start(t, func(c *server.Config) {
+		c.Broker.TxnTimeout, c.Broker.TxnCheckInterval = time.Second, time.Second
+	})
+	topic, group := brokertest.Name("NodeTxn"), brokertest.Name("nodetxn")
+	e.createTopic(t, topic, 2)
+	out := runNode(t, e, "txn-check", "RMQ_TOPIC="+topic, "RMQ_GROUP="+group)
+	if !strings.Contains(out, `"checked":["orphan"]`) {
+		t.Fatalf("node output: %s", out)
+	}
+}

@@ -129,7 +129,35 @@ async function push() {
   console.log(JSON.stringify({ ok: true, bodies: [ ...bodies ].sort() }));
 }
 
-const cases = { 'producer-simple': producerSimple, push };
+// txn-check: a transaction left open is recovered by the broker over
+// Telemetry; the producer's checker commits it and a SimpleConsumer gets it.
+async function txnCheck() {
+  const topic = env('RMQ_TOPIC');
+  const checked = [];
+  const producer = new Producer({
+    ...base, topics: [ topic ],
+    checker: { async check(mv) { checked.push(mv.body.toString()); return TransactionResolution.COMMIT; } },
+  });
+  await producer.startup();
+  const tx = producer.beginTransaction();
+  await producer.send({ topic, tag: 'txn', body: Buffer.from('orphan') }, tx);
+  // Neither commit nor rollback: the transaction is orphaned.
+  const consumer = new SimpleConsumer({
+    ...base, consumerGroup: env('RMQ_GROUP'), awaitDuration: 3000,
+    subscriptions: new Map([[ topic, '*' ]]),
+  });
+  await consumer.startup();
+  const got = await receiveUntil(consumer, 1, 30000, 30000);
+  assert.equal(got.length, 1);
+  assert.equal(got[0].body.toString(), 'orphan');
+  assert.deepEqual(checked, [ 'orphan' ]);
+  await consumer.ack(got[0]);
+  await consumer.shutdown();
+  await producer.shutdown();
+  console.log(JSON.stringify({ ok: true, checked }));
+}
+
+const cases = { 'producer-simple': producerSimple, push, 'txn-check': txnCheck };
 const run = cases[process.argv[2]];
 if (!run) {
   console.error(`unknown case ${process.argv[2]}; cases: ${Object.keys(cases).join(', ')}`);
