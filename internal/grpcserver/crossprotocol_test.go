@@ -2,6 +2,7 @@ package grpcserver_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +58,24 @@ func TestCrossProtocol(t *testing.T) {
 	e.StartConsumer(t, c, group, true, topic)
 	if v := brokertest.Wait(t, recv, 30*time.Second, "the 4.x consumer"); v != "from 5.x|new|grpc-1" {
 		t.Fatalf("gRPC message over 4.x: %q", v)
+	}
+}
+
+// TestGroupIsPopOrPull refuses POP receives of a group whose 4.x
+// consumers are online.
+func TestGroupIsPopOrPull(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Mixed"), brokertest.Name("mixed")
+	e.createTopic(t, topic, 2)
+	c := e.PushConsumer(t, group)
+	if err := c.Subscribe(topic, consumer.MessageSelector{}, func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, topic)
+	st, _ := e.receive(t, group, topic, nil, 1, time.Second, 0)
+	if st.GetCode() != pb.Code_FORBIDDEN || !strings.Contains(st.Message, "either by POP") {
+		t.Fatalf("POP receive of a pull group: %v", st)
 	}
 }

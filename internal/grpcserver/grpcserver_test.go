@@ -610,3 +610,62 @@ func TestOrphanedTransactionRecovery(t *testing.T) {
 		t.Fatalf("after the check: %v", msgs)
 	}
 }
+
+func TestSessionExpiry(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.GRPC.SessionExpiry = 200 * time.Millisecond })
+	c, cancel := context.WithCancel(ctx(t))
+	st := &pb.Settings{ClientType: pb.ClientType_PRODUCER.Enum(), PubSub: &pb.Settings_Publishing{Publishing: &pb.Publishing{}}}
+	if r := telemetry(t, e, c, st); r.Status.GetCode() != pb.Code_OK {
+		t.Fatal(r.Status)
+	}
+	heartbeat := func() pb.Code {
+		h, err := e.cl.Heartbeat(ctx(t), &pb.HeartbeatRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Status.GetCode()
+	}
+	if code := heartbeat(); code != pb.Code_OK {
+		t.Fatalf("heartbeat: %v", code)
+	}
+	cancel() // the Telemetry stream ends; heartbeats stop
+	waitFor(t, func() bool { return e.GRPC.Sessions() == 0 })
+	if code := heartbeat(); code != pb.Code_UNRECOGNIZED_CLIENT_TYPE {
+		t.Fatalf("heartbeat after expiry: %v", code)
+	}
+}
+
+func TestReceiveErrors(t *testing.T) {
+	e := start(t, func(c *server.Config) {
+		c.GRPC.MaxWaiting = 1
+		c.Broker.DisableAutoCreateGroup = true
+	})
+	topic, group := brokertest.Name("RecvErr"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	if st, _ := e.receive(t, group, topic, nil, 1, time.Second, 0); st.GetCode() != pb.Code_CONSUMER_GROUP_NOT_FOUND {
+		t.Fatalf("unconfigured group: %v", st)
+	}
+	if err := e.Broker.PutGroupConfig(broker.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true, RetryQueueNums: 1, RetryMaxTimes: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.receive(t, group, "NoSuchTopic", nil, 1, time.Second, 0); st.GetCode() != pb.Code_TOPIC_NOT_FOUND {
+		t.Fatalf("unknown topic: %v", st)
+	}
+	if st, _ := e.receive(t, group, topic, nil, 1, -time.Second, 0); st.GetCode() != pb.Code_ILLEGAL_INVISIBLE_TIME {
+		t.Fatalf("negative invisible time: %v", st)
+	}
+	// One receive may wait; the second is refused.
+	waiting := make(chan *pb.Status, 1)
+	go func() {
+		st, _ := e.receive(t, group, topic, nil, 1, time.Second, 5*time.Second)
+		waiting <- st
+	}()
+	waitFor(t, func() bool { return pollWaiting(e) })
+	if st, _ := e.receive(t, group, topic, nil, 1, time.Second, 5*time.Second); st.GetCode() != pb.Code_TOO_MANY_REQUESTS {
+		t.Fatalf("second waiting receive: %v", st)
+	}
+	e.send(t, msg(topic, "wake", "t", "x"))
+	if st := <-waiting; st.GetCode() != pb.Code_OK {
+		t.Fatalf("waiting receive: %v", st)
+	}
+}

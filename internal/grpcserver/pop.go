@@ -237,12 +237,11 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 			}
 		}
 		slices.Sort(offs)
-		for i, off := range offs {
+		for _, off := range offs {
 			if len(out) >= r.batch {
 				if t := time.UnixMilli(pq.flights[off].deadline); next.IsZero() || t.Before(next) {
 					next = t
 				}
-				_ = i
 				continue
 			}
 			f := pq.flights[off]

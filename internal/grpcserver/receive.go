@@ -53,6 +53,11 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	if err != nil {
 		return end(err)
 	}
+	if ids := s.b.ConsumerIDs(group); len(ids) > 0 {
+		// Pull consumers keep their own offsets and queue allocation;
+		// POP's would fight them over the same group offsets.
+		return end(refuse(pb.Code_FORBIDDEN, "group %s is consumed by %d 4.x (remoting) consumer(s), e.g. %s: a group consumes either by POP over gRPC or by pull at a time", group, len(ids), ids[0]))
+	}
 	r := popRequest{group: group, topic: topic, readQueues: nq, batch: int(req.GetBatchSize())}
 	if r.batch <= 0 {
 		r.batch = DefaultReceiveBatch
