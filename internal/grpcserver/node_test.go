@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -79,5 +82,56 @@ func TestNodeTransactionChecker(t *testing.T) {
 	out := runNode(t, e, "txn-check", "RMQ_TOPIC="+topic, "RMQ_GROUP="+group)
 	if !strings.Contains(out, `"checked":["orphan"]`) {
 		t.Fatalf("node output: %s", out)
+	}
+}
+
+// TestNodeCrossProtocol: the official 4.x Go producer's messages reach
+// the Node push consumer, and the Node producer's reach the official 4.x
+// Go consumer.
+func TestNodeCrossProtocol(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.GRPC.LongPolling = 2 * time.Second })
+	toNode, fromNode := brokertest.Name("ToNode"), brokertest.Name("FromNode")
+	e.createTopic(t, toNode, 2)
+	e.createTopic(t, fromNode, 2)
+
+	p := e.Producer(t)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Shutdown() })
+	for i := range 3 {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage(toNode, []byte("go-"+itoa(int32(i))))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := runNode(t, e, "push", "RMQ_TOPIC="+toNode, "RMQ_GROUP="+brokertest.Name("nodepush"), "RMQ_N=3")
+	if !strings.Contains(out, `"bodies":["go-0","go-1","go-2"]`) {
+		t.Fatalf("node push consumer: %s", out)
+	}
+
+	out = runNode(t, e, "produce", "RMQ_TOPIC="+fromNode, "RMQ_N=3")
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("node producer: %s", out)
+	}
+	group := brokertest.Name("gopull")
+	c := e.PushConsumer(t, group)
+	got := make(chan string, 8)
+	if err := c.Subscribe(fromNode, consumer.MessageSelector{Type: consumer.TAG, Expression: "node"}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range ms {
+			got <- string(m.Body) + "|" + m.GetKeys()
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, fromNode)
+	seen := map[string]bool{}
+	for len(seen) < 3 {
+		seen[brokertest.Wait(t, got, 30*time.Second, "the Node producer's messages")] = true
+	}
+	for i := range 3 {
+		if k := "node-" + itoa(int32(i)) + "|key-" + itoa(int32(i)); !seen[k] {
+			t.Fatalf("4.x consumer got %v, not %s", seen, k)
+		}
 	}
 }

@@ -157,7 +157,22 @@ async function txnCheck() {
   console.log(JSON.stringify({ ok: true, checked }));
 }
 
-const cases = { 'producer-simple': producerSimple, push, 'txn-check': txnCheck };
+// produce: a Producer sends RMQ_N messages "node-<i>" with tag node.
+async function produce() {
+  const topic = env('RMQ_TOPIC');
+  const n = Number(env('RMQ_N'));
+  const producer = new Producer({ ...base, topics: [ topic ] });
+  await producer.startup();
+  const ids = [];
+  for (let i = 0; i < n; i++) {
+    const r = await producer.send({ topic, tag: 'node', keys: [ `key-${i}` ], body: Buffer.from(`node-${i}`) });
+    ids.push(r.messageId);
+  }
+  await producer.shutdown();
+  console.log(JSON.stringify({ ok: true, ids }));
+}
+
+const cases = { 'producer-simple': producerSimple, push, produce, 'txn-check': txnCheck };
 const run = cases[process.argv[2]];
 if (!run) {
   console.error(`unknown case ${process.argv[2]}; cases: ${Object.keys(cases).join(', ')}`);
