@@ -27,7 +27,7 @@ type env struct {
 
 // start runs a broker serving gRPC on a free port, with mutate applied
 // to its config.
-func start(t *testing.T, mutate ...func(*server.Config)) *env {
+func start(t testing.TB, mutate ...func(*server.Config)) *env {
 	t.Helper()
 	e := brokertest.Start(t, append([]func(*server.Config){func(c *server.Config) {
 		c.GRPCListen = "127.0.0.1:0"
@@ -35,7 +35,7 @@ func start(t *testing.T, mutate ...func(*server.Config)) *env {
 	return connect(t, e)
 }
 
-func connect(t *testing.T, e *brokertest.Env) *env {
+func connect(t testing.TB, e *brokertest.Env) *env {
 	t.Helper()
 	conn, err := grpc.NewClient(e.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -46,7 +46,7 @@ func connect(t *testing.T, e *brokertest.Env) *env {
 }
 
 // ctx returns a context carrying a client id, canceled when the test ends.
-func ctx(t *testing.T, kv ...string) context.Context {
+func ctx(t testing.TB, kv ...string) context.Context {
 	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	return metadata.AppendToOutgoingContext(c, append([]string{"x-mq-client-id", "test-client", "x-mq-protocol", "v2"}, kv...)...)
@@ -55,7 +55,7 @@ func ctx(t *testing.T, kv ...string) context.Context {
 func res(name string) *pb.Resource { return &pb.Resource{Name: name} }
 
 // createTopic makes a topic with n queues.
-func (e *env) createTopic(t *testing.T, topic string, n int) {
+func (e *env) createTopic(t testing.TB, topic string, n int) {
 	t.Helper()
 	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: 6}); err != nil {
 		t.Fatal(err)
@@ -157,5 +157,35 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func startB(b *testing.B) *env { return start(b) }
+
+func ctxB(b *testing.B) context.Context { return ctx(b) }
+
+func (e *env) createTopicB(b *testing.B, topic string, n int) { e.createTopic(b, topic, n) }
+
+// receiveB receives a batch of 32 for a benchmark.
+func receiveB(b *testing.B, e *env, c context.Context, group, topic string) []*pb.Message {
+	s, err := e.cl.ReceiveMessage(c, &pb.ReceiveMessageRequest{
+		Group: res(group), MessageQueue: &pb.MessageQueue{Topic: res(topic)}, BatchSize: 32,
+		InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(time.Second),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var msgs []*pb.Message
+	for {
+		r, err := s.Recv()
+		if err == io.EOF {
+			return msgs
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if m := r.GetMessage(); m != nil {
+			msgs = append(msgs, m)
+		}
 	}
 }
