@@ -227,6 +227,9 @@ type TopicOptions struct {
 	Perm int `yaml:"perm"`
 	// Order marks an orderly topic.
 	Order bool `yaml:"order"`
+	// MessageType is what RocketMQ 5 clients may send to it: NORMAL,
+	// FIFO, DELAY, TRANSACTION, or MIXED (the default: any).
+	MessageType string `yaml:"messageType"`
 }
 
 // GroupOptions is a consumer group the broker configures at start
@@ -402,7 +405,7 @@ func (o Options) withDefaults() (Options, error) {
 
 // config returns the topic's configuration.
 func (t TopicOptions) config() TopicConfig {
-	return TopicConfig{TopicName: t.Name, ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: t.Perm, Order: t.Order}
+	return TopicConfig{TopicName: t.Name, ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: t.Perm, Order: t.Order, MessageType: strings.ToUpper(t.MessageType)}
 }
 
 // Broker serves the RocketMQ broker protocol.

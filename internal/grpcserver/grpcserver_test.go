@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 	"github.com/rmq-go/rmq/internal/server"
@@ -667,5 +668,50 @@ func TestReceiveErrors(t *testing.T) {
 	e.send(t, msg(topic, "wake", "t", "x"))
 	if st := <-waiting; st.GetCode() != pb.Code_OK {
 		t.Fatalf("waiting receive: %v", st)
+	}
+}
+
+func TestTopicMessageType(t *testing.T) {
+	fifo := brokertest.Name("TypedFifo")
+	e := start(t, func(c *server.Config) {
+		c.Broker.Topics = []broker.TopicOptions{{Name: fifo, Queues: 2, MessageType: "FIFO"}}
+	})
+	r, err := e.cl.QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(fifo)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.MessageQueues[0].AcceptMessageTypes; len(got) != 1 || got[0] != pb.MessageType_FIFO {
+		t.Fatalf("accepted types %v, want [FIFO]", got)
+	}
+	normal := msg(fifo, "n1", "t", "x")
+	s, _ := e.cl.SendMessage(ctx(t), &pb.SendMessageRequest{Messages: []*pb.Message{normal}})
+	if s.Status.GetCode() != pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE {
+		t.Fatalf("NORMAL to a FIFO topic: %v", s.Status)
+	}
+	f := msg(fifo, "f1", "t", "x")
+	g := "g"
+	f.SystemProperties.MessageType, f.SystemProperties.MessageGroup = pb.MessageType_FIFO, &g
+	e.send(t, f)
+
+	// mqadmin updateTopic -a +message.type=DELAY, then an update without
+	// attributes keeps the type.
+	delay := brokertest.Name("TypedDelay")
+	cl := remoting.NewClient(remoting.ClientOptions{Logger: brokertest.Logger()})
+	defer cl.Close()
+	for _, ext := range []map[string]string{
+		{"topic": delay, "readQueueNums": "2", "writeQueueNums": "2", "perm": "6", "attributes": "+message.type=DELAY"},
+		{"topic": delay, "readQueueNums": "4", "writeQueueNums": "4", "perm": "6"},
+	} {
+		resp, err := cl.Invoke(ctx(t), e.BrokerAddr, remoting.NewRequest(remoting.UpdateAndCreateTopic, ext, nil))
+		if err != nil || resp.Code != remoting.Success {
+			t.Fatalf("update topic: %v %v", resp, err)
+		}
+	}
+	if tc, _ := e.Broker.Topic(delay); tc.MessageType != "DELAY" || tc.ReadQueueNums != 4 {
+		t.Fatalf("topic %+v", tc)
+	}
+	resp, err := cl.Invoke(ctx(t), e.BrokerAddr, remoting.NewRequest(remoting.UpdateAndCreateTopic, map[string]string{"topic": delay, "attributes": "+message.type=BOGUS"}, nil))
+	if err != nil || resp.Code == remoting.Success {
+		t.Fatalf("bogus type accepted: %v %v", resp, err)
 	}
 }

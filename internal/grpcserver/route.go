@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/rmq-go/rmq/core/acl"
@@ -12,9 +13,25 @@ import (
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
-// acceptedTypes are the message types every topic accepts: topics carry
-// no message type here yet, so each is MIXED.
-var acceptedTypes = []pb.MessageType{pb.MessageType_NORMAL, pb.MessageType_FIFO, pb.MessageType_DELAY, pb.MessageType_TRANSACTION}
+// allTypes are the message types of a MIXED topic, or one without a type
+// (a 4.x topic).
+var allTypes = []pb.MessageType{pb.MessageType_NORMAL, pb.MessageType_FIFO, pb.MessageType_DELAY, pb.MessageType_TRANSACTION}
+
+// acceptedTypes are the message types a topic accepts.
+func acceptedTypes(tc broker.TopicConfig) []pb.MessageType {
+	if t, ok := pb.MessageType_value[tc.MessageType]; ok && tc.MessageType != "MESSAGE_TYPE_UNSPECIFIED" {
+		return []pb.MessageType{pb.MessageType(t)}
+	}
+	return allTypes
+}
+
+// accepts reports whether a topic accepts messages of type t.
+func accepts(tc broker.TopicConfig, t pb.MessageType) bool {
+	if t == pb.MessageType_MESSAGE_TYPE_UNSPECIFIED {
+		t = pb.MessageType_NORMAL
+	}
+	return slices.Contains(acceptedTypes(tc), t)
+}
 
 // endpoints returns the advertised gRPC address as Endpoints.
 func (s *Server) endpoints() *pb.Endpoints {
@@ -74,7 +91,7 @@ func (s *Server) QueryRoute(ctx context.Context, req *pb.QueryRouteRequest) (*pb
 		case w:
 			perm = pb.Permission_WRITE
 		}
-		qs = append(qs, &pb.MessageQueue{Topic: req.Topic, Id: int32(i), Permission: perm, Broker: br, AcceptMessageTypes: acceptedTypes})
+		qs = append(qs, &pb.MessageQueue{Topic: req.Topic, Id: int32(i), Permission: perm, Broker: br, AcceptMessageTypes: acceptedTypes(tc)})
 	}
 	return &pb.QueryRouteResponse{Status: okStatus(), MessageQueues: qs}, nil
 }
@@ -98,10 +115,10 @@ func (s *Server) QueryAssignment(ctx context.Context, req *pb.QueryAssignmentReq
 		// A FIFO group is assigned every read queue, as Apache's proxy does.
 		out := make([]*pb.Assignment, tc.ReadQueueNums)
 		for i := range out {
-			out[i] = &pb.Assignment{MessageQueue: &pb.MessageQueue{Topic: req.Topic, Id: int32(i), Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: acceptedTypes}}
+			out[i] = &pb.Assignment{MessageQueue: &pb.MessageQueue{Topic: req.Topic, Id: int32(i), Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: acceptedTypes(tc)}}
 		}
 		return &pb.QueryAssignmentResponse{Status: okStatus(), Assignments: out}, nil
 	}
-	mq := &pb.MessageQueue{Topic: req.Topic, Id: -1, Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: acceptedTypes}
+	mq := &pb.MessageQueue{Topic: req.Topic, Id: -1, Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: acceptedTypes(tc)}
 	return &pb.QueryAssignmentResponse{Status: okStatus(), Assignments: []*pb.Assignment{{MessageQueue: mq}}}, nil
 }

@@ -112,6 +112,9 @@ func (s *Server) sendOne(ctx context.Context, c call, topic string, m *pb.Messag
 	if len(sp.GetKeys()) > 0 {
 		props[message.PropertyKeys] = strings.Join(sp.GetKeys(), " ")
 	}
+	if tc, ok := s.b.Topic(topic); ok && !accepts(tc, sp.GetMessageType()) {
+		return fail(refuse(pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topic %s accepts %v messages, not %v", topic, acceptedTypes(tc), sp.GetMessageType()))
+	}
 	h := remoting.SendHeader{Topic: topic, QueueID: -1, BornTimestamp: sp.GetBornTimestamp().AsTime().UnixMilli(), DefaultTopic: broker.AutoCreateTopicKey, DefaultTopicQueueNums: 4}
 	switch sp.GetMessageType() {
 	case pb.MessageType_FIFO:

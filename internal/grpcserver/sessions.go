@@ -232,7 +232,7 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, push cha
 		out.PubSub = &pb.Settings_Publishing{Publishing: &pb.Publishing{
 			Topics:              st.GetPublishing().GetTopics(),
 			MaxBodySize:         int32(s.opts.MaxBodySize),
-			ValidateMessageType: false,
+			ValidateMessageType: true,
 		}}
 	case st.GetSubscription() != nil:
 		sub := st.GetSubscription()
