@@ -56,6 +56,13 @@
 //	              deliverable again ──► %DLQ%<group> when attempt+1 would
 //	                                    exceed the group's retryMaxTimes+1
 //
+// A push consumer's receive (auto_renew, no invisible duration) makes
+// flights owned by its client: while that client's session lives, a
+// passed deadline is renewed (30 s more) instead of ending the flight, for
+// at most an hour; an explicit ChangeInvisibleDuration ends the renewal.
+// Sessions are not durable, so after a restart such flights end at their
+// stored deadline.
+//
 // A receive first hands out flights whose deadline passed, then new
 // messages from each queue's cursor through the filter (tag hash from the
 // queue unit, then the record for SQL92). A FIFO group
@@ -70,6 +77,8 @@
 //	grpc/pop/f/<group>\x00<topic>\x00<queue u32><offset u64> → attempt u32,
 //	                                                          delivery u64,
 //	                                                          deadline ms u64
+//	                                         [auto_renew: renew-until ms u64,
+//	                                                      owner client id]
 //	metadata grpc/pop/secret (fsync'd)                       → 32 random bytes
 //
 // # Receipt handles

@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -713,5 +714,78 @@ func TestTopicMessageType(t *testing.T) {
 	resp, err := cl.Invoke(ctx(t), e.BrokerAddr, remoting.NewRequest(remoting.UpdateAndCreateTopic, map[string]string{"topic": delay, "attributes": "+message.type=BOGUS"}, nil))
 	if err != nil || resp.Code == remoting.Success {
 		t.Fatalf("bogus type accepted: %v %v", resp, err)
+	}
+}
+
+// clock is a settable clock for the endpoint.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestAutoRenewWhileSessionLives(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	e := start(t, func(c *server.Config) { c.GRPC.Now = clk.Now })
+	topic, group := brokertest.Name("Renew"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	c := ctx(t)
+	st := &pb.Settings{ClientType: pb.ClientType_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}}
+	if r := telemetry(t, e, c, st); r.Status.GetCode() != pb.Code_OK {
+		t.Fatal(r.Status)
+	}
+	receive := func() []*pb.Message {
+		s, err := e.cl.ReceiveMessage(c, &pb.ReceiveMessageRequest{Group: res(group), MessageQueue: &pb.MessageQueue{Topic: res(topic), Id: -1},
+			BatchSize: 1, AutoRenew: true, LongPollingTimeout: durationpb.New(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []*pb.Message
+		for {
+			r, err := s.Recv()
+			if err != nil {
+				return msgs
+			}
+			if m := r.GetMessage(); m != nil {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	e.send(t, msg(topic, "r1", "t", "held"))
+	got := receive()
+	if len(got) != 1 {
+		t.Fatalf("%d messages", len(got))
+	}
+	clk.Add(45 * time.Second) // past the 30 s invisible time
+	if again := receive(); len(again) != 0 {
+		t.Fatalf("redelivered while its consumer lives: %v", again)
+	}
+	if code := e.ack(t, group, topic, got[0], got[0].SystemProperties.GetReceiptHandle()); code != pb.Code_OK {
+		t.Fatalf("ack after renewal: %v", code)
+	}
+
+	e.send(t, msg(topic, "r2", "t", "dropped"))
+	got = receive()
+	if len(got) != 1 {
+		t.Fatalf("%d messages", len(got))
+	}
+	if n, _ := e.cl.NotifyClientTermination(c, &pb.NotifyClientTerminationRequest{Group: res(group)}); n.Status.GetCode() != pb.Code_OK {
+		t.Fatal(n.Status)
+	}
+	clk.Add(45 * time.Second)
+	_, again := e.receive(t, group, topic, nil, 1, time.Minute, 0)
+	if len(again) != 1 || again[0].SystemProperties.GetDeliveryAttempt() != 2 {
+		t.Fatalf("after its consumer left: %v", again)
 	}
 }

@@ -34,7 +34,16 @@ type flight struct {
 	attempt  int32  // deliveries so far, 1 on the first
 	delivery uint64 // the current delivery; its receipt handle names it
 	deadline int64  // Unix ms when it becomes deliverable again
+	// owner, for a receive with auto_renew (push consumers), is the client
+	// whose live session keeps the message invisible, renewing deadline,
+	// until renewUntil (Unix ms).
+	owner      string
+	renewUntil int64
 }
+
+// maxRenew bounds how long a push consumer's live session keeps one
+// message invisible.
+const maxRenew = time.Hour
 
 // popQueue is one queue's POP state for one group.
 type popQueue struct {
@@ -52,6 +61,9 @@ type popState struct {
 	log    *slog.Logger
 	secret []byte
 	nextID atomic.Uint64
+	// alive reports whether a client's session is alive (auto-renewed
+	// flights); set once before serving.
+	alive func(clientID string) bool
 
 	mu struct {
 		sync.Mutex
@@ -96,14 +108,38 @@ func flightKey(k popKey, q int32, off int64) []byte {
 func (f *flight) encode() []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(f.attempt))
 	b = binary.BigEndian.AppendUint64(b, f.delivery)
-	return binary.BigEndian.AppendUint64(b, uint64(f.deadline))
+	b = binary.BigEndian.AppendUint64(b, uint64(f.deadline))
+	if f.owner != "" {
+		b = binary.BigEndian.AppendUint64(b, uint64(f.renewUntil))
+		b = append(b, f.owner...)
+	}
+	return b
 }
 
 func decodeFlight(b []byte) (*flight, bool) {
-	if len(b) != 20 {
+	if len(b) < 20 || (len(b) > 20 && len(b) <= 28) {
 		return nil, false
 	}
-	return &flight{attempt: int32(binary.BigEndian.Uint32(b)), delivery: binary.BigEndian.Uint64(b[4:]), deadline: int64(binary.BigEndian.Uint64(b[12:]))}, true
+	f := &flight{attempt: int32(binary.BigEndian.Uint32(b)), delivery: binary.BigEndian.Uint64(b[4:]), deadline: int64(binary.BigEndian.Uint64(b[12:]))}
+	if len(b) > 28 {
+		f.renewUntil, f.owner = int64(binary.BigEndian.Uint64(b[20:])), string(b[28:])
+	}
+	return f, true
+}
+
+// visibleLocked reports whether a flight's invisible time has ended. A
+// flight of a push consumer whose session is alive is renewed instead (up
+// to its renewUntil), which renew reports so the caller persists it.
+func (p *popState) visibleLocked(f *flight, now time.Time, invisible time.Duration) (visible, renewed bool) {
+	ms := now.UnixMilli()
+	if f.deadline > ms {
+		return false, false
+	}
+	if f.owner == "" || ms >= f.renewUntil || p.alive == nil || !p.alive(f.owner) {
+		return true, false
+	}
+	f.deadline = min(now.Add(invisible).UnixMilli(), f.renewUntil)
+	return false, true
 }
 
 // queuesLocked returns the state of (group, topic), loading it from the
@@ -200,6 +236,7 @@ type popRequest struct {
 	invisible     time.Duration
 	maxDeliveries int32 // a message due for delivery max+1 goes to %DLQ%group
 	fifo          bool
+	owner         string // with auto_renew: the receiving client
 }
 
 // receive hands out up to r.batch messages: first those whose invisible
@@ -214,8 +251,11 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 	if err != nil {
 		return nil, next, err
 	}
-	nowMS := now.UnixMilli()
 	deadline := now.Add(r.invisible).UnixMilli()
+	renewUntil := int64(0)
+	if r.owner != "" {
+		renewUntil = now.Add(maxRenew).UnixMilli()
+	}
 	var put []store.KV
 	var del [][]byte
 	touched := map[int32]bool{}
@@ -230,7 +270,11 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 		pq := qs[q]
 		offs := make([]int64, 0, len(pq.flights))
 		for off, f := range pq.flights {
-			if f.deadline <= nowMS {
+			visible, renewed := p.visibleLocked(f, now, r.invisible)
+			if renewed {
+				put = append(put, store.KV{Key: flightKey(k, q, off), Value: f.encode()})
+			}
+			if visible {
 				offs = append(offs, off)
 			} else if t := time.UnixMilli(f.deadline); next.IsZero() || t.Before(next) {
 				next = t
@@ -266,6 +310,7 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 			f.attempt++
 			f.delivery = p.nextID.Add(1)
 			f.deadline = deadline
+			f.owner, f.renewUntil = r.owner, renewUntil
 			put = append(put, store.KV{Key: flightKey(k, q, off), Value: f.encode()})
 			out = append(out, delivery{rec: rec, queue: q, offset: off, attempt: f.attempt, deadline: deadline})
 		}
@@ -291,7 +336,7 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 		}
 		for _, rec := range got {
 			off := rec.QueueOffset()
-			f := &flight{attempt: 1, delivery: p.nextID.Add(1), deadline: deadline}
+			f := &flight{attempt: 1, delivery: p.nextID.Add(1), deadline: deadline, owner: r.owner, renewUntil: renewUntil}
 			pq.flights[off] = f
 			put = append(put, store.KV{Key: flightKey(k, q, off), Value: f.encode()})
 			out = append(out, delivery{rec: rec, queue: q, offset: off, attempt: 1, deadline: deadline})
@@ -432,8 +477,15 @@ func (p *popState) currentLocked(k popKey, h parsedHandle, nq int, now time.Time
 		return nil, nil, fmt.Errorf("%w: the message is not in flight (acknowledged or moved)", ErrBadReceiptHandle)
 	case f.delivery != h.delivery:
 		return nil, nil, fmt.Errorf("%w: superseded by a later delivery or a changed invisible duration", ErrBadReceiptHandle)
-	case f.deadline <= now.UnixMilli():
+	}
+	visible, renewed := p.visibleLocked(f, now, DefaultInvisible)
+	if visible {
 		return nil, nil, fmt.Errorf("%w: the invisible duration has ended", ErrBadReceiptHandle)
+	}
+	if renewed {
+		if err := p.st.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
+			return nil, nil, err
+		}
 	}
 	return pq, f, nil
 }
@@ -475,6 +527,7 @@ func (p *popState) changeInvisible(group, topic string, nq int, handle string, d
 	}
 	f.delivery = p.nextID.Add(1)
 	f.deadline = now.Add(d).UnixMilli()
+	f.owner, f.renewUntil = "", 0 // the client chose when it comes back
 	if err := p.st.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
 		return "", err
 	}

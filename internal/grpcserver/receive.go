@@ -46,7 +46,8 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	end := func(err error) error {
 		return stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Status{Status: statusOf(err)}})
 	}
-	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Sub), acl.GroupRes(group, acl.Sub)); err != nil {
+	c, err := s.begin(ctx, acl.TopicRes(topic, acl.Sub), acl.GroupRes(group, acl.Sub))
+	if err != nil {
 		return end(err)
 	}
 	nq, err := s.consumerTopic(group, topic)
@@ -64,6 +65,10 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	}
 	r.batch = min(r.batch, MaxReceiveBatch)
 	r.invisible = DefaultInvisible
+	if req.GetAutoRenew() && req.InvisibleDuration == nil {
+		// A push consumer: its live session keeps what it holds invisible.
+		r.owner = c.clientID
+	}
 	if req.InvisibleDuration != nil {
 		if r.invisible = req.GetInvisibleDuration().AsDuration(); r.invisible <= 0 {
 			return end(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is not positive", r.invisible))
@@ -84,7 +89,7 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	until := now.Add(poll)
 	if dl, ok := ctx.Deadline(); ok {
 		// Answer before the client gives up on the call.
-		if early := dl.Add(-200 * time.Millisecond); early.Before(until) {
+		if early := now.Add(time.Until(dl) - 200*time.Millisecond); early.Before(until) {
 			until = early
 		}
 	}
@@ -103,11 +108,12 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		if len(got) > 0 {
 			return s.deliver(stream, r, got)
 		}
-		wait := time.Until(until)
+		now := s.opts.Now()
+		wait := until.Sub(now)
 		if !next.IsZero() {
-			wait = min(wait, time.Until(next))
+			wait = min(wait, next.Sub(now))
 		}
-		if time.Now().After(until) {
+		if !now.Before(until) {
 			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "no new message"))
 		}
 		t := time.NewTimer(max(wait, time.Millisecond))

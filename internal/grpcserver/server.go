@@ -152,6 +152,7 @@ func New(opts Options) (*Server, error) {
 	if s.pop, err = newPopState(opts.Store, opts.Broker, opts.Logger); err != nil {
 		return nil, err
 	}
+	s.pop.alive = s.sessions.alive
 	opts.Broker.OnArrival(s.pop.arrived)
 	opts.Broker.OnTransactionCheck(s.checkTransaction)
 	so := []grpc.ServerOption{

@@ -93,6 +93,13 @@ func (t *sessionTable) push(topic string, cmd *pb.TelemetryCommand) bool {
 	return false
 }
 
+// alive reports whether a client has a session.
+func (t *sessionTable) alive(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.byID[id] != nil
+}
+
 // touch refreshes a client's liveness; false if it has no session.
 func (t *sessionTable) touch(id string, now time.Time) bool {
 	t.mu.Lock()

@@ -15,6 +15,9 @@ const env = (k) => {
   if (!v) throw new Error(`${k} is not set`);
   return v;
 };
+// step notes progress on stderr, so a case that hangs shows where.
+const t0 = Date.now();
+const step = (what) => console.error(`[${Date.now() - t0} ms] ${what}`);
 const quiet = { info() {}, warn() {}, error(...a) { console.error(...a); }, debug() {} };
 const endpoints = env('RMQ_ENDPOINT');
 const base = { endpoints, namespace: '', logger: quiet, requestTimeout: 5000 };
@@ -41,7 +44,9 @@ async function producerSimple() {
     ...base, topics: [ topic, fifoTopic ],
     checker: { async check(mv) { checked.push(mv.messageId); return TransactionResolution.COMMIT; } },
   });
+  step('producer startup');
   await producer.startup();
+  step('sending');
   const sent = [];
   const normal = await producer.send({ topic, tag: 'normal', keys: [ 'k1' ], body: Buffer.from('normal'), properties: new Map([[ 'color', 'red' ]]) });
   sent.push(normal.messageId);
@@ -61,9 +66,12 @@ async function producerSimple() {
     ...base, consumerGroup: group, awaitDuration: 3000,
     subscriptions: new Map([[ topic, '*' ]]),
   });
+  step('consumer startup');
   await consumer.startup();
+  step('receiving');
   // normal, the committed transaction, and the delayed one once due.
   const got = await receiveUntil(consumer, 3, 30000, 20000);
+  step(`received ${got.length}`);
   const bodies = got.map(m => m.body.toString()).sort();
   assert.deepEqual(bodies, [ 'delay', 'normal', 'txn-commit' ]);
   const n = got.find(m => m.body.toString() === 'normal');
@@ -78,6 +86,7 @@ async function producerSimple() {
     if (m === n) await consumer.changeInvisibleDuration(m, 0);
     else await consumer.ack(m);
   }
+  step('receiving the one given up');
   const again = await receiveUntil(consumer, 1, 30000, 10000);
   assert.equal(again.length, 1);
   assert.equal(again[0].body.toString(), 'normal');
@@ -85,19 +94,24 @@ async function producerSimple() {
   await consumer.ack(again[0]);
   // Acking the old handle fails: it was superseded.
   await assert.rejects(consumer.ack(n));
+  step('consumer shutdown');
   await consumer.shutdown();
 
   const fifo = new SimpleConsumer({
     ...base, consumerGroup: group + '-fifo', awaitDuration: 3000,
     subscriptions: new Map([[ fifoTopic, 'fifo' ]]),
   });
+  step('fifo consumer startup');
   await fifo.startup();
   const fifoGot = await receiveUntil(fifo, 3, 30000, 10000);
   assert.deepEqual(fifoGot.map(m => m.body.toString()), [ 'fifo-0', 'fifo-1', 'fifo-2' ]);
   assert.ok(fifoGot.every(m => m.messageGroup === 'order-1'));
   for (const m of fifoGot) await fifo.ack(m);
+  step('fifo consumer shutdown');
   await fifo.shutdown();
+  step('producer shutdown');
   await producer.shutdown();
+  step('done');
   console.log(JSON.stringify({ ok: true, received: bodies.length, fifo: fifoGot.length }));
 }
 
