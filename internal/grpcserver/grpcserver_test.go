@@ -789,3 +789,38 @@ func TestAutoRenewWhileSessionLives(t *testing.T) {
 		t.Fatalf("after its consumer left: %v", again)
 	}
 }
+
+func TestForwardToDeadLetterQueue(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Forward"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	e.send(t, msg(topic, "fw", "t", "give up"))
+	_, msgs := e.receive(t, group, topic, nil, 1, 30*time.Second, time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	h := msgs[0].SystemProperties.GetReceiptHandle()
+	forward := func(handle string) pb.Code {
+		r, err := e.cl.ForwardMessageToDeadLetterQueue(ctx(t), &pb.ForwardMessageToDeadLetterQueueRequest{Group: res(group), Topic: res(topic),
+			ReceiptHandle: handle, MessageId: "fw", DeliveryAttempt: 1, MaxDeliveryAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.GetCode()
+	}
+	if code := forward(h); code != pb.Code_OK {
+		t.Fatalf("forward: %v", code)
+	}
+	if code := forward(h); code != pb.Code_INVALID_RECEIPT_HANDLE {
+		t.Fatalf("second forward: %v", code)
+	}
+	if code := e.ack(t, group, topic, msgs[0], h); code != pb.Code_INVALID_RECEIPT_HANDLE {
+		t.Fatalf("ack after forward: %v", code)
+	}
+	// The dead letter is readable over gRPC too, marked as one.
+	dlq := broker.DLQGroupTopicPrefix + group
+	_, dead := e.receive(t, brokertest.Name("dlq-reader"), dlq, nil, 1, 30*time.Second, time.Second)
+	if len(dead) != 1 || string(dead[0].Body) != "give up" || dead[0].SystemProperties.GetDeadLetterQueue().GetTopic() != topic {
+		t.Fatalf("dead letter: %v", dead)
+	}
+}
