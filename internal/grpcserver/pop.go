@@ -53,6 +53,25 @@ type popQueue struct {
 
 type popKey struct{ group, topic string }
 
+// popTopic is the POP state of one (group, topic), behind its own lock.
+type popTopic struct {
+	mu     sync.Mutex
+	queues map[int32]*popQueue // nil until loaded from the store
+}
+
+// lock returns the locked state of (group, topic); the caller unlocks it.
+func (p *popState) lock(k popKey) *popTopic {
+	p.mu.Lock()
+	pt := p.mu.topics[k]
+	if pt == nil {
+		pt = &popTopic{}
+		p.mu.topics[k] = pt
+	}
+	p.mu.Unlock()
+	pt.mu.Lock()
+	return pt
+}
+
 // popState owns the POP state of every (group, topic): what was handed
 // out, until when, and the receipt handles naming it.
 type popState struct {
@@ -67,7 +86,7 @@ type popState struct {
 
 	mu struct {
 		sync.Mutex
-		topics map[popKey]map[int32]*popQueue
+		topics map[popKey]*popTopic
 	}
 	waitMu  sync.Mutex
 	waiters map[string]map[chan struct{}]struct{} // by topic
@@ -76,7 +95,7 @@ type popState struct {
 
 func newPopState(st *store.Store, b *broker.Broker, log *slog.Logger) (*popState, error) {
 	p := &popState{st: st, b: b, log: log, waiters: map[string]map[chan struct{}]struct{}{}}
-	p.mu.topics = map[popKey]map[int32]*popQueue{}
+	p.mu.topics = map[popKey]*popTopic{}
 	secret, err := st.Meta(secretMeta)
 	if errors.Is(err, store.ErrNotFound) {
 		secret = make([]byte, 32)
@@ -144,8 +163,8 @@ func (p *popState) visibleLocked(f *flight, now time.Time, invisible time.Durati
 
 // queuesLocked returns the state of (group, topic), loading it from the
 // store the first time, for the topic's nq read queues.
-func (p *popState) queuesLocked(k popKey, nq int) (map[int32]*popQueue, error) {
-	qs := p.mu.topics[k]
+func (p *popState) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*popQueue, error) {
+	qs := pt.queues
 	if qs == nil {
 		qs = map[int32]*popQueue{}
 		base := keyBase(flightPrefix, k)
@@ -177,7 +196,7 @@ func (p *popState) queuesLocked(k popKey, nq int) (map[int32]*popQueue, error) {
 			}
 			pq.flights[off] = f
 		}
-		p.mu.topics[k] = qs
+		pt.queues = qs
 	}
 	var kvs []store.KV
 	for q := range int32(nq) {
@@ -244,10 +263,10 @@ type popRequest struct {
 // limit), then new ones from every queue. next is the earliest time an
 // in-flight message becomes deliverable again (zero: none).
 func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next time.Time, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	k := popKey{r.group, r.topic}
-	qs, err := p.queuesLocked(k, r.readQueues)
+	pt := p.lock(k)
+	defer pt.mu.Unlock()
+	qs, err := p.queuesLocked(pt, k, r.readQueues)
 	if err != nil {
 		return nil, next, err
 	}
@@ -462,8 +481,8 @@ func (p *popState) parseHandle(k popKey, h string) (parsedHandle, error) {
 
 // current returns the flight a handle names while its delivery is the
 // current one and its invisible time has not ended.
-func (p *popState) currentLocked(k popKey, h parsedHandle, nq int, now time.Time) (*popQueue, *flight, error) {
-	qs, err := p.queuesLocked(k, nq)
+func (p *popState) currentLocked(pt *popTopic, k popKey, h parsedHandle, nq int, now time.Time) (*popQueue, *flight, error) {
+	qs, err := p.queuesLocked(pt, k, nq)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -497,9 +516,9 @@ func (p *popState) ack(group, topic string, nq int, handle string, now time.Time
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pq, _, err := p.currentLocked(k, h, nq, now)
+	pt := p.lock(k)
+	defer pt.mu.Unlock()
+	pq, _, err := p.currentLocked(pt, k, h, nq, now)
 	if err != nil {
 		return err
 	}
@@ -519,9 +538,9 @@ func (p *popState) changeInvisible(group, topic string, nq int, handle string, d
 	if err != nil {
 		return "", err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, f, err := p.currentLocked(k, h, nq, now)
+	pt := p.lock(k)
+	defer pt.mu.Unlock()
+	_, f, err := p.currentLocked(pt, k, h, nq, now)
 	if err != nil {
 		return "", err
 	}
@@ -545,9 +564,9 @@ func (p *popState) deadLetter(group, topic string, nq int, handle string, now ti
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pq, f, err := p.currentLocked(k, h, nq, now)
+	pt := p.lock(k)
+	defer pt.mu.Unlock()
+	pq, f, err := p.currentLocked(pt, k, h, nq, now)
 	if err != nil {
 		return err
 	}
