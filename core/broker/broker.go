@@ -423,10 +423,11 @@ type Broker struct {
 	clients    *clientTable
 	holds      *holdTable
 	filters    *filterCache
-	arrivals   arrivalHooks    // front ends' arrival callbacks (local.go)
-	registerMu sync.Mutex      // serialises registrations
-	regBytes   atomic.Int64    // registration body bytes sent, all name servers
-	levels     []time.Duration // delay levels, from Options
+	arrivals   arrivalHooks                             // front ends' arrival callbacks (local.go)
+	pullCheck  atomic.Pointer[func(group string) error] // OnPull
+	registerMu sync.Mutex                               // serialises registrations
+	regBytes   atomic.Int64                             // registration body bytes sent, all name servers
+	levels     []time.Duration                          // delay levels, from Options
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
 	sched      chan struct{} // cap 1: wake the scheduler

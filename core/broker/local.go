@@ -177,3 +177,15 @@ type TxnCheckFunc func(group string, m *message.Message, origin int64) bool
 // OnTransactionCheck makes the transaction checker offer every check to fn
 // first. The producer answers with EndLocalTransaction.
 func (b *Broker) OnTransactionCheck(fn TxnCheckFunc) { b.txn.checkHook.Store(&fn) }
+
+// OnPull makes every PULL_MESSAGE ask fn whether its consumer group may
+// pull; an error refuses the pull with NO_PERMISSION and the error as
+// remark. A front end uses it to keep a group consumed one way at a time.
+func (b *Broker) OnPull(fn func(group string) error) { b.pullCheck.Store(&fn) }
+
+func (b *Broker) pullAllowed(group string) error {
+	if fn := b.pullCheck.Load(); fn != nil {
+		return (*fn)(group)
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
@@ -77,5 +78,37 @@ func TestGroupIsPopOrPull(t *testing.T) {
 	st, _ := e.receive(t, group, topic, nil, 1, time.Second, 0)
 	if st.GetCode() != pb.Code_FORBIDDEN || !strings.Contains(st.Message, "either by POP") {
 		t.Fatalf("POP receive of a pull group: %v", st)
+	}
+}
+
+// TestPullRefusedForPopGroup refuses PULL_MESSAGE of a group with POP
+// consumer sessions, saying why.
+func TestPullRefusedForPopGroup(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("PopOnly"), brokertest.Name("poponly")
+	e.createTopic(t, topic, 1)
+	st := &pb.Settings{ClientType: pb.ClientType_SIMPLE_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}}
+	if r := telemetry(t, e, ctx(t), st); r.Status.GetCode() != pb.Code_OK {
+		t.Fatal(r.Status)
+	}
+	cl := remoting.NewClient(remoting.ClientOptions{Logger: brokertest.Logger()})
+	defer cl.Close()
+	pull := func() *remoting.Command {
+		resp, err := cl.Invoke(ctx(t), e.BrokerAddr, remoting.NewRequest(remoting.PullMessage, map[string]string{
+			"consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": "0", "maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
+		}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := pull(); resp.Code != remoting.NoPermission || !strings.Contains(resp.Remark, "POP") {
+		t.Fatalf("pull of a POP group: %d %s", resp.Code, resp.Remark)
+	}
+	if n, _ := e.cl.NotifyClientTermination(ctx(t), &pb.NotifyClientTerminationRequest{Group: res(group)}); n.Status.GetCode() != pb.Code_OK {
+		t.Fatal(n.Status)
+	}
+	if resp := pull(); resp.Code == remoting.NoPermission {
+		t.Fatalf("pull after the POP consumer left: %d %s", resp.Code, resp.Remark)
 	}
 }

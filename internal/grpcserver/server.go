@@ -155,6 +155,12 @@ func New(opts Options) (*Server, error) {
 	s.pop.alive = s.sessions.alive
 	opts.Broker.OnArrival(s.pop.arrived)
 	opts.Broker.OnTransactionCheck(s.checkTransaction)
+	opts.Broker.OnPull(func(group string) error {
+		if s.sessions.hasConsumers(group) {
+			return fmt.Errorf("group %s is consumed by POP over gRPC: a group consumes either by POP or by pull at a time", group)
+		}
+		return nil
+	})
 	so := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(uint32(opts.MaxStreams)),
 		grpc.MaxRecvMsgSize(opts.MaxBodySize + 1<<20),

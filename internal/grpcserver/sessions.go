@@ -34,12 +34,34 @@ type sessionTable struct {
 	mu     struct {
 		sync.Mutex
 		byID map[string]*session
+		// consumers counts the consumer sessions of each group.
+		consumers map[string]int
+	}
+}
+
+func isConsumer(s *session) bool {
+	return s.group != "" && (s.typ == pb.ClientType_SIMPLE_CONSUMER || s.typ == pb.ClientType_PUSH_CONSUMER)
+}
+
+// unindexLocked and indexLocked keep consumers in step with a session.
+func (t *sessionTable) unindexLocked(s *session) {
+	if isConsumer(s) {
+		if t.mu.consumers[s.group]--; t.mu.consumers[s.group] <= 0 {
+			delete(t.mu.consumers, s.group)
+		}
+	}
+}
+
+func (t *sessionTable) indexLocked(s *session) {
+	if isConsumer(s) {
+		t.mu.consumers[s.group]++
 	}
 }
 
 func newSessionTable(max int, expiry time.Duration) *sessionTable {
 	t := &sessionTable{max: max, expiry: expiry}
 	t.mu.byID = map[string]*session{}
+	t.mu.consumers = map[string]int{}
 	return t
 }
 
@@ -60,6 +82,8 @@ func (t *sessionTable) settings(id string, st *pb.Settings, now time.Time, push 
 	if push != nil {
 		s.streams[push] = struct{}{}
 	}
+	t.unindexLocked(s)
+	defer t.indexLocked(s)
 	s.typ, s.lastSeen = st.GetClientType(), now
 	if sub := st.GetSubscription(); sub != nil {
 		s.group = resource(sub.GetGroup())
@@ -93,6 +117,13 @@ func (t *sessionTable) push(topic string, cmd *pb.TelemetryCommand) bool {
 	return false
 }
 
+// hasConsumers reports whether group has a consumer session.
+func (t *sessionTable) hasConsumers(group string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.consumers[group] > 0
+}
+
 // alive reports whether a client has a session.
 func (t *sessionTable) alive(id string) bool {
 	t.mu.Lock()
@@ -124,7 +155,10 @@ func (t *sessionTable) streamEnded(id string, push chan *pb.TelemetryCommand, no
 func (t *sessionTable) drop(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.mu.byID, id)
+	if s := t.mu.byID[id]; s != nil {
+		t.unindexLocked(s)
+		delete(t.mu.byID, id)
+	}
 }
 
 func (t *sessionTable) len() int {
@@ -141,6 +175,7 @@ func (t *sessionTable) sweep(now time.Time) []string {
 	var gone []string
 	for id, s := range t.mu.byID {
 		if len(s.streams) == 0 && now.Sub(s.lastSeen) > t.expiry {
+			t.unindexLocked(s)
 			delete(t.mu.byID, id)
 			gone = append(gone, id)
 		}
