@@ -585,6 +585,31 @@ func (p *popState) deadLetter(group, topic string, nq int, handle string, now ti
 	return nil
 }
 
+// release makes deliveries that never reached the client deliverable
+// again at once, unless a later delivery or an ack got there first.
+func (p *popState) release(group, topic string, ds []delivery, now time.Time) {
+	k := popKey{group, topic}
+	pt := p.lock(k)
+	defer pt.mu.Unlock()
+	var put []store.KV
+	for _, d := range ds {
+		pq := pt.queues[d.queue]
+		if pq == nil {
+			continue
+		}
+		if f := pq.flights[d.offset]; f != nil && f.deadline == d.deadline && f.attempt == d.attempt {
+			f.deadline, f.owner, f.renewUntil = now.UnixMilli(), "", 0
+			put = append(put, store.KV{Key: flightKey(k, d.queue, d.offset), Value: f.encode()})
+		}
+	}
+	if err := p.st.PutValues(put...); err != nil {
+		p.log.Warn("release undelivered messages", "group", group, "topic", topic, "err", err)
+	}
+	if len(put) > 0 {
+		p.wake(topic)
+	}
+}
+
 // watch returns a channel told when messages arrive on topic; stop
 // unregisters it.
 func (p *popState) watch(topic string) (ch chan struct{}, stop func()) {

@@ -151,12 +151,16 @@ func (s *Server) compileFilter(fe *pb.FilterExpression) (broker.Filter, error) {
 // delivery timestamp.
 func (s *Server) deliver(stream pb.MessagingService_ReceiveMessageServer, r popRequest, got []delivery) error {
 	if err := stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Status{Status: okStatus()}}); err != nil {
+		s.pop.release(r.group, r.topic, got, s.opts.Now())
 		return err
 	}
-	for _, d := range got {
+	for i, d := range got {
 		m := s.messagePB(r, d)
 		if err := stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Message{Message: m}}); err != nil {
-			return err // not acked: redelivered after the invisible time
+			// The client is gone: what it did not get is deliverable
+			// again now, not after the invisible time.
+			s.pop.release(r.group, r.topic, got[i:], s.opts.Now())
+			return err
 		}
 	}
 	return stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.New(s.opts.Now())}})
