@@ -824,3 +824,38 @@ func TestForwardToDeadLetterQueue(t *testing.T) {
 		t.Fatalf("dead letter: %v", dead)
 	}
 }
+
+func TestNamespaces(t *testing.T) {
+	e := start(t)
+	name := brokertest.Name("Spaced")
+	e.createTopic(t, name, 1)
+	nsTopic := &pb.Resource{ResourceNamespace: "tenant1", Name: name}
+	m := msg(name, "ns-1", "t", "namespaced")
+	m.Topic = nsTopic
+	e.send(t, m) // auto-creates tenant1%<name>
+	if _, ok := e.Broker.Topic("tenant1%" + name); !ok {
+		t.Fatal("namespaced topic not created")
+	}
+	st, err := e.cl.ReceiveMessage(ctx(t), &pb.ReceiveMessageRequest{Group: &pb.Resource{ResourceNamespace: "tenant1", Name: "g"},
+		MessageQueue: &pb.MessageQueue{Topic: nsTopic}, BatchSize: 1, InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *pb.Message
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			break
+		}
+		if r.GetMessage() != nil {
+			got = r.GetMessage()
+		}
+	}
+	if got == nil || string(got.Body) != "namespaced" || got.Topic.GetResourceNamespace() != "tenant1" || got.Topic.GetName() != name {
+		t.Fatalf("namespaced receive: %v", got)
+	}
+	// The topic of the same name outside the namespace is another one.
+	if _, msgs := e.receive(t, "g", name, nil, 1, time.Minute, 0); len(msgs) != 0 {
+		t.Fatalf("message leaked out of its namespace: %v", msgs)
+	}
+}

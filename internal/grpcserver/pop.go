@@ -17,6 +17,7 @@ import (
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/store"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
 // Keys of the POP state in the store's index (doc.go has the layout).
@@ -255,7 +256,8 @@ type popRequest struct {
 	invisible     time.Duration
 	maxDeliveries int32 // a message due for delivery max+1 goes to %DLQ%group
 	fifo          bool
-	owner         string // with auto_renew: the receiving client
+	owner         string       // with auto_renew: the receiving client
+	topicRes      *pb.Resource // the topic as the client named it
 }
 
 // receive hands out up to r.batch messages: first those whose invisible

@@ -59,7 +59,7 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		// POP's would fight them over the same group offsets.
 		return end(refuse(pb.Code_FORBIDDEN, "group %s is consumed by %d 4.x (remoting) consumer(s), e.g. %s: a group consumes either by POP over gRPC or by pull at a time", group, len(ids), ids[0]))
 	}
-	r := popRequest{group: group, topic: topic, readQueues: nq, batch: int(req.GetBatchSize())}
+	r := popRequest{group: group, topic: topic, readQueues: nq, batch: int(req.GetBatchSize()), topicRes: req.GetMessageQueue().GetTopic()}
 	if r.batch <= 0 {
 		r.batch = DefaultReceiveBatch
 	}
@@ -233,7 +233,11 @@ func (s *Server) messagePB(r popRequest, d delivery) *pb.Message {
 		}
 		return true
 	})
-	return &pb.Message{Topic: &pb.Resource{Name: r.topic}, UserProperties: user, SystemProperties: sp, Body: body}
+	topicRes := r.topicRes
+	if topicRes == nil {
+		topicRes = unwrap(r.topic)
+	}
+	return &pb.Message{Topic: topicRes, UserProperties: user, SystemProperties: sp, Body: body}
 }
 
 // AckMessage acknowledges messages by receipt handle, each answered on

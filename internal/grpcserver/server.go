@@ -300,6 +300,24 @@ func parseAuthorization(v string) (accessKey, signature string) {
 	return accessKey, signature
 }
 
-// resource names a Resource; namespaces are not supported yet and are
-// ignored.
-func resource(r *pb.Resource) string { return r.GetName() }
+// resource names a Resource: a namespaced one is <namespace>%<name>, as
+// Apache's proxy wraps it, so namespaces share the broker's topics and
+// groups without meeting.
+func resource(r *pb.Resource) string {
+	if ns := r.GetResourceNamespace(); ns != "" {
+		return ns + "%" + r.GetName()
+	}
+	return r.GetName()
+}
+
+// unwrap is resource's inverse for a name the broker made (a check-back's
+// topic): a name with a '%' that is not a retry or dead-letter topic's is
+// namespaced.
+func unwrap(name string) *pb.Resource {
+	if !strings.HasPrefix(name, "%") {
+		if ns, n, ok := strings.Cut(name, "%"); ok {
+			return &pb.Resource{ResourceNamespace: ns, Name: n}
+		}
+	}
+	return &pb.Resource{Name: name}
+}
