@@ -859,3 +859,25 @@ func TestNamespaces(t *testing.T) {
 		t.Fatalf("message leaked out of its namespace: %v", msgs)
 	}
 }
+
+func TestTopicRecreatedStartsOver(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Recreated"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	for i := range 3 {
+		e.send(t, msg(topic, "old"+itoa(int32(i)), "t", "old"))
+	}
+	_, msgs := e.receive(t, group, topic, nil, 32, time.Minute, time.Second)
+	for _, m := range msgs {
+		e.ack(t, group, topic, m, m.SystemProperties.GetReceiptHandle())
+	}
+	if err := e.Broker.DeleteTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	e.createTopic(t, topic, 1)
+	e.send(t, msg(topic, "new", "t", "new"))
+	_, msgs = e.receive(t, group, topic, nil, 32, time.Minute, 5*time.Second)
+	if len(msgs) != 1 || string(msgs[0].Body) != "new" {
+		t.Fatalf("after the topic was recreated: %v", msgs)
+	}
+}

@@ -343,10 +343,21 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 			break
 		}
 		pq := qs[q]
+		if pq.cursor < 0 {
+			continue // not a read queue of the topic (any more)
+		}
+		minOff, maxOff := p.st.QueueOffsets(r.topic, q)
+		if pq.cursor > maxOff {
+			// The queue is shorter than the cursor: the topic was deleted
+			// and created again. Start over at what it holds.
+			p.log.Info("POP cursor past the queue's end; the topic was recreated", "group", r.group, "topic", r.topic, "queue", q, "cursor", pq.cursor, "max", maxOff)
+			pq.cursor = minOff
+			touched[q] = true
+			put = append(put, store.KV{Key: cursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(minOff))})
+		}
 		if r.fifo && len(pq.flights) > 0 {
 			continue // an earlier message of this queue is in flight
 		}
-		_, maxOff := p.st.QueueOffsets(r.topic, q)
 		if pq.cursor >= maxOff {
 			continue
 		}
@@ -430,6 +441,9 @@ func (p *popState) scan(r popRequest, q int32, off int64, want int) (got []messa
 // offset in flight, else the cursor, so retention, lag figures and a
 // 4.x consumer of the group see what POP consumed.
 func (p *popState) commitLocked(k popKey, q int32, pq *popQueue) {
+	if pq.cursor < 0 {
+		return // not a read queue: nothing of it is consumed here
+	}
 	low := pq.cursor
 	for off := range pq.flights {
 		low = min(low, off)
