@@ -63,6 +63,11 @@
 // Sessions are not durable, so after a restart such flights end at their
 // stored deadline.
 //
+// A push consumer retries a receive whose answer it lost with the same
+// attempt_id; the last 4096 attempts are remembered (positions, not
+// bodies) and a retry gets those of its messages still current again,
+// with the same handles.
+//
 // A receive first hands out flights whose deadline passed, then new
 // messages from each queue's cursor through the filter (tag hash from the
 // queue unit, then the record for SQL92). A FIFO group

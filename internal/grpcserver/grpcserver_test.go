@@ -881,3 +881,45 @@ func TestTopicRecreatedStartsOver(t *testing.T) {
 		t.Fatalf("after the topic was recreated: %v", msgs)
 	}
 }
+
+func TestReceiveAttemptReplayed(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Attempt"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	e.send(t, msg(topic, "a", "t", "once"))
+	receive := func(attempt string) []*pb.Message {
+		s, err := e.cl.ReceiveMessage(ctx(t), &pb.ReceiveMessageRequest{Group: res(group), MessageQueue: &pb.MessageQueue{Topic: res(topic), Id: -1},
+			BatchSize: 8, AutoRenew: true, AttemptId: &attempt, LongPollingTimeout: durationpb.New(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []*pb.Message
+		for {
+			r, err := s.Recv()
+			if err != nil {
+				return msgs
+			}
+			if m := r.GetMessage(); m != nil {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	first := receive("attempt-1")
+	if len(first) != 1 {
+		t.Fatalf("%d messages", len(first))
+	}
+	// The client retries the same attempt (its answer was lost).
+	again := receive("attempt-1")
+	if len(again) != 1 || again[0].SystemProperties.GetReceiptHandle() != first[0].SystemProperties.GetReceiptHandle() {
+		t.Fatalf("replayed attempt: %v", again)
+	}
+	if other := receive("attempt-2"); len(other) != 0 {
+		t.Fatalf("a new attempt got %v", other)
+	}
+	if code := e.ack(t, group, topic, again[0], again[0].SystemProperties.GetReceiptHandle()); code != pb.Code_OK {
+		t.Fatal(code)
+	}
+	if after := receive("attempt-1"); len(after) != 0 {
+		t.Fatalf("acknowledged message replayed: %v", after)
+	}
+}

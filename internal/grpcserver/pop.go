@@ -92,6 +92,89 @@ type popState struct {
 	waitMu  sync.Mutex
 	waiters map[string]map[chan struct{}]struct{} // by topic
 	waiting atomic.Int64
+
+	attempts struct {
+		sync.Mutex
+		byKey map[attemptKey]*attemptEntry
+		order []attemptKey // oldest first, for eviction
+	}
+}
+
+// maxAttempts bounds the remembered receive attempts.
+const maxAttempts = 4096
+
+// attemptKey names a push consumer's receive attempt (attempt_id).
+type attemptKey struct{ client, attempt string }
+
+// attemptEntry is what a receive attempt handed out.
+type attemptEntry struct {
+	group, topic string
+	ds           []delivery
+}
+
+// rememberAttempt records what a receive attempt handed out, so a retry
+// of the same attempt (its answer was lost) gets the same messages.
+func (p *popState) rememberAttempt(client, attempt string, r popRequest, ds []delivery) {
+	if attempt == "" {
+		return
+	}
+	a := &p.attempts
+	a.Lock()
+	defer a.Unlock()
+	if a.byKey == nil {
+		a.byKey = map[attemptKey]*attemptEntry{}
+	}
+	k := attemptKey{client, attempt}
+	if _, ok := a.byKey[k]; !ok {
+		a.order = append(a.order, k)
+	}
+	kept := make([]delivery, len(ds))
+	for i, d := range ds {
+		d.rec = nil // read again on a replay: keep no message bodies here
+		kept[i] = d
+	}
+	a.byKey[k] = &attemptEntry{group: r.group, topic: r.topic, ds: kept}
+	for len(a.order) > maxAttempts {
+		delete(a.byKey, a.order[0])
+		a.order = a.order[1:]
+	}
+}
+
+// replayAttempt returns the deliveries of an earlier receive attempt that
+// are still current: neither acknowledged, changed nor handed out again.
+func (p *popState) replayAttempt(client, attempt string, r popRequest, now time.Time) []delivery {
+	if attempt == "" {
+		return nil
+	}
+	p.attempts.Lock()
+	e := p.attempts.byKey[attemptKey{client, attempt}]
+	p.attempts.Unlock()
+	if e == nil || e.group != r.group || e.topic != r.topic {
+		return nil
+	}
+	pt := p.lock(popKey{r.group, r.topic})
+	defer pt.mu.Unlock()
+	var out []delivery
+	for _, d := range e.ds {
+		pq := pt.queues[d.queue]
+		if pq == nil {
+			continue
+		}
+		f := pq.flights[d.offset]
+		if f == nil || f.delivery != d.id {
+			continue
+		}
+		if visible, _ := p.visibleLocked(f, now, r.invisible); visible {
+			continue
+		}
+		rec, err := p.b.MessageAt(r.topic, d.queue, d.offset)
+		if err != nil {
+			continue
+		}
+		d.rec, d.deadline = rec, f.deadline
+		out = append(out, d)
+	}
+	return out
 }
 
 func newPopState(st *store.Store, b *broker.Broker, log *slog.Logger) (*popState, error) {
@@ -244,6 +327,7 @@ type delivery struct {
 	offset   int64
 	attempt  int32
 	deadline int64
+	id       uint64 // the flight's delivery id
 	handle   string
 }
 
@@ -383,7 +467,8 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 	}
 	for i := range out {
 		d := &out[i]
-		d.handle = p.handle(k, d.queue, d.offset, qs[d.queue].flights[d.offset])
+		f := qs[d.queue].flights[d.offset]
+		d.id, d.handle = f.delivery, p.handle(k, d.queue, d.offset, f)
 	}
 	if err := p.st.PutValues(put...); err != nil {
 		return nil, next, err

@@ -98,6 +98,10 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		return end(ErrTooManyRequests)
 	}
 	defer s.pop.waiting.Add(-1)
+	if got := s.pop.replayAttempt(c.clientID, req.GetAttemptId(), r, now); len(got) > 0 {
+		// A retry of a receive whose answer was lost: the same messages.
+		return s.deliver(stream, r, got)
+	}
 	arrivals, stop := s.pop.watch(topic)
 	defer stop()
 	for {
@@ -106,6 +110,7 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 			return end(err)
 		}
 		if len(got) > 0 {
+			s.pop.rememberAttempt(c.clientID, req.GetAttemptId(), r, got)
 			return s.deliver(stream, r, got)
 		}
 		now := s.opts.Now()
