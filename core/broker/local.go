@@ -144,10 +144,12 @@ func (b *Broker) DeadLetter(group string, rec message.Record, reason string) err
 	return b.store.Append(msgs)
 }
 
-// arrivalHooks are the front ends' arrival callbacks (OnArrival).
+// arrivalHooks are the front ends' callbacks: arrivals (OnArrival) and
+// deleted topics (OnTopicDeleted).
 type arrivalHooks struct {
-	mu  sync.RWMutex
-	fns []func(topic string, queue int32)
+	mu      sync.RWMutex
+	fns     []func(topic string, queue int32)
+	deleted []func(topic string)
 }
 
 func (h *arrivalHooks) call(topic string, queue int32) {
@@ -188,4 +190,22 @@ func (b *Broker) pullAllowed(group string) error {
 		return (*fn)(group)
 	}
 	return nil
+}
+
+// OnTopicDeleted calls fn after DeleteTopic removed a topic's data, so a
+// front end drops what it keeps of the topic (a topic created again
+// starts empty, invariant 13).
+func (b *Broker) OnTopicDeleted(fn func(topic string)) {
+	b.arrivals.mu.Lock()
+	defer b.arrivals.mu.Unlock()
+	b.arrivals.deleted = append(b.arrivals.deleted, fn)
+}
+
+func (b *Broker) topicDeleted(topic string) {
+	b.arrivals.mu.RLock()
+	fns := b.arrivals.deleted
+	b.arrivals.mu.RUnlock()
+	for _, fn := range fns {
+		fn(topic)
+	}
 }

@@ -875,10 +875,18 @@ func TestTopicRecreatedStartsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.createTopic(t, topic, 1)
-	e.send(t, msg(topic, "new", "t", "new"))
+	// More new messages than the old cursor passed: none may be skipped.
+	for i := range 5 {
+		e.send(t, msg(topic, "new"+itoa(int32(i)), "t", "new"))
+	}
 	_, msgs = e.receive(t, group, topic, nil, 32, time.Minute, 5*time.Second)
-	if len(msgs) != 1 || string(msgs[0].Body) != "new" {
-		t.Fatalf("after the topic was recreated: %v", msgs)
+	if len(msgs) != 5 {
+		t.Fatalf("after the topic was recreated: %d messages, want 5", len(msgs))
+	}
+	for _, m := range msgs {
+		if string(m.Body) != "new" || m.SystemProperties.GetDeliveryAttempt() != 1 {
+			t.Fatalf("after the topic was recreated: %v", m)
+		}
 	}
 }
 

@@ -711,6 +711,41 @@ func (p *popState) release(group, topic string, ds []delivery, now time.Time) {
 	}
 }
 
+// dropTopic forgets every group's POP state of a deleted topic, in memory
+// and in the store, so the topic created again starts over.
+func (p *popState) dropTopic(topic string) {
+	p.mu.Lock()
+	var pts []*popTopic
+	for k, pt := range p.mu.topics {
+		if k.topic == topic {
+			pts = append(pts, pt)
+			delete(p.mu.topics, k)
+		}
+	}
+	p.mu.Unlock()
+	for _, pt := range pts {
+		pt.mu.Lock()
+		defer pt.mu.Unlock()
+		pt.queues = nil
+	}
+	var keys [][]byte
+	for _, prefix := range []string{cursorPrefix, flightPrefix} {
+		err := p.st.ScanKeys([]byte(prefix), nil, func(key []byte) bool {
+			rest := key[len(prefix):] // group NUL topic NUL ...
+			if _, after, ok := bytes.Cut(rest, []byte{0}); ok && bytes.HasPrefix(after, []byte(topic+"\x00")) {
+				keys = append(keys, bytes.Clone(key))
+			}
+			return true
+		})
+		if err != nil {
+			p.log.Warn("drop the POP state of a deleted topic", "topic", topic, "err", err)
+		}
+	}
+	if err := p.st.DeleteKeys(keys...); err != nil {
+		p.log.Warn("drop the POP state of a deleted topic", "topic", topic, "err", err)
+	}
+}
+
 // watch returns a channel told when messages arrive on topic; stop
 // unregisters it.
 func (p *popState) watch(topic string) (ch chan struct{}, stop func()) {
