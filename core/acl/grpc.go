@@ -28,9 +28,9 @@ func (c *Checker) CheckSigned(remote netip.Addr, accessKey, content, signature s
 		return nil
 	}
 	if accessKey == "" {
-		return &Denied{Remote: remote, Reason: NoAccessKey}
+		return &Denied{Remote: remote, Reason: NoAccessKey, Call: "gRPC request"}
 	}
-	deny := func(r Reason) *Denied { return &Denied{AccessKey: accessKey, Remote: remote, Reason: r} }
+	deny := func(r Reason) *Denied { return &Denied{AccessKey: accessKey, Remote: remote, Reason: r, Call: "gRPC request"} }
 	acc := c.c.accounts[accessKey]
 	if acc == nil {
 		return deny(UnknownAccount)
