@@ -30,7 +30,9 @@ func (c *Checker) CheckSigned(remote netip.Addr, accessKey, content, signature s
 	if accessKey == "" {
 		return &Denied{Remote: remote, Reason: NoAccessKey, Call: "gRPC request"}
 	}
-	deny := func(r Reason) *Denied { return &Denied{AccessKey: accessKey, Remote: remote, Reason: r, Call: "gRPC request"} }
+	deny := func(r Reason) *Denied {
+		return &Denied{AccessKey: accessKey, Remote: remote, Reason: r, Call: "gRPC request"}
+	}
 	acc := c.c.accounts[accessKey]
 	if acc == nil {
 		return deny(UnknownAccount)
