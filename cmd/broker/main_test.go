@@ -161,7 +161,7 @@ func startChild(t *testing.T, args ...string) (*exec.Cmd, string, string, *bytes
 // checks that every acknowledged message is there after a restart.
 func TestKillDuringSendsLosesNothingAcknowledged(t *testing.T) {
 	dataDir := t.TempDir()
-	cmd, brokerAddr, nsAddr, _ := startChild(t, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--log-level", "info")
+	cmd, brokerAddr, nsAddr, _ := startChild(t, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--log-level", "info")
 	_ = brokerAddr
 	topic := "KillTest"
 	p, err := producer.NewDefaultProducer(

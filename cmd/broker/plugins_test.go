@@ -176,7 +176,7 @@ func TestPluginStartRefused(t *testing.T) {
 		{"two defaults", "{name: one, kind: allocate, module: junk.wasm}\n  - {name: two, kind: allocate, module: junk.wasm}", []string{`plugin \"two\"`, `already the default allocate plugin`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := writeFile(t, dir, "broker.yaml", "listen: 127.0.0.1:0\nnamesrvListen: \"\"\nhttpListen: 127.0.0.1:0\nplugins:\n  - "+c.plugin+"\n")
+			cfg := writeFile(t, dir, "broker.yaml", "listen: 127.0.0.1:0\nnamesrvListen: \"\"\nhttpListen: 127.0.0.1:0\ngrpcListen: \"\"\nplugins:\n  - "+c.plugin+"\n")
 			dataDir := t.TempDir()
 			code, _, errs := runCmd("--config", cfg, "--data-dir", dataDir)
 			if code != 1 || !strings.Contains(errs, "broker failed to start") {
@@ -332,7 +332,7 @@ func TestSIGHUPReloadsPlugins(t *testing.T) {
 	}
 
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "RMQ_BROKER_CHILD_ARGS="+strings.Join([]string{"--config", path, "--data-dir", dataDir}, "\x1f"))
+	cmd.Env = append(os.Environ(), "RMQ_BROKER_CHILD_ARGS="+strings.Join([]string{"--config", path, "--data-dir", dataDir, "--grpc-listen", "127.0.0.1:0"}, "\x1f"))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -35,11 +35,15 @@ type Denied struct {
 	Reason    Reason
 	Resource  Resource // for NoPermission: the resource and the permission needed
 	From      string   // for NoResource: what the caller should have named
+	Call      string   // names the request instead of Code (CheckSigned: a gRPC call)
 }
 
 // Error says what was missing, in words fit for a NO_PERMISSION remark.
 func (d *Denied) Error() string {
 	code := remoting.RequestCode(d.Code).String()
+	if d.Call != "" {
+		code = d.Call
+	}
 	switch d.Reason {
 	case NoAccessKey:
 		return fmt.Sprintf("acl: %s denied: no AccessKey; the request is not signed and %s is not globally white-listed", code, d.Remote)

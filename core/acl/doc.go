@@ -33,6 +33,14 @@
 // fields of a captured request without changing its signature. Both are
 // RocketMQ's protocol; on untrusted networks run it over TLS.
 //
+// RocketMQ 5's gRPC clients sign one header instead: their authorization
+// metadata is "MQv2-HMAC-SHA1 Credential=AK, SignedHeaders=x-mq-date-time,
+// Signature=HEX", HEX being HMAC-SHA1(secretKey, x-mq-date-time) in
+// hexadecimal. CheckSigned applies the same accounts, address rules and
+// permissions to it (there are no request codes: the caller names the
+// topics and groups); the date is not checked for freshness, so it too
+// can be replayed.
+//
 // # Configuration
 //
 // Under acl: in the broker's file, or a plain_acl.yml as is:

@@ -227,6 +227,9 @@ type TopicOptions struct {
 	Perm int `yaml:"perm"`
 	// Order marks an orderly topic.
 	Order bool `yaml:"order"`
+	// MessageType is what RocketMQ 5 clients may send to it: NORMAL,
+	// FIFO, DELAY, TRANSACTION, or MIXED (the default: any).
+	MessageType string `yaml:"messageType"`
 }
 
 // GroupOptions is a consumer group the broker configures at start
@@ -245,6 +248,9 @@ type GroupOptions struct {
 	// DisableConsumeBroadcast refuses the group's consumers in
 	// broadcasting mode (consumeBroadcastEnable: false).
 	DisableConsumeBroadcast bool `yaml:"consumeBroadcastEnable" cfg:"not"`
+	// ConsumeMessageOrderly makes the group FIFO for RocketMQ 5 clients
+	// (see SubscriptionGroupConfig).
+	ConsumeMessageOrderly bool `yaml:"consumeMessageOrderly"`
 }
 
 // config returns the group's configuration over old, the stored one or
@@ -254,6 +260,7 @@ func (g GroupOptions) config(old SubscriptionGroupConfig) SubscriptionGroupConfi
 	old.RetryMaxTimes = max(g.RetryMaxTimes, 0)
 	old.RetryQueueNums = g.RetryQueueNums
 	old.ConsumeBroadcastEnable = !g.DisableConsumeBroadcast
+	old.ConsumeMessageOrderly = g.ConsumeMessageOrderly
 	return old
 }
 
@@ -398,7 +405,7 @@ func (o Options) withDefaults() (Options, error) {
 
 // config returns the topic's configuration.
 func (t TopicOptions) config() TopicConfig {
-	return TopicConfig{TopicName: t.Name, ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: t.Perm, Order: t.Order}
+	return TopicConfig{TopicName: t.Name, ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: t.Perm, Order: t.Order, MessageType: strings.ToUpper(t.MessageType)}
 }
 
 // Broker serves the RocketMQ broker protocol.
@@ -416,9 +423,11 @@ type Broker struct {
 	clients    *clientTable
 	holds      *holdTable
 	filters    *filterCache
-	registerMu sync.Mutex      // serialises registrations
-	regBytes   atomic.Int64    // registration body bytes sent, all name servers
-	levels     []time.Duration // delay levels, from Options
+	arrivals   arrivalHooks                             // front ends' arrival callbacks (local.go)
+	pullCheck  atomic.Pointer[func(group string) error] // OnPull
+	registerMu sync.Mutex                               // serialises registrations
+	regBytes   atomic.Int64                             // registration body bytes sent, all name servers
+	levels     []time.Duration                          // delay levels, from Options
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
 	sched      chan struct{} // cap 1: wake the scheduler
@@ -731,6 +740,7 @@ func response(req *remoting.Command, code int16, format string, args ...any) *re
 // arrived is the store's arrival hook.
 func (b *Broker) arrived(topic string, queue int32, maxOffset int64) {
 	b.holds.arrived(topic, queue, maxOffset)
+	b.arrivals.call(topic, queue)
 	switch topic {
 	case ScheduleTopic, TimerTopic:
 		select {

@@ -63,6 +63,15 @@
 // that reads every gauge (lag, held pulls, pending delays and
 // transactions) from memory when an exporter asks.
 //
+// local.go is the face for in-process front ends of another protocol (the
+// gRPC endpoint of RocketMQ 5 clients, internal/grpcserver): SendLocal and
+// EndLocalTransaction take the send and END_TRANSACTION paths without a
+// connection, DeadLetter the send-back's dead-letter move, CompileFilter
+// the filter cache; OnArrival, OnTransactionCheck, OnPull and
+// OnTopicDeleted let the front end wake its long polls, ask its producers
+// for transaction states, keep a group consumed one way, and drop a
+// deleted topic's state.
+//
 // inspect.go holds read-only views for in-process tools (the web
 // console): group configs and online members, messages by position or
 // key, pending delays, timers and transactions. Each is bounded by the

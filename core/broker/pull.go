@@ -63,6 +63,9 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err := b.checkConfigured(p.group); err != nil {
 		return response(req, remoting.SubscriptionGroupNotExist, "pull: %v", err)
 	}
+	if err := b.pullAllowed(p.group); err != nil {
+		return response(req, remoting.NoPermission, "pull: %v", err)
+	}
 	// The lite pull consumer sends 0 unless told otherwise: that means the
 	// default batch, not one message.
 	p.maxMsgs = int(maxMsgs)

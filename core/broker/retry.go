@@ -46,6 +46,10 @@ type SubscriptionGroupConfig struct {
 	// set: it does not cap the consumer's own retry limit. Not a RocketMQ
 	// field; an operator's update clears it.
 	AutoCreated bool `json:"autoCreated,omitempty"`
+	// ConsumeMessageOrderly marks a FIFO group (RocketMQ 5's field): POP
+	// consumers over gRPC get nothing more from a queue while an earlier
+	// message of it is in flight.
+	ConsumeMessageOrderly bool `json:"consumeMessageOrderly,omitempty"`
 }
 
 const groupMetaKey = "group/"

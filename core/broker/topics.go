@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -274,6 +275,9 @@ func checkTopicConfig(tc TopicConfig) error {
 	if tc.Perm&^(remoting.PermPriority|permRW|remoting.PermInherit) != 0 {
 		errs = append(errs, fmt.Errorf("broker: topic %s: unknown permission bits in %d", tc.TopicName, tc.Perm))
 	}
+	if !slices.Contains(MessageTypes, tc.MessageType) && tc.MessageType != "" {
+		errs = append(errs, fmt.Errorf("broker: topic %s: message type %q is not one of %s", tc.TopicName, tc.MessageType, strings.Join(MessageTypes, ", ")))
+	}
 	return errors.Join(errs...)
 }
 
@@ -344,6 +348,12 @@ func (b *Broker) handleCreateTopic(c *remoting.Conn, req *remoting.Command) *rem
 	errs = append(errs, err)
 	tc.Order, err = req.BoolOr("order", false)
 	errs = append(errs, err)
+	if attrs, ok := req.Fields()["attributes"]; ok {
+		tc.MessageType, err = messageTypeAttribute(attrs)
+		errs = append(errs, err)
+	} else if old, ok := b.topics.get(tc.TopicName); ok {
+		tc.MessageType = old.MessageType // an update without attributes keeps them
+	}
 	if err := errors.Join(errs...); err != nil {
 		return response(req, remoting.SystemError, "%v", err)
 	}
@@ -394,6 +404,7 @@ func (b *Broker) DeleteTopic(topic string) error {
 	})
 	b.holds.releaseTopic(topic)
 	b.prefilter.drop(topic)
+	b.topicDeleted(topic)
 	b.log.Info("topic data deleted", "topic", topic)
 	return nil
 }
@@ -411,3 +422,27 @@ func (b *Broker) Topics() map[string]TopicConfig {
 
 // CreateTopic creates or updates a topic, as UPDATE_AND_CREATE_TOPIC does.
 func (b *Broker) CreateTopic(tc TopicConfig) error { return b.topics.put(tc) }
+
+// MessageTypes are the message types a topic may be limited to (RocketMQ
+// 5's "+message.type" attribute); MIXED, like no type, accepts them all.
+var MessageTypes = []string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}
+
+// messageTypeAttribute reads the message type from the attributes of
+// UPDATE_AND_CREATE_TOPIC ("+message.type=FIFO", comma-separated with
+// others, which are ignored); "-message.type" removes it.
+func messageTypeAttribute(attrs string) (string, error) {
+	typ := ""
+	for a := range strings.SplitSeq(attrs, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(a), "=")
+		switch k {
+		case "+message.type":
+			typ = strings.ToUpper(v)
+			if !slices.Contains(MessageTypes, typ) {
+				return "", fmt.Errorf("message type %q is not one of %s", v, strings.Join(MessageTypes, ", "))
+			}
+		case "-message.type":
+			typ = ""
+		}
+	}
+	return typ, nil
+}

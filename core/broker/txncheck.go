@@ -173,7 +173,10 @@ type txnService struct {
 	kick      chan struct{}
 	// checksSent counts the checks sent to producers (metrics.go).
 	checksSent atomic.Int64
-	mu         struct {
+	// checkHook asks an in-process front end to check a transaction
+	// (Broker.OnTransactionCheck); nil: only remoting producers are asked.
+	checkHook atomic.Pointer[TxnCheckFunc]
+	mu        struct {
 		sync.Mutex
 		idle      sync.Cond // broadcast when a busy transaction is released
 		pending   map[int64]*halfTxn
@@ -793,10 +796,6 @@ func (s *txnService) checkCopy(rec message.Record, t *halfTxn, now time.Time) *m
 // the half message as first stored, which the producer echoes back in its
 // END_TRANSACTION.
 func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) (reached bool) {
-	c := s.producerConn(t.group)
-	if c == nil {
-		return false
-	}
 	m := *cp
 	m.Topic = m.Properties.Get(message.PropertyRealTopic)
 	if q, err := strconv.ParseInt(m.Properties.Get(message.PropertyRealQueueID), 10, 32); err == nil {
@@ -804,6 +803,13 @@ func (s *txnService) sendCheck(t *halfTxn, cp *message.Message) (reached bool) {
 	}
 	m.CommitLogOffset, m.QueueOffset = t.origin, t.originQOff
 	m.Properties = m.Properties.Without(propTxnOrigin)
+	if fn := s.checkHook.Load(); fn != nil && (*fn)(t.group, &m, t.origin) {
+		return true
+	}
+	c := s.producerConn(t.group)
+	if c == nil {
+		return false
+	}
 	body, err := message.AppendRecord(nil, &m)
 	if err != nil {
 		s.log.Error("encode transaction check", "offset", t.origin, "err", err)

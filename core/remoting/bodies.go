@@ -61,6 +61,10 @@ type TopicConfig struct {
 	TopicFilterType string `json:"topicFilterType"` // "SINGLE_TAG" or "MULTI_TAG"
 	TopicSysFlag    int    `json:"topicSysFlag"`    // RocketMQ's unit flags; carried, unused
 	Order           bool   `json:"order"`           // the topic is ordered (informational)
+	// MessageType is the message type RocketMQ 5 clients may send (its
+	// "+message.type" attribute): NORMAL, FIFO, DELAY or TRANSACTION;
+	// empty (4.x topics) or MIXED accepts every type.
+	MessageType string `json:"messageType,omitempty"`
 }
 
 // DataVersion versions a broker's topic table.

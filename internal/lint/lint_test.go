@@ -46,11 +46,16 @@ var rules = []rule{
 	{from: "internal/bench", only: []string{"core/remoting", "core/message", "internal/properties"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},
 	{from: "core/namesrv", deny: []string{"core/store", "core/broker"}},
-	{from: "core/broker", deny: []string{"plugins", "filters", "cmd", "github.com/tetratelabs/wazero", "github.com/nats-io", "github.com/spf13/pflag"}},
+	{from: "core/broker", deny: []string{"plugins", "filters", "cmd", "internal/rmqpb", "google.golang.org/grpc", "github.com/tetratelabs/wazero", "github.com/nats-io", "github.com/spf13/pflag"}},
 	{from: "filters", only: []string{"core/message", "internal/properties"}},
 	{from: "plugins/wasm", deny: []string{"core/store", "core/remoting", "core/namesrv", "core/broker"}},
 	{from: "plugins/natsbridge", deny: []string{"core/store", "core/broker", "github.com/tetratelabs/wazero"}},
 	{from: "sdk", deny: []string{"core", "plugins", "github.com/tetratelabs/wazero"}},
+	// The generated protocol code of RocketMQ 5 depends on gRPC and
+	// protobuf only; the gRPC endpoint is a front end of the broker, like
+	// the remoting port, and loads no plugin itself.
+	{from: "internal/rmqpb", only: []string{"google.golang.org/grpc", "google.golang.org/protobuf"}, via: []string{"google.golang.org/grpc", "google.golang.org/protobuf"}},
+	{from: "internal/grpcserver", deny: []string{"plugins", "filters", "cmd", "internal/server", "core/namesrv", "github.com/tetratelabs/wazero", "github.com/nats-io"}},
 	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate", "internal/properties"}},
 	// Guests may use the filters, which are built over core/message views
 	// and compile into WASM; the host-side plugin checker loads guests

@@ -288,7 +288,7 @@ func (c *Config) checkExposure() error {
 		return nil
 	}
 	var open []string
-	for _, a := range []string{c.Listen, c.NamesrvListen} {
+	for _, a := range []string{c.Listen, c.NamesrvListen, c.GRPCListen} {
 		if a != "" && !loopback(a) {
 			open = append(open, a)
 		}

@@ -76,3 +76,14 @@ func TestConfigRemotingLimits(t *testing.T) {
 		t.Fatal("unknown key under remoting: no error")
 	}
 }
+
+// TestConfigGRPC reads the gRPC endpoint's address and section.
+func TestConfigGRPC(t *testing.T) {
+	var c Config
+	err := c.decode([]byte("grpcListen: 127.0.0.1:9081\ngrpc: {maxSessions: 5, maxWaiting: 7, sessionExpiry: 1m, longPolling: 10s, advertise: 10.0.0.1:9081}\ngroups:\n  - {name: orders, consumeMessageOrderly: true}\n"), "")
+	g := c.GRPC
+	if err != nil || c.GRPCListen != "127.0.0.1:9081" || g.MaxSessions != 5 || g.MaxWaiting != 7 || g.SessionExpiry != time.Minute ||
+		g.LongPolling != 10*time.Second || g.Advertise != "10.0.0.1:9081" || !c.Broker.Groups[0].ConsumeMessageOrderly {
+		t.Fatalf("%v %+v", err, c)
+	}
+}

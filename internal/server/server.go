@@ -24,6 +24,7 @@ import (
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/filters/sql92"
 	"github.com/rmq-go/rmq/filters/tag"
+	"github.com/rmq-go/rmq/internal/grpcserver"
 )
 
 // Defaults of Config fields left zero, and of the broker command.
@@ -46,6 +47,14 @@ type Config struct {
 	Advertise string `yaml:"advertise"`
 	// NamesrvListen runs an embedded name server there; empty runs none.
 	NamesrvListen string `yaml:"namesrvListen"`
+	// GRPCListen serves RocketMQ 5 clients (gRPC, POP consumption) there;
+	// empty serves none. The broker command's default is
+	// DefaultGRPCListen.
+	GRPCListen string `yaml:"grpcListen"`
+	// GRPC configures the gRPC endpoint (internal/grpcserver): session
+	// and waiting-receive caps, expiry, long polling, the advertised
+	// address. Broker, Store, ACL, TLS and Logger are filled in.
+	GRPC grpcserver.Options `yaml:"grpc"`
 	// NameServers are external name servers to register with (the
 	// embedded one is added automatically).
 	NameServers []string `yaml:"namesrv"`
@@ -144,6 +153,7 @@ type Server struct {
 	Store  *store.Store
 	Broker *broker.Broker
 	NS     *namesrv.Server
+	GRPC   *grpcserver.Server // nil unless GRPCListen is set
 	bridge *natsBridge
 
 	plugins *pluginHost
@@ -161,6 +171,7 @@ type Server struct {
 	// BrokerAddr and NamesrvAddr are where they listen.
 	BrokerAddr  string
 	NamesrvAddr string
+	GRPCAddr    string // advertised
 
 	wg       sync.WaitGroup
 	errs     chan error
@@ -286,6 +297,14 @@ func Start(cfg Config) (_ *Server, err error) {
 	s.broker.Store(s.Broker)
 	s.serve(func() error { return s.Broker.Serve(brokerLn) })
 	s.BrokerAddr = s.Broker.Addr()
+	if cfg.GRPCListen != "" {
+		if err := s.startGRPC(); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s.Shutdown(ctx)
+			return nil, err
+		}
+	}
 	if s.http != nil && cfg.Console == nil {
 		// Until now / answered 404: the console reads the running broker.
 		s.SetConsole(s.ConsoleHandler(s.HTTPAddr()))
@@ -378,6 +397,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdown.Do(func() {
 		s.stopping.Store(true)
 		s.stopHTTP(ctx)
+		errs = append(errs, s.stopGRPC(ctx))
 		if s.Broker != nil {
 			errs = append(errs, s.Broker.Shutdown(ctx))
 		}

@@ -1,0 +1,107 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/remoting"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+)
+
+// Errors of the endpoint. Each maps to one Code in statusOf, the one
+// place our errors become the Status of a response.
+var (
+	ErrClientIDRequired = errors.New("grpcserver: x-mq-client-id metadata is required")
+	ErrBadReceiptHandle = errors.New("grpcserver: receipt handle is invalid, expired or superseded")
+	ErrBadTransactionID = errors.New("grpcserver: transaction id is invalid")
+	ErrUnknownClient    = errors.New("grpcserver: unknown client: send Settings over Telemetry first")
+	ErrTooManyRequests  = errors.New("grpcserver: too many sessions or waiting receives")
+	ErrUnsupported      = errors.New("grpcserver: not supported by this broker")
+	ErrClosed           = errors.New("grpcserver: shutting down")
+)
+
+// codedError carries the Code a request is refused with.
+type codedError struct {
+	code pb.Code
+	msg  string
+}
+
+func (e *codedError) Error() string { return e.msg }
+
+// refuse returns an error answered with code.
+func refuse(code pb.Code, format string, args ...any) error {
+	return &codedError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// okStatus is the Status of a request served; never leave Code unset:
+// Node's client treats 0 as an error.
+func okStatus() *pb.Status { return &pb.Status{Code: pb.Code_OK, Message: "OK"} }
+
+// statusOf maps an error to the Status of a response: nil is OK.
+func statusOf(err error) *pb.Status {
+	if err == nil {
+		return okStatus()
+	}
+	return &pb.Status{Code: codeOf(err), Message: err.Error()}
+}
+
+func codeOf(err error) pb.Code {
+	var ce *codedError
+	var denied *acl.Denied
+	switch {
+	case errors.As(err, &ce):
+		return ce.code
+	case errors.Is(err, ErrClientIDRequired):
+		return pb.Code_CLIENT_ID_REQUIRED
+	case errors.Is(err, ErrBadReceiptHandle):
+		return pb.Code_INVALID_RECEIPT_HANDLE
+	case errors.Is(err, ErrBadTransactionID), errors.Is(err, broker.ErrTxnNotPending):
+		return pb.Code_INVALID_TRANSACTION_ID
+	case errors.Is(err, ErrUnknownClient):
+		return pb.Code_UNRECOGNIZED_CLIENT_TYPE
+	case errors.Is(err, ErrTooManyRequests):
+		return pb.Code_TOO_MANY_REQUESTS
+	case errors.Is(err, ErrUnsupported):
+		return pb.Code_UNSUPPORTED
+	case errors.Is(err, ErrClosed):
+		return pb.Code_INTERNAL_SERVER_ERROR
+	case errors.As(err, &denied):
+		if denied.Reason == acl.NoPermission {
+			return pb.Code_FORBIDDEN
+		}
+		return pb.Code_UNAUTHORIZED
+	case errors.Is(err, broker.ErrBadTopic):
+		return pb.Code_ILLEGAL_TOPIC
+	case errors.Is(err, broker.ErrGroupNotConfigured):
+		return pb.Code_CONSUMER_GROUP_NOT_FOUND
+	case errors.Is(err, context.DeadlineExceeded):
+		return pb.Code_PROXY_TIMEOUT
+	case errors.Is(err, context.Canceled):
+		return pb.Code_REQUEST_TIMEOUT
+	}
+	return pb.Code_INTERNAL_SERVER_ERROR
+}
+
+// remotingCode maps a remoting response code of the broker's send path.
+func remotingCode(code int16) pb.Code {
+	switch code {
+	case remoting.Success:
+		return pb.Code_OK
+	case remoting.TopicNotExist:
+		return pb.Code_TOPIC_NOT_FOUND
+	case remoting.NoPermission:
+		return pb.Code_FORBIDDEN
+	case remoting.MessageIllegal:
+		return pb.Code_BAD_REQUEST
+	case remoting.SystemBusy, remoting.FlowControl:
+		return pb.Code_TOO_MANY_REQUESTS
+	case remoting.SubscriptionGroupNotExist:
+		return pb.Code_CONSUMER_GROUP_NOT_FOUND
+	case remoting.ServiceNotAvailable:
+		return pb.Code_INTERNAL_SERVER_ERROR
+	}
+	return pb.Code_INTERNAL_SERVER_ERROR
+}

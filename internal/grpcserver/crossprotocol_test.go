@@ -1,0 +1,114 @@
+package grpcserver_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/internal/brokertest"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+)
+
+// TestCrossProtocol sends with the official 4.x Go client and receives
+// over gRPC, then sends over gRPC and consumes with a 4.x push consumer.
+func TestCrossProtocol(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Cross")
+	e.createTopic(t, topic, 2)
+
+	p := e.Producer(t)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Shutdown() })
+	m := primitive.NewMessage(topic, []byte("from 4.x"))
+	m.WithTag("old")
+	m.WithKeys([]string{"k1"})
+	m.WithProperty("color", "red")
+	if _, err := p.SendSync(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	popGroup := brokertest.Name("pop")
+	_, msgs := e.receive(t, popGroup, topic, &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "old"}, 32, 30*time.Second, 5*time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("gRPC consumer got %d messages", len(msgs))
+	}
+	got := msgs[0]
+	if string(got.Body) != "from 4.x" || got.SystemProperties.GetTag() != "old" || got.SystemProperties.GetKeys()[0] != "k1" ||
+		got.UserProperties["color"] != "red" || got.SystemProperties.GetMessageId() == "" {
+		t.Fatalf("4.x message over gRPC: %v", got)
+	}
+
+	e.send(t, msg(topic, "grpc-1", "new", "from 5.x"))
+	group := brokertest.Name("pull")
+	c := e.PushConsumer(t, group)
+	recv := make(chan string, 4)
+	if err := c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "new"}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range ms {
+			recv <- string(m.Body) + "|" + m.GetTags() + "|" + m.GetProperty("UNIQ_KEY")
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, topic)
+	if v := brokertest.Wait(t, recv, 30*time.Second, "the 4.x consumer"); v != "from 5.x|new|grpc-1" {
+		t.Fatalf("gRPC message over 4.x: %q", v)
+	}
+}
+
+// TestGroupIsPopOrPull refuses POP receives of a group whose 4.x
+// consumers are online.
+func TestGroupIsPopOrPull(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Mixed"), brokertest.Name("mixed")
+	e.createTopic(t, topic, 2)
+	c := e.PushConsumer(t, group)
+	if err := c.Subscribe(topic, consumer.MessageSelector{}, func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, topic)
+	st, _ := e.receive(t, group, topic, nil, 1, time.Second, 0)
+	if st.GetCode() != pb.Code_FORBIDDEN || !strings.Contains(st.Message, "either by POP") {
+		t.Fatalf("POP receive of a pull group: %v", st)
+	}
+}
+
+// TestPullRefusedForPopGroup refuses PULL_MESSAGE of a group with POP
+// consumer sessions, saying why.
+func TestPullRefusedForPopGroup(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("PopOnly"), brokertest.Name("poponly")
+	e.createTopic(t, topic, 1)
+	st := &pb.Settings{ClientType: pb.ClientType_SIMPLE_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}}
+	if r := telemetry(t, e, ctx(t), st); r.Status.GetCode() != pb.Code_OK {
+		t.Fatal(r.Status)
+	}
+	cl := remoting.NewClient(remoting.ClientOptions{Logger: brokertest.Logger()})
+	defer cl.Close()
+	pull := func() *remoting.Command {
+		resp, err := cl.Invoke(ctx(t), e.BrokerAddr, remoting.NewRequest(remoting.PullMessage, map[string]string{
+			"consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": "0", "maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
+		}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := pull(); resp.Code != remoting.NoPermission || !strings.Contains(resp.Remark, "POP") {
+		t.Fatalf("pull of a POP group: %d %s", resp.Code, resp.Remark)
+	}
+	if n, _ := e.cl.NotifyClientTermination(ctx(t), &pb.NotifyClientTerminationRequest{Group: res(group)}); n.Status.GetCode() != pb.Code_OK {
+		t.Fatal(n.Status)
+	}
+	if resp := pull(); resp.Code == remoting.NoPermission {
+		t.Fatalf("pull after the POP consumer left: %d %s", resp.Code, resp.Remark)
+	}
+}

@@ -1,0 +1,7 @@
+package grpcserver
+
+// Waiting returns the receives waiting for messages.
+func (s *Server) Waiting() int64 { return s.pop.waiting.Load() }
+
+// Sessions returns the client sessions.
+func (s *Server) Sessions() int { return s.sessions.len() }

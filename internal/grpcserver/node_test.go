@@ -1,0 +1,137 @@
+package grpcserver_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+// nodeDir holds the Node.js cases and their locked dependencies.
+const nodeDir = "testdata/node"
+
+// runNode runs a case of testdata/node/e2e.js against e with env set, and
+// returns its output. Without node_modules (npm ci there) it skips, unless
+// RMQ_REQUIRE_NODE=1, as .ci/run sets.
+func runNode(t *testing.T, e *env, name string, kv ...string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	_, modErr := os.Stat(filepath.Join(nodeDir, "node_modules", "rocketmq-client-nodejs"))
+	if err != nil || modErr != nil {
+		if os.Getenv("RMQ_REQUIRE_NODE") == "1" {
+			t.Fatalf("node or %s/node_modules missing (run npm ci there): %v %v", nodeDir, err, modErr)
+		}
+		t.Skip("node or testdata/node/node_modules missing (npm ci there)")
+	}
+	c, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(c, node, "e2e.js", name)
+	cmd.Dir = nodeDir
+	cmd.Env = append(os.Environ(), append([]string{"RMQ_ENDPOINT=" + e.GRPCAddr, "HOME=" + t.TempDir()}, kv...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node e2e.js %s: %v\n%s", name, err, out)
+	}
+	return string(out)
+}
+
+func TestNodeProducerAndSimpleConsumer(t *testing.T) {
+	e := start(t)
+	topic, fifo, group := brokertest.Name("NodeT"), brokertest.Name("NodeFifo"), brokertest.Name("nodeg")
+	e.createTopic(t, topic, 4)
+	e.createTopic(t, fifo, 4)
+	out := runNode(t, e, "producer-simple", "RMQ_TOPIC="+topic, "RMQ_FIFO_TOPIC="+fifo, "RMQ_GROUP="+group)
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("node output: %s", out)
+	}
+}
+
+func TestNodePushConsumer(t *testing.T) {
+	// The push consumer's shutdown waits for its receive in flight, which
+	// long-polls for as long as the settings say: keep it short.
+	e := start(t, func(c *server.Config) { c.GRPC.LongPolling = 2 * time.Second })
+	topic, group := brokertest.Name("NodePush"), brokertest.Name("nodepush")
+	e.createTopic(t, topic, 4)
+	for i := range 5 {
+		e.send(t, msg(topic, "push-"+itoa(int32(i)), "t", "push-"+itoa(int32(i))))
+	}
+	out := runNode(t, e, "push", "RMQ_TOPIC="+topic, "RMQ_GROUP="+group, "RMQ_N=5")
+	if testing.Verbose() {
+		t.Log(out)
+	}
+	if !strings.Contains(out, `"bodies":["push-0","push-1","push-2","push-3","push-4"]`) {
+		t.Fatalf("node output: %s", out)
+	}
+}
+
+func TestNodeTransactionChecker(t *testing.T) {
+	e := start(t, func(c *server.Config) {
+		c.Broker.TxnTimeout, c.Broker.TxnCheckInterval = time.Second, time.Second
+	})
+	topic, group := brokertest.Name("NodeTxn"), brokertest.Name("nodetxn")
+	e.createTopic(t, topic, 2)
+	out := runNode(t, e, "txn-check", "RMQ_TOPIC="+topic, "RMQ_GROUP="+group)
+	if !strings.Contains(out, `"checked":["orphan"]`) {
+		t.Fatalf("node output: %s", out)
+	}
+}
+
+// TestNodeCrossProtocol: the official 4.x Go producer's messages reach
+// the Node push consumer, and the Node producer's reach the official 4.x
+// Go consumer.
+func TestNodeCrossProtocol(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.GRPC.LongPolling = 2 * time.Second })
+	toNode, fromNode := brokertest.Name("ToNode"), brokertest.Name("FromNode")
+	e.createTopic(t, toNode, 2)
+	e.createTopic(t, fromNode, 2)
+
+	p := e.Producer(t)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Shutdown() })
+	for i := range 3 {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage(toNode, []byte("go-"+itoa(int32(i))))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := runNode(t, e, "push", "RMQ_TOPIC="+toNode, "RMQ_GROUP="+brokertest.Name("nodepush"), "RMQ_N=3")
+	if !strings.Contains(out, `"bodies":["go-0","go-1","go-2"]`) {
+		t.Fatalf("node push consumer: %s", out)
+	}
+
+	out = runNode(t, e, "produce", "RMQ_TOPIC="+fromNode, "RMQ_N=3")
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("node producer: %s", out)
+	}
+	group := brokertest.Name("gopull")
+	c := e.PushConsumer(t, group)
+	got := make(chan string, 8)
+	if err := c.Subscribe(fromNode, consumer.MessageSelector{Type: consumer.TAG, Expression: "node"}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range ms {
+			got <- string(m.Body) + "|" + m.GetKeys()
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, fromNode)
+	seen := map[string]bool{}
+	for len(seen) < 3 {
+		seen[brokertest.Wait(t, got, 30*time.Second, "the Node producer's messages")] = true
+	}
+	for i := range 3 {
+		if k := "node-" + itoa(int32(i)) + "|key-" + itoa(int32(i)); !seen[k] {
+			t.Fatalf("4.x consumer got %v, not %s", seen, k)
+		}
+	}
+}

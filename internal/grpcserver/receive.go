@@ -1,0 +1,310 @@
+package grpcserver
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+)
+
+// consumerTopic checks a consumer's group and topic and returns the
+// topic's read queue count.
+func (s *Server) consumerTopic(group, topic string) (int, error) {
+	if err := s.b.CheckConsumerGroup(group); err != nil {
+		return 0, refuse(pb.Code_CONSUMER_GROUP_NOT_FOUND, "%v", err)
+	}
+	tc, ok := s.b.Topic(topic)
+	if !ok {
+		return 0, refuse(pb.Code_TOPIC_NOT_FOUND, "topic %s not found", topic)
+	}
+	if tc.Perm&remoting.PermRead == 0 {
+		return 0, refuse(pb.Code_FORBIDDEN, "topic %s is not readable", topic)
+	}
+	return tc.ReadQueueNums, nil
+}
+
+// ReceiveMessage pops messages of the topic from every queue of this
+// broker, waiting up to the long-polling timeout for some to arrive or
+// become visible again.
+func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.MessagingService_ReceiveMessageServer) error {
+	ctx := stream.Context()
+	group, topic := resource(req.GetGroup()), resource(req.GetMessageQueue().GetTopic())
+	end := func(err error) error {
+		return stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Status{Status: statusOf(err)}})
+	}
+	c, err := s.begin(ctx, acl.TopicRes(topic, acl.Sub), acl.GroupRes(group, acl.Sub))
+	if err != nil {
+		return end(err)
+	}
+	nq, err := s.consumerTopic(group, topic)
+	if err != nil {
+		return end(err)
+	}
+	if ids := s.b.ConsumerIDs(group); len(ids) > 0 {
+		// Pull consumers keep their own offsets and queue allocation;
+		// POP's would fight them over the same group offsets.
+		return end(refuse(pb.Code_FORBIDDEN, "group %s is consumed by %d 4.x (remoting) consumer(s), e.g. %s: a group consumes either by POP over gRPC or by pull at a time", group, len(ids), ids[0]))
+	}
+	r := popRequest{group: group, topic: topic, readQueues: nq, batch: int(req.GetBatchSize()), topicRes: req.GetMessageQueue().GetTopic()}
+	if r.batch <= 0 {
+		r.batch = DefaultReceiveBatch
+	}
+	r.batch = min(r.batch, MaxReceiveBatch)
+	r.invisible = DefaultInvisible
+	if req.GetAutoRenew() && req.InvisibleDuration == nil {
+		// A push consumer: its live session keeps what it holds invisible.
+		r.owner = c.clientID
+	}
+	if req.InvisibleDuration != nil {
+		if r.invisible = req.GetInvisibleDuration().AsDuration(); r.invisible <= 0 {
+			return end(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is not positive", r.invisible))
+		}
+	}
+	if r.filter, err = s.compileFilter(req.GetFilterExpression()); err != nil {
+		return end(err)
+	}
+	gc, _ := s.b.GroupConfig(group)
+	r.maxDeliveries = int32(gc.RetryMaxTimes + 1)
+	r.fifo = gc.ConsumeMessageOrderly
+
+	now := s.opts.Now()
+	poll := s.opts.LongPolling
+	if req.LongPollingTimeout != nil {
+		poll = min(max(req.GetLongPollingTimeout().AsDuration(), 0), poll)
+	}
+	until := now.Add(poll)
+	if dl, ok := ctx.Deadline(); ok {
+		// Answer before the client gives up on the call.
+		if early := now.Add(time.Until(dl) - 200*time.Millisecond); early.Before(until) {
+			until = early
+		}
+	}
+	if s.pop.waiting.Add(1) > int64(s.opts.MaxWaiting) {
+		s.pop.waiting.Add(-1)
+		return end(ErrTooManyRequests)
+	}
+	defer s.pop.waiting.Add(-1)
+	if got := s.pop.replayAttempt(c.clientID, req.GetAttemptId(), r, now); len(got) > 0 {
+		// A retry of a receive whose answer was lost: the same messages.
+		return s.deliver(stream, r, got)
+	}
+	arrivals, stop := s.pop.watch(topic)
+	defer stop()
+	for {
+		got, next, err := s.pop.receive(r, s.opts.Now())
+		if err != nil {
+			return end(err)
+		}
+		if len(got) > 0 {
+			s.pop.rememberAttempt(c.clientID, req.GetAttemptId(), r, got)
+			return s.deliver(stream, r, got)
+		}
+		now := s.opts.Now()
+		wait := until.Sub(now)
+		if !next.IsZero() {
+			wait = min(wait, next.Sub(now))
+		}
+		if !now.Before(until) {
+			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "no new message"))
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-arrivals:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-s.quit:
+			t.Stop()
+			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "the broker is shutting down"))
+		}
+		t.Stop()
+	}
+}
+
+// compileFilter compiles a receive's filter through the broker's filters.
+func (s *Server) compileFilter(fe *pb.FilterExpression) (broker.Filter, error) {
+	typ, expr := broker.ExpressionTag, strings.TrimSpace(fe.GetExpression())
+	if fe.GetType() == pb.FilterType_SQL {
+		typ = broker.ExpressionSQL92
+	}
+	if expr == "" && typ == broker.ExpressionTag {
+		expr = "*"
+	}
+	f, err := s.b.CompileFilter(typ, expr)
+	if err != nil {
+		return nil, refuse(pb.Code_ILLEGAL_FILTER_EXPRESSION, "%v", err)
+	}
+	return f, nil
+}
+
+// deliver streams the messages popped: OK, each message, then the
+// delivery timestamp.
+func (s *Server) deliver(stream pb.MessagingService_ReceiveMessageServer, r popRequest, got []delivery) error {
+	if err := stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Status{Status: okStatus()}}); err != nil {
+		s.pop.release(r.group, r.topic, got, s.opts.Now())
+		return err
+	}
+	for i, d := range got {
+		m := s.messagePB(r, d)
+		if err := stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Message{Message: m}}); err != nil {
+			// The client is gone: what it did not get is deliverable
+			// again now, not after the invisible time.
+			s.pop.release(r.group, r.topic, got[i:], s.opts.Now())
+			return err
+		}
+	}
+	return stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.New(s.opts.Now())}})
+}
+
+// systemKeys are properties carried in SystemProperties, not user ones.
+var systemKeys = map[string]bool{
+	message.PropertyTags: true, message.PropertyKeys: true, message.PropertyUniqKey: true, message.PropertyShardingKey: true,
+	message.PropertyTimerDeliverMS: true, message.PropertyCluster: true, message.PropertyTransactionPrepared: true,
+	message.PropertyProducerGroup: true, message.PropertyRealTopic: true, message.PropertyRealQueueID: true,
+	message.PropertyDelayLevel: true, message.PropertyTimerOutMS: true, message.PropertyWaitStoreOK: true,
+	message.PropertyTransactionID: true, "MSG_REGION": true, "TRACE_ON": true,
+}
+
+// messagePB builds the delivered form of a stored message.
+func (s *Server) messagePB(r popRequest, d delivery) *pb.Message {
+	props := d.rec.Properties()
+	body := d.rec.Body()
+	if d.rec.SysFlag()&message.SysFlagCompressed != 0 {
+		if zr, err := zlib.NewReader(bytes.NewReader(body)); err == nil {
+			if plain, err := io.ReadAll(io.LimitReader(zr, int64(s.opts.MaxBodySize)+1)); err == nil {
+				body = plain
+			}
+		}
+	}
+	sum := md5.Sum(body)
+	sp := &pb.SystemProperties{
+		MessageId:         props.Get(message.PropertyUniqKey),
+		BodyDigest:        &pb.Digest{Type: pb.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
+		BodyEncoding:      pb.Encoding_IDENTITY,
+		MessageType:       pb.MessageType_NORMAL,
+		BornTimestamp:     timestamppb.New(time.UnixMilli(d.rec.BornTimestamp())),
+		BornHost:          d.rec.BornHost().Addr().String(),
+		StoreTimestamp:    timestamppb.New(time.UnixMilli(d.rec.StoreTimestamp())),
+		StoreHost:         d.rec.StoreHost().String(),
+		ReceiptHandle:     &d.handle,
+		QueueId:           d.queue,
+		QueueOffset:       &d.offset,
+		InvisibleDuration: durationpb.New(r.invisible),
+		DeliveryAttempt:   &d.attempt,
+	}
+	if sp.MessageId == "" {
+		sp.MessageId = message.OffsetMsgID(d.rec.StoreHost(), d.rec.CommitLogOffset())
+	}
+	if v, ok := props.Lookup(message.PropertyTags); ok {
+		t := string(v)
+		sp.Tag = &t
+	}
+	if k := props.Get(message.PropertyKeys); k != "" {
+		sp.Keys = strings.Fields(k)
+	}
+	if g := props.Get(message.PropertyShardingKey); g != "" {
+		sp.MessageType, sp.MessageGroup = pb.MessageType_FIFO, &g
+	}
+	if t := props.Get(message.PropertyTimerDeliverMS); t != "" {
+		if ms, err := strconv.ParseInt(t, 10, 64); err == nil {
+			sp.MessageType, sp.DeliveryTimestamp = pb.MessageType_DELAY, timestamppb.New(time.UnixMilli(ms))
+		}
+	}
+	if d.rec.SysFlag()&message.SysFlagTxMask == message.SysFlagTxCommit {
+		sp.MessageType = pb.MessageType_TRANSACTION
+	}
+	if strings.HasPrefix(r.topic, broker.DLQGroupTopicPrefix) {
+		sp.DeadLetterQueue = &pb.DeadLetterQueue{Topic: props.Get(message.PropertyRetryTopic), MessageId: props.Get(message.PropertyOriginMessageID)}
+	}
+	user := map[string]string{}
+	props.Each(func(k, v []byte) bool {
+		if !systemKeys[string(k)] {
+			user[string(k)] = string(v)
+		}
+		return true
+	})
+	topicRes := r.topicRes
+	if topicRes == nil {
+		topicRes = unwrap(r.topic)
+	}
+	return &pb.Message{Topic: topicRes, UserProperties: user, SystemProperties: sp, Body: body}
+}
+
+// AckMessage acknowledges messages by receipt handle, each answered on
+// its own.
+func (s *Server) AckMessage(ctx context.Context, req *pb.AckMessageRequest) (*pb.AckMessageResponse, error) {
+	group, topic := resource(req.GetGroup()), resource(req.GetTopic())
+	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Sub), acl.GroupRes(group, acl.Sub)); err != nil {
+		return &pb.AckMessageResponse{Status: statusOf(err)}, nil
+	}
+	nq, err := s.consumerTopic(group, topic)
+	if err != nil {
+		return &pb.AckMessageResponse{Status: statusOf(err)}, nil
+	}
+	resp := &pb.AckMessageResponse{}
+	var common *pb.Status
+	now := s.opts.Now()
+	for _, e := range req.GetEntries() {
+		st := statusOf(s.pop.ack(group, topic, nq, e.GetReceiptHandle(), now))
+		resp.Entries = append(resp.Entries, &pb.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st})
+		switch {
+		case common == nil:
+			common = st
+		case common.Code != st.Code:
+			common = &pb.Status{Code: pb.Code_MULTIPLE_RESULTS, Message: "the entries have different results"}
+		}
+	}
+	if common == nil {
+		common = statusOf(refuse(pb.Code_BAD_REQUEST, "no entries"))
+	}
+	resp.Status = common
+	return resp, nil
+}
+
+// ChangeInvisibleDuration makes a message deliverable again after the
+// duration (0: now) and answers a new receipt handle.
+func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvisibleDurationRequest) (*pb.ChangeInvisibleDurationResponse, error) {
+	group, topic := resource(req.GetGroup()), resource(req.GetTopic())
+	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Sub), acl.GroupRes(group, acl.Sub)); err != nil {
+		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err)}, nil
+	}
+	nq, err := s.consumerTopic(group, topic)
+	if err != nil {
+		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err)}, nil
+	}
+	d := req.GetInvisibleDuration().AsDuration()
+	if d < 0 || d > 12*time.Hour {
+		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is outside 0..12h", d))}, nil
+	}
+	h, err := s.pop.changeInvisible(group, topic, nq, req.GetReceiptHandle(), d, s.opts.Now())
+	return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err), ReceiptHandle: h}, nil
+}
+
+// ForwardMessageToDeadLetterQueue moves a message in flight to the
+// group's dead-letter topic and acknowledges it.
+func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *pb.ForwardMessageToDeadLetterQueueRequest) (*pb.ForwardMessageToDeadLetterQueueResponse, error) {
+	group, topic := resource(req.GetGroup()), resource(req.GetTopic())
+	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Sub), acl.GroupRes(group, acl.Sub)); err != nil {
+		return &pb.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(err)}, nil
+	}
+	nq, err := s.consumerTopic(group, topic)
+	if err == nil {
+		err = s.pop.deadLetter(group, topic, nq, req.GetReceiptHandle(), s.opts.Now())
+	}
+	return &pb.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(err)}, nil
+}

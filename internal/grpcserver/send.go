@@ -1,0 +1,254 @@
+package grpcserver
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+)
+
+// txnGroupPrefix names the producer group of a gRPC transaction: RocketMQ
+// 5 clients have no producer group, so the topic stands for it.
+const txnGroupPrefix = "GRPC_TXN_"
+
+// reservedKeys are the property keys a client may not set as user
+// properties: the broker's and the 4.x clients' system properties.
+var reservedKeys = map[string]bool{}
+
+func init() {
+	for _, k := range []string{
+		message.PropertyTags, message.PropertyKeys, message.PropertyUniqKey, message.PropertyDelayLevel,
+		message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS, message.PropertyTimerOutMS,
+		message.PropertyWaitStoreOK, message.PropertyTransactionPrepared, message.PropertyProducerGroup, message.PropertyRealTopic,
+		message.PropertyRealQueueID, message.PropertyRetryTopic, message.PropertyOriginMessageID, message.PropertyMaxReconsumeTimes,
+		message.PropertyReconsumeTime, message.PropertyCheckImmunityTime, message.PropertyTransactionCheckTimes, message.PropertyTransactionID,
+		message.PropertyCluster, message.PropertyShardingKey, message.PropertyMinOffset, message.PropertyMaxOffset,
+		message.PropertyCorrelationID, message.PropertyReplyToClient, message.PropertyMessageType, message.PropertyPushReplyTime,
+		"MSG_REGION", "TRACE_ON", "__STARTDELIVERTIME", "INSTANCE_ID",
+	} {
+		reservedKeys[k] = true
+	}
+}
+
+// SendMessage stores each message on the broker's send path: the server
+// picks the queue (FIFO: by message group), DELAY parks in the timer,
+// TRANSACTION writes a half message.
+func (s *Server) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
+	msgs := req.GetMessages()
+	if len(msgs) == 0 {
+		return &pb.SendMessageResponse{Status: statusOf(refuse(pb.Code_BAD_REQUEST, "no messages"))}, nil
+	}
+	topic := resource(msgs[0].GetTopic())
+	c, err := s.begin(ctx, acl.TopicRes(topic, acl.Pub))
+	if err != nil {
+		return &pb.SendMessageResponse{Status: statusOf(err)}, nil
+	}
+	resp := &pb.SendMessageResponse{}
+	var common *pb.Status
+	for _, m := range msgs {
+		entry := s.sendOne(ctx, c, topic, m)
+		resp.Entries = append(resp.Entries, entry)
+		switch {
+		case common == nil:
+			common = entry.Status
+		case common.Code != entry.Status.Code:
+			common = &pb.Status{Code: pb.Code_MULTIPLE_RESULTS, Message: "the messages have different results"}
+		}
+	}
+	resp.Status = common
+	return resp, nil
+}
+
+func (s *Server) sendOne(ctx context.Context, c call, topic string, m *pb.Message) *pb.SendResultEntry {
+	sp := m.GetSystemProperties()
+	entry := &pb.SendResultEntry{MessageId: sp.GetMessageId()}
+	fail := func(err error) *pb.SendResultEntry { entry.Status = statusOf(err); return entry }
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if resource(m.GetTopic()) != topic {
+		return fail(refuse(pb.Code_BAD_REQUEST, "the messages of one request must share a topic"))
+	}
+	if sp.GetMessageId() == "" {
+		return fail(refuse(pb.Code_ILLEGAL_MESSAGE_ID, "message_id is required"))
+	}
+	body := m.GetBody()
+	if sp.GetBodyEncoding() == pb.Encoding_GZIP {
+		var err error
+		if body, err = gunzip(body, s.opts.MaxBodySize); err != nil {
+			return fail(refuse(pb.Code_MESSAGE_CORRUPTED, "gzip body: %v", err))
+		}
+	}
+	if len(body) > s.opts.MaxBodySize {
+		return fail(refuse(pb.Code_MESSAGE_BODY_TOO_LARGE, "body of %d bytes exceeds %d", len(body), s.opts.MaxBodySize))
+	}
+	props := map[string]string{}
+	for k, v := range m.GetUserProperties() {
+		if reservedKeys[k] || k == "" || strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
+			return fail(refuse(pb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "property key %q is reserved or malformed", k))
+		}
+		props[k] = v
+	}
+	props[message.PropertyUniqKey] = sp.GetMessageId()
+	if sp.Tag != nil {
+		props[message.PropertyTags] = sp.GetTag()
+	}
+	if len(sp.GetKeys()) > 0 {
+		props[message.PropertyKeys] = strings.Join(sp.GetKeys(), " ")
+	}
+	if tc, ok := s.b.Topic(topic); ok && !accepts(tc, sp.GetMessageType()) {
+		return fail(refuse(pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topic %s accepts %v messages, not %v", topic, acceptedTypes(tc), sp.GetMessageType()))
+	}
+	h := remoting.SendHeader{Topic: topic, QueueID: -1, BornTimestamp: sp.GetBornTimestamp().AsTime().UnixMilli(), DefaultTopic: broker.AutoCreateTopicKey, DefaultTopicQueueNums: 4}
+	switch sp.GetMessageType() {
+	case pb.MessageType_FIFO:
+		if sp.GetMessageGroup() == "" {
+			return fail(refuse(pb.Code_ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group"))
+		}
+		tc, err := s.topic(topic)
+		if err != nil {
+			return fail(err)
+		}
+		h.QueueID = groupQueue(sp.GetMessageGroup(), tc)
+		props[message.PropertyShardingKey] = sp.GetMessageGroup()
+	case pb.MessageType_DELAY:
+		if sp.DeliveryTimestamp == nil {
+			return fail(refuse(pb.Code_ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery timestamp"))
+		}
+		props[message.PropertyTimerDeliverMS] = strconv.FormatInt(sp.GetDeliveryTimestamp().AsTime().UnixMilli(), 10)
+	case pb.MessageType_TRANSACTION:
+		props[message.PropertyTransactionPrepared] = "true"
+		props[message.PropertyProducerGroup] = txnGroupPrefix + topic
+		h.ProducerGroup = txnGroupPrefix + topic
+		h.SysFlag |= message.SysFlagTxPrepared
+		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil && d.AsDuration() > 0 {
+			props[message.PropertyCheckImmunityTime] = strconv.FormatInt(max(1, int64(d.AsDuration()/time.Second)), 10)
+		}
+	case pb.MessageType_NORMAL, pb.MessageType_MESSAGE_TYPE_UNSPECIFIED:
+	default:
+		return fail(refuse(pb.Code_BAD_REQUEST, "message type %v is not served", sp.GetMessageType()))
+	}
+	h.Properties = string(message.EncodeProperties(props))
+	r := s.b.SendLocal(broker.LocalSend{Header: h, Body: body, BornHost: c.remote})
+	if r.Code != remoting.Success {
+		code := remotingCode(r.Code)
+		if r.Code == remoting.MessageIllegal && strings.Contains(r.Remark, "exceeds") {
+			code = pb.Code_MESSAGE_BODY_TOO_LARGE
+		}
+		return fail(refuse(code, "%s", r.Remark))
+	}
+	entry.Status, entry.Offset = okStatus(), r.QueueOffset
+	if sp.GetMessageType() == pb.MessageType_TRANSACTION {
+		entry.TransactionId = s.pop.txnID(topic, r.CommitLogOffset)
+	}
+	return entry
+}
+
+// groupQueue is the queue of a FIFO message group: a hash of the group
+// modulo the topic's writable queues, so one group keeps one queue.
+func groupQueue(group string, tc broker.TopicConfig) int32 {
+	n := max(1, min(tc.ReadQueueNums, tc.WriteQueueNums))
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return int32(h.Sum32() % uint32(n))
+}
+
+func gunzip(b []byte, limit int) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// txnID returns the transaction id of the half message at off of topic:
+// the offset and a MAC, so a client can end only a transaction it was
+// given.
+func (p *popState) txnID(topic string, off int64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(off))
+	return hex.EncodeToString(b[:]) + hex.EncodeToString(p.mac([]byte("txn\x00"+topic+"\x00"), b[:])[:12])
+}
+
+// parseTxnID returns the half message offset a transaction id names.
+func (p *popState) parseTxnID(topic, id string) (int64, error) {
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) != 20 {
+		return 0, ErrBadTransactionID
+	}
+	if !hmac.Equal(raw[8:], p.mac([]byte("txn\x00"+topic+"\x00"), raw[:8])[:12]) {
+		return 0, ErrBadTransactionID
+	}
+	return int64(binary.BigEndian.Uint64(raw[:8])), nil
+}
+
+// mac is HMAC-SHA256 under the store's secret of domain and b.
+func (p *popState) mac(domain, b []byte) []byte {
+	m := hmac.New(sha256.New, p.secret)
+	m.Write(domain)
+	m.Write(b)
+	return m.Sum(nil)
+}
+
+// EndTransaction commits or rolls back a half message.
+func (s *Server) EndTransaction(ctx context.Context, req *pb.EndTransactionRequest) (*pb.EndTransactionResponse, error) {
+	topic := resource(req.GetTopic())
+	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Pub)); err != nil {
+		return &pb.EndTransactionResponse{Status: statusOf(err)}, nil
+	}
+	off, err := s.pop.parseTxnID(topic, req.GetTransactionId())
+	if err == nil {
+		switch req.GetResolution() {
+		case pb.TransactionResolution_COMMIT, pb.TransactionResolution_ROLLBACK:
+			err = s.b.EndLocalTransaction(txnGroupPrefix+topic, off, req.GetResolution() == pb.TransactionResolution_COMMIT)
+		default:
+			err = refuse(pb.Code_BAD_REQUEST, "resolution %v is neither COMMIT nor ROLLBACK", req.GetResolution())
+		}
+	}
+	if err != nil && !errors.Is(err, broker.ErrTxnNotPending) && codeOf(err) == pb.Code_INTERNAL_SERVER_ERROR {
+		err = fmt.Errorf("end transaction: %w", err)
+	}
+	return &pb.EndTransactionResponse{Status: statusOf(err)}, nil
+}
+
+// checkTransaction asks a producer of the transaction's topic, over its
+// Telemetry stream, to resolve an orphaned transaction: it answers with
+// EndTransaction (source SERVER_CHECK). It reports whether one was asked.
+func (s *Server) checkTransaction(group string, m *message.Message, origin int64) bool {
+	topic, ok := strings.CutPrefix(group, txnGroupPrefix)
+	if !ok {
+		return false
+	}
+	rec, err := message.AppendRecord(nil, m)
+	if err != nil {
+		s.log.Warn("encode an orphaned transaction", "topic", topic, "offset", origin, "err", err)
+		return false
+	}
+	pm := s.messagePB(popRequest{topic: topic}, delivery{rec: message.Record(rec), queue: m.QueueID, offset: m.QueueOffset})
+	sp := pm.SystemProperties
+	sp.ReceiptHandle, sp.DeliveryAttempt, sp.InvisibleDuration = nil, nil, nil
+	sp.MessageType = pb.MessageType_TRANSACTION
+	return s.sessions.push(topic, &pb.TelemetryCommand{Status: okStatus(), Command: &pb.TelemetryCommand_RecoverOrphanedTransactionCommand{
+		RecoverOrphanedTransactionCommand: &pb.RecoverOrphanedTransactionCommand{Message: pm, TransactionId: s.pop.txnID(topic, origin)},
+	}})
+}

@@ -1,0 +1,324 @@
+package grpcserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/store"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+)
+
+// Defaults of Options fields left zero.
+const (
+	DefaultMaxSessions     = 10000
+	DefaultMaxStreams      = 10000
+	DefaultMaxWaiting      = 1024
+	DefaultSessionExpiry   = 120 * time.Second
+	DefaultLongPolling     = 20 * time.Second
+	DefaultInvisible       = 30 * time.Second
+	DefaultReceiveBatch    = 32
+	MaxReceiveBatch        = 1024
+	DefaultMaxDeliveries   = broker.DefaultMaxReconsumeTimes + 1
+	defaultProducerBackoff = 3 // attempts of a producer's send
+)
+
+// Options configure a Server. Zero values mean the stated default.
+type Options struct {
+	// Broker serves the sends, transactions and filters. Required.
+	Broker *broker.Broker `yaml:"-"`
+	// Store holds the messages and the POP state. Required: the broker's.
+	Store *store.Store `yaml:"-"`
+	// BrokerName names the broker in routes. Default broker-a.
+	BrokerName string `yaml:"-"`
+	// Advertise is the gRPC address routes name (host:port). Default the
+	// listener's address.
+	Advertise string `yaml:"advertise"`
+	// MaxBodySize is the largest body a producer may send, told to
+	// producers in their settings. Default the broker's default.
+	MaxBodySize int `yaml:"-"`
+	// TLS, when set, serves TLS instead of h2c.
+	TLS *tls.Config `yaml:"-"`
+	// ACL returns the access control in force (it may be reloaded); nil
+	// or a disabled Checker allows everything.
+	ACL func() *acl.Checker `yaml:"-"`
+	// MaxSessions bounds the client sessions (clients that sent Settings).
+	// Default 10000.
+	MaxSessions int `yaml:"maxSessions"`
+	// MaxStreams bounds the concurrent gRPC streams of each connection.
+	// Default 10000.
+	MaxStreams int `yaml:"maxStreams"`
+	// MaxWaiting bounds the receives waiting for messages at once; more
+	// are answered TOO_MANY_REQUESTS. Default 1024.
+	MaxWaiting int `yaml:"maxWaiting"`
+	// SessionExpiry drops a session without a heartbeat, Settings or open
+	// Telemetry stream for this long. Default 120s.
+	SessionExpiry time.Duration `yaml:"sessionExpiry"`
+	// LongPolling bounds how long a receive waits for messages, and is
+	// told to consumers. Default 20s.
+	LongPolling time.Duration `yaml:"longPolling"`
+	// Logger receives the endpoint's logs. Default slog.Default().
+	Logger *slog.Logger `yaml:"-"`
+	// Now is the clock; default time.Now.
+	Now func() time.Time `yaml:"-"`
+}
+
+func (o *Options) fill() error {
+	var errs []error
+	if o.Broker == nil {
+		errs = append(errs, errors.New("grpcserver: Options.Broker is required"))
+	}
+	if o.Store == nil {
+		errs = append(errs, errors.New("grpcserver: Options.Store is required"))
+	}
+	if o.BrokerName == "" {
+		o.BrokerName = broker.DefaultBrokerName
+	}
+	if o.MaxBodySize <= 0 {
+		o.MaxBodySize = broker.DefaultMaxMessageSize
+	}
+	if o.ACL == nil {
+		o.ACL = func() *acl.Checker { return nil }
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.MaxWaiting <= 0 {
+		o.MaxWaiting = DefaultMaxWaiting
+	}
+	if o.SessionExpiry <= 0 {
+		o.SessionExpiry = DefaultSessionExpiry
+	}
+	if o.LongPolling <= 0 {
+		o.LongPolling = DefaultLongPolling
+	}
+	if o.LongPolling > DefaultLongPolling {
+		errs = append(errs, fmt.Errorf("grpcserver: longPolling %v is above %v, which clients accept", o.LongPolling, DefaultLongPolling))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return errors.Join(errs...)
+}
+
+// Server serves apache.rocketmq.v2.MessagingService for one broker.
+type Server struct {
+	pb.UnimplementedMessagingServiceServer
+
+	opts     Options
+	log      *slog.Logger
+	b        *broker.Broker
+	grpc     *grpc.Server
+	sessions *sessionTable
+	pop      *popState
+
+	addr    string // advertised, set by Serve
+	started chan struct{}
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	stop    sync.Once
+}
+
+// New checks opts and returns a Server; it loads the POP state's secret
+// from the store.
+func New(opts Options) (*Server, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger, b: opts.Broker, started: make(chan struct{}), quit: make(chan struct{})}
+	s.sessions = newSessionTable(opts.MaxSessions, opts.SessionExpiry)
+	var err error
+	if s.pop, err = newPopState(opts.Store, opts.Broker, opts.Logger); err != nil {
+		return nil, err
+	}
+	s.pop.alive = s.sessions.alive
+	opts.Broker.OnArrival(s.pop.arrived)
+	opts.Broker.OnTransactionCheck(s.checkTransaction)
+	opts.Broker.OnTopicDeleted(s.pop.dropTopic)
+	opts.Broker.OnPull(func(group string) error {
+		if s.sessions.hasConsumers(group) {
+			return fmt.Errorf("group %s is consumed by POP over gRPC: a group consumes either by POP or by pull at a time", group)
+		}
+		return nil
+	})
+	so := []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(uint32(opts.MaxStreams)),
+		grpc.MaxRecvMsgSize(opts.MaxBodySize + 1<<20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if opts.TLS != nil {
+		so = append(so, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(so...)
+	pb.RegisterMessagingServiceServer(s.grpc, s)
+	return s, nil
+}
+
+// Serve serves on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.addr = s.opts.Advertise
+	if s.addr == "" {
+		s.addr = ln.Addr().String()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.sweepSessions()
+	}()
+	close(s.started)
+	err := s.grpc.Serve(ln)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Addr returns the advertised address once Serve has started.
+func (s *Server) Addr() string {
+	<-s.started
+	return s.addr
+}
+
+// Shutdown stops accepting, wakes the waiting receives and Telemetry
+// streams, and waits for the calls in progress until ctx ends; then it
+// closes what is left. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop.Do(func() { close(s.quit) })
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// sweepSessions drops expired sessions until the server stops.
+func (s *Server) sweepSessions() {
+	t := time.NewTicker(max(s.opts.SessionExpiry/4, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+			for _, id := range s.sessions.sweep(s.opts.Now()) {
+				s.log.Debug("grpc session expired", "client_id", id)
+			}
+		}
+	}
+}
+
+// call is what a request's metadata says about its sender.
+type call struct {
+	clientID  string
+	requestID string
+	remote    netip.AddrPort
+}
+
+// Metadata keys read from requests.
+const (
+	mdClientID      = "x-mq-client-id"
+	mdRequestID     = "x-mq-request-id"
+	mdDateTime      = "x-mq-date-time"
+	mdAuthorization = "authorization"
+)
+
+// begin reads a request's metadata and checks its sender: a client id is
+// required, and with ACL on, a signature of an account holding res.
+func (s *Server) begin(ctx context.Context, res ...acl.Resource) (call, error) {
+	var c call
+	md, _ := metadata.FromIncomingContext(ctx)
+	first := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ta, ok := p.Addr.(*net.TCPAddr); ok {
+			ap := ta.AddrPort()
+			c.remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		}
+	}
+	c.clientID, c.requestID = first(mdClientID), first(mdRequestID)
+	if c.clientID == "" {
+		return c, ErrClientIDRequired
+	}
+	if chk := s.opts.ACL(); chk.Enabled() {
+		ak, sig := parseAuthorization(first(mdAuthorization))
+		if err := chk.CheckSigned(c.remote.Addr(), ak, first(mdDateTime), sig, res...); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// parseAuthorization reads "MQv2-HMAC-SHA1 Credential=AK, SignedHeaders=
+// x-mq-date-time, Signature=HEX"; Credential may carry more "/"-separated
+// parts after the access key, as the Java client writes it.
+func parseAuthorization(v string) (accessKey, signature string) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(v), "MQv2-HMAC-SHA1")
+	if !ok {
+		return "", ""
+	}
+	for part := range strings.SplitSeq(rest, ",") {
+		k, val, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "Credential":
+			accessKey, _, _ = strings.Cut(val, "/")
+		case "Signature":
+			signature = val
+		}
+	}
+	return accessKey, signature
+}
+
+// resource names a Resource: a namespaced one is <namespace>%<name>, as
+// Apache's proxy wraps it, so namespaces share the broker's topics and
+// groups without meeting.
+func resource(r *pb.Resource) string {
+	if ns := r.GetResourceNamespace(); ns != "" {
+		return ns + "%" + r.GetName()
+	}
+	return r.GetName()
+}
+
+// unwrap is resource's inverse for a name the broker made (a check-back's
+// topic): a name with a '%' that is not a retry or dead-letter topic's is
+// namespaced.
+func unwrap(name string) *pb.Resource {
+	if !strings.HasPrefix(name, "%") {
+		if ns, n, ok := strings.Cut(name, "%"); ok {
+			return &pb.Resource{ResourceNamespace: ns, Name: n}
+		}
+	}
+	return &pb.Resource{Name: name}
+}

@@ -1,0 +1,198 @@
+// End-to-end cases for the gRPC endpoint, driven by the official RocketMQ 5
+// Node.js client. The Go test (node_test.go) starts a broker, creates the
+// topics and groups, and runs: node e2e.js <case>. Settings come from the
+// environment: RMQ_ENDPOINT, RMQ_TOPIC, RMQ_FIFO_TOPIC, RMQ_GROUP, RMQ_N.
+// A case prints one JSON line with what it saw and exits 0, or prints the
+// error and exits 1.
+'use strict';
+
+const assert = require('node:assert/strict');
+const { Producer, SimpleConsumer, PushConsumer, ConsumeResult } = require('rocketmq-client-nodejs');
+const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`${k} is not set`);
+  return v;
+};
+// step notes progress on stderr, so a case that hangs shows where.
+const t0 = Date.now();
+const step = (what) => console.error(`[${Date.now() - t0} ms] ${what}`);
+const quiet = { info() {}, warn() {}, error(...a) { console.error(...a); }, debug() {} };
+const endpoints = env('RMQ_ENDPOINT');
+const base = { endpoints, namespace: '', logger: quiet, requestTimeout: 5000 };
+
+// receiveUntil receives until n messages arrived or the deadline passed.
+async function receiveUntil(consumer, n, invisibleMs, deadlineMs) {
+  const got = [];
+  const end = Date.now() + deadlineMs;
+  while (got.length < n && Date.now() < end) {
+    got.push(...await consumer.receive(32, invisibleMs));
+  }
+  return got;
+}
+
+// producer-simple: a Producer sends NORMAL, FIFO, DELAY and TRANSACTION
+// messages; a SimpleConsumer receives, acks, gives one up with
+// changeInvisibleDuration and gets it again with deliveryAttempt 2.
+async function producerSimple() {
+  const topic = env('RMQ_TOPIC');
+  const fifoTopic = env('RMQ_FIFO_TOPIC');
+  const group = env('RMQ_GROUP');
+  const checked = [];
+  const producer = new Producer({
+    ...base, topics: [ topic, fifoTopic ],
+    checker: { async check(mv) { checked.push(mv.messageId); return TransactionResolution.COMMIT; } },
+  });
+  step('producer startup');
+  await producer.startup();
+  step('sending');
+  const sent = [];
+  const normal = await producer.send({ topic, tag: 'normal', keys: [ 'k1' ], body: Buffer.from('normal'), properties: new Map([[ 'color', 'red' ]]) });
+  sent.push(normal.messageId);
+  for (let i = 0; i < 3; i++) {
+    await producer.send({ topic: fifoTopic, tag: 'fifo', messageGroup: 'order-1', body: Buffer.from(`fifo-${i}`) });
+  }
+  const delayedAt = Date.now() + 1500;
+  await producer.send({ topic, tag: 'delay', deliveryTimestamp: new Date(delayedAt), body: Buffer.from('delay') });
+  const commitTx = producer.beginTransaction();
+  await producer.send({ topic, tag: 'txn', body: Buffer.from('txn-commit') }, commitTx);
+  await commitTx.commit();
+  const rollbackTx = producer.beginTransaction();
+  await producer.send({ topic, tag: 'txn', body: Buffer.from('txn-rollback') }, rollbackTx);
+  await rollbackTx.rollback();
+
+  const consumer = new SimpleConsumer({
+    ...base, consumerGroup: group, awaitDuration: 3000,
+    subscriptions: new Map([[ topic, '*' ]]),
+  });
+  step('consumer startup');
+  await consumer.startup();
+  step('receiving');
+  // normal, the committed transaction, and the delayed one once due.
+  const got = await receiveUntil(consumer, 3, 30000, 20000);
+  step(`received ${got.length}`);
+  const bodies = got.map(m => m.body.toString()).sort();
+  assert.deepEqual(bodies, [ 'delay', 'normal', 'txn-commit' ]);
+  const n = got.find(m => m.body.toString() === 'normal');
+  assert.equal(n.tag, 'normal');
+  assert.deepEqual(n.keys, [ 'k1' ]);
+  assert.equal(n.properties.get('color'), 'red');
+  assert.equal(n.messageId, normal.messageId);
+  assert.equal(n.deliveryAttempt, 1);
+  assert.ok(Date.now() >= delayedAt, 'the delayed message came early');
+  // Give the normal one up; ack the rest.
+  for (const m of got) {
+    if (m === n) await consumer.changeInvisibleDuration(m, 0);
+    else await consumer.ack(m);
+  }
+  step('receiving the one given up');
+  const again = await receiveUntil(consumer, 1, 30000, 10000);
+  assert.equal(again.length, 1);
+  assert.equal(again[0].body.toString(), 'normal');
+  assert.equal(again[0].deliveryAttempt, 2);
+  await consumer.ack(again[0]);
+  // Acking the old handle fails: it was superseded.
+  await assert.rejects(consumer.ack(n));
+  step('consumer shutdown');
+  await consumer.shutdown();
+
+  const fifo = new SimpleConsumer({
+    ...base, consumerGroup: group + '-fifo', awaitDuration: 3000,
+    subscriptions: new Map([[ fifoTopic, 'fifo' ]]),
+  });
+  step('fifo consumer startup');
+  await fifo.startup();
+  const fifoGot = await receiveUntil(fifo, 3, 30000, 10000);
+  assert.deepEqual(fifoGot.map(m => m.body.toString()), [ 'fifo-0', 'fifo-1', 'fifo-2' ]);
+  assert.ok(fifoGot.every(m => m.messageGroup === 'order-1'));
+  for (const m of fifoGot) await fifo.ack(m);
+  step('fifo consumer shutdown');
+  await fifo.shutdown();
+  step('producer shutdown');
+  await producer.shutdown();
+  step('done');
+  console.log(JSON.stringify({ ok: true, received: bodies.length, fifo: fifoGot.length }));
+}
+
+// push: a PushConsumer consumes RMQ_N messages of RMQ_TOPIC (sent by the
+// Go test) and prints their bodies.
+async function push() {
+  const topic = env('RMQ_TOPIC');
+  const want = Number(env('RMQ_N'));
+  const bodies = new Set();
+  let done;
+  const finished = new Promise(resolve => { done = resolve; });
+  const consumer = new PushConsumer({
+    ...base, consumerGroup: env('RMQ_GROUP'), longPollingTimeout: 3000,
+    subscriptions: new Map([[ topic, '*' ]]),
+    messageListener: {
+      async consume(mv) {
+        bodies.add(mv.body.toString());
+        if (bodies.size >= want) done();
+        return ConsumeResult.SUCCESS;
+      },
+    },
+  });
+  await consumer.startup();
+  const timer = setTimeout(() => done(), 30000);
+  await finished;
+  clearTimeout(timer);
+  await consumer.shutdown();
+  assert.equal(bodies.size, want, `consumed ${bodies.size} of ${want}`);
+  console.log(JSON.stringify({ ok: true, bodies: [ ...bodies ].sort() }));
+}
+
+// txn-check: a transaction left open is recovered by the broker over
+// Telemetry; the producer's checker commits it and a SimpleConsumer gets it.
+async function txnCheck() {
+  const topic = env('RMQ_TOPIC');
+  const checked = [];
+  const producer = new Producer({
+    ...base, topics: [ topic ],
+    checker: { async check(mv) { checked.push(mv.body.toString()); return TransactionResolution.COMMIT; } },
+  });
+  await producer.startup();
+  const tx = producer.beginTransaction();
+  await producer.send({ topic, tag: 'txn', body: Buffer.from('orphan') }, tx);
+  // Neither commit nor rollback: the transaction is orphaned.
+  const consumer = new SimpleConsumer({
+    ...base, consumerGroup: env('RMQ_GROUP'), awaitDuration: 3000,
+    subscriptions: new Map([[ topic, '*' ]]),
+  });
+  await consumer.startup();
+  const got = await receiveUntil(consumer, 1, 30000, 30000);
+  assert.equal(got.length, 1);
+  assert.equal(got[0].body.toString(), 'orphan');
+  assert.deepEqual(checked, [ 'orphan' ]);
+  await consumer.ack(got[0]);
+  await consumer.shutdown();
+  await producer.shutdown();
+  console.log(JSON.stringify({ ok: true, checked }));
+}
+
+// produce: a Producer sends RMQ_N messages "node-<i>" with tag node.
+async function produce() {
+  const topic = env('RMQ_TOPIC');
+  const n = Number(env('RMQ_N'));
+  const producer = new Producer({ ...base, topics: [ topic ] });
+  await producer.startup();
+  const ids = [];
+  for (let i = 0; i < n; i++) {
+    const r = await producer.send({ topic, tag: 'node', keys: [ `key-${i}` ], body: Buffer.from(`node-${i}`) });
+    ids.push(r.messageId);
+  }
+  await producer.shutdown();
+  console.log(JSON.stringify({ ok: true, ids }));
+}
+
+const cases = { 'producer-simple': producerSimple, push, produce, 'txn-check': txnCheck };
+const run = cases[process.argv[2]];
+if (!run) {
+  console.error(`unknown case ${process.argv[2]}; cases: ${Object.keys(cases).join(', ')}`);
+  process.exit(2);
+}
+run().then(() => process.exit(0), (err) => {
+  console.error(err && err.stack || err);
+  process.exit(1);
+});

@@ -1,0 +1,44 @@
+package grpcserver_test
+
+import (
+	"crypto/tls"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rmq-go/rmq/internal/brokertest"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+// TestTLS serves gRPC over TLS when the broker's port has it, with the
+// broker's certificate; a plaintext client gets no answer.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, pool := brokertest.WriteCert(t, dir, "broker")
+	e := brokertest.Start(t, func(c *server.Config) {
+		c.GRPCListen = "127.0.0.1:0"
+		c.TLS = server.TLSOptions{Mode: server.TLSOn, CertFile: cert, KeyFile: key}
+	})
+	conn, err := grpc.NewClient(e.GRPCAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	topic := brokertest.Name("Tls")
+	r, err := pb.NewMessagingServiceClient(conn).QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(topic)})
+	if err != nil || r.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("route over TLS: %v %v", r, err)
+	}
+
+	plain, err := grpc.NewClient(e.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := pb.NewMessagingServiceClient(plain).QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(topic)}, grpc.WaitForReady(false)); err == nil {
+		t.Fatal("a plaintext client was served on the TLS port")
+	}
+}
