@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"net"
@@ -53,6 +54,11 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 // the declined requests.
 func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*remoting.Command)) bool {
 	start := time.Now()
+	if req.Code == remoting.SendBatchMessage {
+		// The batch's messages keep properties that point into the body,
+		// and the answer reads them after the read buffer moved on.
+		req.Body = bytes.Clone(req.Body)
+	}
 	h, err := remoting.DecodeSendHeaderOf(req)
 	if err != nil {
 		reply(response(req, remoting.MessageIllegal, "send: %v", err))

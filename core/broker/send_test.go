@@ -3,13 +3,16 @@ package broker_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 )
 
@@ -78,5 +81,81 @@ func TestSendErrors(t *testing.T) {
 	}
 	if n := env.Store.MaxOffset("Good", 1); n != 3 {
 		t.Fatalf("batch stored %d messages, want 3", n)
+	}
+}
+
+// TestPipelinedSendsKeepTheirBodies sends single messages and batches of
+// many sizes from goroutines sharing one connection, so many requests are
+// read into the connection's buffer while earlier ones wait for their
+// group commit: every body is stored as sent, and every batch's answer
+// names its queue.
+func TestPipelinedSendsKeepTheirBodies(t *testing.T) {
+	env := brokertest.Start(t)
+	const topic = "Pipelined"
+	createTopic(t, env, topic, 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	body := func(w, i int) []byte {
+		b := []byte(fmt.Sprintf("w%d-%d:", w, i))
+		for len(b) < (w*131+i*17)%5000 {
+			b = append(b, byte('a'+(i+len(b))%26))
+		}
+		return b
+	}
+	const workers, each = 8, 60
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ext := func() map[string]string { // a request's map is its own: the client may reuse it
+				return map[string]string{"producerGroup": "p", "topic": topic, "queueId": "0", "sysFlag": "0",
+					"bornTimestamp": "1", "flag": "0", "properties": "", "reconsumeTimes": "0"}
+			}
+			batchExt := func() map[string]string { // SEND_BATCH_MESSAGE's header has one-letter keys
+				return map[string]string{"a": "p", "b": topic, "e": "0", "f": "0", "g": "1", "h": "0", "i": "", "j": "0"}
+			}
+			for i := 0; i < each; i += 2 {
+				resp, err := cl.Invoke(context.Background(), env.BrokerAddr, remoting.NewRequest(remoting.SendMessage, ext(), body(w, i)))
+				if err == nil && resp.Code != remoting.Success {
+					err = fmt.Errorf("send: %v", resp)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				batch, _ := message.AppendBatchEntry(nil, message.BatchEntry{Body: body(w, i+1)})
+				resp, err = cl.Invoke(context.Background(), env.BrokerAddr, remoting.NewRequest(remoting.SendBatchMessage, batchExt(), batch))
+				if err == nil && (resp.Code != remoting.Success || resp.Get("queueId") != "0") {
+					err = fmt.Errorf("batch: %v %v", resp, resp.Fields())
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for w := range workers {
+		for i := range each {
+			want[string(body(w, i))] = true
+		}
+	}
+	got := storetest.ReadQueue(t, env.Store, topic, 0, 0)
+	if len(got) != len(want) {
+		t.Fatalf("stored %d messages, want %d", len(got), len(want))
+	}
+	for _, b := range got {
+		if !want[b] {
+			t.Fatalf("stored a body nobody sent: %.40q…", b)
+		}
+		delete(want, b)
 	}
 }

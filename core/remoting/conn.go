@@ -620,15 +620,16 @@ func (c *Conn) readLoop() error {
 		if err := decodeFrame(frame, cmd, c.ep.lazy); err != nil {
 			return err
 		}
-		// The frame buffer is reused for the next frame; the body must not
-		// point into it.
-		cmd.Body = bytes.Clone(cmd.Body)
+		// The frame buffer is reused for the next frame: a body that
+		// outlives this iteration is copied out of it first. A fast
+		// handler reads it in place (see FastHandler).
 		if cap(frame) <= keptFrameBuffer {
 			buf = frame[:0]
 		} else {
 			buf = nil
 		}
 		if cmd.IsResponse() {
+			cmd.Body = bytes.Clone(cmd.Body)
 			c.deliver(cmd)
 			continue
 		}
@@ -650,6 +651,7 @@ func (c *Conn) readLoop() error {
 		if c.ep.fast != nil && c.serveFast(cmd) {
 			continue
 		}
+		cmd.Body = bytes.Clone(cmd.Body)
 		select {
 		case c.work <- cmd:
 		default:

@@ -44,6 +44,12 @@ type Handler func(c *Conn, req *Command) *Command
 // map per request: read them through its methods (Get and the like) or
 // DecodeSendHeaderOf, which fill or skip the map as needed, not through
 // the ExtFields field.
+//
+// The request's Body points into the connection's read buffer, which the
+// next frame overwrites: it is valid only until the FastHandler returns,
+// and a handler that takes the request and needs the body later must copy
+// it. (A send copies it into the store's round before it returns.) A
+// declined request gets its own copy before it goes to the Handler.
 type FastHandler func(c *Conn, req *Command, reply func(resp *Command)) bool
 
 // ServerOptions configures a Server. The zero value of each field means its
