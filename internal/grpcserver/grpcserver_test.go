@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -929,5 +933,33 @@ func TestReceiveAttemptReplayed(t *testing.T) {
 	}
 	if after := receive("attempt-1"); len(after) != 0 {
 		t.Fatalf("acknowledged message replayed: %v", after)
+	}
+}
+
+// TestConnectionCap serves at most MaxConns connections: a client over the
+// cap gets no answer until a served connection closes.
+func TestConnectionCap(t *testing.T) {
+	first := start(t, func(c *server.Config) { c.GRPC.MaxConns = 1 })
+	call := func(e *env, d time.Duration) error {
+		c, cancel := context.WithTimeout(ctx(t), d)
+		defer cancel()
+		_, err := e.cl.QueryRoute(c, &pb.QueryRouteRequest{Topic: res("Capped")})
+		return err
+	}
+	if err := call(first, 10*time.Second); err != nil {
+		t.Fatalf("the first connection: %v", err)
+	}
+	conn, err := grpc.NewClient(first.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	second := &env{Env: first.Env, cl: pb.NewMessagingServiceClient(conn)}
+	if err := call(second, 500*time.Millisecond); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a second connection over the cap of 1: %v, want no answer (deadline exceeded)", err)
+	}
+	first.conn.Close()
+	if err := call(second, 10*time.Second); err != nil {
+		t.Fatalf("the second connection after the first closed: %v", err)
 	}
 }

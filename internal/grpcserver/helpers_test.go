@@ -22,7 +22,8 @@ import (
 // env is a broker with its gRPC endpoint and a client of it.
 type env struct {
 	*brokertest.Env
-	cl pb.MessagingServiceClient
+	cl   pb.MessagingServiceClient
+	conn *grpc.ClientConn
 }
 
 // start runs a broker serving gRPC on a free port, with mutate applied
@@ -42,7 +43,7 @@ func connect(t testing.TB, e *brokertest.Env) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &env{Env: e, cl: pb.NewMessagingServiceClient(conn)}
+	return &env{Env: e, cl: pb.NewMessagingServiceClient(conn), conn: conn}
 }
 
 // ctx returns a context carrying a client id, canceled when the test ends.

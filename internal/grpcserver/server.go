@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -27,7 +28,8 @@ import (
 // Defaults of Options fields left zero.
 const (
 	DefaultMaxSessions     = 10000
-	DefaultMaxStreams      = 10000
+	DefaultMaxConns        = 1024
+	DefaultMaxStreams      = 128
 	DefaultMaxWaiting      = 1024
 	DefaultSessionExpiry   = 120 * time.Second
 	DefaultLongPolling     = 20 * time.Second
@@ -60,8 +62,11 @@ type Options struct {
 	// MaxSessions bounds the client sessions (clients that sent Settings).
 	// Default 10000.
 	MaxSessions int `yaml:"maxSessions"`
+	// MaxConns bounds the open connections; more wait in the kernel's
+	// accept backlog until one closes. Default 1024.
+	MaxConns int `yaml:"maxConns"`
 	// MaxStreams bounds the concurrent gRPC streams of each connection.
-	// Default 10000.
+	// Default 128.
 	MaxStreams int `yaml:"maxStreams"`
 	// MaxWaiting bounds the receives waiting for messages at once; more
 	// are answered TOO_MANY_REQUESTS. Default 1024.
@@ -97,6 +102,9 @@ func (o *Options) fill() error {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
 	}
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = DefaultMaxStreams
@@ -187,7 +195,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.sweepSessions()
 	}()
 	close(s.started)
-	err := s.grpc.Serve(ln)
+	err := s.grpc.Serve(netutil.LimitListener(ln, s.opts.MaxConns))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

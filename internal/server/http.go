@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/rmq-go/rmq/internal/metrics"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
@@ -126,7 +126,7 @@ func (s *Server) startHTTP() error {
 			MaxHeaderBytes:    httpMaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		},
-		ln:   newLimitListener(ln, maxConns),
+		ln:   netutil.LimitListener(ln, maxConns),
 		reg:  reg,
 		done: make(chan struct{}),
 	}
@@ -229,36 +229,3 @@ func (s *Server) notReady() string {
 type slogPrinter struct{ s *Server }
 
 func (p slogPrinter) Println(v ...any) { p.s.log.Warn("metrics: " + fmt.Sprint(v...)) }
-
-// limitListener accepts at most n connections at once; more wait in the
-// kernel's backlog until one closes.
-type limitListener struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n)}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}
