@@ -132,15 +132,8 @@ func (e *partialError) Error() string { return errors.Join(e.errs...).Error() }
 
 // queueEntry is one entry of a map keyed by MessageQueue.
 type queueEntry[V any] struct {
-	Queue messageQueue
+	Queue remoting.QueueKey
 	Value V
-}
-
-// messageQueue is RocketMQ's MessageQueue as the stats bodies write it.
-type messageQueue struct {
-	BrokerName string `json:"brokerName"`
-	QueueID    int32  `json:"queueId"`
-	Topic      string `json:"topic"`
 }
 
 // decodeQueueKeyed reads the field of a stats body that holds a map keyed
@@ -150,51 +143,23 @@ type messageQueue struct {
 //
 // It returns the entries in the order written.
 func decodeQueueKeyed[V any](body []byte, field string) ([]queueEntry[V], error) {
-	b, ok := fieldValue(body, field)
-	if !ok {
-		return nil, fmt.Errorf("no %s in the answer", field)
-	}
-	next := func(v any) error {
-		d := json.NewDecoder(bytes.NewReader(b))
-		if err := d.Decode(v); err != nil {
-			return fmt.Errorf("%s: %w", field, err)
-		}
-		b = bytes.TrimLeft(b[d.InputOffset():], " \t\r\n")
-		return nil
-	}
-	want := func(c byte) error {
-		if len(b) == 0 || b[0] != c {
-			return fmt.Errorf("%s: want %q at %.20q", field, c, b)
-		}
-		b = bytes.TrimLeft(b[1:], " \t\r\n")
-		return nil
-	}
-	if err := want('{'); err != nil {
+	raw, err := remoting.FastjsonField(body, field)
+	if err != nil {
 		return nil, err
 	}
-	var out []queueEntry[V]
-	if len(b) > 0 && b[0] == '}' {
-		return out, nil
+	if raw == nil {
+		return nil, fmt.Errorf("no %s in the answer", field)
 	}
-	for {
-		var e queueEntry[V]
-		if err := next(&e.Queue); err != nil {
-			return nil, err
-		}
-		if err := want(':'); err != nil {
-			return nil, err
-		}
-		if err := next(&e.Value); err != nil {
-			return nil, err
+	var out []queueEntry[V]
+	err = remoting.ParseQueueKeyed(raw, func(q remoting.QueueKey, v []byte) error {
+		e := queueEntry[V]{Queue: q}
+		if err := json.Unmarshal(v, &e.Value); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
 		}
 		out = append(out, e)
-		if len(b) > 0 && b[0] == '}' {
-			return out, nil
-		}
-		if err := want(','); err != nil {
-			return nil, err
-		}
-	}
+		return nil
+	})
+	return out, err
 }
 
 // sortRows sorts rows by a key of each.
@@ -205,29 +170,10 @@ func sortRows[T any](rows []T, key func(T) string) {
 // numberField reads a number field of a stats body, which is not JSON as
 // a whole (see decodeQueueKeyed).
 func numberField(body []byte, field string) (float64, bool) {
-	b, ok := fieldValue(body, field)
-	if !ok {
+	raw, err := remoting.FastjsonField(body, field)
+	if err != nil || raw == nil {
 		return 0, false
 	}
 	var v float64
-	if json.NewDecoder(bytes.NewReader(b)).Decode(&v) != nil {
-		return 0, false
-	}
-	return v, true
-}
-
-// fieldValue finds the first "field": in body and returns what follows
-// the colon, leading spaces dropped.
-func fieldValue(body []byte, field string) ([]byte, bool) {
-	key := []byte(`"` + field + `"`)
-	for {
-		i := bytes.Index(body, key)
-		if i < 0 {
-			return nil, false
-		}
-		body = bytes.TrimLeft(body[i+len(key):], " \t\r\n")
-		if len(body) > 0 && body[0] == ':' {
-			return bytes.TrimLeft(body[1:], " \t\r\n"), true
-		}
-	}
+	return v, json.Unmarshal(raw, &v) == nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/rmq-go/rmq/core/remoting"
 )
 
 type testOffsets struct {
@@ -17,8 +19,8 @@ type testOffsets struct {
 // MessageQueue, as brokers write GET_TOPIC_STATS_INFO and
 // GET_CONSUME_STATS, and refuses what is not that form.
 func TestDecodeQueueKeyed(t *testing.T) {
-	q0 := messageQueue{BrokerName: "b", QueueID: 0, Topic: "t"}
-	q1 := messageQueue{BrokerName: "b", QueueID: 1, Topic: "t"}
+	q0 := remoting.QueueKey{BrokerName: "b", QueueID: 0, Topic: "t"}
+	q1 := remoting.QueueKey{BrokerName: "b", QueueID: 1, Topic: "t"}
 	for _, tc := range []struct {
 		body string
 		want []queueEntry[testOffsets]

@@ -57,59 +57,76 @@ func AppendQueueOffsets(dst []byte, table []QueueOffset) []byte {
 // with object keys (fastjson) or with each key a JSON string holding the
 // object (what strict JSON encoders write).
 func ParseQueueOffsets(b []byte) ([]QueueOffset, error) {
+	var out []QueueOffset
+	err := ParseQueueKeyed(b, func(q QueueKey, v []byte) error {
+		off, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: offset %.40q: %v", errQueueTable, v, err)
+		}
+		out = append(out, QueueOffset{Queue: q, Offset: off})
+		return nil
+	})
+	return out, err
+}
+
+// ParseQueueKeyed reads a map keyed by MessageQueue objects, {key:value,
+// …}, in fastjson's form or with string keys as ParseQueueOffsets, and
+// calls value with each key and the raw JSON of its value, in the order
+// written, stopping at value's first error.
+func ParseQueueKeyed(b []byte, value func(q QueueKey, v []byte) error) error {
 	b = bytes.TrimSpace(b)
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
-		return nil, fmt.Errorf("%w: not an object", errQueueTable)
+		return fmt.Errorf("%w: not an object", errQueueTable)
 	}
-	var out []QueueOffset
 	i := skipSpace(b, 1)
 	if b[i] == '}' {
-		return out, nil
+		if i != len(b)-1 {
+			return fmt.Errorf("%w: data after the table", errQueueTable)
+		}
+		return nil
 	}
 	for {
 		end, err := skipValue(b, i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		key := b[i:end]
 		if key[0] == '"' {
 			var s string
 			if err := json.Unmarshal(key, &s); err != nil {
-				return nil, fmt.Errorf("%w: key %.40q: %v", errQueueTable, key, err)
+				return fmt.Errorf("%w: key %.40q: %v", errQueueTable, key, err)
 			}
 			key = []byte(s)
 		}
-		var e QueueOffset
-		if err := json.Unmarshal(key, &e.Queue); err != nil {
-			return nil, fmt.Errorf("%w: key %.40q: %v", errQueueTable, key, err)
+		var q QueueKey
+		if err := json.Unmarshal(key, &q); err != nil {
+			return fmt.Errorf("%w: key %.40q: %v", errQueueTable, key, err)
 		}
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil, fmt.Errorf("%w: no ':' after key at byte %d", errQueueTable, i)
+			return fmt.Errorf("%w: no ':' after key at byte %d", errQueueTable, i)
 		}
 		i = skipSpace(b, i+1)
-		end, err = skipValue(b, i)
-		if err != nil {
-			return nil, err
+		if end, err = skipValue(b, i); err != nil {
+			return err
 		}
-		if e.Offset, err = strconv.ParseInt(string(b[i:end]), 10, 64); err != nil {
-			return nil, fmt.Errorf("%w: offset %.40q: %v", errQueueTable, b[i:end], err)
+		if err := value(q, b[i:end]); err != nil {
+			return err
 		}
-		out = append(out, e)
 		i = skipSpace(b, end)
 		if i >= len(b) {
-			return nil, fmt.Errorf("%w: unterminated", errQueueTable)
+			return fmt.Errorf("%w: unterminated", errQueueTable)
 		}
 		switch b[i] {
 		case ',':
 			i = skipSpace(b, i+1)
 		case '}':
 			if i != len(b)-1 {
-				return nil, fmt.Errorf("%w: data after the table", errQueueTable)
+				return fmt.Errorf("%w: data after the table", errQueueTable)
 			}
-			return out, nil
+			return nil
 		default:
-			return nil, fmt.Errorf("%w: %q at byte %d", errQueueTable, b[i], i)
+			return fmt.Errorf("%w: %q at byte %d", errQueueTable, b[i], i)
 		}
 	}
 }
