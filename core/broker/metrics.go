@@ -147,9 +147,26 @@ type TopicMetrics struct {
 
 // QueueLag is one consumer group's lag on one queue.
 type QueueLag struct {
-	Group, Topic string
-	QueueID      int32
-	Lag          int64
+	Group, Topic   string
+	QueueID        int32
+	BrokerOffset   int64 // the queue's max offset
+	ConsumerOffset int64 // the group's committed offset
+	Lag            int64 // BrokerOffset − ConsumerOffset, at least 0
+}
+
+// QueueLags appends to dst each queue group ("" for every group) has
+// committed an offset on, with its lag; topics deleted since the commit
+// are left out. It reads offsets from memory, no queue.
+func (b *Broker) QueueLags(dst []QueueLag, group string) []QueueLag {
+	for _, e := range b.store.ConsumerOffsets(group) {
+		if _, ok := b.topics.get(e.Topic); !ok {
+			continue
+		}
+		maxOff := b.store.MaxOffset(e.Topic, e.QueueID)
+		dst = append(dst, QueueLag{Group: e.Group, Topic: e.Topic, QueueID: e.QueueID,
+			BrokerOffset: maxOff, ConsumerOffset: e.Offset, Lag: max(maxOff-e.Offset, 0)})
+	}
+	return dst
 }
 
 // GroupCount is a count for one group.
@@ -171,14 +188,7 @@ func (b *Broker) Metrics(m *Metrics) {
 	b.meters.send.Snapshot(&m.Send)
 	b.meters.pull.Snapshot(&m.Pull)
 
-	m.Lag = m.Lag[:0]
-	for _, e := range b.store.ConsumerOffsets("") {
-		if _, ok := b.topics.get(e.Topic); !ok {
-			continue // deleted since the offset was committed
-		}
-		m.Lag = append(m.Lag, QueueLag{Group: e.Group, Topic: e.Topic, QueueID: e.QueueID,
-			Lag: max(b.store.MaxOffset(e.Topic, e.QueueID)-e.Offset, 0)})
-	}
+	m.Lag = b.QueueLags(m.Lag[:0], "")
 	m.DeadLetters = m.DeadLetters[:0]
 	m.DelayedPending, m.TimedParked = 0, 0
 	for _, q := range b.store.Queues() {

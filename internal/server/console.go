@@ -192,9 +192,9 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 		d.Queues = append(d.Queues, q)
 	}
 	lag := map[string]int64{}
-	for _, e := range c.s.Store.ConsumerOffsets("") {
+	for _, e := range c.s.Broker.QueueLags(nil, "") {
 		if e.Topic == name {
-			lag[e.Group] += max(0, c.s.Store.MaxOffset(name, e.QueueID)-e.Offset)
+			lag[e.Group] += e.Lag
 		}
 	}
 	for g, l := range lag {
@@ -223,8 +223,8 @@ func (c consoleSource) dlqCount(group string) int64 {
 func (c consoleSource) Groups() []console.Group {
 	names, configured := c.groupNames()
 	lag := map[string]int64{}
-	for _, e := range c.s.Store.ConsumerOffsets("") {
-		lag[e.Group] += max(0, c.s.Store.MaxOffset(e.Topic, e.QueueID)-e.Offset)
+	for _, e := range c.s.Broker.QueueLags(nil, "") {
+		lag[e.Group] += e.Lag
 	}
 	out := make([]console.Group, 0, len(names))
 	for _, g := range names {
@@ -248,8 +248,8 @@ func (c consoleSource) Group(name string) (console.GroupDetail, error) {
 		}
 	}
 	cc, online := c.s.Broker.ConsumerConnection(name)
-	offsets := c.s.Store.ConsumerOffsets(name)
-	if gc == nil && !online && len(offsets) == 0 {
+	lags := c.s.Broker.QueueLags(nil, name)
+	if gc == nil && !online && len(lags) == 0 {
 		return console.GroupDetail{}, console.ErrNotFound
 	}
 	strategy := c.s.Broker.GroupStrategy(name)
@@ -277,11 +277,9 @@ func (c consoleSource) Group(name string) (console.GroupDetail, error) {
 		}
 		slices.SortFunc(d.Subscriptions, func(a, b console.Subscription) int { return cmp.Compare(a.Topic, b.Topic) })
 	}
-	for _, e := range offsets {
-		brokerOff := c.s.Store.MaxOffset(e.Topic, e.QueueID)
-		l := max(0, brokerOff-e.Offset)
-		d.Lag += l
-		d.Queues = append(d.Queues, console.QueueLag{Topic: e.Topic, QueueID: e.QueueID, BrokerOffset: brokerOff, ConsumerOffset: e.Offset, Lag: l})
+	for _, e := range lags {
+		d.Lag += e.Lag
+		d.Queues = append(d.Queues, console.QueueLag{Topic: e.Topic, QueueID: e.QueueID, BrokerOffset: e.BrokerOffset, ConsumerOffset: e.ConsumerOffset, Lag: e.Lag})
 	}
 	slices.SortFunc(d.Queues, func(a, b console.QueueLag) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.QueueID, b.QueueID))
