@@ -37,6 +37,7 @@ func (s *Store) keyBatch(keys [][]byte, del bool) error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("store: write keys: %w", err)
 	}
+	s.replicateKeys(b)
 	return nil
 }
 
@@ -44,9 +45,13 @@ func (s *Store) keyBatch(keys [][]byte, del bool) error {
 // starts with prefix, without fsync.
 func (s *Store) DeleteKeyRange(prefix []byte) error {
 	lo := append([]byte{kindKeys}, prefix...)
-	if err := s.db.DeleteRange(lo, prefixEnd(lo), pebble.NoSync); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.DeleteRange(lo, prefixEnd(lo), nil)
+	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("store: delete keys: %w", err)
 	}
+	s.replicateKeys(b)
 	return nil
 }
 
@@ -66,6 +71,7 @@ func (s *Store) PutValues(kvs ...KV) error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("store: write keys: %w", err)
 	}
+	s.replicateKeys(b)
 	return nil
 }
 

@@ -136,6 +136,12 @@ type Options struct {
 	OnArrive func(topic string, queueID int32, maxOffset int64) `yaml:"-"`
 	// Logger receives the store's logs. Default slog.Default().
 	Logger *slog.Logger `yaml:"-"`
+	// Replicator, if set, makes the store one member of a replicated
+	// broker set (replica.go): it takes writes only between Promote and
+	// Demote, and applies what the set commits through Apply. Flush is
+	// then FlushAsync for the commit log: a round is durable once the
+	// replicated log holds it on a majority.
+	Replicator Replicator `yaml:"-"`
 	// Now is the clock. Default time.Now.
 	Now func() time.Time `yaml:"-"`
 }

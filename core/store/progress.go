@@ -18,6 +18,9 @@ func (s *Store) SetProgress(name string, v int64) {
 	if old, ok := s.progress.values[name]; !ok || old != v {
 		s.progress.values[name] = v
 		s.progress.dirty[name] = struct{}{}
+		if s.repl.dirty != nil {
+			s.repl.dirty[name] = struct{}{}
+		}
 	}
 	s.progress.Unlock()
 }
@@ -39,6 +42,9 @@ func (s *Store) DeleteProgress(prefix string) {
 		if strings.HasPrefix(name, prefix) {
 			delete(s.progress.values, name)
 			s.progress.dirty[name] = struct{}{} // dirty and absent: deleted at the next checkpoint
+			if s.repl.dirty != nil {
+				s.repl.dirty[name] = struct{}{}
+			}
 		}
 	}
 }
@@ -123,8 +129,12 @@ func (s *Store) DeleteConsumerOffsets(group, topic string) {
 	s.DeleteProgress(prefix)
 }
 
-// PutMeta stores a metadata value durably (fsync before returning).
+// PutMeta stores a metadata value durably (fsync before returning; on a
+// replicated store, once the set committed it).
 func (s *Store) PutMeta(name string, value []byte) error {
+	if s.Replicated() {
+		return s.replicateMeta(map[string][]byte{name: value}, nil)
+	}
 	if err := s.db.Set(metaKey(name), value, pebble.Sync); err != nil {
 		return fmt.Errorf("store: write metadata %q: %w", name, err)
 	}
@@ -137,6 +147,14 @@ func (s *Store) WriteMeta(puts map[string][]byte, deletes []string) error {
 	if len(puts) == 0 && len(deletes) == 0 {
 		return nil
 	}
+	if s.Replicated() {
+		return s.replicateMeta(puts, deletes)
+	}
+	return s.writeMeta(puts, deletes)
+}
+
+// writeMeta is WriteMeta on this member alone.
+func (s *Store) writeMeta(puts map[string][]byte, deletes []string) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	for name, v := range puts {
@@ -157,6 +175,9 @@ func (s *Store) WriteMeta(puts map[string][]byte, deletes []string) error {
 
 // DeleteMeta removes a metadata value durably.
 func (s *Store) DeleteMeta(name string) error {
+	if s.Replicated() {
+		return s.replicateMeta(nil, []string{name})
+	}
 	if err := s.db.Delete(metaKey(name), pebble.Sync); err != nil {
 		return fmt.Errorf("store: delete metadata %q: %w", name, err)
 	}
@@ -211,6 +232,9 @@ func (s *Store) checkpointLoop() {
 // passes the durable end of the log, so everything before it survives a
 // crash in both the log and the index.
 func (s *Store) checkpoint(final bool) error {
+	if s.Replicated() && !final && s.Writable() {
+		s.proposeProgress()
+	}
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	b := s.db.NewBatch()

@@ -42,6 +42,19 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
+	if s.Replicated() {
+		// Past the last synced end, a round may be torn anywhere: cut
+		// there; the replicated log holds every round after it.
+		if x, ok, err := getInt64(s.db, replEndKey); err != nil {
+			return fmt.Errorf("store: read the synced end: %w", err)
+		} else if ok && x < end {
+			if err := s.cutAt(x); err != nil {
+				return err
+			}
+			s.log.Info("commit log cut at its last synced end; the set's log supplies the rest", "from", end, "to", x)
+			end = x
+		}
+	}
 	s.trimQueues(end, b)
 	// A crash may have come between a segment's deletion and the
 	// deletion of its key-index entries.
@@ -357,6 +370,22 @@ func (s *Store) redispatch(rec message.Record, off int64, b *pebble.Batch) {
 	s.indexRecord(&b, rec, off)
 	s.cq.lastStoreTime = rec.StoreTimestamp()
 	q.arrivals = false
+}
+
+// cutAt cuts the log at off (see cutTail).
+func (s *Store) cutAt(off int64) error {
+	s.cl.mu.RLock()
+	var segs []*segment
+	for _, seg := range s.cl.segs {
+		if seg.base+s.opts.SegmentSize > off {
+			segs = append(segs, seg)
+		}
+	}
+	s.cl.mu.RUnlock()
+	if len(segs) == 0 || segs[0].base > off {
+		return nil
+	}
+	return s.cutTail(segs, off)
 }
 
 // cutTail zeroes segs[0] from off to its end and removes the segments

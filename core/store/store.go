@@ -82,6 +82,12 @@ type Store struct {
 	ret         retentionState
 	arrive      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 	lastCkpt    atomic.Int64 // the checkpoint last persisted
+
+	// applyMu serialises what a replicated store applies (replica.go)
+	// with Promote, Demote and the proposals of rounds; the writer of
+	// segment files holds it. It comes before mu.
+	applyMu sync.Mutex
+	repl    replState
 }
 
 // Stats are running counters, read with Store.Stats.
@@ -127,6 +133,7 @@ const (
 
 // round is a group of appends written and synced together.
 type round struct {
+	id      uint64 // a replicated store's proposal (replica.go)
 	segSize int64
 	start   int64 // log offset of the round's marker
 	chunks  []chunk
@@ -167,6 +174,15 @@ func Open(opts Options) (*Store, error) {
 	s.stats.RoundMessages = histogram.New(roundMessagesBounds...)
 	s.stats.FsyncDuration = histogram.New(histogram.Durations...)
 	s.stats.FsyncBytes = histogram.New(fsyncBytesBounds...)
+	if opts.Replicator != nil {
+		// The replicated log is the durable copy: a round is acknowledged
+		// once a majority of the set stored it, and the commit log is
+		// synced in the background (replica.go).
+		opts.Flush = FlushAsync
+		s.opts.Flush = FlushAsync
+		s.repl.dirty = make(map[string]struct{})
+		s.repl.nextID = newReplID()
+	}
 	if opts.Flush == FlushSync {
 		s.markerFlags = markerSync
 	}
@@ -212,6 +228,11 @@ func Open(opts Options) (*Store, error) {
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
+	if opts.Replicator != nil {
+		if err := s.db.Set(replEndKey, int64Value(s.written.Load()), pebble.Sync); err != nil {
+			return nil, fmt.Errorf("store: record the synced end: %w", err)
+		}
+	}
 	ok = true
 	if opts.Prealloc > 0 {
 		s.prealloc = newPreallocator(s, opts.Prealloc)
@@ -252,7 +273,9 @@ func (s *Store) Close() error {
 	close(s.quit)
 	s.wg.Wait()
 	var errs []error
-	if s.opts.Flush == FlushAsync {
+	if s.Replicated() {
+		errs = append(errs, s.syncReplicated())
+	} else if s.opts.Flush == FlushAsync {
 		errs = append(errs, s.syncActive())
 	}
 	errs = append(errs, s.checkpoint(true))
@@ -354,6 +377,10 @@ func (s *Store) enqueue(msgs []*message.Message, then func(error)) (*round, erro
 	if err := s.mu.failed; err != nil {
 		s.mu.Unlock()
 		return nil, err
+	}
+	if s.opts.Replicator != nil && !s.repl.writable {
+		s.mu.Unlock()
+		return nil, ErrNotLeader
 	}
 	r := s.mu.pending
 	if r == nil {
@@ -472,6 +499,14 @@ func (s *Store) flushLoop() {
 		select {
 		case <-s.kick:
 		case <-s.quit:
+			if s.Replicated() {
+				// Nothing uncommitted can be acknowledged any more.
+				s.applyMu.Lock()
+				s.repl.closed = true
+				s.demoteLocked(ErrClosed)
+				s.applyMu.Unlock()
+				return
+			}
 			// Drain what is pending so Close loses nothing appended.
 			for s.flushOnce() {
 			}
@@ -495,6 +530,10 @@ func (s *Store) flushOnce() bool {
 	s.mu.Unlock()
 	if r == nil {
 		return false
+	}
+	if s.Replicated() {
+		s.proposeRound(r)
+		return true
 	}
 	s.stats.Rounds.Add(1)
 	s.stats.RoundMessages.Observe(int64(len(r.units)))
@@ -629,6 +668,12 @@ func (s *Store) syncActive() error {
 // syncLoop fsyncs every FlushInterval under FlushAsync.
 func (s *Store) syncLoop() {
 	s.every(s.opts.FlushInterval, func() {
+		if s.Replicated() {
+			if err := s.syncReplicated(); err != nil {
+				s.fail(fmt.Errorf("%w: %v", ErrFailed, err))
+			}
+			return
+		}
 		end := s.written.Load()
 		if end == s.durable.Load() {
 			return

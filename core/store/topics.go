@@ -24,6 +24,15 @@ func (s *Store) DeleteTopic(topic string) error {
 	if topic == "" || strings.IndexByte(topic, 0) >= 0 {
 		return ErrBadName
 	}
+	if s.Replicated() {
+		return s.replicateDelete(topic)
+	}
+	return s.deleteTopicAt(topic, -1)
+}
+
+// deleteTopicAt deletes topic as of commit-log offset at, or as of the
+// end of the log for a negative at.
+func (s *Store) deleteTopicAt(topic string, at int64) error {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	// The append lock is held until the deletion is durable, so no record
@@ -33,7 +42,9 @@ func (s *Store) DeleteTopic(topic string) error {
 	if s.mu.closed {
 		return ErrClosed
 	}
-	at := s.mu.next
+	if at < 0 {
+		at = s.mu.next
+	}
 
 	b := s.db.NewBatch()
 	defer b.Close()

@@ -1,0 +1,386 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// Peer is one member of a broker set.
+type Peer struct {
+	ID   string // the member's node id
+	Addr string // its raft address, host:port
+}
+
+// ParsePeers reads "id=host:port,id=host:port,...".
+func ParsePeers(s string) ([]Peer, error) {
+	var peers []Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("cluster: peer %q: want id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("cluster: peer %q: %v", part, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("cluster: peer id %q named twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, Peer{ID: id, Addr: addr})
+	}
+	return peers, nil
+}
+
+// Options configure a Node. Zero values mean the documented default.
+type Options struct {
+	// SetName names the broker set (the brokerName of its routes).
+	// Required.
+	SetName string `yaml:"setName"`
+	// NodeID is this member's id, one of Peers. Required.
+	NodeID string `yaml:"nodeId"`
+	// Peers are every member of the set, this one included: an odd
+	// number, three or more for a set that survives a failure. Members
+	// bootstrap the set from this list the first time they start; later
+	// starts use the membership stored in the raft log.
+	Peers []Peer `yaml:"peers"`
+	// Dir holds the raft log and snapshots. Required.
+	Dir string `yaml:"-"`
+	// Store configures the member's store; Replicator is set here.
+	Store store.Options `yaml:"-"`
+	// ApplyTimeout bounds how long a proposal waits to enter the raft
+	// pipeline. Default 5 s.
+	ApplyTimeout time.Duration `yaml:"applyTimeout"`
+	// HeartbeatTimeout and ElectionTimeout are raft's; default 1 s each.
+	// LeaderLeaseTimeout (default 500 ms) is how long a leader keeps
+	// serving without hearing from a majority.
+	HeartbeatTimeout   time.Duration `yaml:"heartbeatTimeout"`
+	ElectionTimeout    time.Duration `yaml:"electionTimeout"`
+	LeaderLeaseTimeout time.Duration `yaml:"leaderLeaseTimeout"`
+	// SnapshotThreshold is how many entries the raft log holds past the
+	// last snapshot before the next one (default 8192); TrailingLogs how
+	// many a snapshot leaves in it for members a little behind (default
+	// 10240). SnapshotInterval is how often the threshold is checked
+	// (default 2 min).
+	SnapshotThreshold uint64        `yaml:"snapshotThreshold"`
+	TrailingLogs      uint64        `yaml:"trailingLogs"`
+	SnapshotInterval  time.Duration `yaml:"snapshotInterval"`
+	// StreamLayer carries raft's traffic; nil listens on this member's
+	// peer address with TCP.
+	StreamLayer raft.StreamLayer `yaml:"-"`
+	// OnLeader is called when this member becomes the set's writable
+	// leader, OnFollower when it stops being one. They run on the node's
+	// own goroutine, one at a time, in order.
+	OnLeader   func() `yaml:"-"`
+	OnFollower func() `yaml:"-"`
+	// Logger receives the node's and raft's logs.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// Node is a member of a replicated broker set.
+type Node struct {
+	opts     Options
+	log      *slog.Logger
+	self     Peer
+	store    atomic.Pointer[store.Store]
+	raft     *raft.Raft
+	trans    *raft.NetworkTransport
+	logs     *logStore
+	snaps    *raft.FileSnapshotStore
+	notify   chan bool
+	recheck  chan struct{}
+	waits    chan pending
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	leading  atomic.Bool  // this member is the writable leader
+	restores atomic.Int64 // snapshots installed from the leader
+	closing  sync.Once
+}
+
+type pending struct {
+	f    raft.ApplyFuture
+	done func(error)
+}
+
+// Open opens the member's store and raft state and joins the set. The
+// store takes writes only while this member leads (OnLeader).
+func Open(opts Options) (*Node, error) {
+	if opts.SetName == "" || opts.NodeID == "" || opts.Dir == "" {
+		return nil, errors.New("cluster: set name, node id and directory are required")
+	}
+	n := &Node{opts: opts, notify: make(chan bool, 16), recheck: make(chan struct{}, 1),
+		waits: make(chan pending, 4096), quit: make(chan struct{})}
+	if n.opts.Logger == nil {
+		n.opts.Logger = slog.Default()
+	}
+	n.log = n.opts.Logger.With("component", "cluster", "set", opts.SetName, "node", opts.NodeID)
+	for _, p := range opts.Peers {
+		if p.ID == opts.NodeID {
+			n.self = p
+		}
+	}
+	if n.self.ID == "" {
+		return nil, fmt.Errorf("cluster: node %q is not among the peers", opts.NodeID)
+	}
+	if len(opts.Peers)%2 == 0 {
+		n.log.Warn("an even number of members tolerates no more failures than one fewer", "members", len(opts.Peers))
+	}
+	if n.opts.ApplyTimeout == 0 {
+		n.opts.ApplyTimeout = 5 * time.Second
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	var err error
+	n.logs, err = openLogStore(filepath.Join(opts.Dir, "log"))
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeFiles()
+		}
+	}()
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: slogWriter{n.log}})
+	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(opts.Dir, 2, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: snapshots: %w", err)
+	}
+	so := opts.Store
+	so.Replicator = n
+	st, err := store.Open(so)
+	if err != nil {
+		return nil, err
+	}
+	n.store.Store(st)
+
+	layer := opts.StreamLayer
+	if layer == nil {
+		layer, err = ListenTCP(n.self.Addr)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})
+
+	conf := raft.DefaultConfig()
+	conf.LocalID = raft.ServerID(opts.NodeID)
+	conf.Logger = hlog
+	conf.NotifyCh = n.notify
+	conf.NoSnapshotRestoreOnStart = true // the store is on disk already
+	if opts.HeartbeatTimeout > 0 {
+		conf.HeartbeatTimeout = opts.HeartbeatTimeout
+	}
+	if opts.ElectionTimeout > 0 {
+		conf.ElectionTimeout = opts.ElectionTimeout
+	}
+	if opts.LeaderLeaseTimeout > 0 {
+		conf.LeaderLeaseTimeout = opts.LeaderLeaseTimeout
+	}
+	if opts.SnapshotThreshold > 0 {
+		conf.SnapshotThreshold = opts.SnapshotThreshold
+	}
+	if opts.TrailingLogs > 0 {
+		conf.TrailingLogs = opts.TrailingLogs
+	}
+	if opts.SnapshotInterval > 0 {
+		conf.SnapshotInterval = opts.SnapshotInterval
+	}
+	conf.MaxAppendEntries = 256
+	has, err := raft.HasExistingState(n.logs, n.logs, n.snaps)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if !has {
+		var cfg raft.Configuration
+		for _, p := range opts.Peers {
+			cfg.Servers = append(cfg.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+		if err := raft.BootstrapCluster(conf, n.logs, n.logs, n.snaps, n.trans, cfg); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+	n.raft, err = raft.NewRaft(conf, (*fsm)(n), n.logs, n.logs, n.snaps, n.trans)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cluster: start raft: %w", err)
+	}
+	ok = true
+	n.wg.Add(2)
+	go n.waitLoop()
+	go n.leaderLoop()
+	return n, nil
+}
+
+// Store returns the member's store. A snapshot installed from the leader
+// replaces it, so callers ask again after OnLeader.
+func (n *Node) Store() *store.Store { return n.store.Load() }
+
+// Leading reports whether this member is the set's writable leader.
+func (n *Node) Leading() bool { return n.leading.Load() }
+
+// Propose implements store.Replicator.
+func (n *Node) Propose(entry []byte, done func(error)) {
+	f := n.raft.Apply(entry, n.opts.ApplyTimeout)
+	select {
+	case n.waits <- pending{f, done}:
+	case <-n.quit:
+		done(raft.ErrRaftShutdown)
+	}
+}
+
+// waitLoop reports each proposal's outcome, in proposal order.
+func (n *Node) waitLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case p := <-n.waits:
+			err := p.f.Error()
+			if err == nil {
+				if e, ok := p.f.Response().(error); ok {
+					err = e
+				}
+			}
+			p.done(err)
+			if err != nil {
+				select {
+				case n.recheck <- struct{}{}:
+				default:
+				}
+			}
+		case <-n.quit:
+			for {
+				select {
+				case p := <-n.waits:
+					p.done(raft.ErrRaftShutdown)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// leaderLoop follows raft's leadership: a new leader applies everything
+// committed before it (a barrier) before its store takes writes.
+func (n *Node) leaderLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-n.notify:
+		case <-n.recheck:
+		case <-tick.C:
+		}
+		n.settle()
+	}
+}
+
+// settle makes the store's writability and the callbacks agree with
+// raft's state.
+func (n *Node) settle() {
+	st := n.Store()
+	isLeader := n.raft.State() == raft.Leader
+	switch {
+	case isLeader && !st.Writable():
+		if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
+			n.log.Warn("leader could not apply the committed log yet", "err", err)
+			select {
+			case n.recheck <- struct{}{}:
+			default:
+			}
+			return
+		}
+		if n.raft.State() != raft.Leader {
+			return
+		}
+		st.Promote()
+		n.log.Info("leading the set", "applied", n.raft.AppliedIndex())
+		if !n.leading.Swap(true) && n.opts.OnLeader != nil {
+			n.opts.OnLeader()
+		}
+	case !isLeader:
+		if st.Writable() {
+			st.Demote(errors.New("leadership lost"))
+		}
+		if n.leading.Swap(false) {
+			n.log.Info("following", "leader", n.LeaderID())
+			if n.opts.OnFollower != nil {
+				n.opts.OnFollower()
+			}
+		}
+	}
+}
+
+// LeaderID returns the current leader's node id, or "" when none is known.
+func (n *Node) LeaderID() string {
+	_, id := n.raft.LeaderWithID()
+	return string(id)
+}
+
+// Close leaves the set: raft stops, then the store closes. A leader
+// stops leading first.
+func (n *Node) Close() error {
+	var errs []error
+	n.closing.Do(func() {
+		if n.leading.Swap(false) && n.opts.OnFollower != nil {
+			n.opts.OnFollower()
+		}
+		errs = append(errs, n.raft.Shutdown().Error())
+		close(n.quit)
+		n.wg.Wait()
+		errs = append(errs, n.trans.Close())
+		errs = append(errs, n.Store().Close())
+		errs = append(errs, n.closeFiles())
+	})
+	return errors.Join(errs...)
+}
+
+func (n *Node) closeFiles() error {
+	if n.logs != nil {
+		return n.logs.Close()
+	}
+	return nil
+}
+
+// slogWriter hands raft's log lines to slog.
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(line, "[ERROR]"):
+		w.log.Error(line)
+	case strings.Contains(line, "[WARN]"):
+		w.log.Warn(line)
+	default:
+		w.log.Debug(line)
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = slogWriter{}

@@ -1,0 +1,448 @@
+package cluster_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/rmq-go/rmq/core/cluster"
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// faultLayer is a TCP stream layer the test can cut off from the others,
+// both ways, as a network partition would.
+type faultLayer struct {
+	net.Listener
+	cut   atomic.Bool
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newFaultLayer(t *testing.T) *faultLayer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &faultLayer{Listener: ln}
+}
+
+func (l *faultLayer) track(c net.Conn) {
+	l.mu.Lock()
+	l.conns = append(l.conns, c)
+	l.mu.Unlock()
+}
+
+func (l *faultLayer) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.cut.Load() {
+			c.Close()
+			continue
+		}
+		l.track(c)
+		return c, nil
+	}
+}
+
+func (l *faultLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if l.cut.Load() {
+		return nil, errors.New("partitioned")
+	}
+	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	if err == nil {
+		l.track(c)
+	}
+	return c, err
+}
+
+// partition cuts the member off (true) or heals it (false).
+func (l *faultLayer) partition(on bool) {
+	l.cut.Store(on)
+	if on {
+		l.mu.Lock()
+		for _, c := range l.conns {
+			c.Close()
+		}
+		l.conns = nil
+		l.mu.Unlock()
+	}
+}
+
+type member struct {
+	opts  cluster.Options
+	layer *faultLayer
+	node  *cluster.Node
+}
+
+type set struct {
+	t       *testing.T
+	members []*member
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func fastOptions(o *cluster.Options) {
+	o.HeartbeatTimeout = 300 * time.Millisecond
+	o.ElectionTimeout = 300 * time.Millisecond
+	o.LeaderLeaseTimeout = 200 * time.Millisecond
+}
+
+func newSet(t *testing.T, n int, tune func(*cluster.Options)) *set {
+	s := &set{t: t}
+	var peers []cluster.Peer
+	for i := range n {
+		l := newFaultLayer(t)
+		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("n%d", i), Addr: l.Addr().String()})
+		s.members = append(s.members, &member{layer: l})
+	}
+	for i, m := range s.members {
+		dir := t.TempDir()
+		m.opts = cluster.Options{SetName: "set-a", NodeID: peers[i].ID, Peers: peers, Dir: dir + "/raft",
+			Store: store.Options{Dir: dir + "/store", SegmentSize: 1 << 20, Logger: quiet()}, Logger: quiet()}
+		fastOptions(&m.opts)
+		if tune != nil {
+			tune(&m.opts)
+		}
+		s.start(m)
+	}
+	t.Cleanup(func() {
+		for _, m := range s.members {
+			if m.node != nil {
+				m.node.Close()
+			}
+		}
+	})
+	return s
+}
+
+func (s *set) start(m *member) {
+	s.t.Helper()
+	m.opts.StreamLayer = m.layer
+	node, err := cluster.Open(m.opts)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	m.node = node
+}
+
+// restart opens a stopped member again on a fresh listener at its address.
+func (s *set) restart(m *member) {
+	s.t.Helper()
+	ln, err := net.Listen("tcp", m.layer.Addr().String())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	m.layer = &faultLayer{Listener: ln}
+	s.start(m)
+}
+
+func (s *set) stop(m *member) {
+	s.t.Helper()
+	if err := m.node.Close(); err != nil {
+		s.t.Logf("close %s: %v", m.opts.NodeID, err)
+	}
+	m.node = nil
+}
+
+// leader waits for a writable leader among the running members other
+// than not.
+func (s *set) leader(not *member) *member {
+	s.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range s.members {
+			if m != not && m.node != nil && m.node.Leading() && m.node.Store().Writable() {
+				return m
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatal("no leader elected")
+	return nil
+}
+
+func msg(topic string, q int32, body string) *message.Message {
+	return &message.Message{Topic: topic, QueueID: q, Body: []byte(body), BornTimestamp: 1}
+}
+
+// appendN appends n messages from 8 goroutines and returns the bodies
+// acknowledged.
+func appendN(st *store.Store, prefix string, n int) (acked []string, errs int) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 8 {
+				body := fmt.Sprintf("%s-%d", prefix, i)
+				err := st.Append([]*message.Message{msg("T", int32(i%4), body)})
+				mu.Lock()
+				if err == nil {
+					acked = append(acked, body)
+				} else {
+					errs++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return acked, errs
+}
+
+// bodies reads every record of topic T's four queues.
+func bodies(t *testing.T, st *store.Store) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for q := range int32(4) {
+		it := st.NewQueueIter("T", q, store.IterOptions{})
+		for ok := it.SeekGE(0); ok; ok = it.Next() {
+			rec := it.Record()
+			if rec.QueueID() != q {
+				t.Fatalf("record of queue %d in queue %d", rec.QueueID(), q)
+			}
+			seen[string(rec.Body())]++
+		}
+		if err := it.Error(); err != nil {
+			t.Fatal(err)
+		}
+		it.Close()
+	}
+	return seen
+}
+
+// waitSame waits until every running member's store holds what want
+// holds, queue by queue.
+func (s *set) waitSame(want *store.Store) {
+	s.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		same := true
+		for _, m := range s.members {
+			if m.node == nil {
+				continue
+			}
+			for q := range int32(4) {
+				if m.node.Store().MaxOffset("T", q) != want.MaxOffset("T", q) {
+					same = false
+				}
+			}
+		}
+		if same {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatal("members did not converge")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ref := bodies(s.t, want)
+	_, refEnd := want.CommitLogOffsets()
+	for _, m := range s.members {
+		if m.node == nil {
+			continue
+		}
+		got := bodies(s.t, m.node.Store())
+		if len(got) != len(ref) {
+			s.t.Fatalf("%s holds %d messages, the leader %d", m.opts.NodeID, len(got), len(ref))
+		}
+		for b, c := range got {
+			if c != 1 || ref[b] != 1 {
+				s.t.Fatalf("%s: message %s stored %d times (leader %d)", m.opts.NodeID, b, c, ref[b])
+			}
+		}
+		if _, end := m.node.Store().CommitLogOffsets(); end != refEnd {
+			s.t.Fatalf("%s: commit log ends at %d, the leader's at %d", m.opts.NodeID, end, refEnd)
+		}
+	}
+}
+
+func TestReplicatedAppendsAndState(t *testing.T) {
+	s := newSet(t, 3, nil)
+	l := s.leader(nil)
+	st := l.node.Store()
+	acked, errs := appendN(st, "a", 400)
+	if errs != 0 || len(acked) != 400 {
+		t.Fatalf("%d acknowledged, %d failed", len(acked), errs)
+	}
+	if err := st.CommitOffset("g", "T", 1, 42); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutMeta("topic/T", []byte(`{"queues":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutKeys([]byte("timer/1")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitSame(st)
+	for _, m := range s.members {
+		if m == l {
+			continue
+		}
+		f := m.node.Store()
+		if f.Writable() {
+			t.Fatalf("follower %s takes writes", m.opts.NodeID)
+		}
+		if err := f.Append([]*message.Message{msg("T", 0, "x")}); !errors.Is(err, store.ErrNotLeader) {
+			t.Fatalf("append on a follower: %v", err)
+		}
+		waitFor(t, "metadata replicated", func() bool {
+			v, err := f.Meta("topic/T")
+			return err == nil && string(v) == `{"queues":4}`
+		})
+		waitFor(t, "offset replicated", func() bool {
+			off, ok := f.ConsumerOffset("g", "T", 1)
+			return ok && off == 42
+		})
+		waitFor(t, "timer key replicated", func() bool {
+			found := false
+			f.ScanKeys([]byte("timer/"), nil, func(k []byte) bool { found = true; return false })
+			return found
+		})
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFailoverKeepsAcknowledged stops the leader while appends run, many
+// times: every acknowledged message is on the new leader exactly once,
+// and the stopped member catches up when it comes back.
+func TestFailoverKeepsAcknowledged(t *testing.T) {
+	s := newSet(t, 3, nil)
+	all := map[string]bool{}
+	rounds := 5
+	if testing.Short() {
+		rounds = 2
+	}
+	for round := range rounds {
+		l := s.leader(nil)
+		base := l.node.Status().AppliedIndex
+		var acked []string
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			acked, _ = appendN(l.node.Store(), fmt.Sprintf("r%d", round), 2000)
+		}()
+		waitFor(t, "appends under way", func() bool { return l.node.Status().AppliedIndex > base+20 })
+		s.stop(l)
+		wg.Wait()
+		t.Logf("round %d: %d of 2000 acknowledged before the leader stopped", round, len(acked))
+		for _, b := range acked {
+			all[b] = true
+		}
+		nl := s.leader(l)
+		got := bodies(t, nl.node.Store())
+		for b := range all {
+			if got[b] != 1 {
+				t.Fatalf("round %d: acknowledged %s found %d times on the new leader", round, b, got[b])
+			}
+		}
+		for b, c := range got {
+			if c != 1 {
+				t.Fatalf("round %d: %s stored %d times", round, b, c)
+			}
+		}
+		s.restart(l)
+		if more, errs := appendN(nl.node.Store(), fmt.Sprintf("after%d", round), 40); errs != 0 {
+			t.Fatalf("appends to the new leader failed: %d", errs)
+		} else {
+			for _, b := range more {
+				all[b] = true
+			}
+		}
+		s.waitSame(nl.node.Store())
+	}
+}
+
+// TestPartitionedLeaderStops cuts the leader off: it stops taking writes,
+// the majority elects another, and when healed the old leader follows
+// the new log.
+func TestPartitionedLeaderStops(t *testing.T) {
+	s := newSet(t, 3, nil)
+	old := s.leader(nil)
+	if _, errs := appendN(old.node.Store(), "before", 100); errs != 0 {
+		t.Fatal("appends failed before the partition")
+	}
+	old.layer.partition(true)
+	waitFor(t, "the cut-off leader stops taking writes", func() bool { return !old.node.Store().Writable() })
+	if err := old.node.Store().Append([]*message.Message{msg("T", 0, "stale")}); err == nil {
+		t.Fatal("a leader without its majority acknowledged an append")
+	}
+	nl := s.leader(old)
+	if _, errs := appendN(nl.node.Store(), "after", 100); errs != 0 {
+		t.Fatal("appends to the new leader failed")
+	}
+	old.layer.partition(false)
+	s.waitSame(nl.node.Store())
+	if got := bodies(t, old.node.Store()); got["stale"] != 0 {
+		t.Fatal("the unacknowledged append survived on the old leader")
+	}
+}
+
+// TestFarBehindReplicaInstallsSnapshot stops a replica, moves the log on
+// past what raft keeps, and restarts it: it installs a snapshot.
+func TestFarBehindReplicaInstallsSnapshot(t *testing.T) {
+	s := newSet(t, 3, func(o *cluster.Options) {
+		o.SnapshotThreshold = 64
+		o.TrailingLogs = 16
+	})
+	l := s.leader(nil)
+	var behind *member
+	for _, m := range s.members {
+		if m != l {
+			behind = m
+			break
+		}
+	}
+	appendN(l.node.Store(), "early", 100)
+	s.stop(behind)
+	for i := range 5 {
+		if _, errs := appendN(l.node.Store(), fmt.Sprintf("late%d", i), 200); errs != 0 {
+			t.Fatal("appends failed")
+		}
+	}
+	if err := l.node.Store().CommitOffset("g", "T", 2, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.node.Store().PutMeta("topic/T", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	l.node.Store().Checkpoint() // proposes the offset
+	waitFor(t, "offset committed", func() bool { return l.node.Status().CommitIndex == l.node.Status().AppliedIndex })
+	if err := l.node.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	s.restart(behind)
+	s.waitSame(l.node.Store())
+	if n := behind.node.Status().SnapshotsInstalled; n == 0 {
+		t.Fatal("the replica caught up without a snapshot")
+	}
+	if v, err := behind.node.Store().Meta("topic/T"); err != nil || string(v) != "v" {
+		t.Fatalf("metadata after the snapshot: %q %v", v, err)
+	}
+	if off, ok := behind.node.Store().ConsumerOffset("g", "T", 2); !ok || off != 7 {
+		t.Fatalf("offset after the snapshot: %d %v", off, ok)
+	}
+}

@@ -1,0 +1,68 @@
+// Package cluster makes a broker set of several members replicate one
+// store over raft (github.com/hashicorp/raft): the leader is the set's
+// master, the others its replicas.
+//
+// # Data path
+//
+//	leader: Append ─▶ store round ─▶ Propose ─▶ raft log (fsync) ─▶ majority ─▶ commit
+//	                                                                             │
+//	every member:                          store.Apply ◀── FSM.Apply ◀──────────┘
+//	                                       write the round's bytes at the same offsets,
+//	                                       dispatch its records to the consume queues
+//
+// A group-commit round of the store is one raft entry holding the round's
+// bytes exactly as the commit log stores them, so every member's commit
+// log is byte for byte the same, and commit-log offsets, queue offsets and
+// message ids survive a failover. An append is acknowledged once the
+// round's entry is committed (stored with fsync by a majority) and applied
+// on the leader; the members' commit logs are synced in the background,
+// and after a crash each member cuts its log at its last synced end and
+// re-applies the rest from the raft log (store.Options.Replicator).
+//
+// Consumer offsets and scheduler positions (progress values) are proposed
+// by the leader's checkpoint, every store CheckpointInterval; metadata
+// (topic and group configs) with each write, which returns once
+// committed; the keys components keep in the index (the timer index, POP
+// state) with each batch; topic deletions at the log offset where they
+// happened.
+//
+// # Leadership
+//
+// raft elects the leader. A new leader first applies every entry
+// committed before it (a barrier), then its store takes writes
+// (store.Promote) and OnLeader runs: the broker process starts serving
+// and registers as brokerId 0. A leader that loses its majority stops
+// within raft's leader lease: its store stops taking writes
+// (store.Demote) and fails every append not yet committed, and OnFollower
+// runs. Such an append may still be committed by the next leader: a
+// client that retries may then store a message twice (at least once).
+//
+// # Snapshots
+//
+// A snapshot is the store's index state that the log does not derive
+// (metadata, progress values, queue registrations, topic deletions) and
+// the commit log's bytes up to the applied end (store.Snapshot). raft
+// takes one every SnapshotThreshold entries and then truncates its log;
+// a member too far behind for the log installs the leader's snapshot,
+// which replaces its store.
+//
+// # Invariants
+//
+//  1. A member's store takes writes only while it is raft's leader and
+//     has applied every entry committed before its term.
+//  2. An append is acknowledged only after its round is committed by a
+//     majority and applied on the leader; nothing acknowledged is lost
+//     while a majority of members keeps its disk.
+//  3. Every member applies the same entries in the same order; a round
+//     that does not continue a member's log where it ends is an error
+//     that stops that member's store, never silently skipped.
+//  4. A member restarted after a crash never serves a round it has not
+//     re-applied from the raft log: the store cuts its log back to its
+//     last synced end, a round boundary.
+//
+// # Security
+//
+// raft's port carries the set's data and takes entries from its leader:
+// it must be reachable only by the set's members (a private network or
+// firewall rules). It has no authentication or TLS of its own.
+package cluster

@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/raft"
+	"github.com/rmq-go/rmq/core/store"
+)
+
+// fsm is the Node as raft's state machine: the store.
+type fsm Node
+
+// Apply hands a committed entry to the store.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	n := (*Node)(f)
+	if err := n.Store().Apply(l.Data); err != nil {
+		n.log.Error("applying a committed entry failed", "index", l.Index, "err", err)
+		return err
+	}
+	return nil
+}
+
+// Snapshot syncs the commit log and captures the store's state; raft then
+// writes it out while entries go on being applied.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	snap, err := (*Node)(f).Store().TakeSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return fsmSnapshot{snap}, nil
+}
+
+// Restore replaces this member's store with a snapshot from the leader:
+// the member was too far behind for the raft log to catch it up.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	n := (*Node)(f)
+	old := n.Store()
+	n.log.Warn("installing a snapshot from the leader: this member's store is replaced")
+	if err := old.Close(); err != nil {
+		n.log.Warn("closing the store before a restore", "err", err)
+	}
+	so := n.opts.Store
+	so.Replicator = n
+	if err := store.RestoreDir(so.FS, so.Dir, rc); err != nil {
+		return err
+	}
+	st, err := store.Open(so)
+	if err != nil {
+		return fmt.Errorf("cluster: open the restored store: %w", err)
+	}
+	n.store.Store(st)
+	n.restores.Add(1)
+	return nil
+}
+
+type fsmSnapshot struct{ snap *store.Snapshot }
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.snap.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (fsmSnapshot) Release() {}

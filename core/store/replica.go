@@ -1,0 +1,537 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Replicator carries a replicated store's changes to the other members of
+// its set, through a log they all apply in one order (core/cluster runs
+// it on raft). Every member's store, the proposer's included, learns of a
+// committed entry only through Store.Apply.
+type Replicator interface {
+	// Propose appends entry to the replicated log. It is called in log
+	// order (the calls of one store never overlap), must not keep entry
+	// past done, and calls done once: with nil after the entry is
+	// committed and applied here, or with the error that kept it out (it
+	// may still be committed later, and then reaches Apply all the same).
+	Propose(entry []byte, done func(error))
+}
+
+// ErrNotLeader is returned by writes to a replicated store that is not its
+// set's leader, or that stopped being one before the write was committed.
+var ErrNotLeader = errors.New("store: not the leader of its broker set")
+
+// Entry kinds (the first byte of every replicated entry).
+const (
+	entryRound    = 'R' // id(8) nchunks(4) {off(8) len(4) bytes}...
+	entryProgress = 'P' // n(4) {nameLen(2) name set(1) value(8)}...
+	entryMeta     = 'M' // n(4) {put(1) nameLen(2) name valueLen(4) value}...
+	entryDelete   = 'T' // at(8) topic
+	entryKeys     = 'X' // a pebble batch's representation (PutKeys, PutValues, DeleteKeys, DeleteKeyRange)
+)
+
+// replEndKey holds the end of the commit log covered by the last fsync of
+// a replicated store: an entry boundary, below which every applied round
+// is on disk. Recovery cuts the log there; the replicated log supplies
+// the rest again.
+var replEndKey = []byte{'r'}
+
+// replState is a replicated store's own state; see doc.go, "Replication".
+type replState struct {
+	// writable is set by Promote and cleared by Demote; guarded by s.mu.
+	writable bool
+	// inflight are this store's proposed rounds not yet applied or
+	// failed, in log order; closed refuses rounds after Close began.
+	// Both guarded by applyMu.
+	inflight []*round
+	closed   bool
+	nextID   uint64
+	// dirty are progress names changed since the last proposal (leader
+	// only); guarded by s.progress.
+	dirty map[string]struct{}
+}
+
+// Replicated reports whether the store was opened with a Replicator.
+func (s *Store) Replicated() bool { return s.opts.Replicator != nil }
+
+// Writable reports whether a replicated store takes writes (it is its
+// set's leader and caught up); an unreplicated store always does.
+func (s *Store) Writable() bool {
+	if !s.Replicated() {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.repl.writable
+}
+
+// Promote makes a replicated store take writes. The caller has applied
+// every entry committed before (raft's Barrier): offsets are handed out
+// from the end of what was applied.
+func (s *Store) Promote() {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.written.Load()
+	if pos := next % s.opts.SegmentSize; pos > s.opts.SegmentSize-blankLen {
+		next += s.opts.SegmentSize - pos
+	}
+	s.mu.next = next
+	s.cq.RLock()
+	for _, q := range s.mu.queues {
+		q.assigned = q.next
+	}
+	s.cq.RUnlock()
+	s.repl.writable = true
+}
+
+// Demote stops a replicated store taking writes and fails every append
+// not yet committed with ErrNotLeader wrapping cause. Its entries may
+// still be committed by the next leader; they then reach Apply like any
+// other entry.
+func (s *Store) Demote(cause error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.demoteLocked(cause)
+}
+
+// demoteLocked is Demote with applyMu held.
+func (s *Store) demoteLocked(cause error) {
+	s.mu.Lock()
+	wasWritable := s.repl.writable
+	s.repl.writable = false
+	pending := s.mu.pending
+	s.mu.pending = nil
+	if pending != nil {
+		s.mu.pendingBytes -= pending.bytes
+	}
+	s.space.Broadcast()
+	s.mu.Unlock()
+	failed := s.repl.inflight
+	s.repl.inflight = nil
+	if pending != nil {
+		failed = append(failed, pending)
+	}
+	err := fmt.Errorf("%w: %v", ErrNotLeader, cause)
+	for _, r := range failed {
+		r.err = err
+		s.finish(r)
+	}
+	if wasWritable || len(failed) > 0 {
+		s.log.Warn("store stopped taking writes", "reason", cause, "appends_failed", len(failed))
+	}
+}
+
+// proposeRound hands r to the replicated log; Apply finishes it.
+func (s *Store) proposeRound(r *round) {
+	s.applyMu.Lock()
+	if s.repl.closed {
+		s.applyMu.Unlock()
+		r.err = ErrClosed
+		s.finish(r)
+		return
+	}
+	s.repl.nextID++
+	id := s.repl.nextID
+	n := 1 + 8 + 4
+	for _, c := range r.chunks {
+		n += 12 + len(c.buf)
+	}
+	e := make([]byte, 0, n)
+	e = append(e, entryRound)
+	e = binary.BigEndian.AppendUint64(e, id)
+	e = binary.BigEndian.AppendUint32(e, uint32(len(r.chunks)))
+	for _, c := range r.chunks {
+		e = binary.BigEndian.AppendUint64(e, uint64(c.off))
+		e = binary.BigEndian.AppendUint32(e, uint32(len(c.buf)))
+		e = append(e, c.buf...)
+	}
+	r.id = id
+	s.repl.inflight = append(s.repl.inflight, r)
+	s.applyMu.Unlock()
+	s.opts.Replicator.Propose(e, func(err error) {
+		if err != nil {
+			s.fence(r, err)
+		}
+	})
+}
+
+// fence demotes the store after a proposal of r failed, unless r was
+// applied or failed already.
+func (s *Store) fence(r *round, cause error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	for _, x := range s.repl.inflight {
+		if x == r {
+			s.demoteLocked(cause)
+			return
+		}
+	}
+}
+
+// Apply applies one committed entry of the replicated log. The Replicator
+// calls it on every member, in log order, from one goroutine. Entries
+// already in the store (a replay after a restart) are skipped; an entry
+// that does not follow the store's log is an error, and the store then
+// takes no more writes.
+func (s *Store) Apply(entry []byte) error {
+	if len(entry) == 0 {
+		return fmt.Errorf("%w: empty replicated entry", ErrCorruption)
+	}
+	var err error
+	switch entry[0] {
+	case entryRound:
+		err = s.applyRound(entry[1:])
+	case entryProgress:
+		err = s.applyProgress(entry[1:])
+	case entryMeta:
+		err = s.applyMeta(entry[1:])
+	case entryKeys:
+		err = s.applyKeys(entry[1:])
+	case entryDelete:
+		if len(entry) < 10 {
+			return fmt.Errorf("%w: short topic deletion entry", ErrCorruption)
+		}
+		err = s.deleteTopicAt(string(entry[9:]), int64(binary.BigEndian.Uint64(entry[1:])))
+	default:
+		err = fmt.Errorf("%w: replicated entry of unknown kind %q", ErrCorruption, entry[0])
+	}
+	return err
+}
+
+// applyRound writes a round's bytes and dispatches its records. A round
+// this store proposed is finished, waking its appenders.
+func (s *Store) applyRound(p []byte) error {
+	if len(p) < 12 {
+		return fmt.Errorf("%w: short round entry", ErrCorruption)
+	}
+	id := binary.BigEndian.Uint64(p)
+	n := int(binary.BigEndian.Uint32(p[8:]))
+	p = p[12:]
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.repl.closed {
+		return ErrClosed
+	}
+	if k := len(s.repl.inflight); k > 0 && s.repl.inflight[0].id == id {
+		r := s.repl.inflight[0]
+		s.repl.inflight[0] = nil
+		s.repl.inflight = s.repl.inflight[1:]
+		if err := s.storeRound(r); err != nil {
+			r.err = err
+			s.finish(r)
+			s.demoteLocked(err)
+			s.fail(err)
+			return err
+		}
+		s.finish(r)
+		s.recycle(r)
+		return nil
+	}
+	// A round of another member: whatever this store proposed can no
+	// longer be committed before it.
+	if len(s.repl.inflight) > 0 || s.Writable() {
+		s.demoteLocked(errors.New("a round of another member was committed"))
+	}
+	r := &round{segSize: s.opts.SegmentSize}
+	for i := 0; i < n; i++ {
+		if len(p) < 12 {
+			return fmt.Errorf("%w: short round entry", ErrCorruption)
+		}
+		off := int64(binary.BigEndian.Uint64(p))
+		size := int(binary.BigEndian.Uint32(p[8:]))
+		if len(p) < 12+size {
+			return fmt.Errorf("%w: short round entry", ErrCorruption)
+		}
+		r.chunks = append(r.chunks, chunk{off: off, buf: p[12 : 12+size]})
+		p = p[12+size:]
+	}
+	if len(r.chunks) == 0 {
+		return nil
+	}
+	first, last := r.chunks[0], r.chunks[len(r.chunks)-1]
+	r.end = last.off + int64(len(last.buf))
+	written := s.written.Load()
+	switch {
+	case r.end <= written:
+		return nil // applied before a restart
+	case first.off != written:
+		err := fmt.Errorf("%w: replicated round at %d does not follow the log's end %d", ErrCorruption, first.off, written)
+		s.fail(err)
+		return err
+	}
+	if err := s.unitsOf(r); err != nil {
+		s.fail(err)
+		return err
+	}
+	if err := s.storeRound(r); err != nil {
+		s.fail(err)
+		return err
+	}
+	return nil
+}
+
+// unitsOf fills r.units from the frames of r's chunks, verifying each.
+func (s *Store) unitsOf(r *round) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ci, c := range r.chunks {
+		for at := 0; at+8 <= len(c.buf); {
+			size := int(int32(binary.BigEndian.Uint32(c.buf[at:])))
+			magic := binary.BigEndian.Uint32(c.buf[at+4:])
+			off := c.off + int64(at)
+			if size == 0 && magic == BlankMagic {
+				break
+			}
+			if size < markerLen || at+size+trailerLen > len(c.buf) {
+				return fmt.Errorf("%w: replicated frame at %d: bad size %d", ErrCorruption, off, size)
+			}
+			frame := c.buf[at : at+size+trailerLen]
+			if magic == RoundMagic {
+				if _, ok := checkMarker(frame, off); !ok {
+					return fmt.Errorf("%w: replicated round marker at %d", ErrCorruption, off)
+				}
+				at += size + trailerLen
+				continue
+			}
+			rec, err := checkFrame(frame, off)
+			if err != nil {
+				return err
+			}
+			k := queueKey{string(rec.Topic()), rec.QueueID()}
+			if del, ok := s.mu.deleted[k.topic]; !ok || off >= del {
+				q := s.queueLocked(k)
+				qoff := rec.QueueOffset()
+				q.assigned = max(q.assigned, qoff+1)
+				r.units = append(r.units, pendingUnit{q: q, qoff: qoff, off: off, size: int32(size), chunk: ci, at: at})
+			}
+			at += size + trailerLen
+		}
+	}
+	s.mu.next = max(s.mu.next, r.end)
+	return nil
+}
+
+// storeRound writes r and makes its records visible. applyMu is held.
+func (s *Store) storeRound(r *round) error {
+	s.stats.Rounds.Add(1)
+	s.stats.RoundMessages.Observe(int64(len(r.units)))
+	if err := s.writeRound(r); err != nil {
+		return err
+	}
+	s.written.Store(r.end)
+	s.dirtyEnd = 0
+	s.dispatchRound(r)
+	return nil
+}
+
+// syncReplicated fsyncs the log and records the end it covers (see
+// replEndKey).
+func (s *Store) syncReplicated() error {
+	s.applyMu.Lock()
+	end := s.written.Load()
+	s.applyMu.Unlock()
+	if end == s.durable.Load() {
+		return nil
+	}
+	s.stats.FsyncBytes.Observe(end - s.durable.Load())
+	if err := s.syncActive(); err != nil {
+		return err
+	}
+	s.durable.Store(end)
+	if err := s.db.Set(replEndKey, int64Value(end), pebble.Sync); err != nil {
+		return fmt.Errorf("store: record the synced end: %w", err)
+	}
+	return nil
+}
+
+// SyncReplicated makes every applied round durable in the commit log, so
+// the replicated log may forget the entries before this point.
+func (s *Store) SyncReplicated() error { return s.syncReplicated() }
+
+// proposeProgress sends the progress values changed since the last
+// proposal (leader only; called by the checkpoint).
+func (s *Store) proposeProgress() {
+	s.progress.Lock()
+	if len(s.repl.dirty) == 0 {
+		s.progress.Unlock()
+		return
+	}
+	e := []byte{entryProgress}
+	e = binary.BigEndian.AppendUint32(e, uint32(len(s.repl.dirty)))
+	names := make([]string, 0, len(s.repl.dirty))
+	for name := range s.repl.dirty {
+		v, ok := s.progress.values[name]
+		e = binary.BigEndian.AppendUint16(e, uint16(len(name)))
+		e = append(e, name...)
+		if ok {
+			e = append(e, 1)
+		} else {
+			e = append(e, 0)
+		}
+		e = binary.BigEndian.AppendUint64(e, uint64(v))
+		names = append(names, name)
+	}
+	clear(s.repl.dirty)
+	s.progress.Unlock()
+	s.opts.Replicator.Propose(e, func(err error) {
+		if err == nil {
+			return
+		}
+		// Sent again with the next checkpoint, if still the leader.
+		s.progress.Lock()
+		for _, name := range names {
+			s.repl.dirty[name] = struct{}{}
+		}
+		s.progress.Unlock()
+	})
+}
+
+// applyProgress sets the progress values of another member's entry. The
+// leader proposed them from its own values, which may be newer by now.
+func (s *Store) applyProgress(p []byte) error {
+	if s.Writable() {
+		return nil
+	}
+	if len(p) < 4 {
+		return fmt.Errorf("%w: short progress entry", ErrCorruption)
+	}
+	n := int(binary.BigEndian.Uint32(p))
+	p = p[4:]
+	s.progress.Lock()
+	defer s.progress.Unlock()
+	for i := 0; i < n; i++ {
+		if len(p) < 2 {
+			return fmt.Errorf("%w: short progress entry", ErrCorruption)
+		}
+		l := int(binary.BigEndian.Uint16(p))
+		if len(p) < 2+l+9 {
+			return fmt.Errorf("%w: short progress entry", ErrCorruption)
+		}
+		name := string(p[2 : 2+l])
+		set := p[2+l] == 1
+		v := int64(binary.BigEndian.Uint64(p[3+l:]))
+		p = p[11+l:]
+		if set {
+			s.progress.values[name] = v
+		} else {
+			delete(s.progress.values, name)
+		}
+		s.progress.dirty[name] = struct{}{}
+	}
+	return nil
+}
+
+// proposeWait proposes e and waits for its commit.
+func (s *Store) proposeWait(e []byte) error {
+	if !s.Writable() {
+		return ErrNotLeader
+	}
+	done := make(chan error, 1)
+	s.opts.Replicator.Propose(e, func(err error) { done <- err })
+	return <-done
+}
+
+// replicateMeta proposes a metadata change; Apply writes it on every
+// member.
+func (s *Store) replicateMeta(puts map[string][]byte, deletes []string) error {
+	e := []byte{entryMeta}
+	e = binary.BigEndian.AppendUint32(e, uint32(len(puts)+len(deletes)))
+	for name, v := range puts {
+		e = append(e, 1)
+		e = binary.BigEndian.AppendUint16(e, uint16(len(name)))
+		e = append(e, name...)
+		e = binary.BigEndian.AppendUint32(e, uint32(len(v)))
+		e = append(e, v...)
+	}
+	for _, name := range deletes {
+		e = append(e, 0)
+		e = binary.BigEndian.AppendUint16(e, uint16(len(name)))
+		e = append(e, name...)
+		e = binary.BigEndian.AppendUint32(e, 0)
+	}
+	return s.proposeWait(e)
+}
+
+// applyMeta writes a metadata entry.
+func (s *Store) applyMeta(p []byte) error {
+	if len(p) < 4 {
+		return fmt.Errorf("%w: short metadata entry", ErrCorruption)
+	}
+	n := int(binary.BigEndian.Uint32(p))
+	p = p[4:]
+	puts := make(map[string][]byte)
+	var deletes []string
+	for i := 0; i < n; i++ {
+		if len(p) < 3 {
+			return fmt.Errorf("%w: short metadata entry", ErrCorruption)
+		}
+		put := p[0] == 1
+		l := int(binary.BigEndian.Uint16(p[1:]))
+		if len(p) < 3+l+4 {
+			return fmt.Errorf("%w: short metadata entry", ErrCorruption)
+		}
+		name := string(p[3 : 3+l])
+		vl := int(binary.BigEndian.Uint32(p[3+l:]))
+		p = p[7+l:]
+		if len(p) < vl {
+			return fmt.Errorf("%w: short metadata entry", ErrCorruption)
+		}
+		if put {
+			puts[name] = p[:vl]
+		} else {
+			deletes = append(deletes, name)
+		}
+		p = p[vl:]
+	}
+	return s.writeMeta(puts, deletes)
+}
+
+// replicateDelete proposes a topic's deletion at the current end of the
+// log, so every member drops the same records of it.
+func (s *Store) replicateDelete(topic string) error {
+	s.mu.Lock()
+	at := s.mu.next
+	s.mu.Unlock()
+	e := []byte{entryDelete}
+	e = binary.BigEndian.AppendUint64(e, uint64(at))
+	e = append(e, topic...)
+	return s.proposeWait(e)
+}
+
+// newReplID seeds round ids so two runs of a store never share one.
+func newReplID() uint64 { return rand.Uint64() >> 1 }
+
+// replicateKeys proposes a batch of the keys components keep in the index
+// (PutKeys and the like), already committed here without fsync, as they
+// are. Nothing waits for it: those keys are written without fsync on the
+// leader too, and entries proposed later (the progress values that count
+// on them) follow it in the log.
+func (s *Store) replicateKeys(b *pebble.Batch) {
+	if !s.Replicated() || !s.Writable() {
+		return
+	}
+	repr := b.Repr()
+	e := make([]byte, 0, 1+len(repr))
+	e = append(append(e, entryKeys), repr...)
+	s.opts.Replicator.Propose(e, func(error) {})
+}
+
+// applyKeys applies another member's key batch.
+func (s *Store) applyKeys(repr []byte) error {
+	if s.Writable() {
+		return nil // proposed here, and written already
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.SetRepr(append([]byte(nil), repr...)); err != nil {
+		return fmt.Errorf("%w: key batch: %v", ErrCorruption, err)
+	}
+	return b.Commit(pebble.NoSync)
+}
