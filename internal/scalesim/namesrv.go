@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -377,15 +376,4 @@ func liveHeap() int64 {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
-}
-
-// formatBytes writes n as B, KiB or MiB with one decimal.
-func formatBytes(n float64) string {
-	switch {
-	case n >= 1<<20:
-		return strconv.FormatFloat(n/(1<<20), 'f', 1, 64) + " MiB"
-	case n >= 1<<10:
-		return strconv.FormatFloat(n/(1<<10), 'f', 1, 64) + " KiB"
-	}
-	return strconv.FormatFloat(n, 'f', 0, 64) + " B"
 }

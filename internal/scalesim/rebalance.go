@@ -38,8 +38,9 @@ func RebalanceQueues(sets, perSet int) []allocate.Queue {
 }
 
 // RunRebalance measures s over sets × perSet queues and consumers
-// clients. calls is how many Allocate calls are timed.
-func RunRebalance(s allocate.Strategy, sets, perSet, consumers, calls int) (Rebalance, error) {
+// clients. Allocate is called, by each client in turn, until the calls
+// have taken budget of CPU, and at least five times.
+func RunRebalance(s allocate.Strategy, sets, perSet, consumers int, budget time.Duration) (Rebalance, error) {
 	qs := RebalanceQueues(sets, perSet)
 	r := Rebalance{Strategy: s.Name(), Queues: len(qs), Consumers: consumers}
 	clients := make([]string, consumers)
@@ -47,8 +48,9 @@ func RunRebalance(s allocate.Strategy, sets, perSet, consumers, calls int) (Reba
 		clients[i] = ClientID(i)
 	}
 	cpu0 := processCPU()
-	for i := range calls {
-		if _, err := s.Allocate("group", clients[i%consumers], clients, qs); err != nil {
+	calls := 0
+	for ; calls < 5 || processCPU()-cpu0 < budget; calls++ {
+		if _, err := s.Allocate("group", clients[calls%consumers], clients, qs); err != nil {
 			return r, err
 		}
 	}
