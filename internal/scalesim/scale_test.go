@@ -31,7 +31,7 @@ func TestScaleSim(t *testing.T) {
 
 	w("Name server, %d topics on every set, %d queues each (median, range of %d runs)", scalesim.DefaultTopics, scalesim.DefaultQueues, runs)
 	w("")
-	w("| sets | registration request | CPU per registration (all) | (name server) | route response | CPU per route query (all) | (name server) | table heap |")
+	w("| sets | registration request | CPU per registration (all) | (name server) | route response | CPU per route lookup (all) | (name server) | table heap |")
 	w("|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range []int{1, 10, 50, 100} {
 		var rs []scalesim.Result
