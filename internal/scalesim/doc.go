@@ -27,9 +27,9 @@
 //
 // # Invariants
 //
-//  1. Every registration request is byte for byte what core/broker sends
-//     for the same table: the body is json.Marshal of
-//     remoting.RegisterBrokerBody, the header fields are the same.
+//  1. A registration request has the shape core/broker sends: the same
+//     header fields, and a body that is json.Marshal of
+//     remoting.RegisterBrokerBody (unsigned: no ACL fields).
 //  2. A route answer is checked before it is counted: it names every set
 //     once, with its master address and the topic's queue counts.
 package scalesim
