@@ -44,6 +44,10 @@ var rules = []rule{
 	{from: "core/remoting", only: []string{"core/message", "internal/properties"}},
 	{from: "core/acl", only: []string{"core/remoting", "core/message", "internal/properties", "go.yaml.in/yaml/v3"}},
 	{from: "internal/bench", only: []string{"core/remoting", "core/message", "internal/properties"}},
+	// The scale simulation drives a real name server over the remoting
+	// protocol and runs the allocation strategies; it reaches no broker or
+	// store.
+	{from: "internal/scalesim", only: []string{"core/namesrv", "core/remoting", "core/allocate", "core/message", "internal/properties"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},
 	{from: "core/namesrv", deny: []string{"core/store", "core/broker"}},
 	{from: "core/broker", deny: []string{"plugins", "filters", "cmd", "internal/rmqpb", "google.golang.org/grpc", "github.com/tetratelabs/wazero", "github.com/nats-io", "github.com/spf13/pflag"}},
