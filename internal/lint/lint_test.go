@@ -48,7 +48,9 @@ var rules = []rule{
 	// protocol and runs the allocation strategies; it reaches no broker or
 	// store.
 	{from: "internal/scalesim", only: []string{"core/namesrv", "core/remoting", "core/allocate", "core/message", "internal/properties"}},
-	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters"}},
+	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters", "github.com/hashicorp/raft"}},
+	// Replication knows the store and raft, never what runs on them.
+	{from: "core/cluster", deny: []string{"core/broker", "core/remoting", "core/namesrv", "plugins", "filters", "internal/server"}},
 	{from: "core/namesrv", deny: []string{"core/store", "core/broker"}},
 	{from: "core/broker", deny: []string{"plugins", "filters", "cmd", "internal/rmqpb", "google.golang.org/grpc", "github.com/tetratelabs/wazero", "github.com/nats-io", "github.com/spf13/pflag"}},
 	{from: "filters", only: []string{"core/message", "internal/properties"}},
