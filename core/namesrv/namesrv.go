@@ -197,6 +197,15 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 		e.topics = old.topics
 	}
 	s.brokers[addr] = e
+	// One address per broker name and id: a replicated set's new master
+	// registers from another address than the one it replaces, which may
+	// be gone without unregistering.
+	for a, b := range s.brokers {
+		if a != addr && b.cluster == e.cluster && b.name == e.name && b.id == e.id {
+			delete(s.brokers, a)
+			s.log.Info("broker replaced at a new address", "broker", name, "id", id, "old", a, "new", addr)
+		}
+	}
 	s.mu.Unlock()
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Set("haServerAddr", "")

@@ -184,3 +184,26 @@ func TestIncrementalRegistrationMerges(t *testing.T) {
 		t.Fatalf("A has %d queues after the full registration, want 4", q)
 	}
 }
+
+// TestNewMasterAddressReplacesOld registers a set's master from a second
+// address, as a replicated set's new leader does after a failover: routes
+// name only the new address at once, not both until the old one expires.
+func TestNewMasterAddressReplacesOld(t *testing.T) {
+	s, ns := start(t, namesrv.Options{DisableRetryRoutes: true})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	tc := remoting.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}
+	register(t, cl, ns, "set-a", "127.0.0.1:1", tc)
+	register(t, cl, ns, "set-b", "127.0.0.1:3", tc)
+	register(t, cl, ns, "set-a", "127.0.0.1:2", tc)
+	r, ok := s.Route("T")
+	if !ok || len(r.BrokerDatas) != 2 {
+		t.Fatalf("route %+v", r)
+	}
+	for _, bd := range r.BrokerDatas {
+		want := map[string]string{"set-a": "127.0.0.1:2", "set-b": "127.0.0.1:3"}[bd.BrokerName]
+		if len(bd.BrokerAddrs) != 1 || bd.BrokerAddrs[0] != want {
+			t.Fatalf("%s: addresses %v, want only %s", bd.BrokerName, bd.BrokerAddrs, want)
+		}
+	}
+}
