@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -21,8 +22,10 @@ import (
 func brokerConfig(args []string, stderr io.Writer) (cfg server.Config, pprofAddr string, code int) {
 	cfg = server.Config{NamesrvListen: server.DefaultNamesrvListen, HTTPListen: server.DefaultHTTPListen, GRPCListen: server.DefaultGRPCListen}
 	var configPath string
+	var set setFlags
 	flagsOnly := cfg
 	fs := brokerFlags(&flagsOnly, &configPath, &pprofAddr, stderr)
+	set.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return cfg, "", 0
@@ -46,7 +49,13 @@ func brokerConfig(args []string, stderr io.Writer) (cfg server.Config, pprofAddr
 		// The flags again, over the file: each one's default is now the
 		// file's value, so only those given replace it. The arguments
 		// parsed above, so they parse again.
-		brokerFlags(&cfg, &configPath, &pprofAddr, io.Discard).Parse(args)
+		again := brokerFlags(&cfg, &configPath, &pprofAddr, io.Discard)
+		(&setFlags{}).bind(again)
+		again.Parse(args)
+	}
+	if err := set.apply(&cfg); err != nil {
+		fmt.Fprintln(stderr, "broker:", err)
+		return cfg, "", 2
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	return cfg, pprofAddr, -1
@@ -75,6 +84,42 @@ func brokerFlags(c *server.Config, configPath, pprofAddr *string, stderr io.Writ
 	fs.BoolVar(&c.HTTPPprof, "http-pprof", c.HTTPPprof, "serve Go profiles under /debug/pprof/ on the HTTP endpoint")
 	fs.StringVar(pprofAddr, "pprof-listen", *pprofAddr, "serve Go profiles (net/http/pprof) on this address alone; empty disables (see also --http-pprof)")
 	return fs
+}
+
+// setFlags are the flags of a replicated set's member; each replaces the
+// config file's cluster: value it names.
+type setFlags struct{ name, node, peers string }
+
+func (f *setFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.name, "set-name", "", "run as a member of this replicated broker set (its brokerName in routes); needs --node-id and --peers")
+	fs.StringVar(&f.node, "node-id", "", "this member's id among --peers")
+	fs.StringVar(&f.peers, "peers", "", "every member of the set, this one included: id=host:port of raft's port, comma-separated (keep it on a private network)")
+}
+
+func (f *setFlags) apply(c *server.Config) error {
+	if f.name == "" && f.node == "" && f.peers == "" {
+		return nil
+	}
+	if c.Cluster == nil {
+		c.Cluster = &cluster.Options{}
+	}
+	if f.name != "" {
+		c.Cluster.SetName = f.name
+	}
+	if f.node != "" {
+		c.Cluster.NodeID = f.node
+	}
+	if f.peers != "" {
+		peers, err := cluster.ParsePeers(f.peers)
+		if err != nil {
+			return err
+		}
+		c.Cluster.Peers = peers
+	}
+	if c.Cluster.SetName == "" || c.Cluster.NodeID == "" || len(c.Cluster.Peers) == 0 {
+		return errors.New("a replicated set's member needs --set-name, --node-id and --peers (or cluster: in the config file)")
+	}
+	return nil
 }
 
 // textFlag is a flag whose value parses as it does in the config file.

@@ -20,8 +20,8 @@ import (
 
 // Peer is one member of a broker set.
 type Peer struct {
-	ID   string // the member's node id
-	Addr string // its raft address, host:port
+	ID   string `yaml:"id"`   // the member's node id
+	Addr string `yaml:"addr"` // its raft address, host:port
 }
 
 // ParsePeers reads "id=host:port,id=host:port,...".

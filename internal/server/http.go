@@ -26,6 +26,7 @@ import (
 //	/readyz           200 once the store is recovered, the plugins are
 //	                  loaded and the broker's last registration reached a
 //	                  name server; 503 with the first missing step otherwise
+//	/cluster          a replicated set's member: its view of the set as JSON
 //	/debug/pprof/...  Go's profiles, only with HTTPPprof
 //	/                 the web console (ConsoleHandler, or Config.Console), 404 until the broker runs
 //
@@ -99,6 +100,7 @@ func (s *Server) startHTTP() error {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	mux.HandleFunc("GET /cluster", s.clusterStatus) // cluster.go
 	if c.HTTPPprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -217,6 +219,8 @@ func (s *Server) notReady() string {
 	}
 	b := s.broker.Load()
 	switch {
+	case b == nil && s.node != nil:
+		return fmt.Sprintf("replica of set %s: the leader (%q) serves clients", s.cfg.Cluster.SetName, s.node.LeaderID())
 	case b == nil:
 		return "broker: starting"
 	case !b.Ready():

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
@@ -68,6 +69,11 @@ type Config struct {
 	// bytes per connection, frame size (remoting.ServerOptions, whose
 	// comments give the defaults). Logger and OnClose are the broker's.
 	Remoting remoting.ServerOptions `yaml:"remoting"`
+	// Cluster, if set, makes this broker one member of a replicated
+	// broker set (cluster.go): setName, nodeId, peers, raft's timeouts.
+	// The set's leader serves clients as its master; Store's Dir and
+	// Replicator and the set's DataDir/raft directory are filled in.
+	Cluster *cluster.Options `yaml:"cluster"`
 	// EmbeddedNamesrv configures the embedded name server.
 	EmbeddedNamesrv namesrv.Options `yaml:"embeddedNamesrv"`
 	// NATSBridge, if set, publishes retry and dead-letter events to NATS
@@ -155,6 +161,8 @@ type Server struct {
 	NS     *namesrv.Server
 	GRPC   *grpcserver.Server // nil unless GRPCListen is set
 	bridge *natsBridge
+	node   *cluster.Node // a replicated set's member (cluster.go); nil otherwise
+	lead   *leadership
 
 	plugins *pluginHost
 	acl     *aclGate
@@ -225,14 +233,18 @@ func Start(cfg Config) (_ *Server, err error) {
 	if so.Logger == nil {
 		so.Logger = cfg.Logger
 	}
-	s.Store, err = store.Open(so)
+	if cfg.Cluster != nil {
+		err = s.openNode(so) // cluster.go
+	} else {
+		s.Store, err = store.Open(so)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("broker: open the store in %s: %w", so.Dir, err)
 	}
 	s.storeOpen.Store(true)
 	s.acl.store = s.Store
 	if err := s.loadPlugins(); err != nil {
-		s.Store.Close()
+		s.closeStore()
 		return nil, err
 	}
 	s.pluginsLoaded.Store(true)
@@ -240,11 +252,61 @@ func Start(cfg Config) (_ *Server, err error) {
 	if cfg.NamesrvListen != "" {
 		if err := s.startNamesrv(); err != nil {
 			s.plugins.close(context.Background())
-			s.Store.Close()
+			s.closeStore()
 			return nil, err
 		}
 	}
 
+	if cfg.Cluster != nil {
+		// A member of a replicated set serves clients only while it
+		// leads (cluster.go).
+		s.startLeadership()
+		return s, nil
+	}
+	s.Broker, err = s.newBroker()
+	if err != nil {
+		s.stopNamesrv()
+		s.plugins.close(context.Background())
+		s.closeStore()
+		return nil, err
+	}
+	if err := s.startBridge(); err != nil {
+		s.stopNamesrv()
+		s.plugins.close(context.Background())
+		s.closeStore()
+		return nil, err
+	}
+	brokerLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		s.stopBridge(context.Background())
+		s.stopNamesrv()
+		s.plugins.close(context.Background())
+		s.closeStore()
+		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
+	}
+	s.registerMetrics()
+	s.broker.Store(s.Broker)
+	s.serve(func() error { return s.Broker.Serve(brokerLn) })
+	s.BrokerAddr = s.Broker.Addr()
+	if cfg.GRPCListen != "" {
+		if err := s.startGRPC(); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s.Shutdown(ctx)
+			return nil, err
+		}
+	}
+	if s.http != nil && cfg.Console == nil {
+		// Until now / answered 404: the console reads the running broker.
+		s.SetConsole(s.ConsoleHandler(s.HTTPAddr()))
+	}
+	return s, nil
+}
+
+// newBroker builds the broker on s.Store, with the process's plugins,
+// access control, TLS and name servers.
+func (s *Server) newBroker() (*broker.Broker, error) {
+	cfg := s.cfg
 	bo := cfg.Broker
 	bo.Store = s.Store
 	bo.AdvertiseAddr = cfg.Advertise
@@ -270,46 +332,16 @@ func Start(cfg Config) (_ *Server, err error) {
 			bo.NamesrvTLS = s.tls.clientConfig()
 		}
 	}
-	s.Broker, err = broker.New(bo)
+	if s.node != nil {
+		bo.BrokerName = cfg.Cluster.SetName
+	}
+	b, err := broker.New(bo)
 	if err != nil {
-		s.stopNamesrv()
-		s.plugins.close(context.Background())
-		s.Store.Close()
 		return nil, err
 	}
 	s.plugins.reloadACL = func() error { return errors.Join(s.ReloadACL(), s.ReloadTLS()) }
-	s.plugins.attach(s.Broker)
-	if err := s.startBridge(); err != nil {
-		s.stopNamesrv()
-		s.plugins.close(context.Background())
-		s.Store.Close()
-		return nil, err
-	}
-	brokerLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		s.stopBridge(context.Background())
-		s.stopNamesrv()
-		s.plugins.close(context.Background())
-		s.Store.Close()
-		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
-	}
-	s.registerMetrics()
-	s.broker.Store(s.Broker)
-	s.serve(func() error { return s.Broker.Serve(brokerLn) })
-	s.BrokerAddr = s.Broker.Addr()
-	if cfg.GRPCListen != "" {
-		if err := s.startGRPC(); err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			s.Shutdown(ctx)
-			return nil, err
-		}
-	}
-	if s.http != nil && cfg.Console == nil {
-		// Until now / answered 404: the console reads the running broker.
-		s.SetConsole(s.ConsoleHandler(s.HTTPAddr()))
-	}
-	return s, nil
+	s.plugins.attach(b)
+	return b, nil
 }
 
 // StartNamesrv runs a name server alone, configured by the parts of cfg a
@@ -404,13 +436,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.NS != nil {
 			errs = append(errs, s.NS.Shutdown(ctx))
 		}
+		errs = append(errs, s.stopLeadership(ctx))
 		s.wg.Wait()
 		if s.Store == nil {
 			return // a name server alone (StartNamesrv)
 		}
 		errs = append(errs, s.stopBridge(ctx))
 		errs = append(errs, s.plugins.close(ctx))
-		errs = append(errs, s.Store.Close())
+		errs = append(errs, s.closeStore())
 	})
 	return errors.Join(errs...)
 }

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+var httpLine = regexp.MustCompile(`msg="broker started" .*http=(\S+)`)
+
+// setMember is one broker process of a replicated set.
+type setMember struct {
+	id, raftAddr, dataDir string
+	args                  []string
+	cmd                   *exec.Cmd
+	http                  string
+	exited                chan struct{}
+}
+
+// replicatedSet runs a set's members as child processes.
+type replicatedSet struct {
+	t       *testing.T
+	name    string
+	members []*setMember
+}
+
+// freeAddr returns a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startSet(t *testing.T, name string, n int, namesrvs []string) *replicatedSet {
+	t.Helper()
+	rs := &replicatedSet{t: t, name: name}
+	var peers []string
+	for i := range n {
+		m := &setMember{id: fmt.Sprintf("%s-%d", name, i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
+		peers = append(peers, m.id+"="+m.raftAddr)
+		rs.members = append(rs.members, m)
+	}
+	for _, m := range rs.members {
+		m.args = []string{"--set-name", name, "--node-id", m.id, "--peers", strings.Join(peers, ","),
+			"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+			"--namesrv", strings.Join(namesrvs, ","), "--http-listen", "127.0.0.1:0", "--log-level", "info"}
+		rs.start(m)
+	}
+	return rs
+}
+
+func (rs *replicatedSet) start(m *setMember) {
+	t := rs.t
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "RMQ_BROKER_CHILD_ARGS="+strings.Join(m.args, "\x1f"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd, m.exited = cmd, make(chan struct{})
+	exited := m.exited
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	found := make(chan string, 1)
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if os.Getenv("RMQ_TEST_CHILD_LOGS") != "" {
+				t.Log(m.id, sc.Text())
+			}
+			if mm := httpLine.FindStringSubmatch(sc.Text()); mm != nil {
+				found <- mm[1]
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		cmd.Wait()
+	}()
+	m.http = brokertest.Wait(t, found, 30*time.Second, "member "+m.id+" to start")
+}
+
+// kill stops a member with SIGKILL (or sig) and waits for it to exit.
+func (rs *replicatedSet) kill(m *setMember, sig syscall.Signal) {
+	m.cmd.Process.Signal(sig)
+	<-m.exited
+	m.cmd = nil
+}
+
+type memberStatus struct {
+	State        string `json:"state"`
+	Serving      string `json:"serving"`
+	CommitIndex  uint64 `json:"commitIndex"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+	CommitLogEnd int64  `json:"commitLogEnd"`
+}
+
+func (m *setMember) status() (memberStatus, bool) {
+	var st memberStatus
+	if m.cmd == nil {
+		return st, false
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + m.http + "/cluster")
+	if err != nil {
+		return st, false
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st) == nil
+}
+
+// leader waits for the member serving as master.
+func (rs *replicatedSet) leader() *setMember {
+	rs.t.Helper()
+	var l *setMember
+	brokertest.Eventually(rs.t, 30*time.Second, "a leader serving in "+rs.name, func() bool {
+		for _, m := range rs.members {
+			if st, ok := m.status(); ok && st.State == "Leader" && st.Serving != "" {
+				l = m
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}
+
+// converged waits until every running member applied the same log.
+func (rs *replicatedSet) converged() {
+	rs.t.Helper()
+	brokertest.Eventually(rs.t, 60*time.Second, "members of "+rs.name+" to converge", func() bool {
+		var end int64 = -1
+		for _, m := range rs.members {
+			st, ok := m.status()
+			if !ok || st.AppliedIndex < st.CommitIndex {
+				return false
+			}
+			if end >= 0 && st.CommitLogEnd != end {
+				return false
+			}
+			end = st.CommitLogEnd
+		}
+		return true
+	})
+}
+
+// storedBodies stops the set gracefully and reads topic from each
+// member's data directory: every member must hold the same messages.
+func (rs *replicatedSet) storedBodies(topic string) map[string]int {
+	rs.t.Helper()
+	rs.converged()
+	for _, m := range rs.members {
+		rs.kill(m, syscall.SIGTERM)
+	}
+	var first map[string]int
+	for _, m := range rs.members {
+		st, err := store.Open(store.Options{Dir: m.dataDir, Logger: brokertest.Logger()})
+		if err != nil {
+			rs.t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, q := range st.Queues() {
+			if q.Topic != topic {
+				continue
+			}
+			it := st.NewQueueIter(topic, q.QueueID, store.IterOptions{StopOnCorruption: true})
+			for ok := it.SeekGE(0); ok; ok = it.Next() {
+				got[string(it.Record().Body())]++
+			}
+			if err := it.Close(); err != nil {
+				rs.t.Fatal(err)
+			}
+		}
+		st.Close()
+		if first == nil {
+			first = got
+			continue
+		}
+		if len(got) != len(first) {
+			rs.t.Fatalf("member %s holds %d messages, another %d", m.id, len(got), len(first))
+		}
+	}
+	return first
+}
+
+// TestReplicatedSetKillLeaderDuringSends kills the set's leader with
+// SIGKILL while producers send synchronously, again and again: every
+// acknowledged message is stored, once, on every member.
+func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
+	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown(context.Background())
+	rs := startSet(t, "set-a", 3, []string{ns.NamesrvAddr})
+	kills := 20
+	if testing.Short() {
+		kills = 3
+	}
+	const topic = "Replicated"
+	acked := map[string]bool{}
+	var mu sync.Mutex
+	var failovers []time.Duration
+	var killedAt time.Time
+	for round := range kills {
+		l := rs.leader()
+		if round > 0 {
+			failovers = append(failovers, time.Since(killedAt))
+		}
+		p, err := producer.NewDefaultProducer(
+			producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})),
+			producer.WithInstanceName(brokertest.Name(fmt.Sprintf("kill%d", round))),
+			producer.WithRetry(0),
+			producer.WithSendMsgTimeout(3*time.Second),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var killed atomic.Bool
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					body := fmt.Sprintf("r%d-w%d-%d", round, w, i)
+					res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(body)))
+					if err == nil && res.Status == primitive.SendOK {
+						mu.Lock()
+						acked[body] = true
+						mu.Unlock()
+						n.Add(1)
+					}
+					if killed.Load() {
+						return
+					}
+				}
+			}()
+		}
+		brokertest.Eventually(t, 60*time.Second, "sends to the leader", func() bool { return n.Load() >= 200 })
+		rs.kill(l, syscall.SIGKILL)
+		killedAt = time.Now()
+		killed.Store(true)
+		wg.Wait()
+		p.Shutdown()
+		rs.start(l)
+	}
+	got := rs.storedBodies(topic)
+	for body := range acked {
+		if got[body] != 1 {
+			t.Fatalf("acknowledged %s stored %d times", body, got[body])
+		}
+	}
+	for body, c := range got {
+		if c != 1 {
+			t.Fatalf("%s stored %d times", body, c)
+		}
+	}
+	slices.Sort(failovers)
+	t.Logf("%d leader kills: %d acknowledged, %d stored on every member; a new leader served after %v (median; range %v–%v)",
+		kills, len(acked), len(got), failovers[len(failovers)/2], failovers[0], failovers[len(failovers)-1])
+}
+
+
