@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
@@ -122,4 +126,91 @@ func printCluster(w io.Writer, rows []clusterBroker) error {
 			fmt.Sprint(b.Topics), conns, fmt.Sprint(b.MsgPutTotal), fmt.Sprint(b.CommitLogBytes), uptime})
 	}
 	return table(w, []string{"CLUSTER", "BROKER", "BID", "ADDR", "VERSION", "TOPICS", "CONNS", "STORED", "LOG BYTES", "UPTIME"}, out)
+}
+
+// The members of a replicated broker set, from their HTTP endpoints.
+func init() {
+	addAdminCommands(adminCommand{
+		group: "cluster", verb: "status", summary: "Show a replicated broker set: members, leader, raft commit and apply indexes, lag (each member's /cluster)",
+		args: func(fs *pflag.FlagSet) func() (any, error) {
+			members := fs.StringSlice("members", nil, "the set members' HTTP endpoints (host:port, repeatable or comma-separated)")
+			return func() (any, error) {
+				if len(*members) == 0 {
+					return nil, fmt.Errorf("--members is required: the HTTP endpoint of each member of the set")
+				}
+				return *members, nil
+			}
+		},
+		call:  callClusterStatus,
+		print: printAs(printClusterStatus),
+	})
+}
+
+// setMemberRow is one member of "cluster status"; Lag is counted from
+// the highest commit index any member reported.
+type setMemberRow struct {
+	HTTP string `json:"http"`
+	cluster.Status
+	Serving string `json:"serving,omitempty"`
+	Behind  uint64 `json:"behind"`
+	Error   string `json:"error,omitempty"`
+}
+
+func callClusterStatus(ctx context.Context, _ *adminSession, args any) (any, error) {
+	var rows []setMemberRow
+	var errs []error
+	var commit uint64
+	for _, addr := range args.([]string) {
+		row := setMemberRow{HTTP: addr}
+		if err := getJSON(ctx, "http://"+addr+"/cluster", &row); err != nil {
+			row.Error = err.Error()
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		}
+		commit = max(commit, row.CommitIndex)
+		rows = append(rows, row)
+	}
+	for i := range rows {
+		if rows[i].Error == "" && commit > rows[i].AppliedIndex {
+			rows[i].Behind = commit - rows[i].AppliedIndex
+		}
+	}
+	if len(errs) > 0 {
+		return rows, &partialError{errs}
+	}
+	return rows, nil
+}
+
+// getJSON decodes the JSON answer of a GET.
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
+}
+
+func printClusterStatus(w io.Writer, rows []setMemberRow) error {
+	var out [][]string
+	for _, r := range rows {
+		if r.Error != "" {
+			out = append(out, []string{r.HTTP, "-", "-", "unreachable", "-", "-", "-", "-", "-", "-"})
+			continue
+		}
+		state := r.State
+		if r.Serving != "" {
+			state += " (master at " + r.Serving + ")"
+		}
+		out = append(out, []string{r.HTTP, r.Set, r.Node, state, dash(r.Leader), fmt.Sprint(r.Term),
+			fmt.Sprint(r.CommitIndex), fmt.Sprint(r.AppliedIndex), fmt.Sprint(r.Behind), dash(r.LastContact)})
+	}
+	return table(w, []string{"HTTP", "SET", "NODE", "STATE", "LEADER", "TERM", "COMMIT", "APPLIED", "BEHIND", "LAST CONTACT"}, out)
 }

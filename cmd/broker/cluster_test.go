@@ -277,6 +277,16 @@ func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
 		p.Shutdown()
 		rs.start(l)
 	}
+	rs.converged()
+	var https []string
+	for _, m := range rs.members {
+		https = append(https, m.http)
+	}
+	code, out, errOut := runCmd("admin", "cluster", "status", "--members", strings.Join(https, ","))
+	if code != 0 || strings.Count(out, "Leader (master at") != 1 || strings.Count(out, "Follower") != 2 {
+		t.Fatalf("cluster status = %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("broker admin cluster status:\n%s", out)
 	got := rs.storedBodies(topic)
 	for body := range acked {
 		if got[body] != 1 {
@@ -292,5 +302,3 @@ func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
 	t.Logf("%d leader kills: %d acknowledged, %d stored on every member; a new leader served after %v (median; range %v–%v)",
 		kills, len(acked), len(got), failovers[len(failovers)/2], failovers[0], failovers[len(failovers)-1])
 }
-
-
