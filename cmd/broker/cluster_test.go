@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
@@ -301,4 +302,121 @@ func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
 	slices.Sort(failovers)
 	t.Logf("%d leader kills: %d acknowledged, %d stored on every member; a new leader served after %v (median; range %v–%v)",
 		kills, len(acked), len(got), failovers[len(failovers)/2], failovers[0], failovers[len(failovers)-1])
+}
+
+// TestTwoReplicatedSetsTwoNameServers runs two sets of three members
+// behind two name servers: the official client produces to and consumes
+// from both; losing a name server changes nothing; losing a whole set
+// moves the producer to the other within its retries.
+func TestTwoReplicatedSetsTwoNameServers(t *testing.T) {
+	var nss []*server.Server
+	var addrs []string
+	for range 2 {
+		ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ns.Shutdown(context.Background()) })
+		nss, addrs = append(nss, ns), append(addrs, ns.NamesrvAddr)
+	}
+	a, b := startSet(t, "set-a", 3, addrs), startSet(t, "set-b", 3, addrs)
+	a.leader()
+	b.leader()
+	for _, ns := range nss {
+		brokertest.Eventually(t, 30*time.Second, "both sets registered", func() bool {
+			r, ok := ns.NS.Route("TBW102")
+			return ok && len(r.BrokerDatas) == 2
+		})
+	}
+	topic, group := brokertest.Name("TwoSets"), brokertest.Name("cg")
+	if code, out, errOut := runCmd("admin", "topics", "create", "--topic", topic, "--namesrv", addrs[0], "--cluster", "DefaultCluster",
+		"--read-queues", "2", "--write-queues", "2"); code != 0 {
+		t.Fatalf("create topic: %d %s %s", code, out, errOut)
+	}
+	resolver := primitive.NewPassthroughResolver(addrs)
+	p, err := producer.NewDefaultProducer(producer.WithNsResolver(resolver), producer.WithInstanceName(brokertest.Name("two-sets")),
+		producer.WithRetry(2), producer.WithSendMsgTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	var mu sync.Mutex
+	consumed := map[string]string{} // body → set
+	c, err := consumer.NewPushConsumer(consumer.WithNsResolver(resolver), consumer.WithGroupName(group),
+		consumer.WithInstance(brokertest.Name("two-sets-c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		for _, m := range msgs {
+			consumed[string(m.Body)] = m.Queue.BrokerName
+		}
+		mu.Unlock()
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	send := func(prefix string, n int) map[string]int {
+		t.Helper()
+		to := map[string]int{}
+		for i := range n {
+			res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(fmt.Sprintf("%s-%d", prefix, i))))
+			if err != nil || res.Status != primitive.SendOK {
+				t.Fatalf("send %s-%d: %v %v", prefix, i, res, err)
+			}
+			to[res.MessageQueue.BrokerName]++
+		}
+		return to
+	}
+	allConsumed := func(prefix string, n int) map[string]int {
+		t.Helper()
+		from := map[string]int{}
+		brokertest.Eventually(t, 60*time.Second, prefix+" consumed", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			clear(from)
+			for i := range n {
+				if set, ok := consumed[fmt.Sprintf("%s-%d", prefix, i)]; ok {
+					from[set]++
+				}
+			}
+			return from["set-a"]+from["set-b"] == n
+		})
+		return from
+	}
+	to := send("both", 40)
+	if to["set-a"] == 0 || to["set-b"] == 0 {
+		t.Fatalf("sends went to %v, want both sets", to)
+	}
+	if from := allConsumed("both", 40); from["set-a"] != to["set-a"] {
+		t.Fatalf("consumed %v, sent %v", from, to)
+	}
+
+	// A name server goes: nothing changes.
+	nss[0].Shutdown(context.Background())
+	to = send("one-ns", 40)
+	if to["set-a"] == 0 || to["set-b"] == 0 {
+		t.Fatalf("after a name server stopped, sends went to %v", to)
+	}
+	allConsumed("one-ns", 40)
+
+	// A whole set goes: the producer's retries move every send to the
+	// other set.
+	for _, m := range b.members {
+		b.kill(m, syscall.SIGKILL)
+	}
+	to = send("one-set", 40)
+	if to["set-b"] != 0 || to["set-a"] != 40 {
+		t.Fatalf("after set-b stopped, sends went to %v", to)
+	}
+	allConsumed("one-set", 40)
 }
