@@ -44,6 +44,7 @@ type replicatedSet struct {
 	t       *testing.T
 	name    string
 	members []*setMember
+	races   atomic.Int32 // data races the members reported (under -race)
 }
 
 // freeAddr returns a loopback address nothing listens on now.
@@ -60,6 +61,11 @@ func freeAddr(t *testing.T) string {
 func startSet(t *testing.T, name string, n int, namesrvs []string) *replicatedSet {
 	t.Helper()
 	rs := &replicatedSet{t: t, name: name}
+	t.Cleanup(func() {
+		if n := rs.races.Load(); n > 0 {
+			t.Errorf("members of %s reported %d data races (run with RMQ_TEST_CHILD_LOGS=1 to see them)", name, n)
+		}
+	})
 	var peers []string
 	for i := range n {
 		m := &setMember{id: fmt.Sprintf("%s-%d", name, i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
@@ -98,6 +104,9 @@ func (rs *replicatedSet) start(m *setMember) {
 		for sc.Scan() {
 			if os.Getenv("RMQ_TEST_CHILD_LOGS") != "" {
 				t.Log(m.id, sc.Text())
+			}
+			if strings.Contains(sc.Text(), "WARNING: DATA RACE") {
+				rs.races.Add(1)
 			}
 			if mm := httpLine.FindStringSubmatch(sc.Text()); mm != nil {
 				found <- mm[1]
