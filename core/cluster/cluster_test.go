@@ -26,7 +26,7 @@ type faultLayer struct {
 	conns []net.Conn
 }
 
-func newFaultLayer(t *testing.T) *faultLayer {
+func newFaultLayer(t testing.TB) *faultLayer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ type member struct {
 }
 
 type set struct {
-	t       *testing.T
+	t       testing.TB
 	members []*member
 }
 
@@ -98,7 +98,7 @@ func fastOptions(o *cluster.Options) {
 	o.LeaderLeaseTimeout = 200 * time.Millisecond
 }
 
-func newSet(t *testing.T, n int, tune func(*cluster.Options)) *set {
+func newSet(t testing.TB, n int, tune func(*cluster.Options)) *set {
 	s := &set{t: t}
 	var peers []cluster.Peer
 	for i := range n {
@@ -203,7 +203,7 @@ func appendN(st *store.Store, prefix string, n int) (acked []string, errs int) {
 }
 
 // bodies reads every record of topic T's four queues.
-func bodies(t *testing.T, st *store.Store) map[string]int {
+func bodies(t testing.TB, st *store.Store) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
 	for q := range int32(4) {

@@ -51,6 +51,11 @@ type replState struct {
 	inflight []*round
 	closed   bool
 	nextID   uint64
+	// slots bounds the rounds in flight (maxInflightRounds): while they
+	// are full, appends gather in the pending round, so the set commits
+	// fewer, larger entries, the way a single store's group commit waits
+	// for the fsync before. A round holds a slot until applied or failed.
+	slots chan struct{}
 	// dirty are progress names changed since the last proposal (leader
 	// only); guarded by s.progress.
 	dirty map[string]struct{}
@@ -115,6 +120,7 @@ func (s *Store) demoteLocked(cause error) {
 	s.mu.Unlock()
 	failed := s.repl.inflight
 	s.repl.inflight = nil
+	s.releaseSlots(len(failed))
 	if pending != nil {
 		failed = append(failed, pending)
 	}
@@ -128,11 +134,37 @@ func (s *Store) demoteLocked(cause error) {
 	}
 }
 
-// proposeRound hands r to the replicated log; Apply finishes it.
+// maxInflightRounds is how many rounds a leader has proposed and not yet
+// applied at most: enough to keep raft's pipeline busy (its leader
+// stores, sends and commits in overlapping steps), few enough that rounds
+// grow under load instead of their number.
+const maxInflightRounds = 2
+
+// takeSlot waits for room for one more round in flight; false when the
+// store closes first.
+func (s *Store) takeSlot() bool {
+	select {
+	case s.repl.slots <- struct{}{}:
+		return true
+	case <-s.quit:
+		return false
+	}
+}
+
+// releaseSlots frees the slots of n rounds that left the flight.
+func (s *Store) releaseSlots(n int) {
+	for range n {
+		<-s.repl.slots
+	}
+}
+
+// proposeRound hands r to the replicated log; Apply finishes it. The
+// flusher took a slot for it.
 func (s *Store) proposeRound(r *round) {
 	s.applyMu.Lock()
 	if s.repl.closed {
 		s.applyMu.Unlock()
+		s.releaseSlots(1)
 		r.err = ErrClosed
 		s.finish(r)
 		return
@@ -223,6 +255,7 @@ func (s *Store) applyRound(p []byte) error {
 		r := s.repl.inflight[0]
 		s.repl.inflight[0] = nil
 		s.repl.inflight = s.repl.inflight[1:]
+		s.releaseSlots(1)
 		if err := s.storeRound(r); err != nil {
 			r.err = err
 			s.finish(r)

@@ -181,6 +181,7 @@ func Open(opts Options) (*Store, error) {
 		opts.Flush = FlushAsync
 		s.opts.Flush = FlushAsync
 		s.repl.dirty = make(map[string]struct{})
+		s.repl.slots = make(chan struct{}, maxInflightRounds)
 		s.repl.nextID = newReplID()
 	}
 	if opts.Flush == FlushSync {
@@ -520,6 +521,14 @@ func (s *Store) flushLoop() {
 // flushOnce handles the pending round, if any, and reports whether there
 // was one.
 func (s *Store) flushOnce() bool {
+	if s.Replicated() {
+		s.mu.Lock()
+		idle := s.mu.pending == nil
+		s.mu.Unlock()
+		if idle || !s.takeSlot() {
+			return false
+		}
+	}
 	s.mu.Lock()
 	r := s.mu.pending
 	s.mu.pending = nil
@@ -528,12 +537,16 @@ func (s *Store) flushOnce() bool {
 		s.space.Broadcast()
 	}
 	s.mu.Unlock()
-	if r == nil {
-		return false
-	}
 	if s.Replicated() {
+		if r == nil {
+			s.releaseSlots(1) // a Demote took the round meanwhile
+			return false
+		}
 		s.proposeRound(r)
 		return true
+	}
+	if r == nil {
+		return false
 	}
 	s.stats.Rounds.Add(1)
 	s.stats.RoundMessages.Observe(int64(len(r.units)))
