@@ -65,9 +65,6 @@ type Options struct {
 	Dir string `yaml:"-"`
 	// Store configures the member's store; Replicator is set here.
 	Store store.Options `yaml:"-"`
-	// ApplyTimeout bounds how long a proposal waits to enter the raft
-	// pipeline. Default 5 s.
-	ApplyTimeout time.Duration `yaml:"applyTimeout"`
 	// HeartbeatTimeout and ElectionTimeout are raft's; default 1 s each.
 	// LeaderLeaseTimeout (default 500 ms) is how long a leader keeps
 	// serving without hearing from a majority.
@@ -141,9 +138,6 @@ func Open(opts Options) (*Node, error) {
 	}
 	if len(opts.Peers)%2 == 0 {
 		n.log.Warn("an even number of members tolerates no more failures than one fewer", "members", len(opts.Peers))
-	}
-	if n.opts.ApplyTimeout == 0 {
-		n.opts.ApplyTimeout = 5 * time.Second
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
@@ -240,9 +234,12 @@ func (n *Node) Store() *store.Store { return n.store.Load() }
 // Leading reports whether this member is the set's writable leader.
 func (n *Node) Leading() bool { return n.leading.Load() }
 
-// Propose implements store.Replicator.
+// Propose implements store.Replicator. It waits for room in raft's
+// pipeline rather than giving up after a while: a round that timed out
+// there while the next one entered the log would leave a gap no member
+// could apply. The store bounds the rounds in flight instead.
 func (n *Node) Propose(entry []byte, done func(error)) {
-	f := n.raft.Apply(entry, n.opts.ApplyTimeout)
+	f := n.raft.Apply(entry, 0)
 	select {
 	case n.waits <- pending{f, done}:
 	case <-n.quit:
