@@ -172,6 +172,32 @@
 //     reads a record before X again. A rollback that hands out offsets
 //     before X again first lowers X to the new end of the log, durably.
 //
+// # Replication
+//
+// With Options.Replicator the store is one member of a replicated broker
+// set (replica.go; core/cluster runs it on raft). It takes appends only
+// between Promote and Demote; the flusher does not write a round but
+// proposes it, as one entry holding the round's bytes exactly as they go
+// to the log, and every member, the proposer included, writes and
+// dispatches it when Apply is called with the committed entry. Progress
+// values changed since the last checkpoint, metadata writes, the keys
+// components keep (PutKeys, PutValues, DeleteKeys, DeleteKeyRange) and
+// topic deletions are entries too. The commit log is then synced in the
+// background, and after each sync the offset it covers, a round boundary,
+// is written to the index ('r'): recovery cuts the log there, and the
+// replicated log supplies the rest again.
+//
+//  11. A replicated store acknowledges an append only when its round's
+//     entry is applied: after the set committed it. A round that was
+//     proposed and then failed by Demote (or by a failed proposal) may
+//     still be applied later, as another member's round.
+//  12. Every member writes a round at the offsets its proposer gave it; a
+//     round that does not begin where the member's log ends, and is not
+//     wholly before it (a replay after a restart), stops the member's
+//     store taking writes.
+//  13. At most maxInflightRounds rounds are proposed and not yet applied;
+//     appends meanwhile gather in the pending round.
+//
 // # Reading a queue
 //
 // Readers outside the store walk a consume queue only through a QueueIter
