@@ -446,3 +446,43 @@ func TestFarBehindReplicaInstallsSnapshot(t *testing.T) {
 		t.Fatalf("offset after the snapshot: %d %v", off, ok)
 	}
 }
+
+// TestDeleteTopicReplicates deletes a topic on the leader and writes it
+// again: every member drops the old queues and holds the new ones, and a
+// member restarted afterwards, which replays the raft log, keeps them.
+func TestDeleteTopicReplicates(t *testing.T) {
+	s := newSet(t, 3, nil)
+	l := s.leader(nil)
+	st := l.node.Store()
+	if _, errs := appendN(st, "old", 80); errs != 0 {
+		t.Fatal("appends failed")
+	}
+	if err := st.DeleteTopic("T"); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := appendN(st, "new", 40); errs != 0 {
+		t.Fatal("appends failed")
+	}
+	s.waitSame(st)
+	for _, m := range s.members {
+		got := bodies(t, m.node.Store())
+		if len(got) != 40 || got["old-0"] != 0 || got["new-0"] != 1 {
+			t.Fatalf("%s after the deletion: %d messages", m.opts.NodeID, len(got))
+		}
+	}
+	var f *member
+	for _, m := range s.members {
+		if m != l {
+			f = m
+			break
+		}
+	}
+	s.stop(f)
+	s.restart(f)
+	commit := l.node.Status().CommitIndex
+	waitFor(t, "the restarted member to replay the log", func() bool { return f.node.Status().AppliedIndex >= commit })
+	s.waitSame(st)
+	if got := bodies(t, f.node.Store()); len(got) != 40 || got["new-39"] != 1 {
+		t.Fatalf("restarted member holds %d messages of the new topic", len(got))
+	}
+}

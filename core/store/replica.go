@@ -230,7 +230,16 @@ func (s *Store) Apply(entry []byte) error {
 		if len(entry) < 10 {
 			return fmt.Errorf("%w: short topic deletion entry", ErrCorruption)
 		}
-		err = s.deleteTopicAt(string(entry[9:]), int64(binary.BigEndian.Uint64(entry[1:])))
+		at := int64(binary.BigEndian.Uint64(entry[1:]))
+		if at < s.written.Load() {
+			// A replay after a restart: rounds written after the deletion
+			// are applied already, and may hold the topic's new queues.
+			// Applied fresh, a deletion finds the log ending at or before
+			// its offset: every round before it in the log was handed its
+			// offsets before the deletion read the log's end.
+			return nil
+		}
+		err = s.deleteTopicAt(string(entry[9:]), at)
 	default:
 		err = fmt.Errorf("%w: replicated entry of unknown kind %q", ErrCorruption, entry[0])
 	}
