@@ -27,6 +27,10 @@ const (
 	snapIndex   = 'K'
 	snapSegment = 'S'
 	snapEnd     = 'E'
+
+	// maxSnapIndexValue bounds one index value of a snapshot (metadata
+	// values are topic and group configs, far smaller).
+	maxSnapIndexValue = 16 << 20
 )
 
 // Snapshot is a point-in-time view of a replicated store, taken by
@@ -153,7 +157,7 @@ func RestoreDir(fs vfs.FS, dir string, r io.Reader) error {
 	err = readSnapshot(bufio.NewReaderSize(r, 1<<20), func(kind byte, key string, v io.Reader, vlen int64) error {
 		switch kind {
 		case snapIndex:
-			buf := make([]byte, vlen)
+			buf := make([]byte, vlen) // at most maxSnapIndexValue: readSnapshot
 			if _, err := io.ReadFull(v, buf); err != nil {
 				return err
 			}
@@ -203,7 +207,7 @@ func readSnapshot(r io.Reader, fn func(kind byte, key string, v io.Reader, vlen 
 		if kind == snapEnd {
 			return nil
 		}
-		if klen > 1<<16 || vlen < 0 || vlen > 1<<40 {
+		if klen > 1<<16 || vlen < 0 || vlen > 1<<40 || (kind == snapIndex && vlen > maxSnapIndexValue) {
 			return fmt.Errorf("%w: snapshot item of %d+%d bytes", ErrCorruption, klen, vlen)
 		}
 		key := make([]byte, klen)
