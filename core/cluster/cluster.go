@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -80,8 +81,14 @@ type Options struct {
 	TrailingLogs      uint64        `yaml:"trailingLogs"`
 	SnapshotInterval  time.Duration `yaml:"snapshotInterval"`
 	// StreamLayer carries raft's traffic; nil listens on this member's
-	// peer address with TCP.
+	// peer address with TCP (ListenTCP), with TLS when TLS and DialTLS
+	// are set.
 	StreamLayer raft.StreamLayer `yaml:"-"`
+	// TLS is the raft port's server config (requiring and verifying
+	// client certificates), DialTLS the config members dial each other
+	// with (presenting theirs).
+	TLS     *tls.Config `yaml:"-"`
+	DialTLS *tls.Config `yaml:"-"`
 	// OnLeader is called when this member becomes the set's writable
 	// leader, OnFollower when it stops being one. They run on the node's
 	// own goroutine, one at a time, in order.
@@ -168,7 +175,7 @@ func Open(opts Options) (*Node, error) {
 
 	layer := opts.StreamLayer
 	if layer == nil {
-		layer, err = ListenTCP(n.self.Addr)
+		layer, err = ListenTCP(n.self.Addr, opts.TLS, opts.DialTLS)
 		if err != nil {
 			st.Close()
 			return nil, err

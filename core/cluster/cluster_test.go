@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/internal/brokertest"
 )
 
 // faultLayer is a TCP stream layer the test can cut off from the others,
@@ -128,7 +130,12 @@ func newSet(t testing.TB, n int, tune func(*cluster.Options)) *set {
 
 func (s *set) start(m *member) {
 	s.t.Helper()
-	m.opts.StreamLayer = m.layer
+	if m.opts.TLS != nil {
+		m.layer.Close() // the node listens itself, with TLS
+		m.opts.StreamLayer = nil
+	} else {
+		m.opts.StreamLayer = m.layer
+	}
 	node, err := cluster.Open(m.opts)
 	if err != nil {
 		s.t.Fatal(err)
@@ -484,5 +491,47 @@ func TestDeleteTopicReplicates(t *testing.T) {
 	s.waitSame(st)
 	if got := bodies(t, f.node.Store()); len(got) != 40 || got["new-39"] != 1 {
 		t.Fatalf("restarted member holds %d messages of the new topic", len(got))
+	}
+}
+
+// TestTLSRaftPort runs a set whose raft port takes only members holding
+// the set's certificate: the set replicates, and a stranger without one
+// is refused.
+func TestTLSRaftPort(t *testing.T) {
+	certFile, keyFile, pool := brokertest.WriteCert(t, t.TempDir(), "member")
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	client := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, RootCAs: pool}
+	var addrs []string
+	s := newSet(t, 3, func(o *cluster.Options) {
+		o.StreamLayer = nil // ListenTCP on the member's address, with TLS
+		o.TLS, o.DialTLS = server, client
+		for _, p := range o.Peers {
+			if p.ID == o.NodeID {
+				addrs = append(addrs, p.Addr)
+			}
+		}
+	})
+	st := s.leader(nil).node.Store()
+	if _, errs := appendN(st, "tls", 40); errs != 0 {
+		t.Fatal("appends failed over TLS")
+	}
+	s.waitSame(st)
+	conn, err := tls.Dial("tcp", addrs[0], &tls.Config{RootCAs: pool})
+	if err == nil {
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		conn.Write([]byte{0})
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	// Refused, the read fails at once with the server's alert; served, it
+	// would wait for the rest of a request until the deadline.
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("a connection without a member's certificate was served (%v)", err)
 	}
 }

@@ -62,7 +62,9 @@
 //
 // # Security
 //
-// raft's port carries the set's data and takes entries from its leader:
-// it must be reachable only by the set's members (a private network or
-// firewall rules). It has no authentication or TLS of its own.
+// raft's port carries the set's data and takes entries from its leader.
+// With Options.TLS and DialTLS (ListenTCP), every connection is TLS and
+// members prove themselves with client certificates; the broker process
+// sets them from its tls: section when it names a caFile, and otherwise
+// refuses peers off loopback unless told the network is private.
 package cluster
