@@ -297,6 +297,30 @@ func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
 		t.Fatalf("cluster status = %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("broker admin cluster status:\n%s", out)
+	// Each member's /metrics: the leader's carries the broker's series.
+	leaders := 0
+	for _, m := range rs.members {
+		resp, err := http.Get("http://" + m.http + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text := string(body)
+		lead := strings.Contains(text, `rmq_cluster_leader{node="`+m.id+`",set="set-a"} 1`)
+		if lead {
+			leaders++
+		}
+		if broker := strings.Contains(text, "\nrmq_connections "); broker != lead {
+			t.Fatalf("%s: leader %v, broker series %v:\n%s", m.id, lead, broker, text)
+		}
+		if !strings.Contains(text, "rmq_store_messages_appended_total") || !strings.Contains(text, "rmq_cluster_applied_index") {
+			t.Fatalf("%s: store or cluster series missing", m.id)
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d members report leading", leaders)
+	}
 	got := rs.storedBodies(topic)
 	for body := range acked {
 		if got[body] != 1 {

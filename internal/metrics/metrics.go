@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/histogram"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
@@ -28,9 +29,18 @@ const Other = "_other"
 
 // Options configures a Collector. Zero values mean the documented default.
 type Options struct {
-	// Store, Broker are the broker process's; required.
+	// Store, Broker are the broker process's; required unless Source is
+	// set.
 	Store  *store.Store
 	Broker *broker.Broker
+	// Source, if set, is asked for the store and broker at each scrape
+	// instead: a replicated set's member runs its broker only while it
+	// leads, and a snapshot may replace its store. A nil broker leaves the
+	// broker's series out.
+	Source func() (*store.Store, *broker.Broker)
+	// Cluster, if set, returns the member's view of its replicated set,
+	// for the rmq_cluster_* series.
+	Cluster func() cluster.Status
 	// Plugins are the WASM plugins; nil when there are none.
 	Plugins *wasm.Registry
 	// Bridge returns the running NATS bridge, or nil.
@@ -59,7 +69,7 @@ type Collector struct {
 
 // New returns a collector reading o's components.
 func New(o Options) *Collector {
-	if o.Store == nil || o.Broker == nil {
+	if o.Source == nil && (o.Store == nil || o.Broker == nil) {
 		panic("metrics: Store and Broker are required")
 	}
 	if o.MaxTopics <= 0 {
@@ -141,6 +151,12 @@ var (
 	bridgeFailures   = desc("rmq_natsbridge_failures_total", "Times publishing stopped and rewound.")
 	bridgeDropped    = desc("rmq_natsbridge_dropped_total", "Events never published, by reason.", "reason")
 	bridgeResends    = desc("rmq_natsbridge_resends_total", "Dead letters resent over NATS.")
+
+	descClusterLeader    = desc("rmq_cluster_leader", "1 while this member leads its replicated broker set.", "set", "node")
+	descClusterTerm      = desc("rmq_cluster_term", "The raft term this member is in.", "set", "node")
+	descClusterCommit    = desc("rmq_cluster_commit_index", "The last raft entry this member knows committed.", "set", "node")
+	descClusterApplied   = desc("rmq_cluster_applied_index", "The last raft entry this member's store applied.", "set", "node")
+	descClusterSnapshots = desc("rmq_cluster_snapshots_installed_total", "Snapshots this member installed from the leader.", "set", "node")
 )
 
 var all = []*prometheus.Desc{
@@ -152,6 +168,7 @@ var all = []*prometheus.Desc{
 	pluginCalls, pluginRecords, pluginErrors, pluginTraps, pluginTimeouts, pluginDisabled, pluginDuration,
 	bridgeConnected, bridgeLagEvents, bridgeLagSeconds, bridgeInFlight, bridgePublished, bridgeDuplicates,
 	bridgeFailures, bridgeDropped, bridgeResends,
+	descClusterLeader, descClusterTerm, descClusterCommit, descClusterApplied, descClusterSnapshots,
 }
 
 // Describe sends every series' description.
@@ -165,10 +182,34 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.collectBroker(ch)
-	c.collectStore(ch)
+	st, b := c.opts.Store, c.opts.Broker
+	if c.opts.Source != nil {
+		st, b = c.opts.Source()
+	}
+	if b != nil {
+		c.collectBroker(ch, b)
+	}
+	c.collectStore(ch, st)
 	c.collectPlugins(ch)
 	c.collectBridge(ch)
+	c.collectCluster(ch)
+}
+
+// collectCluster sends a replicated set's member's series.
+func (c *Collector) collectCluster(ch chan<- prometheus.Metric) {
+	if c.opts.Cluster == nil {
+		return
+	}
+	s := c.opts.Cluster()
+	leader := int64(0)
+	if s.State == "Leader" {
+		leader = 1
+	}
+	gauge(ch, descClusterLeader, leader, s.Set, s.Node)
+	gauge(ch, descClusterTerm, int64(s.Term), s.Set, s.Node)
+	gauge(ch, descClusterCommit, int64(s.CommitIndex), s.Set, s.Node)
+	gauge(ch, descClusterApplied, int64(s.AppliedIndex), s.Set, s.Node)
+	counter(ch, descClusterSnapshots, s.SnapshotsInstalled, s.Set, s.Node)
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v int64, labels ...string) {
@@ -193,9 +234,9 @@ func hist(ch chan<- prometheus.Metric, d *prometheus.Desc, s *histogram.Snapshot
 
 type topicSums struct{ msgsIn, bytesIn, msgsOut, bytesOut int64 }
 
-func (c *Collector) collectBroker(ch chan<- prometheus.Metric) {
+func (c *Collector) collectBroker(ch chan<- prometheus.Metric, b *broker.Broker) {
 	m := &c.snap
-	c.opts.Broker.Metrics(m)
+	b.Metrics(m)
 
 	// Topics: admit names while there is room, sum the rest.
 	c.topics.begin()
@@ -292,8 +333,8 @@ func (c *Collector) collectLag(ch chan<- prometheus.Metric, m *broker.Metrics) {
 	}
 }
 
-func (c *Collector) collectStore(ch chan<- prometheus.Metric) {
-	st := c.opts.Store.Stats()
+func (c *Collector) collectStore(ch chan<- prometheus.Metric, s *store.Store) {
+	st := s.Stats()
 	counter(ch, storeAppends, st.Appends.Load())
 	counter(ch, storeBytes, st.AppendedBytes.Load())
 	counter(ch, storeRounds, st.Rounds.Load())
@@ -309,7 +350,7 @@ func (c *Collector) collectStore(ch chan<- prometheus.Metric) {
 	hist(ch, storeFsyncTime, &c.hist, 1e9)
 	st.FsyncBytes.Snapshot(&c.hist)
 	hist(ch, storeFsyncBytes, &c.hist, 1)
-	u := c.opts.Store.DiskUsage()
+	u := s.DiskUsage()
 	gauge(ch, storeSegments, int64(u.Segments))
 	gauge(ch, storeLogBytes, u.CommitLogBytes)
 	gauge(ch, storeIndexBytes, u.IndexBytes)

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/metrics"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
@@ -149,14 +151,20 @@ func (s *Server) registerMetrics() {
 	if s.http == nil {
 		return
 	}
-	s.http.reg.MustRegister(metrics.New(metrics.Options{
+	o := metrics.Options{
 		Store:     s.Store,
 		Broker:    s.Broker,
 		Plugins:   s.plugins.reg,
 		Bridge:    func() *natsbridge.Bridge { return s.bridge },
 		MaxTopics: s.cfg.MetricsMaxTopics,
 		MaxGroups: s.cfg.MetricsMaxGroups,
-	}))
+	}
+	if s.node != nil {
+		// A set's member: its broker runs while it leads (cluster.go).
+		o.Source = func() (*store.Store, *broker.Broker) { return s.node.Store(), s.broker.Load() }
+		o.Cluster = s.node.Status
+	}
+	s.http.reg.MustRegister(metrics.New(o))
 }
 
 // httpDrain bounds how long shutdown waits for HTTP requests in flight

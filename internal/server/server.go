@@ -260,6 +260,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	if cfg.Cluster != nil {
 		// A member of a replicated set serves clients only while it
 		// leads (cluster.go).
+		s.registerMetrics()
 		s.startLeadership()
 		return s, nil
 	}
