@@ -73,10 +73,11 @@ type Options struct {
 	ElectionTimeout    time.Duration `yaml:"electionTimeout"`
 	LeaderLeaseTimeout time.Duration `yaml:"leaderLeaseTimeout"`
 	// SnapshotThreshold is how many entries the raft log holds past the
-	// last snapshot before the next one (default 8192); TrailingLogs how
+	// last snapshot before the next one (default 1024); TrailingLogs how
 	// many a snapshot leaves in it for members a little behind (default
-	// 10240). SnapshotInterval is how often the threshold is checked
-	// (default 2 min).
+	// 1024). SnapshotInterval is how often the threshold is checked
+	// (default 2 min). An entry is a group-commit round; a snapshot costs
+	// an fsync and the index values, not a copy of the log.
 	SnapshotThreshold uint64        `yaml:"snapshotThreshold"`
 	TrailingLogs      uint64        `yaml:"trailingLogs"`
 	SnapshotInterval  time.Duration `yaml:"snapshotInterval"`
@@ -107,7 +108,7 @@ type Node struct {
 	raft     *raft.Raft
 	trans    *raft.NetworkTransport
 	logs     *logStore
-	snaps    *raft.FileSnapshotStore
+	snaps    snapshotStore
 	notify   chan bool
 	recheck  chan struct{}
 	waits    chan pending
@@ -161,10 +162,11 @@ func Open(opts Options) (*Node, error) {
 		}
 	}()
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: slogWriter{n.log}})
-	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(opts.Dir, 2, hlog)
+	files, err := raft.NewFileSnapshotStoreWithLogger(opts.Dir, 2, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshots: %w", err)
 	}
+	n.snaps = snapshotStore{files, n}
 	so := opts.Store
 	so.Replicator = n
 	st, err := store.Open(so)
@@ -197,16 +199,17 @@ func Open(opts Options) (*Node, error) {
 	if opts.LeaderLeaseTimeout > 0 {
 		conf.LeaderLeaseTimeout = opts.LeaderLeaseTimeout
 	}
+	if opts.SnapshotInterval > 0 {
+		conf.SnapshotInterval = opts.SnapshotInterval
+	}
+	conf.MaxAppendEntries = 256
+	conf.SnapshotThreshold, conf.TrailingLogs = 1024, 1024
 	if opts.SnapshotThreshold > 0 {
 		conf.SnapshotThreshold = opts.SnapshotThreshold
 	}
 	if opts.TrailingLogs > 0 {
 		conf.TrailingLogs = opts.TrailingLogs
 	}
-	if opts.SnapshotInterval > 0 {
-		conf.SnapshotInterval = opts.SnapshotInterval
-	}
-	conf.MaxAppendEntries = 256
 	has, err := raft.HasExistingState(n.logs, n.logs, n.snaps)
 	if err != nil {
 		st.Close()

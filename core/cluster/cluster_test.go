@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -414,6 +416,7 @@ func TestFarBehindReplicaInstallsSnapshot(t *testing.T) {
 	s := newSet(t, 3, func(o *cluster.Options) {
 		o.SnapshotThreshold = 64
 		o.TrailingLogs = 16
+		o.Store.SegmentSize = 16 << 10 // the log spans several segments
 	})
 	l := s.leader(nil)
 	var behind *member
@@ -440,6 +443,17 @@ func TestFarBehindReplicaInstallsSnapshot(t *testing.T) {
 	waitFor(t, "offset committed", func() bool { return l.node.Status().CommitIndex == l.node.Status().AppliedIndex })
 	if err := l.node.Snapshot(); err != nil {
 		t.Fatal(err)
+	}
+	// What the leader keeps for a snapshot is a manifest, not the log.
+	_, logEnd := l.node.Store().CommitLogOffsets()
+	kept, _ := filepath.Glob(filepath.Join(l.opts.Dir, "snapshots", "*", "state.bin"))
+	for _, f := range kept {
+		if fi, err := os.Stat(f); err != nil || fi.Size() > logEnd/4 {
+			t.Fatalf("snapshot file %s: %v bytes for a log of %d", f, fi.Size(), logEnd)
+		}
+	}
+	if len(kept) == 0 || logEnd < 3*(16<<10) {
+		t.Fatalf("%d snapshots kept, a log of %d bytes", len(kept), logEnd)
 	}
 	s.restart(behind)
 	s.waitSame(l.node.Store())

@@ -39,12 +39,14 @@
 //
 // # Snapshots
 //
-// A snapshot is the store's index state that the log does not derive
-// (metadata, progress values, queue registrations, topic deletions) and
-// the commit log's bytes up to the applied end (store.Snapshot). raft
-// takes one every SnapshotThreshold entries and then truncates its log;
-// a member too far behind for the log installs the leader's snapshot,
-// which replaces its store.
+// raft takes a snapshot every SnapshotThreshold entries and then truncates
+// its log. A member keeps a snapshot as a manifest: the store's index
+// state the log does not derive (metadata, progress values, queue
+// registrations, topic deletions) and the offset it ends at, after an
+// fsync covering it (store.Snapshot). When raft sends a snapshot to a
+// member too far behind for the log, the manifest becomes the full
+// stream, the log's bytes up to that offset read from the store as they
+// go (snapshotStore); the member installs it in place of its store.
 //
 // # Invariants
 //

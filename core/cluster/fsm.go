@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 
@@ -69,3 +70,44 @@ func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (fsmSnapshot) Release() {}
+
+// snapshotStore keeps raft's snapshots as manifests (store.Snapshot) in
+// files, and sends a member far behind the full stream: the manifest's
+// index values and the log's bytes, read from the store when raft opens
+// the snapshot to send it. Taking a snapshot thus never copies the log.
+type snapshotStore struct {
+	*raft.FileSnapshotStore
+	n *Node
+}
+
+// Open returns a snapshot as raft sends it: a manifest becomes the full
+// stream, with its size; a full stream (installed from a leader earlier)
+// is returned as it is.
+func (s snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.FileSnapshotStore.Open(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	br := bufio.NewReader(rc)
+	manifest, err := store.IsManifest(br)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	if !manifest {
+		return meta, readCloser{br, rc}, nil
+	}
+	size, stream, err := s.n.Store().SnapshotStream(br)
+	rc.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	m := *meta
+	m.Size = size
+	return &m, stream, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}

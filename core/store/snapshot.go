@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,12 +22,27 @@ import (
 //
 //	kind(1) keyLen(4) key valueLen(8) value
 //
-// kind 'K' an index key and value, 'S' a segment's name and bytes, 'E'
-// (empty key and value) the end.
+// in two forms. A manifest, which is what a member keeps for each
+// snapshot it takes, holds the index values and the end ('L'), not the
+// log: taking one costs an fsync and the index values, whatever the size
+// of the log. The full stream, which a member far behind installs
+// (RestoreDir), holds the index values and the segments' bytes up to the
+// end, read from the log when it is sent (SnapshotStream).
+//
+//	'V' "manifest" or "full"   the form, first
+//	'K' index key              its value
+//	'L' ""                     the end (8), manifest only
+//	'S' segment name           the segment's bytes up to the end, full only
+//	'E' ""                     the end of the stream
 const (
+	snapVersion = 'V'
 	snapIndex   = 'K'
+	snapLogEnd  = 'L'
 	snapSegment = 'S'
 	snapEnd     = 'E'
+
+	snapManifest = "manifest"
+	snapFull     = "full"
 
 	// maxSnapIndexValue bounds one index value of a snapshot (metadata
 	// values are topic and group configs, far smaller).
@@ -34,8 +50,7 @@ const (
 )
 
 // Snapshot is a point-in-time view of a replicated store, taken by
-// TakeSnapshot and written out by WriteTo. The commit log's bytes are read
-// at WriteTo; a segment retention deletes meanwhile fails it.
+// TakeSnapshot and written out, as a manifest, by WriteTo.
 type Snapshot struct {
 	s     *Store
 	end   int64
@@ -77,57 +92,115 @@ func (s *Store) TakeSnapshot() (*Snapshot, error) {
 // End is the commit-log offset the snapshot covers up to.
 func (snap *Snapshot) End() int64 { return snap.end }
 
-// WriteTo writes the snapshot to w.
+// itemHeader appends an item's header.
+func itemHeader(dst []byte, kind byte, key string, vlen int64) []byte {
+	dst = append(dst, kind)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(vlen))
+	return append(dst, key...)
+}
+
+// WriteTo writes the snapshot's manifest to w.
 func (snap *Snapshot) WriteTo(w io.Writer) (int64, error) {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	var n int64
-	item := func(kind byte, key string, vlen int64) error {
-		var h [13]byte
-		h[0] = kind
-		binary.BigEndian.PutUint32(h[1:], uint32(len(key)))
-		binary.BigEndian.PutUint64(h[5:], uint64(vlen))
-		if _, err := bw.Write(h[:]); err != nil {
-			return err
-		}
-		_, err := bw.WriteString(key)
-		n += int64(13 + len(key))
-		return err
-	}
+	b := itemHeader(nil, snapVersion, snapManifest, 0)
 	for _, k := range slices.Sorted(maps.Keys(snap.index)) {
 		v := snap.index[k]
-		if err := item(snapIndex, k, int64(len(v))); err != nil {
-			return n, err
-		}
-		if _, err := bw.Write(v); err != nil {
-			return n, err
-		}
-		n += int64(len(v))
+		b = append(itemHeader(b, snapIndex, k, int64(len(v))), v...)
 	}
-	s := snap.s
+	b = binary.BigEndian.AppendUint64(itemHeader(b, snapLogEnd, "", 8), uint64(snap.end))
+	b = itemHeader(b, snapEnd, "", 0)
+	n, err := w.Write(b)
+	return int64(n), err
+}
+
+// IsManifest reports whether the snapshot stream r begins as a manifest
+// (rather than a full stream), without consuming it.
+func IsManifest(r *bufio.Reader) (bool, error) {
+	h, err := r.Peek(13 + len(snapManifest))
+	if err != nil {
+		return false, fmt.Errorf("%w: snapshot cut short: %v", ErrCorruption, err)
+	}
+	return h[0] == snapVersion && string(h[13:]) == snapManifest, nil
+}
+
+// SnapshotStream turns a manifest into the full stream a member far
+// behind installs: the manifest's index values and this store's commit
+// log up to the manifest's end, read as the stream is. It returns the
+// stream's exact size. A segment retention deletes meanwhile fails the
+// read.
+func (s *Store) SnapshotStream(manifest io.Reader) (int64, io.ReadCloser, error) {
+	head := itemHeader(nil, snapVersion, snapFull, 0)
+	end := int64(-1)
+	err := readSnapshot(manifest, func(kind byte, key string, v io.Reader, vlen int64) error {
+		switch kind {
+		case snapVersion:
+			return nil
+		case snapIndex:
+			head = itemHeader(head, snapIndex, key, vlen)
+			_, err := io.CopyN(bytesWriter{&head}, v, vlen)
+			return err
+		case snapLogEnd:
+			var b [8]byte
+			if vlen != 8 {
+				return fmt.Errorf("%w: snapshot end of %d bytes", ErrCorruption, vlen)
+			}
+			if _, err := io.ReadFull(v, b[:]); err != nil {
+				return err
+			}
+			end = int64(binary.BigEndian.Uint64(b[:]))
+			return nil
+		}
+		return fmt.Errorf("%w: a manifest holds an item of kind %q", ErrCorruption, kind)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if end < 0 {
+		return 0, nil, fmt.Errorf("%w: a manifest without its end", ErrCorruption)
+	}
 	s.cl.mu.RLock()
 	segs := append([]*segment(nil), s.cl.segs...)
 	s.cl.mu.RUnlock()
+	parts := []io.Reader{bytes.NewReader(head)}
+	size := int64(len(head))
 	for _, seg := range segs {
-		if seg.base >= snap.end {
+		if seg.base >= end {
 			break
 		}
-		size := min(s.opts.SegmentSize, snap.end-seg.base)
-		if err := item(snapSegment, seg.name, size); err != nil {
-			return n, err
-		}
-		m, err := io.Copy(bw, io.NewSectionReader(seg.f, 0, size))
-		n += m
+		fi, err := seg.f.Stat()
 		if err != nil {
-			return n, fmt.Errorf("store: snapshot of segment %s: %w", seg.name, err)
+			return 0, nil, fmt.Errorf("store: snapshot of segment %s: %w", seg.name, err)
 		}
-		if m != size {
-			return n, fmt.Errorf("store: snapshot of segment %s: %d of %d bytes", seg.name, m, size)
-		}
+		n := min(fi.Size(), s.opts.SegmentSize, end-seg.base)
+		h := itemHeader(nil, snapSegment, seg.name, n)
+		parts = append(parts, bytes.NewReader(h), &exactReader{r: io.NewSectionReader(seg.f, 0, n), n: n, name: seg.name})
+		size += int64(len(h)) + n
 	}
-	if err := item(snapEnd, "", 0); err != nil {
-		return n, err
+	tail := itemHeader(nil, snapEnd, "", 0)
+	parts = append(parts, bytes.NewReader(tail))
+	size += int64(len(tail))
+	return size, io.NopCloser(io.MultiReader(parts...)), nil
+}
+
+// bytesWriter appends to a byte slice.
+type bytesWriter struct{ b *[]byte }
+
+func (w bytesWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...); return len(p), nil }
+
+// exactReader reads a segment's n bytes, failing if the file ends first.
+type exactReader struct {
+	r    io.Reader
+	n    int64
+	name string
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	k, err := e.r.Read(p)
+	e.n -= int64(k)
+	if err == io.EOF && e.n > 0 {
+		return k, fmt.Errorf("store: snapshot of segment %s: %d bytes missing", e.name, e.n)
 	}
-	return n, bw.Flush()
+	return k, err
 }
 
 // RestoreDir replaces the data directory dir, which no Store may hold
@@ -149,13 +222,18 @@ func RestoreDir(fs vfs.FS, dir string, r io.Reader) error {
 	if err := mkdirSynced(fs, logDir); err != nil {
 		return err
 	}
-	db, err := pebble.Open(fs.PathJoin(dir, "index"), &pebble.Options{FS: fs})
+	db, err := pebble.Open(fs.PathJoin(dir, "index"), &pebble.Options{FS: fs, Logger: quietPebble{}})
 	if err != nil {
 		return fmt.Errorf("store: restore: open index: %w", err)
 	}
 	b := db.NewBatch()
 	err = readSnapshot(bufio.NewReaderSize(r, 1<<20), func(kind byte, key string, v io.Reader, vlen int64) error {
 		switch kind {
+		case snapVersion:
+			if key != snapFull {
+				return fmt.Errorf("%w: a %s snapshot holds no log to restore from", ErrCorruption, key)
+			}
+			return nil
 		case snapIndex:
 			buf := make([]byte, vlen) // at most maxSnapIndexValue: readSnapshot
 			if _, err := io.ReadFull(v, buf); err != nil {
@@ -224,4 +302,14 @@ func readSnapshot(r io.Reader, fn func(kind byte, key string, v io.Reader, vlen 
 			}
 		}
 	}
+}
+
+// quietPebble drops pebble's informational lines while a directory is
+// restored; failures surface as the calls' errors.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, a ...any) {
+	panic(fmt.Sprintf(format, a...))
 }
