@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,6 +24,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
+	"github.com/rmq-go/rmq/client"
+	"github.com/rmq-go/rmq/core/namesrv"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -60,6 +64,12 @@ func freeAddr(t *testing.T) string {
 
 func startSet(t *testing.T, name string, n int, namesrvs []string) *replicatedSet {
 	t.Helper()
+	return startSetWith(t, name, n, namesrvs)
+}
+
+// startSetWith starts a set whose members take extra flags too.
+func startSetWith(t *testing.T, name string, n int, namesrvs []string, extra ...string) *replicatedSet {
+	t.Helper()
 	rs := &replicatedSet{t: t, name: name}
 	t.Cleanup(func() {
 		if n := rs.races.Load(); n > 0 {
@@ -76,6 +86,7 @@ func startSet(t *testing.T, name string, n int, namesrvs []string) *replicatedSe
 		m.args = []string{"--set-name", name, "--node-id", m.id, "--peers", strings.Join(peers, ","),
 			"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
 			"--namesrv", strings.Join(namesrvs, ","), "--http-listen", "127.0.0.1:0", "--log-level", "info"}
+		m.args = append(m.args, extra...)
 		rs.start(m)
 	}
 	return rs
@@ -128,6 +139,7 @@ func (rs *replicatedSet) kill(m *setMember, sig syscall.Signal) {
 type memberStatus struct {
 	State        string `json:"state"`
 	Serving      string `json:"serving"`
+	Replica      string `json:"replica"`
 	CommitIndex  uint64 `json:"commitIndex"`
 	AppliedIndex uint64 `json:"appliedIndex"`
 	CommitLogEnd int64  `json:"commitLogEnd"`
@@ -452,4 +464,98 @@ func TestTwoReplicatedSetsTwoNameServers(t *testing.T) {
 		t.Fatalf("after set-b stopped, sends went to %v", to)
 	}
 	allConsumed("one-set", 40)
+}
+
+// TestReplicaServesPullsWithoutMajority loses the leader and a second
+// member of a set of three: the last member cannot take writes, but its
+// replica keeps serving what the set stored, and a consumer reads every
+// message from it once the name server forgets the master.
+func TestReplicaServesPullsWithoutMajority(t *testing.T) {
+	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger(),
+		EmbeddedNamesrv: namesrv.Options{BrokerExpiry: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown(context.Background())
+	conf := filepath.Join(t.TempDir(), "member.yaml")
+	if err := os.WriteFile(conf, []byte("registerInterval: 500ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := startSetWith(t, "set-r", 3, []string{ns.NamesrvAddr}, "--config", conf)
+	l := rs.leader()
+	topic := brokertest.Name("FromReplica")
+	p, err := producer.NewDefaultProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})),
+		producer.WithInstanceName(brokertest.Name("replica-p")), producer.WithRetry(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(fmt.Sprintf("m-%d", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Shutdown()
+	rs.converged()
+	var last *setMember
+	for _, m := range rs.members {
+		if m != l && last == nil {
+			last = m
+			continue
+		}
+		rs.kill(m, syscall.SIGKILL)
+	}
+	// The master's registration expires; the replica's stays.
+	brokertest.Eventually(t, 30*time.Second, "a route naming only the replica", func() bool {
+		r, ok := ns.NS.Route(topic)
+		if !ok || len(r.BrokerDatas) != 1 {
+			return false
+		}
+		_, master := r.BrokerDatas[0].BrokerAddrs[0]
+		return !master && len(r.BrokerDatas[0].BrokerAddrs) == 1
+	})
+	// This project's client: the official Go client asks only a master
+	// for offsets, so with none in the route it never starts pulling.
+	var mu sync.Mutex
+	got := map[string]bool{}
+	c, err := client.NewPushConsumer(client.ConsumerOptions{
+		Client: client.ClientOptions{NameServers: []string{ns.NamesrvAddr}, InstanceName: brokertest.Name("replica-c"), Logger: brokertest.Logger()},
+		Group:  brokertest.Name("replica-cg"), ConsumeFrom: client.ConsumeFromFirstOffset},
+		client.ConcurrentFunc(func(_ context.Context, _ *client.ConcurrentContext, msgs []*client.MessageExt) client.ConsumeResult {
+			mu.Lock()
+			for _, m := range msgs {
+				got[string(m.Body)] = true
+			}
+			mu.Unlock()
+			return client.ConsumeSuccess
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Subscribe(topic, client.Selector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown(context.Background())
+	brokertest.Eventually(t, 60*time.Second, "every message consumed from the replica", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == n
+	})
+	st, ok := last.status()
+	if !ok || st.State == "Leader" || st.Replica == "" {
+		t.Fatalf("the last member: %+v", st)
+	}
+	// Writes to the replica are refused, naming the master.
+	rc := remoting.NewClient(remoting.ClientOptions{})
+	defer rc.Close()
+	resp, err := rc.Invoke(context.Background(), st.Replica, remoting.NewRequest(remoting.SendMessage, map[string]string{"topic": topic}, []byte("x")))
+	if err != nil || resp.Code != remoting.NoPermission || !strings.Contains(resp.Remark, "replica") {
+		t.Fatalf("a send to the replica: %v %v", resp, err)
+	}
 }

@@ -54,6 +54,12 @@ type Options struct {
 	Store *store.Store `yaml:"-"`
 	// BrokerName names this broker in routes. Default "broker-a".
 	BrokerName string `yaml:"brokerName"`
+	// ReplicaID, when above 0, makes the broker a replica of a replicated
+	// broker set (replica.go): it registers under BrokerName with this
+	// brokerId, serves what reads the store (pulls, offsets, queries),
+	// refuses every write, and runs none of the services that write. Its
+	// store is kept by the set's leader through replication.
+	ReplicaID int64 `yaml:"-"`
 	// ClusterName is the cluster this broker belongs to. Default
 	// "DefaultCluster".
 	ClusterName string `yaml:"clusterName"`
@@ -491,11 +497,12 @@ func New(opts Options) (*Broker, error) {
 		maxTopics:         opts.MaxTopics,
 		disableAutoCreate: opts.DisableAutoCreateTopic,
 		replyTopic:        ReplyTopic(opts.ClusterName),
+		readOnly:          opts.ReplicaID > 0,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !opts.DisableTraceTopic {
+	if !opts.DisableTraceTopic && opts.ReplicaID == 0 {
 		if _, ok := b.topics.get(TraceTopic); !ok {
 			// One queue, as RocketMQ creates it.
 			if err := b.topics.put(TopicConfig{TopicName: TraceTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW, TopicFilterType: "SINGLE_TAG"}); err != nil {
@@ -504,6 +511,9 @@ func New(opts Options) (*Broker, error) {
 		}
 	}
 	for _, t := range opts.Topics {
+		if opts.ReplicaID > 0 {
+			break // the leader applies them
+		}
 		if err := b.topics.put(t.config()); err != nil {
 			return nil, err
 		}
@@ -512,6 +522,9 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	for _, g := range opts.Groups {
+		if opts.ReplicaID > 0 {
+			break
+		}
 		old, _ := b.groupConfig(g.Name)
 		if err := b.PutGroupConfig(g.config(old)); err != nil {
 			return nil, err
@@ -524,7 +537,7 @@ func New(opts Options) (*Broker, error) {
 	b.filters = newFilterCache(b.log, opts.Filters, filterCacheLimits{
 		count: DefaultFilterCacheSize, bytes: opts.FilterCacheMaxBytes, exprLen: opts.MaxFilterExpression, disableS: opts.DisablePropertyFilter,
 	})
-	if !opts.DisablePrefilter {
+	if !opts.DisablePrefilter && opts.ReplicaID == 0 {
 		if b.prefilter, err = newPrefilter(b.log, b.store, b.topics.get, b.filters.compile); err != nil {
 			return nil, err
 		}
@@ -567,14 +580,16 @@ func New(opts Options) (*Broker, error) {
 
 // routes registers the request handlers.
 func (b *Broker) routes() {
-	h := b.rs.Handle
+	h := b.handle // a replica refuses writes (replica.go)
 	h(remoting.SendMessage, b.handleSend)
 	h(remoting.SendMessageV2, b.handleSend)
 	h(remoting.SendBatchMessage, b.handleSend)
 	h(remoting.SendReplyMessage, b.handleSendReply)
 	h(remoting.SendReplyMessageV2, b.handleSendReply)
 	for _, code := range []int16{remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage} {
-		b.rs.HandleFast(code, b.sendFast)
+		if b.opts.ReplicaID == 0 {
+			b.rs.HandleFast(code, b.sendFast)
+		}
 	}
 	h(remoting.PullMessage, b.handlePull)
 	h(remoting.QueryConsumerOffset, b.handleQueryOffset)
@@ -632,17 +647,20 @@ func (b *Broker) Serve(ln net.Listener) error {
 	// right after finds its routes.
 	b.registerAll()
 	b.goTracked(b.registerLoop)
-	b.goTracked(b.scheduleLoop)
-	if b.outboxOn() {
-		b.goTracked(b.outboxLoop)
-	}
-	if b.prefilter != nil {
-		b.goTracked(func() { b.prefilter.loop(b.quit) })
-	}
 	b.goTracked(func() { b.every(b.clients.sweepGap(), func() { b.clients.sweep(b.now()) }) })
-	b.goTracked(func() { b.clients.writeSnapshots(b.quit) })
 	b.goTracked(func() { b.every(b.locks.sweepGap(), func() { b.locks.sweep(b.now()) }) })
-	b.goTracked(b.txn.run)
+	if b.opts.ReplicaID == 0 {
+		// The services that write; a replica's leader runs them.
+		b.goTracked(b.scheduleLoop)
+		if b.outboxOn() {
+			b.goTracked(b.outboxLoop)
+		}
+		if b.prefilter != nil {
+			b.goTracked(func() { b.prefilter.loop(b.quit) })
+		}
+		b.goTracked(func() { b.clients.writeSnapshots(b.quit) })
+		b.goTracked(b.txn.run)
+	}
 	close(b.started)
 	err = b.rs.Serve(ln)
 	if errors.Is(err, remoting.ErrServerClosed) {

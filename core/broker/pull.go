@@ -93,7 +93,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if resp := b.lockedPull(p); resp != nil {
 		return resp // before the commit: the holder's offset is not rewound
 	}
-	if p.sysFlag&pullCommitOffset != 0 {
+	if p.sysFlag&pullCommitOffset != 0 && b.opts.ReplicaID == 0 {
 		// A commit the broker refuses does not fail the pull: the client
 		// still gets its messages, and commits again with the next one.
 		if _, err := b.commitOffset(p.group, p.topic, p.queueID, commit); err != nil {

@@ -57,6 +57,13 @@ func (b *Broker) registerTopic(topic string) {
 func (b *Broker) registerAll() {
 	b.registerMu.Lock()
 	defer b.registerMu.Unlock()
+	if b.opts.ReplicaID > 0 {
+		// The leader changes the topics; a replica learns them from its
+		// store, and registers what it serves.
+		if _, err := b.topics.reload(); err != nil {
+			b.log.Warn("replica: topic table not reloaded", "err", err)
+		}
+	}
 	topics, version := b.topics.snapshot()
 	b.registerLocked(topics, version, false)
 }
@@ -81,7 +88,7 @@ func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.
 			"brokerAddr":   b.addr,
 			"clusterName":  b.opts.ClusterName,
 			"haServerAddr": "",
-			"brokerId":     "0",
+			"brokerId":     strconv.FormatInt(b.opts.ReplicaID, 10),
 			"compressed":   "false",
 			"incremental":  strconv.FormatBool(incremental),
 		}, body)
@@ -115,7 +122,7 @@ func (b *Broker) sign(req *remoting.Command) {
 func (b *Broker) unregister(ctx context.Context) {
 	for _, ns := range b.opts.NameServers {
 		req := remoting.NewRequest(remoting.UnregisterBroker, map[string]string{
-			"brokerName": b.opts.BrokerName, "brokerAddr": b.addr, "clusterName": b.opts.ClusterName, "brokerId": "0",
+			"brokerName": b.opts.BrokerName, "brokerAddr": b.addr, "clusterName": b.opts.ClusterName, "brokerId": strconv.FormatInt(b.opts.ReplicaID, 10),
 		}, nil)
 		b.sign(req)
 		cctx, cancel := context.WithTimeout(ctx, time.Second)

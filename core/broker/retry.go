@@ -196,7 +196,7 @@ func (b *Broker) saveGroupConfig(gc SubscriptionGroupConfig, onlyNew bool) error
 // autoCreateSubscriptionGroup on, so GET_ALL_SUBSCRIPTIONGROUP_CONFIG
 // lists it. At the quota the group goes on with the defaults, unsaved.
 func (b *Broker) ensureGroupConfig(group string) {
-	if b.opts.DisableAutoCreateGroup || b.hasGroupConfig(group) {
+	if b.opts.DisableAutoCreateGroup || b.opts.ReplicaID > 0 || b.hasGroupConfig(group) {
 		return
 	}
 	gc := defaultGroupConfig(group)

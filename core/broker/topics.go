@@ -117,6 +117,9 @@ type topicsConfig struct {
 	maxTopics int
 	// replyTopic is the cluster's reply topic (ReplyTopic).
 	replyTopic string
+	// readOnly keeps the topics created at startup in memory only: a
+	// replica's leader stores them (Options.ReplicaID).
+	readOnly bool
 }
 
 // loadTopics reads the topic table from st and saves the template topic
@@ -141,7 +144,7 @@ func loadTopics(st *store.Store, cfg topicsConfig) (*topicTable, error) {
 		if cfg.disableAutoCreate {
 			tc.Perm = permRW
 		}
-		if err := t.persist(tc); err != nil {
+		if err := t.persistUnlessReadOnly(cfg, tc); err != nil {
 			return nil, err
 		}
 		t.topics[tc.TopicName] = tc
@@ -150,13 +153,20 @@ func loadTopics(st *store.Store, cfg topicsConfig) (*topicTable, error) {
 		// As RocketMQ's broker does at startup: one queue, readable and
 		// writable, so a responder's client finds a route for it.
 		tc := TopicConfig{TopicName: t.replyTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: permRW, TopicFilterType: "SINGLE_TAG"}
-		if err := t.persist(tc); err != nil {
+		if err := t.persistUnlessReadOnly(cfg, tc); err != nil {
 			return nil, err
 		}
 		t.topics[tc.TopicName] = tc
 	}
 	t.version = remoting.DataVersion{Timestamp: t.now().UnixMilli()}
 	return t, nil
+}
+
+func (t *topicTable) persistUnlessReadOnly(cfg topicsConfig, tc TopicConfig) error {
+	if cfg.readOnly {
+		return nil
+	}
+	return t.persist(tc)
 }
 
 func (t *topicTable) persist(tc TopicConfig) error {
@@ -445,4 +455,39 @@ func messageTypeAttribute(attrs string) (string, error) {
 		}
 	}
 	return typ, nil
+}
+
+// reload reads the topic table from the store again, for a replica whose
+// leader changes topics: the topics stored there replace those in memory,
+// and the ones kept only in memory (the template and reply topics a
+// replica does not store) stay. It reports whether anything changed.
+func (t *topicTable) reload() (bool, error) {
+	stored := map[string]TopicConfig{}
+	err := t.store.EachMeta(topicMetaKey, func(name string, v []byte) error {
+		var tc TopicConfig
+		if err := json.Unmarshal(v, &tc); err != nil {
+			return fmt.Errorf("broker: topic config %s: %w", name, err)
+		}
+		stored[tc.TopicName] = tc
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, name := range []string{AutoCreateTopicKey, t.replyTopic} {
+		if tc, ok := t.topics[name]; ok {
+			if _, ok := stored[name]; !ok {
+				stored[name] = tc
+			}
+		}
+	}
+	if maps.Equal(stored, t.topics) {
+		return false, nil
+	}
+	t.topics = stored
+	t.version.Counter++
+	t.version.Timestamp = t.now().UnixMilli()
+	return true, nil
 }

@@ -95,6 +95,9 @@ type Options struct {
 	// own goroutine, one at a time, in order.
 	OnLeader   func() `yaml:"-"`
 	OnFollower func() `yaml:"-"`
+	// OnRestore is called, on raft's goroutine, after a snapshot from the
+	// leader replaced this member's store (Store returns the new one).
+	OnRestore func() `yaml:"-"`
 	// Logger receives the node's and raft's logs.
 	Logger *slog.Logger `yaml:"-"`
 }

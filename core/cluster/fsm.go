@@ -56,6 +56,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	n.store.Store(st)
 	n.restores.Add(1)
+	if n.opts.OnRestore != nil {
+		n.opts.OnRestore()
+	}
 	return nil
 }
 

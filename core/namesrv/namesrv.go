@@ -241,6 +241,7 @@ func (s *Server) Route(topic string) (remoting.TopicRouteData, bool) {
 		g.BrokerAddrs[b.id] = b.addr
 	}
 	seenQueue := map[string]bool{}
+	replicas := map[string]*brokerEntry{} // a set's lowest live replica with the topic
 	for _, b := range s.brokers {
 		if b.lastUpdate.Before(live) {
 			continue
@@ -257,6 +258,24 @@ func (s *Server) Route(topic string) (remoting.TopicRouteData, bool) {
 				Perm: tc.Perm, TopicSysFlag: tc.TopicSysFlag,
 			})
 		}
+		if b.id != 0 && (replicas[b.name] == nil || b.id < replicas[b.name].id) {
+			replicas[b.name] = b
+		}
+	}
+	// A set without a live master (a replicated set that lost its
+	// majority) still serves reads from its replicas: its queues are
+	// routed from a replica's table, readable only, so producers pass
+	// it by and consumers pull from the replica.
+	for name, b := range replicas {
+		if seenQueue[name] {
+			continue
+		}
+		seenQueue[name] = true
+		tc := b.topics[topic]
+		r.QueueDatas = append(r.QueueDatas, remoting.QueueData{
+			BrokerName: name, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums,
+			Perm: tc.Perm &^ remoting.PermWrite, TopicSysFlag: tc.TopicSysFlag,
+		})
 	}
 	if len(r.QueueDatas) == 0 && strings.HasPrefix(topic, remoting.RetryGroupTopicPrefix) && !s.opts.DisableRetryRoutes {
 		for _, b := range s.brokers {

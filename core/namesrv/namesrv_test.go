@@ -207,3 +207,26 @@ func TestNewMasterAddressReplacesOld(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaRoutesWithoutMaster: a set whose master is gone is routed
+// from its replica, readable only.
+func TestReplicaRoutesWithoutMaster(t *testing.T) {
+	s, ns := start(t, namesrv.Options{DisableRetryRoutes: true})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	body, _ := json.Marshal(remoting.RegisterBrokerBody{TopicConfigSerializeWrapper: remoting.TopicConfigWrapper{TopicConfigTable: map[string]remoting.TopicConfig{
+		"T": {TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}}}})
+	resp, err := cl.Invoke(context.Background(), ns, remoting.NewRequest(remoting.RegisterBroker, map[string]string{
+		"brokerName": "set-a", "brokerAddr": "127.0.0.1:2", "clusterName": "C", "brokerId": "2", "compressed": "false"}, body))
+	if err != nil || resp.Code != remoting.Success {
+		t.Fatalf("register replica: %v %v", resp, err)
+	}
+	r, ok := s.Route("T")
+	if !ok || len(r.QueueDatas) != 1 || r.QueueDatas[0].Perm != remoting.PermRead || r.BrokerDatas[0].BrokerAddrs[2] != "127.0.0.1:2" {
+		t.Fatalf("route without a master: %v %+v", ok, r)
+	}
+	register(t, cl, ns, "set-a", "127.0.0.1:1", remoting.TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6})
+	if r, _ := s.Route("T"); len(r.QueueDatas) != 1 || r.QueueDatas[0].Perm != 6 || len(r.BrokerDatas[0].BrokerAddrs) != 2 {
+		t.Fatalf("route with the master back: %+v", r)
+	}
+}

@@ -17,22 +17,34 @@ import (
 )
 
 // A member of a replicated broker set (Config.Cluster) opens its store
-// through core/cluster and serves clients only while it leads: the broker
-// (its port, its registrations as brokerId 0 under the set's name) starts
-// when the member becomes the writable leader and stops when it stops
-// being one, unregistering if it still can. Replicas serve no clients;
-// their HTTP endpoint answers /healthz, /readyz (503, naming the leader)
-// and /cluster. The gRPC endpoint, the NATS bridge, the console and the
-// broker's metrics are not run by a set's members yet; Start refuses a
-// configuration asking for them.
+// through core/cluster and runs its broker in one of two roles on the same
+// port: while it leads, as the set's master (brokerId 0 under the set's
+// name), taking writes; otherwise as a replica (brokerId = its place in
+// the peer list + 1) that serves pulls and other reads from the
+// replicated store and refuses writes (core/broker, Options.ReplicaID).
+// Each change of role stops one broker, which unregisters, and starts the
+// other. /readyz is 200 on the master only; /cluster is every member's
+// view of the set. The gRPC endpoint, the NATS bridge and the console are
+// not run by a set's members yet; Start refuses a configuration asking
+// for them.
 
-// leadership runs the broker while the member leads.
+// role is what a member's broker serves as.
+type role int
+
+const (
+	roleNone role = iota
+	roleReplica
+	roleMaster
+)
+
+// leadership runs the member's broker in the role raft gives it.
 type leadership struct {
-	changes chan bool
+	changes chan role // roleMaster, roleReplica; roleNone restarts the current role (a restored store)
 	quit    chan struct{}
 	done    chan struct{}
 	serving sync.WaitGroup // the running broker's Serve
 	b       *broker.Broker // owned by the loop
+	role    role
 }
 
 // clusterRefusals says which parts of cfg a set's member cannot run.
@@ -85,9 +97,10 @@ func (s *Server) openNode(so store.Options) error {
 	if co.Logger == nil {
 		co.Logger = s.log
 	}
-	s.lead = &leadership{changes: make(chan bool, 64), quit: make(chan struct{}), done: make(chan struct{})}
-	co.OnLeader = func() { s.lead.changes <- true }
-	co.OnFollower = func() { s.lead.changes <- false }
+	s.lead = &leadership{changes: make(chan role, 64), quit: make(chan struct{}), done: make(chan struct{})}
+	co.OnLeader = func() { s.lead.changes <- roleMaster }
+	co.OnFollower = func() { s.lead.changes <- roleReplica }
+	co.OnRestore = func() { s.lead.changes <- roleNone }
 	node, err := cluster.Open(co)
 	if err != nil {
 		return err
@@ -99,35 +112,54 @@ func (s *Server) openNode(so store.Options) error {
 // Node returns the member's raft node, or nil outside a replicated set.
 func (s *Server) Node() *cluster.Node { return s.node }
 
-// startLeadership follows the member's leadership from here on.
+// startLeadership follows the member's role from here on, starting as a
+// replica unless it leads already.
 func (s *Server) startLeadership() {
 	go func() {
 		defer close(s.lead.done)
+		if !s.node.Leading() {
+			s.startServing(roleReplica)
+		}
 		for {
 			select {
 			case <-s.lead.quit:
 				s.stopServing()
 				return
-			case leading := <-s.lead.changes:
-				if leading {
-					s.startServing()
-				} else {
-					s.stopServing()
+			case r := <-s.lead.changes:
+				if r == roleNone {
+					r = s.lead.role // the store was replaced: start again on it
 				}
+				s.stopServing()
+				s.startServing(r)
 			}
 		}
 	}()
 }
 
-// startServing runs the broker on the member's store. A leader that
-// cannot serve hands leadership on.
-func (s *Server) startServing() {
-	if s.lead.b != nil {
+// replicaID is this member's brokerId as a replica: its place among the
+// peers, plus one.
+func (s *Server) replicaID() int64 {
+	for i, p := range s.cfg.Cluster.Peers {
+		if p.ID == s.cfg.Cluster.NodeID {
+			return int64(i + 1)
+		}
+	}
+	return int64(len(s.cfg.Cluster.Peers) + 1)
+}
+
+// startServing runs the broker on the member's store in role r. A leader
+// whose broker cannot start hands leadership on.
+func (s *Server) startServing(r role) {
+	if r == roleNone {
 		return
 	}
 	s.Store = s.node.Store() // a snapshot may have replaced it
 	s.acl.store = s.Store
-	b, err := s.newBroker()
+	var id int64
+	if r == roleReplica {
+		id = s.replicaID()
+	}
+	b, err := s.newBroker(id)
 	var ln net.Listener
 	if err == nil {
 		ln, err = net.Listen("tcp", s.cfg.Listen)
@@ -136,11 +168,15 @@ func (s *Server) startServing() {
 		}
 	}
 	if err != nil {
-		s.log.Error("leading the set but the broker cannot start: handing leadership on", "err", err)
-		s.node.StepDown()
+		if r == roleMaster {
+			s.log.Error("leading the set but the broker cannot start: handing leadership on", "err", err)
+			s.node.StepDown()
+		} else {
+			s.log.Error("the replica's broker cannot start", "err", err)
+		}
 		return
 	}
-	s.lead.b = b
+	s.lead.b, s.lead.role = b, r
 	s.lead.serving.Add(1)
 	go func() {
 		defer s.lead.serving.Done()
@@ -148,8 +184,13 @@ func (s *Server) startServing() {
 			s.log.Error("broker port failed", "err", err)
 		}
 	}()
-	s.broker.Store(b)
-	s.log.Info("serving as the set's master", "set", s.cfg.Cluster.SetName, "listen", b.Addr())
+	if r == roleMaster {
+		s.broker.Store(b)
+		s.log.Info("serving as the set's master", "set", s.cfg.Cluster.SetName, "listen", b.Addr())
+	} else {
+		s.replica.Store(b)
+		s.log.Info("serving as a replica", "set", s.cfg.Cluster.SetName, "broker_id", id, "listen", b.Addr())
+	}
 }
 
 // stopServing stops the broker, if it runs.
@@ -158,15 +199,19 @@ func (s *Server) stopServing() {
 	if b == nil {
 		return
 	}
+	r := s.lead.role
 	s.lead.b = nil
 	s.broker.Store(nil)
+	s.replica.Store(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := b.Shutdown(ctx); err != nil {
 		s.log.Warn("stopping the broker", "err", err)
 	}
 	s.lead.serving.Wait()
-	s.log.Info("stopped serving: no longer the set's leader", "set", s.cfg.Cluster.SetName)
+	if r == roleMaster {
+		s.log.Info("stopped serving as the set's master", "set", s.cfg.Cluster.SetName)
+	}
 }
 
 // stopLeadership stops following leadership and the broker with it.
@@ -214,7 +259,11 @@ func (s *Server) clusterStatus(w http.ResponseWriter, _ *http.Request) {
 	}
 	st := struct {
 		cluster.Status
-		Serving string `json:"serving,omitempty"`
-	}{s.node.Status(), s.LeaderBrokerAddr()}
+		Serving string `json:"serving,omitempty"` // the master's broker address, on the leader
+		Replica string `json:"replica,omitempty"` // the replica's broker address, on the others
+	}{Status: s.node.Status(), Serving: s.LeaderBrokerAddr()}
+	if b := s.replica.Load(); b != nil {
+		st.Replica = b.Addr()
+	}
 	json.NewEncoder(w).Encode(st)
 }

@@ -174,6 +174,7 @@ type Server struct {
 	storeOpen, pluginsLoaded, stopping atomic.Bool
 	namesrvUp                          atomic.Bool // the name server serves (readyz of a name server alone)
 	broker                             atomic.Pointer[broker.Broker]
+	replica                            atomic.Pointer[broker.Broker] // a set's member, while it follows (cluster.go)
 	console                            atomic.Pointer[http.Handler] // SetConsole
 
 	// BrokerAddr and NamesrvAddr are where they listen.
@@ -264,7 +265,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		s.startLeadership()
 		return s, nil
 	}
-	s.Broker, err = s.newBroker()
+	s.Broker, err = s.newBroker(0)
 	if err != nil {
 		s.stopNamesrv()
 		s.plugins.close(context.Background())
@@ -305,8 +306,9 @@ func Start(cfg Config) (_ *Server, err error) {
 }
 
 // newBroker builds the broker on s.Store, with the process's plugins,
-// access control, TLS and name servers.
-func (s *Server) newBroker() (*broker.Broker, error) {
+// access control, TLS and name servers; replicaID above 0 makes it a
+// replicated set's replica (cluster.go).
+func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 	cfg := s.cfg
 	bo := cfg.Broker
 	bo.Store = s.Store
@@ -335,6 +337,7 @@ func (s *Server) newBroker() (*broker.Broker, error) {
 	}
 	if s.node != nil {
 		bo.BrokerName = cfg.Cluster.SetName
+		bo.ReplicaID = replicaID
 	}
 	b, err := broker.New(bo)
 	if err != nil {

@@ -1,0 +1,40 @@
+package broker
+
+import (
+	"slices"
+
+	"github.com/rmq-go/rmq/core/remoting"
+)
+
+// A replica (Options.ReplicaID) serves what RocketMQ's slaves serve: pulls,
+// offset and time lookups, queries and heartbeats, from a store the set's
+// leader keeps through replication. Clients pull from it when their route
+// names no master (the set has lost its majority, or is between leaders)
+// and when a master suggests it; every pull it answers suggests the master
+// again. Writes go to the master: a replica refuses them, naming why, with
+// NO_PERMISSION, on which the official client's sends retry elsewhere.
+
+// replicaWrites are the request codes a replica refuses.
+var replicaWrites = []int16{
+	remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage,
+	remoting.SendReplyMessage, remoting.SendReplyMessageV2,
+	remoting.UpdateConsumerOffset, remoting.ConsumerSendMsgBack, remoting.EndTransaction,
+	remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker,
+	remoting.UpdateAndCreateSubscriptionGroup, remoting.DeleteSubscriptionGroup,
+	remoting.LockBatchMQ, remoting.UnlockBatchMQ,
+	remoting.InvokeBrokerToResetOffset, AdminCode,
+}
+
+// handle registers fn for code, or, on a replica, a refusal when code
+// writes.
+func (b *Broker) handle(code int16, fn remoting.Handler) {
+	if b.opts.ReplicaID > 0 && slices.Contains(replicaWrites, code) {
+		fn = b.refuseWrite
+	}
+	b.rs.Handle(code, fn)
+}
+
+func (b *Broker) refuseWrite(_ *remoting.Conn, req *remoting.Command) *remoting.Command {
+	return response(req, remoting.NoPermission,
+		"broker %s is a replica (brokerId %d) of its set: writes go to the master, brokerId 0", b.opts.BrokerName, b.opts.ReplicaID)
+}
