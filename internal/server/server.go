@@ -175,7 +175,7 @@ type Server struct {
 	namesrvUp                          atomic.Bool // the name server serves (readyz of a name server alone)
 	broker                             atomic.Pointer[broker.Broker]
 	replica                            atomic.Pointer[broker.Broker] // a set's member, while it follows (cluster.go)
-	console                            atomic.Pointer[http.Handler] // SetConsole
+	console                            atomic.Pointer[http.Handler]  // SetConsole
 
 	// BrokerAddr and NamesrvAddr are where they listen.
 	BrokerAddr  string
