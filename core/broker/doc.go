@@ -261,4 +261,11 @@
 //     SYSTEM_BUSY, held ones at once, and while consumers are connected the
 //     broker keeps reading their connections for a short grace (pullGrace)
 //     before it stops: no pull a consumer sends then goes unanswered.
+//  23. A replica (Options.ReplicaID above 0, replica.go) writes nothing to
+//     its store: it refuses every request code that writes with
+//     NO_PERMISSION, ignores the commit carried by a pull, creates no
+//     group config at a heartbeat and no topic at startup, and runs none
+//     of the services that write (delays, timers, transaction checks,
+//     pre-filtering, subscription snapshots, the outbox). Its topic table
+//     is read again from the store before each registration.
 package broker

@@ -30,8 +30,9 @@
 //
 // raft elects the leader. A new leader first applies every entry
 // committed before it (a barrier), then its store takes writes
-// (store.Promote) and OnLeader runs: the broker process starts serving
-// and registers as brokerId 0. A leader that loses its majority stops
+// (store.Promote) and OnLeader runs: the broker process serves as the
+// set's master, brokerId 0; followers serve reads as replicas (the broker
+// process, internal/server). A leader that loses its majority stops
 // within raft's leader lease: its store stops taking writes
 // (store.Demote) and fails every append not yet committed, and OnFollower
 // runs. Such an append may still be committed by the next leader: a
