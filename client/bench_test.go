@@ -23,6 +23,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/cputime"
 )
 
 // The benchmarks compare this client with the official Go client as load
@@ -107,22 +108,14 @@ func freeAddr(b *testing.B) string {
 	return ln.Addr().String()
 }
 
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // measure runs fn, which handles n messages, and reports its rate and CPU.
 func measure(b *testing.B, n int, fn func()) {
 	runtime.GC()
-	cpu0, t0 := processCPU(), time.Now()
+	cpu0, t0 := cputime.Process(), time.Now()
 	b.ResetTimer()
 	fn()
 	b.StopTimer()
-	elapsed, cpu := time.Since(t0), processCPU()-cpu0
+	elapsed, cpu := time.Since(t0), cputime.Process()-cpu0
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/msg")
 	b.ReportMetric(0, "ns/op")

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/rmq-go/rmq/internal/cputime"
 )
 
 // BenchmarkHeader measures one SEND_MESSAGE header (the Go client's keys and
@@ -113,7 +115,7 @@ func BenchmarkEcho(b *testing.B) {
 			left.Store(int64(b.N))
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			var wg sync.WaitGroup
 			for _, cl := range clients {
 				for range depth {
@@ -134,7 +136,7 @@ func BenchmarkEcho(b *testing.B) {
 			// CPU per request counts both ends (client and server run in
 			// this process) and, unlike reqs/s, barely moves with other load
 			// on the machine.
-			if cpu := processCPU() - cpu0; cpu > 0 {
+			if cpu := cputime.Process() - cpu0; cpu > 0 {
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/req")
 			}
 		})

@@ -5,22 +5,13 @@ package grpcserver_test
 import (
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/cputime"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
-
-// processCPU returns the user and system CPU time the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkGRPC measures sends and POP receive+ack over gRPC, one client
 // in-process: messages per second, and the process's CPU per message
@@ -34,7 +25,7 @@ func BenchmarkGRPC(b *testing.B) {
 			body := string(make([]byte, size))
 			c := ctxB(b)
 			b.SetBytes(int64(size))
-			cpu0, t0 := processCPU(), time.Now()
+			cpu0, t0 := cputime.Process(), time.Now()
 			b.ResetTimer()
 			for i := range b.N {
 				r, err := e.cl.SendMessage(c, &pb.SendMessageRequest{Messages: []*pb.Message{msg(topic, "b"+strconv.Itoa(i), "t", body)}})
@@ -42,7 +33,7 @@ func BenchmarkGRPC(b *testing.B) {
 					b.Fatal(r, err)
 				}
 			}
-			report(b, b.N, time.Since(t0), processCPU()-cpu0)
+			report(b, b.N, time.Since(t0), cputime.Process()-cpu0)
 		})
 		b.Run("send-16-clients/size="+strconv.Itoa(size)+"B", func(b *testing.B) {
 			e := startB(b)
@@ -53,7 +44,7 @@ func BenchmarkGRPC(b *testing.B) {
 			var id atomic.Int64
 			b.SetBytes(int64(size))
 			b.SetParallelism(8) // 16 senders on 2 cores
-			cpu0, t0 := processCPU(), time.Now()
+			cpu0, t0 := cputime.Process(), time.Now()
 			b.ResetTimer()
 			b.RunParallel(func(pb_ *testing.PB) {
 				for pb_.Next() {
@@ -64,7 +55,7 @@ func BenchmarkGRPC(b *testing.B) {
 					}
 				}
 			})
-			report(b, b.N, time.Since(t0), processCPU()-cpu0)
+			report(b, b.N, time.Since(t0), cputime.Process()-cpu0)
 		})
 		b.Run("receive-ack/size="+strconv.Itoa(size)+"B", func(b *testing.B) {
 			e := startB(b)
@@ -78,7 +69,7 @@ func BenchmarkGRPC(b *testing.B) {
 				}
 			}
 			b.SetBytes(int64(size))
-			cpu0, t0 := processCPU(), time.Now()
+			cpu0, t0 := cputime.Process(), time.Now()
 			b.ResetTimer()
 			for got := 0; got < b.N; {
 				msgs := receiveB(b, e, c, group, topic)
@@ -92,7 +83,7 @@ func BenchmarkGRPC(b *testing.B) {
 				}
 				got += len(msgs)
 			}
-			report(b, b.N, time.Since(t0), processCPU()-cpu0)
+			report(b, b.N, time.Since(t0), cputime.Process()-cpu0)
 		})
 	}
 }

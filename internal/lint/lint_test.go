@@ -39,6 +39,7 @@ type rule struct {
 var rules = []rule{
 	{from: "core/message", only: []string{"internal/properties"}},
 	{from: "internal/properties", only: []string{}},
+	{from: "internal/cputime", only: []string{}},
 	{from: "core/allocate", only: []string{}},
 	{from: "core/outbox", only: []string{"core/message", "internal/properties"}},
 	{from: "core/remoting", only: []string{"core/message", "internal/properties"}},
@@ -47,7 +48,7 @@ var rules = []rule{
 	// The scale simulation drives a real name server over the remoting
 	// protocol and runs the allocation strategies; it reaches no broker or
 	// store.
-	{from: "internal/scalesim", only: []string{"core/namesrv", "core/remoting", "core/allocate", "core/message", "internal/properties"}},
+	{from: "internal/scalesim", only: []string{"core/namesrv", "core/remoting", "core/allocate", "core/message", "internal/properties", "internal/cputime"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters", "github.com/hashicorp/raft"}},
 	// Replication knows the store and raft, never what runs on them.
 	{from: "core/cluster", deny: []string{"core/broker", "core/remoting", "core/namesrv", "plugins", "filters", "internal/server"}},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/internal/cputime"
 )
 
 // Defaults for Options fields left zero.
@@ -362,11 +363,11 @@ func drive(n, workers int, do func(i int) error) error {
 // cpuPer is the process CPU per call of drive(n, workers, do).
 func cpuPer(n, workers int, do func(i int) error) (time.Duration, error) {
 	runtime.GC()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	if err := drive(n, workers, do); err != nil {
 		return 0, err
 	}
-	return (processCPU() - cpu0) / time.Duration(n), nil
+	return (cputime.Process() - cpu0) / time.Duration(n), nil
 }
 
 // liveHeap is the heap held by reachable objects, after a full GC.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/core/allocate"
+	"github.com/rmq-go/rmq/internal/cputime"
 )
 
 // Rebalance is what one consumer group's rebalance of one topic costs,
@@ -47,14 +48,14 @@ func RunRebalance(s allocate.Strategy, sets, perSet, consumers int, budget time.
 	for i := range clients {
 		clients[i] = ClientID(i)
 	}
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	calls := 0
-	for ; calls < 5 || processCPU()-cpu0 < budget; calls++ {
+	for ; calls < 5 || cputime.Process()-cpu0 < budget; calls++ {
 		if _, err := s.Allocate("group", clients[calls%consumers], clients, qs); err != nil {
 			return r, err
 		}
 	}
-	r.AllocateCPU = (processCPU() - cpu0) / time.Duration(calls)
+	r.AllocateCPU = (cputime.Process() - cpu0) / time.Duration(calls)
 
 	mid := ClientID(consumers / 2)
 	joined := append(clients[:len(clients):len(clients)], mid+"-new") // sorts right after mid

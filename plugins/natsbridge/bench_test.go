@@ -17,6 +17,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/cputime"
 	"github.com/rmq-go/rmq/internal/server"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
@@ -169,12 +170,12 @@ func benchBridge(b *testing.B, src natsbridge.Source, url string, n int64) {
 	opts := natsbridge.Options{Source: src, URLs: []string{url}, Cluster: "DefaultCluster", Broker: "broker-a",
 		Provision: true, Logger: brokertest.Logger()}
 	b.ResetTimer()
-	cpu0, start := processCPU(), time.Now()
+	cpu0, start := cputime.Process(), time.Now()
 	br := startBridge(b, opts)
 	for br.Status().Cursor < n {
 		time.Sleep(time.Millisecond)
 	}
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	elapsed, cpu := time.Since(start), cputime.Process()-cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/event")
@@ -215,7 +216,7 @@ func BenchmarkBrokerSide(b *testing.B) {
 				}
 			}
 			b.ResetTimer()
-			cpu0, t0 := processCPU(), time.Now()
+			cpu0, t0 := cputime.Process(), time.Now()
 			s.send(b, b.N, 8)
 			produced := time.Since(t0)
 			if mode == "bridge=on" {
@@ -223,7 +224,7 @@ func BenchmarkBrokerSide(b *testing.B) {
 					time.Sleep(time.Millisecond)
 				}
 			}
-			cpu := processCPU() - cpu0
+			cpu := cputime.Process() - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/produced.Seconds(), "produced/s")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/event")

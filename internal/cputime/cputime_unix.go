@@ -1,14 +1,15 @@
 //go:build unix
 
-package natsbridge_test
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the user and system CPU time the process has used.
-func processCPU() time.Duration {
+// Process returns the user and system CPU time the process has used, or
+// 0 when it cannot be read.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
