@@ -333,6 +333,22 @@ func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
 	if leaders != 1 {
 		t.Fatalf("%d members report leading", leaders)
 	}
+	// The console is the master's; a replica's names the leader.
+	for _, m := range rs.members {
+		st, _ := m.status()
+		resp, err := http.Get("http://" + m.http + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case st.Serving != "" && (resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "set-a")):
+			t.Fatalf("the leader's console: %d\n%s", resp.StatusCode, body)
+		case st.Serving == "" && (resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "replica")):
+			t.Fatalf("a replica's console: %d\n%s", resp.StatusCode, body)
+		}
+	}
 	got := rs.storedBodies(topic)
 	for body := range acked {
 		if got[body] != 1 {

@@ -24,9 +24,10 @@ import (
 // replicated store and refuses writes (core/broker, Options.ReplicaID).
 // Each change of role stops one broker, which unregisters, and starts the
 // other. /readyz is 200 on the master only; /cluster is every member's
-// view of the set. The gRPC endpoint, the NATS bridge and the console are
-// not run by a set's members yet; Start refuses a configuration asking
-// for them.
+// view of the set; the console at / is the master's, and a replica's
+// answers 503 naming the leader. The gRPC endpoint and the NATS bridge
+// are not run by a set's members yet: the first is turned off with a
+// warning, the second refused.
 
 // role is what a member's broker serves as.
 type role int
@@ -52,9 +53,6 @@ func (c Config) clusterRefusals() error {
 	var errs []error
 	if c.NATSBridge != nil {
 		errs = append(errs, errors.New("natsBridge"))
-	}
-	if c.Console != nil {
-		errs = append(errs, errors.New("console"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("cluster: not yet supported on a replicated set's member: %w", errors.Join(errs...))
@@ -186,6 +184,9 @@ func (s *Server) startServing(r role) {
 	}()
 	if r == roleMaster {
 		s.broker.Store(b)
+		if s.http != nil && s.cfg.Console == nil {
+			s.SetConsole(s.consoleFor(s.HTTPAddr(), b, s.Store))
+		}
 		s.log.Info("serving as the set's master", "set", s.cfg.Cluster.SetName, "listen", b.Addr())
 	} else {
 		s.replica.Store(b)
@@ -203,6 +204,9 @@ func (s *Server) stopServing() {
 	s.lead.b = nil
 	s.broker.Store(nil)
 	s.replica.Store(nil)
+	if r == roleMaster && s.http != nil && s.cfg.Console == nil {
+		s.SetConsole(http.HandlerFunc(s.replicaConsole))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := b.Shutdown(ctx); err != nil {
@@ -230,6 +234,15 @@ func (s *Server) stopLeadership(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// replicaConsole answers the console's pages on a member that does not
+// lead: the console is the master's.
+func (s *Server) replicaConsole(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintf(w, "This member of broker set %s is a replica: the console is served by the set's leader (node %q).\n",
+		s.cfg.Cluster.SetName, s.node.LeaderID())
 }
 
 // closeStore closes the store, or the member's node with its store.

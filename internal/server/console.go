@@ -52,8 +52,14 @@ const consoleCommand = "console"
 // listen (host:port), which decides whether actions are allowed as the
 // comment above says.
 func (s *Server) ConsoleHandler(listen string) http.Handler {
+	return s.consoleFor(listen, s.Broker, s.Store)
+}
+
+// consoleFor is the console of broker b on store st (a replicated set's
+// leader makes one each time it starts serving).
+func (s *Server) consoleFor(listen string, b *broker.Broker, st *store.Store) http.Handler {
 	loopback := isLoopback(listen)
-	return console.New(consoleSource{s}, console.Options{
+	return console.New(consoleSource{s, b, st}, console.Options{
 		AllowActions: true, // narrowed per request by consoleAuth
 		Authenticate: s.consoleAuth(loopback),
 		Logger:       s.log.With("component", "console"),
@@ -107,11 +113,18 @@ func (s *Server) consoleAuth(loopback bool) func(r *http.Request) error {
 	}
 }
 
-// consoleSource implements console.Source.
-type consoleSource struct{ s *Server }
+// consoleSource implements console.Source for broker b on store st.
+type consoleSource struct {
+	s  *Server
+	b  *broker.Broker
+	st *store.Store
+}
 
 func (c consoleSource) names() (cluster, brokerName string) {
 	cluster, brokerName = c.s.cfg.Broker.ClusterName, c.s.cfg.Broker.BrokerName
+	if c.s.cfg.Cluster != nil {
+		brokerName = c.s.cfg.Cluster.SetName
+	}
 	if cluster == "" {
 		cluster = broker.DefaultClusterName
 	}
@@ -124,11 +137,11 @@ func (c consoleSource) names() (cluster, brokerName string) {
 // groupNames returns the configured and the online consumer groups.
 func (c consoleSource) groupNames() (all []string, configured map[string]broker.SubscriptionGroupConfig) {
 	configured = map[string]broker.SubscriptionGroupConfig{}
-	for _, gc := range c.s.Broker.GroupConfigs() {
+	for _, gc := range c.b.GroupConfigs() {
 		configured[gc.GroupName] = gc
 		all = append(all, gc.GroupName)
 	}
-	for _, g := range c.s.Broker.OnlineConsumerGroups() {
+	for _, g := range c.b.OnlineConsumerGroups() {
 		if _, ok := configured[g]; !ok {
 			all = append(all, g)
 		}
@@ -138,12 +151,12 @@ func (c consoleSource) groupNames() (all []string, configured map[string]broker.
 }
 
 func (c consoleSource) Overview() console.Overview {
-	b, st := c.s.Broker, c.s.Store
+	b, st := c.b, c.st
 	cluster, name := c.names()
 	minOff, maxOff := st.CommitLogOffsets()
 	groups, _ := c.groupNames()
 	ov := console.Overview{
-		BrokerName: name, Cluster: cluster, Addr: c.s.BrokerAddr, Version: "RocketMQ 4.x protocol",
+		BrokerName: name, Cluster: cluster, Addr: c.b.Addr(), Version: "RocketMQ 4.x protocol",
 		Started: b.BootTime(), Topics: len(b.Topics()), Groups: len(groups), OnlineGroups: len(b.OnlineConsumerGroups()),
 		Connections: b.ConnCount(), Stored: st.Stats().Appends.Load(), CommitLogBytes: maxOff - minOff,
 		ACL: c.s.ACLEnabled(), TLS: c.s.tls != nil, Plugins: len(c.s.plugins.list()), Bridge: c.s.bridge != nil,
@@ -155,10 +168,10 @@ func (c consoleSource) Overview() console.Overview {
 }
 
 func (c consoleSource) Topics() []console.Topic {
-	topics := c.s.Broker.Topics()
+	topics := c.b.Topics()
 	type sums struct{ msgs, max int64 }
 	byTopic := make(map[string]sums, len(topics))
-	for _, q := range c.s.Store.Queues() {
+	for _, q := range c.st.Queues() {
 		sm := byTopic[q.Topic]
 		sm.msgs += max(0, q.MaxOffset-q.MinOffset)
 		sm.max += q.MaxOffset
@@ -174,16 +187,16 @@ func (c consoleSource) Topics() []console.Topic {
 }
 
 func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
-	tc, ok := c.s.Broker.Topics()[name]
+	tc, ok := c.b.Topics()[name]
 	if !ok {
 		return console.TopicDetail{}, console.ErrNotFound
 	}
 	d := console.TopicDetail{Topic: console.Topic{Name: name, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order}}
 	for qid := range int32(max(tc.ReadQueueNums, tc.WriteQueueNums)) {
-		minOff, maxOff := c.s.Store.QueueOffsets(name, qid)
+		minOff, maxOff := c.st.QueueOffsets(name, qid)
 		q := console.Queue{ID: qid, MinOffset: minOff, MaxOffset: maxOff}
 		if maxOff > minOff {
-			if r, err := c.s.Broker.MessageAt(name, qid, maxOff-1); err == nil {
+			if r, err := c.b.MessageAt(name, qid, maxOff-1); err == nil {
 				q.LastStored = time.UnixMilli(r.StoreTimestamp())
 			}
 		}
@@ -192,7 +205,7 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 		d.Queues = append(d.Queues, q)
 	}
 	lag := map[string]int64{}
-	for _, e := range c.s.Broker.QueueLags(nil, "") {
+	for _, e := range c.b.QueueLags(nil, "") {
 		if e.Topic == name {
 			lag[e.Group] += e.Lag
 		}
@@ -200,11 +213,11 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 	for g, l := range lag {
 		d.Groups = append(d.Groups, console.GroupLag{Group: g, Lag: l, Committed: true})
 	}
-	for _, g := range c.s.Broker.OnlineConsumerGroups() {
+	for _, g := range c.b.OnlineConsumerGroups() {
 		if _, ok := lag[g]; ok {
 			continue
 		}
-		if cc, ok := c.s.Broker.ConsumerConnection(g); ok {
+		if cc, ok := c.b.ConsumerConnection(g); ok {
 			if _, sub := cc.SubscriptionTable[name]; sub {
 				d.Groups = append(d.Groups, console.GroupLag{Group: g})
 			}
@@ -216,22 +229,22 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 
 // dlqCount is how many dead letters a group's dead-letter queue retains.
 func (c consoleSource) dlqCount(group string) int64 {
-	minOff, maxOff := c.s.Store.QueueOffsets(broker.DLQGroupTopicPrefix+group, 0)
+	minOff, maxOff := c.st.QueueOffsets(broker.DLQGroupTopicPrefix+group, 0)
 	return max(0, maxOff-minOff)
 }
 
 func (c consoleSource) Groups() []console.Group {
 	names, configured := c.groupNames()
 	lag := map[string]int64{}
-	for _, e := range c.s.Broker.QueueLags(nil, "") {
+	for _, e := range c.b.QueueLags(nil, "") {
 		lag[e.Group] += e.Lag
 	}
 	out := make([]console.Group, 0, len(names))
 	for _, g := range names {
 		_, isConfigured := configured[g]
 		row := console.Group{Name: g, Configured: isConfigured, Lag: lag[g], DeadLetters: c.dlqCount(g),
-			Strategy: c.s.Broker.GroupStrategy(g).Effective}
-		if cc, ok := c.s.Broker.ConsumerConnection(g); ok {
+			Strategy: c.b.GroupStrategy(g).Effective}
+		if cc, ok := c.b.ConsumerConnection(g); ok {
 			row.Online, row.Model = len(cc.ConnectionSet), cc.MessageModel
 		}
 		out = append(out, row)
@@ -241,18 +254,18 @@ func (c consoleSource) Groups() []console.Group {
 
 func (c consoleSource) Group(name string) (console.GroupDetail, error) {
 	var gc *broker.SubscriptionGroupConfig
-	for _, g := range c.s.Broker.GroupConfigs() {
+	for _, g := range c.b.GroupConfigs() {
 		if g.GroupName == name {
 			gc = &g
 			break
 		}
 	}
-	cc, online := c.s.Broker.ConsumerConnection(name)
-	lags := c.s.Broker.QueueLags(nil, name)
+	cc, online := c.b.ConsumerConnection(name)
+	lags := c.b.QueueLags(nil, name)
 	if gc == nil && !online && len(lags) == 0 {
 		return console.GroupDetail{}, console.ErrNotFound
 	}
-	strategy := c.s.Broker.GroupStrategy(name)
+	strategy := c.b.GroupStrategy(name)
 	d := console.GroupDetail{Group: console.Group{Name: name, Strategy: strategy.Effective, DeadLetters: c.dlqCount(name)},
 		StrategySource: strategy.Source}
 	if g := gc; g != nil {
@@ -312,7 +325,7 @@ func (c consoleSource) FindMessages(q console.MessageQuery) ([]console.Message, 
 	var recs []message.Record
 	switch {
 	case q.ByOffset:
-		r, err := c.s.Broker.MessageAt(q.Topic, q.QueueID, q.Offset)
+		r, err := c.b.MessageAt(q.Topic, q.QueueID, q.Offset)
 		if err != nil {
 			return nil, notFound(err)
 		}
@@ -321,14 +334,14 @@ func (c consoleSource) FindMessages(q console.MessageQuery) ([]console.Message, 
 		// A client's message id (UNIQ_KEY) and an offsetMsgId are both 32
 		// hex digits: try the id both ways.
 		if _, off, err := message.ParseOffsetMsgID(q.ID); err == nil {
-			r, err := c.s.Broker.MessageByCommitOffset(off)
+			r, err := c.b.MessageByCommitOffset(off)
 			if err == nil && strings.EqualFold(message.OffsetMsgID(r.StoreHost(), r.CommitLogOffset()), q.ID) &&
 				(q.Topic == "" || string(r.Topic()) == q.Topic) {
 				recs = append(recs, r)
 			}
 		}
 		if q.Topic != "" {
-			rs, err := c.s.Broker.MessagesByKey(q.Topic, q.ID, true, q.Limit)
+			rs, err := c.b.MessagesByKey(q.Topic, q.ID, true, q.Limit)
 			if err != nil {
 				return nil, err
 			}
@@ -337,7 +350,7 @@ func (c consoleSource) FindMessages(q console.MessageQuery) ([]console.Message, 
 			return nil, errors.New("no message has that offsetMsgId; a message id (UNIQ_KEY) is looked up in a topic: give the topic")
 		}
 	case q.Key != "":
-		rs, err := c.s.Broker.MessagesByKey(q.Topic, q.Key, false, q.Limit)
+		rs, err := c.b.MessagesByKey(q.Topic, q.Key, false, q.Limit)
 		if err != nil {
 			return nil, err
 		}
@@ -359,7 +372,7 @@ func notFound(err error) error {
 }
 
 func (c consoleSource) DeadLetters(group string, from int64, limit int) ([]console.DeadLetter, error) {
-	it := c.s.Store.NewQueueIter(broker.DLQGroupTopicPrefix+group, 0, store.IterOptions{MaxRecords: limit})
+	it := c.st.NewQueueIter(broker.DLQGroupTopicPrefix+group, 0, store.IterOptions{MaxRecords: limit})
 	defer it.Close()
 	var out []console.DeadLetter
 	for ok := it.SeekGE(from); ok; ok = it.Next() {
@@ -381,7 +394,7 @@ func (c consoleSource) DeadLetters(group string, from int64, limit int) ([]conso
 }
 
 func (c consoleSource) ResendDeadLetter(group string, queueOffset int64) (console.Resent, error) {
-	rs, err := c.s.Broker.ResendDLQ(outbox.DLQSelector{Group: group, QueueOffset: &queueOffset, Limit: 1}, outbox.ResendOrigin)
+	rs, err := c.b.ResendDLQ(outbox.DLQSelector{Group: group, QueueOffset: &queueOffset, Limit: 1}, outbox.ResendOrigin)
 	if err != nil {
 		return console.Resent{}, err
 	}
@@ -394,15 +407,15 @@ const consoleTimedLimit = 10_000
 
 func (c consoleSource) Scheduled() console.Scheduled {
 	var s console.Scheduled
-	for _, l := range c.s.Broker.PendingDelayed() {
+	for _, l := range c.b.PendingDelayed() {
 		s.Levels = append(s.Levels, console.DelayLevel{Level: l.Level, Delay: l.Delay, Pending: l.Pending})
 	}
-	s.Timed, s.TimedNextDue, s.TimedMore, _ = c.s.Broker.PendingTimed(consoleTimedLimit)
+	s.Timed, s.TimedNextDue, s.TimedMore, _ = c.b.PendingTimed(consoleTimedLimit)
 	return s
 }
 
 func (c consoleSource) Transactions(limit int) console.Transactions {
-	total, oldest := c.s.Broker.UnresolvedTransactions(limit)
+	total, oldest := c.b.UnresolvedTransactions(limit)
 	t := console.Transactions{Total: total}
 	for _, p := range oldest {
 		t.Oldest = append(t.Oldest, console.Transaction{ProducerGroup: p.ProducerGroup, CommitLogOffset: p.CommitLogOffset,

@@ -262,6 +262,9 @@ func Start(cfg Config) (_ *Server, err error) {
 		// A member of a replicated set serves clients only while it
 		// leads (cluster.go).
 		s.registerMetrics()
+		if s.http != nil && cfg.Console == nil {
+			s.SetConsole(http.HandlerFunc(s.replicaConsole)) // until it leads
+		}
 		s.startLeadership()
 		return s, nil
 	}
