@@ -24,20 +24,57 @@ func (s *Store) keyBatch(keys [][]byte, del bool) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	ops := make([]keyOp, 0, len(keys))
+	for _, k := range keys {
+		op := keyOp{kind: keySet, key: append([]byte{kindKeys}, k...)}
+		if del {
+			op.kind = keyDelete
+		}
+		ops = append(ops, op)
+	}
+	return s.writeKeys(ops)
+}
+
+// keyOp is one write of the keys components keep: set, delete, or delete
+// the range [key, value).
+type keyOp struct {
+	kind       byte
+	key, value []byte
+}
+
+const (
+	keySet         = 'S'
+	keyDelete      = 'D'
+	keyDeleteRange = 'R'
+)
+
+// writeKeys writes ops in one batch without fsync and, on a replicated
+// leader, proposes them to the set.
+func (s *Store) writeKeys(ops []keyOp) error {
+	if err := s.commitKeys(ops); err != nil {
+		return err
+	}
+	s.replicateKeys(ops)
+	return nil
+}
+
+// commitKeys writes ops in one batch without fsync.
+func (s *Store) commitKeys(ops []keyOp) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	for _, k := range keys {
-		full := append([]byte{kindKeys}, k...)
-		if del {
-			b.Delete(full, nil)
-		} else {
-			b.Set(full, nil, nil)
+	for _, op := range ops {
+		switch op.kind {
+		case keySet:
+			b.Set(op.key, op.value, nil)
+		case keyDelete:
+			b.Delete(op.key, nil)
+		case keyDeleteRange:
+			b.DeleteRange(op.key, op.value, nil)
 		}
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("store: write keys: %w", err)
 	}
-	s.replicateKeys(b)
 	return nil
 }
 
@@ -45,14 +82,7 @@ func (s *Store) keyBatch(keys [][]byte, del bool) error {
 // starts with prefix, without fsync.
 func (s *Store) DeleteKeyRange(prefix []byte) error {
 	lo := append([]byte{kindKeys}, prefix...)
-	b := s.db.NewBatch()
-	defer b.Close()
-	b.DeleteRange(lo, prefixEnd(lo), nil)
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("store: delete keys: %w", err)
-	}
-	s.replicateKeys(b)
-	return nil
+	return s.writeKeys([]keyOp{{kind: keyDeleteRange, key: lo, value: prefixEnd(lo)}})
 }
 
 // KV is a key and value kept with PutValues.
@@ -63,16 +93,11 @@ func (s *Store) PutValues(kvs ...KV) error {
 	if len(kvs) == 0 {
 		return nil
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
+	ops := make([]keyOp, 0, len(kvs))
 	for _, kv := range kvs {
-		b.Set(append([]byte{kindKeys}, kv.Key...), kv.Value, nil)
+		ops = append(ops, keyOp{kind: keySet, key: append([]byte{kindKeys}, kv.Key...), value: kv.Value})
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("store: write keys: %w", err)
-	}
-	s.replicateKeys(b)
-	return nil
+	return s.writeKeys(ops)
 }
 
 // Value appends the value of a key set with PutValues to dst; ok is false

@@ -551,29 +551,64 @@ func (s *Store) replicateDelete(topic string) error {
 func newReplID() uint64 { return rand.Uint64() >> 1 }
 
 // replicateKeys proposes a batch of the keys components keep in the index
-// (PutKeys and the like), already committed here without fsync, as they
-// are. Nothing waits for it: those keys are written without fsync on the
-// leader too, and entries proposed later (the progress values that count
-// on them) follow it in the log.
-func (s *Store) replicateKeys(b *pebble.Batch) {
+// (PutKeys and the like), already committed here without fsync. Nothing
+// waits for it: those keys are written without fsync on the leader too,
+// and entries proposed later (the progress values that count on them)
+// follow it in the log.
+func (s *Store) replicateKeys(ops []keyOp) {
 	if !s.Replicated() || !s.Writable() {
 		return
 	}
-	repr := b.Repr()
-	e := make([]byte, 0, 1+len(repr))
-	e = append(append(e, entryKeys), repr...)
+	e := []byte{entryKeys}
+	e = binary.BigEndian.AppendUint32(e, uint32(len(ops)))
+	for _, op := range ops {
+		e = append(e, op.kind)
+		e = binary.BigEndian.AppendUint32(e, uint32(len(op.key)))
+		e = append(e, op.key...)
+		e = binary.BigEndian.AppendUint32(e, uint32(len(op.value)))
+		e = append(e, op.value...)
+	}
 	s.opts.Replicator.Propose(e, func(error) {})
 }
 
-// applyKeys applies another member's key batch.
-func (s *Store) applyKeys(repr []byte) error {
+// applyKeys applies another member's key batch. Every key it touches is
+// one components keep ('x'), whatever the entry says.
+func (s *Store) applyKeys(p []byte) error {
 	if s.Writable() {
 		return nil // proposed here, and written already
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := b.SetRepr(append([]byte(nil), repr...)); err != nil {
-		return fmt.Errorf("%w: key batch: %v", ErrCorruption, err)
+	if len(p) < 4 {
+		return fmt.Errorf("%w: short key batch", ErrCorruption)
 	}
-	return b.Commit(pebble.NoSync)
+	n := int(binary.BigEndian.Uint32(p))
+	p = p[4:]
+	var ops []keyOp
+	for i := 0; i < n; i++ {
+		var op keyOp
+		if len(p) < 5 {
+			return fmt.Errorf("%w: short key batch", ErrCorruption)
+		}
+		op.kind = p[0]
+		kl := int(binary.BigEndian.Uint32(p[1:]))
+		p = p[5:]
+		if kl > len(p) || len(p)-kl < 4 {
+			return fmt.Errorf("%w: short key batch", ErrCorruption)
+		}
+		op.key, p = p[:kl], p[kl:]
+		vl := int(binary.BigEndian.Uint32(p))
+		p = p[4:]
+		if vl > len(p) {
+			return fmt.Errorf("%w: short key batch", ErrCorruption)
+		}
+		op.value, p = p[:vl], p[vl:]
+		switch {
+		case op.kind != keySet && op.kind != keyDelete && op.kind != keyDeleteRange:
+			return fmt.Errorf("%w: key batch operation %q", ErrCorruption, op.kind)
+		case len(op.key) == 0 || op.key[0] != kindKeys,
+			op.kind == keyDeleteRange && (len(op.value) == 0 || op.value[0] != kindKeys && op.value[0] != kindKeys+1):
+			return fmt.Errorf("%w: key batch outside the components' keys", ErrCorruption)
+		}
+		ops = append(ops, op)
+	}
+	return s.commitKeys(ops)
 }

@@ -43,7 +43,8 @@ func FuzzApply(f *testing.F) {
 	f.Add([]byte{entryMeta, 0, 0, 0, 1, 1, 0, 1, 'a', 0, 0, 0, 1, 'v'})
 	f.Add([]byte{entryProgress, 0, 0, 0, 1, 0, 1, 'p', 1, 0, 0, 0, 0, 0, 0, 0, 9})
 	f.Add([]byte{entryDelete, 0, 0, 0, 0, 0, 0, 0, 0, 'T'})
-	f.Add([]byte{entryKeys, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{entryKeys, 0, 0, 0, 1, keySet, 0, 0, 0, 2, kindKeys, 'k', 0, 0, 0, 1, 'v'})
+	f.Add([]byte{entryKeys, 0, 0, 0, 1, keyDeleteRange, 0, 0, 0, 1, kindKeys, 0, 0, 0, 1, kindKeys + 1})
 	const storeInputs = 256
 	open := func(tb testing.TB) *Store {
 		s, err := Open(Options{Dir: "/d", FS: vfs.NewMem(), SegmentSize: 64 << 10, IndexMemTableSize: 1 << 20,
