@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -239,7 +240,11 @@ func (s *Store) Apply(entry []byte) error {
 			// offsets before the deletion read the log's end.
 			return nil
 		}
-		err = s.deleteTopicAt(string(entry[9:]), at)
+		topic := string(entry[9:])
+		if topic == "" || strings.IndexByte(topic, 0) >= 0 {
+			return fmt.Errorf("%w: topic deletion of %q", ErrCorruption, topic)
+		}
+		err = s.deleteTopicAt(topic, at)
 	default:
 		err = fmt.Errorf("%w: replicated entry of unknown kind %q", ErrCorruption, entry[0])
 	}
