@@ -67,7 +67,10 @@ func startSet(t *testing.T, name string, n int, namesrvs []string) *replicatedSe
 	return startSetWith(t, name, n, namesrvs)
 }
 
-// startSetWith starts a set whose members take extra flags too.
+// startSetWith starts a set whose members take extra flags too. Raft's
+// ports are picked free before the members start; one taken meanwhile by
+// another socket fails a member's start, and the set starts again on new
+// ports.
 func startSetWith(t *testing.T, name string, n int, namesrvs []string, extra ...string) *replicatedSet {
 	t.Helper()
 	rs := &replicatedSet{t: t, name: name}
@@ -76,23 +79,58 @@ func startSetWith(t *testing.T, name string, n int, namesrvs []string, extra ...
 			t.Errorf("members of %s reported %d data races (run with RMQ_TEST_CHILD_LOGS=1 to see them)", name, n)
 		}
 	})
-	var peers []string
-	for i := range n {
-		m := &setMember{id: fmt.Sprintf("%s-%d", name, i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
-		peers = append(peers, m.id+"="+m.raftAddr)
-		rs.members = append(rs.members, m)
+	for attempt := 1; ; attempt++ {
+		rs.members = nil
+		var peers []string
+		for i := range n {
+			m := &setMember{id: fmt.Sprintf("%s-%d", name, i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
+			peers = append(peers, m.id+"="+m.raftAddr)
+			rs.members = append(rs.members, m)
+		}
+		var err error
+		for _, m := range rs.members {
+			m.args = []string{"--set-name", name, "--node-id", m.id, "--peers", strings.Join(peers, ","),
+				"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+				"--namesrv", strings.Join(namesrvs, ","), "--http-listen", "127.0.0.1:0", "--log-level", "info"}
+			m.args = append(m.args, extra...)
+			if err = rs.startMember(m); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return rs
+		}
+		for _, m := range rs.members {
+			if m.cmd != nil {
+				rs.kill(m, syscall.SIGKILL)
+			}
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("starting %s again on other ports: %v", name, err)
 	}
-	for _, m := range rs.members {
-		m.args = []string{"--set-name", name, "--node-id", m.id, "--peers", strings.Join(peers, ","),
-			"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
-			"--namesrv", strings.Join(namesrvs, ","), "--http-listen", "127.0.0.1:0", "--log-level", "info"}
-		m.args = append(m.args, extra...)
-		rs.start(m)
-	}
-	return rs
 }
 
+// start starts a member again on its ports, waiting out a port another
+// socket holds for a moment.
 func (rs *replicatedSet) start(m *setMember) {
+	rs.t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := rs.startMember(m)
+		if err == nil {
+			return
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			rs.t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // a port held by a passing socket: no event to wait for
+	}
+}
+
+// startMember runs m in a child process and waits until it serves, or
+// returns why it did not (with its last log lines).
+func (rs *replicatedSet) startMember(m *setMember) error {
 	t := rs.t
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
@@ -108,25 +146,44 @@ func (rs *replicatedSet) start(m *setMember) {
 	exited := m.exited
 	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	found := make(chan string, 1)
+	var mu sync.Mutex
+	var last []string
 	go func() {
 		defer close(exited)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
+			line := sc.Text()
 			if os.Getenv("RMQ_TEST_CHILD_LOGS") != "" {
-				t.Log(m.id, sc.Text())
+				t.Log(m.id, line)
 			}
-			if strings.Contains(sc.Text(), "WARNING: DATA RACE") {
+			if strings.Contains(line, "WARNING: DATA RACE") {
 				rs.races.Add(1)
 			}
-			if mm := httpLine.FindStringSubmatch(sc.Text()); mm != nil {
+			mu.Lock()
+			if last = append(last, line); len(last) > 20 {
+				last = last[1:]
+			}
+			mu.Unlock()
+			if mm := httpLine.FindStringSubmatch(line); mm != nil {
 				found <- mm[1]
 			}
 		}
 		io.Copy(io.Discard, stderr)
 		cmd.Wait()
 	}()
-	m.http = brokertest.Wait(t, found, 30*time.Second, "member "+m.id+" to start")
+	select {
+	case m.http = <-found:
+		return nil
+	case <-exited:
+	case <-time.After(30 * time.Second):
+	}
+	cmd.Process.Kill()
+	<-exited
+	m.cmd = nil
+	mu.Lock()
+	defer mu.Unlock()
+	return fmt.Errorf("member %s did not start; its last lines:\n%s", m.id, strings.Join(last, "\n"))
 }
 
 // kill stops a member with SIGKILL (or sig) and waits for it to exit.
