@@ -346,6 +346,13 @@ func (n *Node) settle() {
 	}
 }
 
+// StepDown hands leadership to another member, if this one leads.
+func (n *Node) StepDown() {
+	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		n.log.Warn("leadership transfer", "err", err)
+	}
+}
+
 // LeaderID returns the current leader's node id, or "" when none is known.
 func (n *Node) LeaderID() string {
 	_, id := n.raft.LeaderWithID()

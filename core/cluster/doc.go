@@ -67,7 +67,10 @@
 //
 // raft's port carries the set's data and takes entries from its leader.
 // With Options.TLS and DialTLS (ListenTCP), every connection is TLS and
-// members prove themselves with client certificates; the broker process
-// sets them from its tls: section when it names a caFile, and otherwise
-// refuses peers off loopback unless told the network is private.
+// members prove themselves with client certificates. A connection has 5 s
+// to complete its handshake and at most 64 may be at it; raft serves only
+// those that completed, so strangers cost a bounded number of sockets for
+// a bounded time. The broker process sets them from its tls: section
+// when it names a caFile, and otherwise refuses peers off loopback unless
+// told the network is private.
 package cluster

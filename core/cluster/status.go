@@ -70,10 +70,3 @@ func (n *Node) Status() Status {
 
 // Snapshot takes a raft snapshot now, so the raft log can be truncated.
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
-
-// StepDown hands leadership to another member, if this one leads.
-func (n *Node) StepDown() {
-	if err := n.raft.LeadershipTransfer().Error(); err != nil {
-		n.log.Warn("leadership transfer", "err", err)
-	}
-}

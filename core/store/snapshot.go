@@ -129,15 +129,16 @@ func IsManifest(r *bufio.Reader) (bool, error) {
 // stream's exact size. A segment retention deletes meanwhile fails the
 // read.
 func (s *Store) SnapshotStream(manifest io.Reader) (int64, io.ReadCloser, error) {
-	head := itemHeader(nil, snapVersion, snapFull, 0)
+	var head bytes.Buffer
+	head.Write(itemHeader(nil, snapVersion, snapFull, 0))
 	end := int64(-1)
 	err := readSnapshot(manifest, func(kind byte, key string, v io.Reader, vlen int64) error {
 		switch kind {
 		case snapVersion:
 			return nil
 		case snapIndex:
-			head = itemHeader(head, snapIndex, key, vlen)
-			_, err := io.CopyN(bytesWriter{&head}, v, vlen)
+			head.Write(itemHeader(nil, snapIndex, key, vlen))
+			_, err := io.CopyN(&head, v, vlen)
 			return err
 		case snapLogEnd:
 			var b [8]byte
@@ -161,8 +162,8 @@ func (s *Store) SnapshotStream(manifest io.Reader) (int64, io.ReadCloser, error)
 	s.cl.mu.RLock()
 	segs := append([]*segment(nil), s.cl.segs...)
 	s.cl.mu.RUnlock()
-	parts := []io.Reader{bytes.NewReader(head)}
-	size := int64(len(head))
+	size := int64(head.Len())
+	parts := []io.Reader{&head}
 	for _, seg := range segs {
 		if seg.base >= end {
 			break
@@ -181,11 +182,6 @@ func (s *Store) SnapshotStream(manifest io.Reader) (int64, io.ReadCloser, error)
 	size += int64(len(tail))
 	return size, io.NopCloser(io.MultiReader(parts...)), nil
 }
-
-// bytesWriter appends to a byte slice.
-type bytesWriter struct{ b *[]byte }
-
-func (w bytesWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...); return len(p), nil }
 
 // exactReader reads a segment's n bytes, failing if the file ends first.
 type exactReader struct {
