@@ -2,6 +2,8 @@ package remoting
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"sync"
 	"unicode/utf16"
@@ -72,7 +74,9 @@ var scratchPool = sync.Pool{New: func() any { return new(jsonDecoder) }}
 // nil, is an empty map that may be reused for ExtFields.
 func decodeJSONHeader(header []byte, c *Command, m map[string]string, lazy func(int16) bool) error {
 	d := scratchPool.Get().(*jsonDecoder)
-	d.in, d.pos, d.out, d.pairs = header, 0, d.out[:0], d.pairs[:0]
+	// out starts as a copy of the header, so that the strings that need no
+	// rewriting (nearly all) are found where they are.
+	d.in, d.pos, d.out, d.pairs = header, 0, append(d.out[:0], header...), d.pairs[:0]
 	err := d.decode(c, m, lazy)
 	d.in = nil
 	if cap(d.out) <= 64<<10 && cap(d.pairs) <= 4096 {
@@ -353,21 +357,19 @@ func (d *jsonDecoder) extObject() error {
 		if d.pos >= len(d.in) {
 			return d.syntax("expected an extFields value")
 		}
+		start := d.pos
 		switch c := d.in[d.pos]; {
 		case c == '"':
 			if v, err = d.str(); err != nil {
 				return err
 			}
 		case c == '-' || ('0' <= c && c <= '9'):
-			start := d.pos
 			if err := d.number(); err != nil {
 				return err
 			}
-			v = d.appendRaw(d.in[start:d.pos])
-		case d.literal("true"):
-			v = d.appendRaw([]byte("true"))
-		case d.literal("false"):
-			v = d.appendRaw([]byte("false"))
+			v = span{int32(start), int32(d.pos)} // out holds the input first
+		case d.literal("true"), d.literal("false"):
+			v = span{int32(start), int32(d.pos)}
 		case d.literal("null"):
 			v = span{int32(len(d.out)), int32(len(d.out))}
 		default:
@@ -384,12 +386,6 @@ func (d *jsonDecoder) extObject() error {
 		}
 		return d.syntax("expected ',' or '}' in extFields")
 	}
-}
-
-func (d *jsonDecoder) appendRaw(b []byte) span {
-	start := len(d.out)
-	d.out = append(d.out, b...)
-	return span{int32(start), int32(len(d.out))}
 }
 
 // number checks one JSON number at pos and moves past it.
@@ -436,19 +432,48 @@ func (d *jsonDecoder) number() error {
 	return nil
 }
 
-// str unescapes the string at pos (which is '"') onto out and returns where
-// it landed. Invalid UTF-8 and lone surrogates become U+FFFD, as in
-// encoding/json.
+// str reads the string at pos (which is '"') and returns where its value
+// is in out. A string that needs no rewriting (no escapes, valid UTF-8) is
+// left where it is: out starts with a copy of the input, so its span is its
+// place in the input. Any other string is unescaped onto the end of out.
+// Invalid UTF-8 and lone surrogates become U+FFFD, as in encoding/json.
 func (d *jsonDecoder) str() (span, error) {
 	in := d.in
-	p := d.pos + 1
-	start := len(d.out)
+	start := d.pos + 1
+	p := start
+	for {
+		p = scanPlain(in, p)
+		if p >= len(in) {
+			d.pos = p
+			return span{}, d.syntax("unterminated string")
+		}
+		c := in[p]
+		if c == '"' {
+			d.pos = p + 1
+			return span{int32(start), int32(p)}, nil
+		}
+		if c < utf8.RuneSelf {
+			break // an escape or a control character
+		}
+		r, size := utf8.DecodeRune(in[p:])
+		if r == utf8.RuneError && size == 1 {
+			break // invalid UTF-8, rewritten as U+FFFD
+		}
+		p += size
+	}
+	return d.strSlow(start, p)
+}
+
+// strSlow unescapes the string that starts at start, from p on, where the
+// first byte needing work is, onto the end of out.
+func (d *jsonDecoder) strSlow(start, p int) (span, error) {
+	in := d.in
+	outStart := len(d.out)
+	d.out = append(d.out, in[start:p]...)
 	for {
 		// Copy the run of bytes that need no work.
 		run := p
-		for p < len(in) && plainByte[in[p]] {
-			p++
-		}
+		p = scanPlain(in, p)
 		d.out = append(d.out, in[run:p]...)
 		if p >= len(in) {
 			d.pos = p
@@ -457,7 +482,7 @@ func (d *jsonDecoder) str() (span, error) {
 		switch c := in[p]; {
 		case c == '"':
 			d.pos = p + 1
-			return span{int32(start), int32(len(d.out))}, nil
+			return span{int32(outStart), int32(len(d.out))}, nil
 		case c < 0x20:
 			d.pos = p
 			return span{}, d.syntax("control character in string")
@@ -517,6 +542,33 @@ func (d *jsonDecoder) str() (span, error) {
 			p += size
 		}
 	}
+}
+
+// SWAR constants: one in each byte, and each byte's high bit.
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// scanPlain returns the first index from p on whose byte is not plain
+// (see plainByte), or len(in). It tests eight bytes at a time: in each
+// term below the lowest flagged byte is a true match (a borrow can only
+// flag bytes above one), so the lowest flag of their union is the first
+// byte that is '"', '\\', a control character or not ASCII.
+func scanPlain(in []byte, p int) int {
+	for ; p+8 <= len(in); p += 8 {
+		w := binary.LittleEndian.Uint64(in[p:])
+		q := w ^ (swarOnes * '"')
+		b := w ^ (swarOnes * '\\')
+		m := ((q - swarOnes) & ^q) | ((b - swarOnes) & ^b) | ((w - swarOnes*0x20) & ^w) | w
+		if m &= swarHigh; m != 0 {
+			return p + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for p < len(in) && plainByte[in[p]] {
+		p++
+	}
+	return p
 }
 
 // hex4 parses four hex digits, or returns -1.

@@ -117,25 +117,55 @@ func DecodeSendHeaderOf(req *Command) (SendHeader, error) {
 	if sendKeysV2(req.Code) {
 		d.col = 1
 	}
-	index := sendFieldIndex[d.col]
 	for i := 0; i+1 < len(req.rawExt); i += 2 {
-		if f, ok := index[req.rawExt[i]]; ok {
+		if f := sendField(req.rawExt[i], d.col); f >= 0 {
 			d.vals[f] = req.rawExt[i+1] // a repeated key keeps its last value, as in a map
 		}
 	}
 	return d.header(req.Code)
 }
 
-// sendFieldIndex maps each column's keys to their field.
-var sendFieldIndex = func() (idx [2]map[string]int) {
-	for col := range idx {
-		idx[col] = make(map[string]int, sendFields)
-		for f := range sendFields {
-			idx[col][sendHeaderKeys[f][col]] = f
+// sendField returns the field of key in column col of sendHeaderKeys, or
+// -1. A switch, where a map lookup hashed every key of every send.
+func sendField(key string, col int) int {
+	if col == 1 {
+		if len(key) == 1 && 'a' <= key[0] && key[0] <= 'n' {
+			return int(key[0] - 'a')
 		}
+		return -1
 	}
-	return idx
-}()
+	switch key {
+	case "producerGroup":
+		return sendProducerGroup
+	case "topic":
+		return sendTopic
+	case "defaultTopic":
+		return sendDefaultTopic
+	case "defaultTopicQueueNums":
+		return sendDefaultTopicQueueNums
+	case "queueId":
+		return sendQueueID
+	case "sysFlag":
+		return sendSysFlag
+	case "bornTimestamp":
+		return sendBornTimestamp
+	case "flag":
+		return sendFlag
+	case "properties":
+		return sendProperties
+	case "reconsumeTimes":
+		return sendReconsumeTimes
+	case "unitMode":
+		return sendUnitMode
+	case "maxReconsumeTimes":
+		return sendMaxReconsumeTimes
+	case "batch":
+		return sendBatch
+	case "bname":
+		return sendBrokerName
+	}
+	return -1
+}
 
 // header builds the SendHeader of d's values.
 func (d *sendDecoder) header(code int16) (SendHeader, error) {

@@ -153,3 +153,25 @@ func TestValidateTopicName(t *testing.T) {
 		}
 	}
 }
+
+// TestSendFieldMatchesKeys holds sendField to sendHeaderKeys.
+func TestSendFieldMatchesKeys(t *testing.T) {
+	for f := range sendFields {
+		for col := range 2 {
+			if got := sendField(sendHeaderKeys[f][col], col); got != f {
+				t.Errorf("sendField(%q, %d) = %d, want %d", sendHeaderKeys[f][col], col, got, f)
+			}
+			if got := sendField(sendHeaderKeys[f][col], 1-col); got != -1 && sendHeaderKeys[f][col] != sendHeaderKeys[got][1-col] {
+				t.Errorf("sendField(%q, %d) = %d", sendHeaderKeys[f][col], 1-col, got)
+			}
+		}
+	}
+	for _, k := range []string{"", "o", "A", "Topic", "topic ", "ab"} {
+		if got := sendField(k, 0); got != -1 {
+			t.Errorf("sendField(%q, 0) = %d", k, got)
+		}
+		if got := sendField(k, 1); got != -1 {
+			t.Errorf("sendField(%q, 1) = %d", k, got)
+		}
+	}
+}
