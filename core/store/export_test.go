@@ -7,3 +7,12 @@ import "context"
 func (s *Store) CompactIndex() error {
 	return s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false)
 }
+
+// ReadAheadHolds reports whether the read-ahead table holds block no of
+// the queue.
+func (s *Store) ReadAheadHolds(topic string, queueID int32, no int64) bool {
+	s.cq.RLock()
+	q := s.cq.queues[queueKey{topic, queueID}]
+	s.cq.RUnlock()
+	return q != nil && s.ahead.block(q, no) != nil
+}

@@ -77,10 +77,14 @@ func (s *Store) units(topic string, queueID int32, from int64, max int, dst []Un
 		if blk := q.memBlock(no); blk != nil {
 			dst = appendUnits(dst, blk, no, from, end)
 			s.cq.RUnlock()
+		} else if blk := s.ahead.block(q, no); blk != nil {
+			dst = appendUnits(dst, blk, no, from, end)
+			s.cq.RUnlock()
 		} else {
+			complete := q.openNo // the blocks below it are final
 			s.cq.RUnlock()
 			var err error
-			if dst, err = s.indexUnits(k, no, from, end, dst); err != nil {
+			if dst, err = s.indexUnits(q, no, complete, from, end, dst); err != nil {
 				return dst, err
 			}
 		}
@@ -102,8 +106,9 @@ func appendUnits(dst []Unit, blk []byte, no, from, end int64) []Unit {
 	return dst
 }
 
-func (s *Store) indexUnits(k queueKey, no, from, end int64, dst []Unit) ([]Unit, error) {
-	v, closer, err := s.db.Get(blockKey(k, no))
+func (s *Store) indexUnits(q *queue, no, complete, from, end int64, dst []Unit) ([]Unit, error) {
+	k := q.key
+	blk, err := s.readBlocks(q, no, complete)
 	if errors.Is(err, pebble.ErrNotFound) {
 		// The topic may have been deleted since the queue was read: its
 		// new queue, if any, ends before from.
@@ -116,14 +121,13 @@ func (s *Store) indexUnits(k queueKey, no, from, end int64, dst []Unit) ([]Unit,
 		}
 		return dst, fmt.Errorf("%w: %s/%d: index block %d is missing", ErrCorruption, k.topic, k.id, no)
 	}
+	if errors.Is(err, ErrCorruption) {
+		return dst, err
+	}
 	if err != nil {
 		return dst, fmt.Errorf("store: read index: %w", err)
 	}
-	defer closer.Close()
-	if len(v)%unitLen != 0 || len(v) > blockLen {
-		return dst, fmt.Errorf("%w: %s/%d: index block %d has %d bytes", ErrCorruption, k.topic, k.id, no, len(v))
-	}
-	return appendUnits(dst, v, no, from, end), nil
+	return appendUnits(dst, blk, no, from, end), nil
 }
 
 func (s *Store) reportCorruption(err error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"sync"
@@ -56,6 +57,7 @@ type Store struct {
 		dispatched    int64 // every record before this offset is in a queue
 		lastStoreTime int64 // store time of the last record dispatched
 	}
+	ahead readAheadTable // complete index blocks read ahead (readahead.go)
 
 	written atomic.Int64 // end of the data written to segment files
 	durable atomic.Int64 // end of the data covered by an fsync
@@ -195,6 +197,7 @@ func Open(opts Options) (*Store, error) {
 	s.mu.queues = make(map[queueKey]*queue)
 	s.mu.deleted = make(map[string]int64)
 	s.cq.queues = make(map[queueKey]*queue)
+	s.ahead.seed = maphash.MakeSeed()
 	s.progress.values = make(map[string]int64)
 	s.progress.dirty = make(map[string]struct{})
 
