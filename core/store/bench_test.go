@@ -75,36 +75,50 @@ func percentile(d []time.Duration, p float64) time.Duration {
 }
 
 // BenchmarkReadQueue measures catch-up reads: units and records of one
-// queue in runs of 32.
+// queue in runs of 32, with the queue's index blocks in pebble's memtable
+// or flushed to its files (where every lookup builds an iterator over them).
 func BenchmarkReadQueue(b *testing.B) {
-	s := storetest.Open(b, store.Options{Dir: b.TempDir(), Flush: store.FlushAsync, Logger: quietLogger()})
-	defer s.Close()
-	body := string(bytes.Repeat([]byte("x"), 1024))
-	const n = 100_000
-	for i := 0; i < n; i += 100 {
-		msgs := make([]*message.Message, 100)
-		for j := range msgs {
-			msgs[j] = storetest.Msg("read", 0, body)
-		}
-		if err := s.Append(msgs); err != nil {
-			b.Fatal(err)
-		}
+	for _, flushed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("flushed=%v", flushed), func(b *testing.B) {
+			s := storetest.Open(b, store.Options{Dir: b.TempDir(), Flush: store.FlushAsync, Logger: quietLogger()})
+			defer s.Close()
+			body := string(bytes.Repeat([]byte("x"), 1024))
+			const n = 100_000
+			for i := 0; i < n; i += 100 {
+				msgs := make([]*message.Message, 100)
+				for j := range msgs {
+					msgs[j] = storetest.Msg("read", 0, body)
+				}
+				if err := s.Append(msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if flushed {
+				if err := s.Checkpoint(); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.CompactIndex(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			b.ResetTimer()
+			it := s.NewQueueIter("read", 0, store.IterOptions{MaxUnits: 32})
+			defer it.Close()
+			off := int64(0)
+			for i := 0; i < b.N; i += 32 {
+				if off >= n {
+					off = 0
+				}
+				for ok := it.SeekGE(off); ok; ok = it.Next() {
+				}
+				if err := it.Error(); err != nil {
+					b.Fatal(err)
+				}
+				off = it.NextOffset()
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
 	}
-	b.SetBytes(1024)
-	b.ResetTimer()
-	it := s.NewQueueIter("read", 0, store.IterOptions{MaxUnits: 32})
-	defer it.Close()
-	off := int64(0)
-	for i := 0; i < b.N; i += 32 {
-		if off >= n {
-			off = 0
-		}
-		for ok := it.SeekGE(off); ok; ok = it.Next() {
-		}
-		if err := it.Error(); err != nil {
-			b.Fatal(err)
-		}
-		off = it.NextOffset()
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
