@@ -28,6 +28,7 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -36,7 +37,22 @@ import (
 )
 
 func main() {
+	setGCPercent()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// defaultGCPercent is the garbage collector's target the broker runs with
+// unless GOGC is set. The broker's own heap is small (the index's memtables
+// and block cache are allocated outside it), so Go's default of 100 makes
+// it collect often under load; at 200 a pipelined send costs about 8% less
+// CPU (`broker bench produce --conns 4 --inflight 128`, 8.4 → 7.7 µs per
+// message) for about 10 MiB more resident memory under that load.
+const defaultGCPercent = 200
+
+func setGCPercent() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 }
 
 // run is main without the process: it returns the exit code.

@@ -30,7 +30,7 @@
 //	| 2 | pipelined, our fsync    | --flush sync,                | lazy fsync, js pub async       |
 //	|   | before ack vs lazy      | 4 conns × 128 in flight      | --clients 4 (batch 500)        |
 //	| 3 | pipelined, both lazy    | --flush async,               | as 2                           |
-//	|   |                         | 64 conns × 4 in flight       |                                |
+//	|   |                         | 4 conns × 128 in flight      |                                |
 //	| 4 | fsync before every ack  | as 1                         | sync_interval: always,         |
 //	|   |                         |                              | js pub sync --clients 64       |
 //	| 5 | batched produce         | --flush sync, 64 × 1,        | lazy fsync, js pub fast        |
