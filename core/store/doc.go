@@ -205,6 +205,10 @@
 // of one index block at a time, judges them with IterOptions.Filter before
 // any record is read, and reads the kept records that follow each other in
 // one segment with one read into a buffer it reuses (and pools on Close).
+// A queue's open and last completed blocks are in memory; an older block
+// comes from the index, read with the complete blocks after it into a
+// bounded read-ahead table (readahead.go), so a consumer catching up costs
+// one index lookup per eight blocks.
 //
 //	SeekGE(off) ─▶ load units ─▶ Filter: keep / skip / stop ─▶ read span ─▶ verify ─▶ Record
 //	                   │ ErrOffsetGone                           │ segment gone   │ CRC fails
