@@ -126,7 +126,8 @@ func TestPlainClientOnTLSPortClosedCleanly(t *testing.T) {
 
 func TestTLSClientOnPlainPortClosedCleanly(t *testing.T) {
 	var logs logBuffer
-	s := NewServer(ServerOptions{Logger: logs.logger()})
+	closed := make(chan struct{}, 4)
+	s := NewServer(ServerOptions{Logger: logs.logger(), OnClose: func(*Conn) { closed <- struct{}{} }})
 	s.Handle(codeEcho, echo)
 	addr := startServer(t, s)
 
@@ -137,6 +138,13 @@ func TestTLSClientOnPlainPortClosedCleanly(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "tls") {
 		t.Errorf("TLS client's error %q does not say TLS", err)
+	}
+	// The server logs why after the client has its error; OnClose comes
+	// after that line.
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not close the TLS client's connection")
 	}
 	if !strings.Contains(logs.String(), "TLS client on a plain port") {
 		t.Errorf("no log line says why:\n%s", logs.String())
