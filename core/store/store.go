@@ -681,7 +681,9 @@ const reserveStep = 32 << 20
 // written instead of 0.3–0.7. The size still grows with the data, so
 // recovery and readers see exactly what they did before. A failure (a full
 // disk, a filesystem without fallocate) only stops the reservation for this
-// segment; the write itself reports a full disk.
+// segment; the write itself reports a full disk. Reservations end at the
+// segment size, so a sealed segment keeps at most the space after its
+// blank marker, less than one record, reserved until it is deleted.
 func (s *Store) reserve(seg *segment, start, end int64) {
 	if end <= s.reserved {
 		return
