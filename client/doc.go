@@ -92,6 +92,9 @@
 // the same assignment for the same inputs. A queue given up has its
 // offset committed (and, when orderly, its lock released); a queue taken
 // up starts at the group's committed offset, else where ConsumeFrom says.
+// A rebalance that could not settle a topic (a broker that did not answer,
+// an offset that could not be read) keeps what the consumer holds and runs
+// again after 1 s, doubling with each failure in a row up to the interval.
 //
 // # Invariants
 //

@@ -231,3 +231,52 @@ func TestPushFilters(t *testing.T) {
 		}
 	}
 }
+
+// flakyTable fails the first adds it is asked for, then passes them on.
+type flakyTable struct {
+	queueTable
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *flakyTable) add(q MessageQueue) error {
+	f.mu.Lock()
+	fail := f.fails > 0
+	if fail {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if fail {
+		return fmt.Errorf("flakyTable: %s refused once", q)
+	}
+	return f.queueTable.add(q)
+}
+
+// TestRebalanceRetriesSoonAfterFailure: a rebalance that could not take up
+// a queue (here refused by the table, as a broker killed mid-rebalance
+// would) runs again within seconds, not at the next periodic rebalance,
+// an hour away in this test.
+func TestRebalanceRetriesSoonAfterFailure(t *testing.T) {
+	e := startBroker(t)
+	topic := brokertest.Name("T")
+	e.createTopic(t, topic, 4)
+	opts := e.consumerOptions(brokertest.Name("g"))
+	opts.RebalanceInterval = time.Hour
+	h := ConcurrentFunc(func(context.Context, *ConcurrentContext, []*MessageExt) ConsumeResult { return ConsumeSuccess })
+	c, err := NewPushConsumer(opts, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.rebal.table = &flakyTable{queueTable: c, fails: 2}
+	if err := c.Subscribe(topic, Selector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown(context.Background())
+	brokertest.Eventually(t, 10*time.Second, "all 4 queues held after refused adds", func() bool { return len(c.Assigned(topic)) == 4 })
+	if n := c.rebal.rounds.Load(); n < 2 {
+		t.Fatalf("%d rebalance rounds; the retry should have made at least 2", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 )
 
 // AllocateStrategy assigns a consumer group's queues of one topic to its
@@ -48,7 +49,18 @@ type rebalancer struct {
 	brokerAssigns atomic.Bool
 	// rounds counts finished rebalances, for tests.
 	rounds atomic.Int64
+	// failures counts the rebalances in a row that left a topic unsettled;
+	// retryPending is set while a retry is scheduled.
+	failures     atomic.Int64
+	retryPending atomic.Bool
 }
+
+// rebalanceRetry is how soon a rebalance that could not settle a topic
+// (a broker that did not answer, an offset that could not be read) runs
+// again; it doubles with each failure in a row, up to RebalanceInterval.
+// Waiting for the next periodic rebalance would leave a queue unread for
+// up to 20 s after a broker restart that interrupted one.
+const rebalanceRetry = time.Second
 
 func newRebalancer(c *consumerCore, t queueTable) *rebalancer {
 	r := &rebalancer{c: c, table: t}
@@ -59,12 +71,36 @@ func newRebalancer(c *consumerCore, t queueTable) *rebalancer {
 // run rebalances every subscribed topic. A topic whose assignment cannot
 // be worked out keeps what it holds.
 func (r *rebalancer) run() {
+	failed := false
 	for _, s := range r.c.subscriptions() {
 		if err := r.topic(s.topic); err != nil && !errors.Is(err, errShutDown) {
-			r.c.in.log.Warn("rebalance failed; keeping the current queues", "group", r.c.opts.Group, "topic", s.topic, "err", err)
+			failed = true
+			r.c.in.log.Warn("rebalance failed; keeping the current queues and trying again", "group", r.c.opts.Group, "topic", s.topic, "err", err)
 		}
 	}
+	if failed {
+		r.retryLater()
+	} else {
+		r.failures.Store(0)
+	}
 	r.rounds.Add(1)
+}
+
+// retryLater asks for another rebalance after rebalanceRetry, doubled for
+// each failure in a row, unless one is already scheduled.
+func (r *rebalancer) retryLater() {
+	n := r.failures.Add(1)
+	if !r.retryPending.CompareAndSwap(false, true) {
+		return
+	}
+	d := rebalanceRetry << min(n-1, 10)
+	if limit := r.c.opts.RebalanceInterval; limit > 0 && d > limit {
+		d = limit
+	}
+	time.AfterFunc(d, func() {
+		r.retryPending.Store(false)
+		r.c.rebalanceSoon()
+	})
 }
 
 // topic rebalances one topic.
