@@ -46,7 +46,8 @@ func main() {
 // and block cache are allocated outside it), so Go's default of 100 makes
 // it collect often under load; at 200 a pipelined send costs about 8% less
 // CPU (`broker bench produce --conns 4 --inflight 128`, 8.4 → 7.7 µs per
-// message) for about 10 MiB more resident memory under that load.
+// message) for 5–12 MiB more resident memory in each stage of
+// `broker bench memory`.
 const defaultGCPercent = 200
 
 func setGCPercent() {
