@@ -37,7 +37,9 @@ import (
 )
 
 func main() {
-	setGCPercent()
+	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin") {
+		setGCPercent() // servers only: the load generator and tools keep Go's default
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
