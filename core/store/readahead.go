@@ -79,8 +79,9 @@ func (s *Store) readBlocks(q *queue, no, limit int64) ([]byte, error) {
 	ra := &readAhead{q: q, first: no}
 	var buf []byte
 	for ok := it.First(); ok; ok = it.Next() {
-		if string(it.Key()) != string(blockKey(q.key, no+int64(len(ra.blocks)))) {
-			break // a block missing from the run (retention at work)
+		next := no + int64(len(ra.blocks))
+		if string(it.Key()) != string(blockKey(q.key, next)) {
+			break // a block number the queue skipped (a block closed early)
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
@@ -91,9 +92,12 @@ func (s *Store) readBlocks(q *queue, no, limit int64) ([]byte, error) {
 		}
 		at := len(buf)
 		buf = append(buf, v...)
-		blk, err := checkBlock(q.key, no+int64(len(ra.blocks)), buf[at:len(buf):len(buf)])
+		blk, err := checkBlock(q.key, next, buf[at:len(buf):len(buf)])
 		if err != nil {
-			return nil, err
+			if next == no {
+				return nil, err
+			}
+			break // a bad block after the one asked for is reported when it is read
 		}
 		ra.blocks = append(ra.blocks, blk)
 	}
