@@ -183,14 +183,17 @@ func (cl *commitLog) segment(base int64) (*segment, bool, error) {
 	return s, true, nil
 }
 
-func (cl *commitLog) syncDir() error {
-	d, err := cl.fs.OpenDir(cl.dir)
+func (cl *commitLog) syncDir() error { return syncDir(cl.fs, cl.dir) }
+
+// syncDir syncs dir, so entries created or removed in it survive a crash.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
 	if err != nil {
-		return fmt.Errorf("store: open %s: %w", cl.dir, err)
+		return fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("store: sync %s: %w", cl.dir, err)
+		return fmt.Errorf("store: sync %s: %w", dir, err)
 	}
 	return nil
 }

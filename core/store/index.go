@@ -17,7 +17,9 @@ const (
 	kindProgress   = 'p'
 	kindMeta       = 'M'
 	kindDeleted    = 'D'
-	kindKeyIndex   = 'k'
+	// kindOldKeyIndex held key-index entries before the key index moved
+	// to its own files; recovery deletes any it finds.
+	kindOldKeyIndex = 'k'
 )
 
 func queuePrefix(kind byte, k queueKey) []byte {

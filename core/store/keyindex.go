@@ -1,20 +1,19 @@
 package store
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
-	"math"
-	"slices"
+	"io"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/rmq-go/rmq/core/message"
 )
 
-// The key index: for each dispatched record, one index key per key of its
-// KEYS property (space-separated) and one for its UNIQ_KEY, laid out as in
-// doc.go (kind 'k'). The segment number leads the key so that retention
-// drops a deleted segment's entries with one DeleteRange; a query seeks
-// once per live segment, newest first.
+// The key index: for each dispatched record, one entry per key of its
+// KEYS property (space-separated) and one for its UNIQ_KEY, in the
+// hash-slot files of keyfile.go. The store's end of the work is here:
+// which keys a record has, and which records a query may see.
 
 // Bounds of the key index.
 const (
@@ -33,30 +32,9 @@ const (
 	keyKindUniq = 'U' // the UNIQ_KEY property
 )
 
-// keyIndexSegPrefix appends the prefix of segment seg's entries.
-func keyIndexSegPrefix(dst []byte, seg int64) []byte {
-	dst = append(dst, kindKeyIndex)
-	return binary.BigEndian.AppendUint64(dst, uint64(seg))
-}
-
-// keyIndexPrefix appends the prefix of one key's entries in segment seg.
-// Topic and key are length-prefixed, so no pair of them can share a
-// prefix with another pair.
-func keyIndexPrefix(dst []byte, seg int64, kind byte, topic, key []byte) []byte {
-	dst = keyIndexSegPrefix(dst, seg)
-	dst = append(dst, kind, byte(len(topic)))
-	dst = append(dst, topic...)
-	dst = append(dst, byte(len(key)))
-	return append(dst, key...)
-}
-
-// indexRecord adds the key-index entries of rec, stored at off, to b
-// (creating it), using s.keyBuf as scratch. Only the flusher (or recovery,
-// before it starts) calls it.
-func (s *Store) indexRecord(b **pebble.Batch, rec message.Record, off int64) {
-	if s.opts.DisableKeyIndex {
-		return
-	}
+// indexRecord adds the key-index entries of rec, stored at off. s.keys.mu
+// must be held; only the flusher (or recovery, before it starts) calls it.
+func (s *Store) indexRecord(rec message.Record, off int64) {
 	props := rec.Properties()
 	keys, hasKeys := props.Lookup(message.PropertyKeys)
 	uniq, hasUniq := props.Lookup(message.PropertyUniqKey)
@@ -64,20 +42,12 @@ func (s *Store) indexRecord(b **pebble.Batch, rec message.Record, off int64) {
 		return
 	}
 	topic := rec.Topic()
-	seg := off / s.opts.SegmentSize
 	ts := rec.StoreTimestamp()
 	put := func(kind byte, key []byte) {
 		if len(key) == 0 || len(key) > MaxIndexKeyLen {
 			return
 		}
-		if *b == nil {
-			*b = s.db.NewBatch()
-		}
-		k := keyIndexPrefix(s.keyBuf[:0], seg, kind, topic, key)
-		k = binary.BigEndian.AppendUint64(k, uint64(ts))
-		k = binary.BigEndian.AppendUint64(k, uint64(off))
-		s.keyBuf = k
-		(*b).Set(k, nil, nil)
+		s.keys.addLocked(keyHash(kind, topic, key), off, ts)
 	}
 	if hasUniq {
 		put(keyKindUniq, uniq)
@@ -96,6 +66,21 @@ func (s *Store) indexRecord(b **pebble.Batch, rec message.Record, off int64) {
 		}
 		keys = keys[i+1:]
 	}
+}
+
+// indexRound adds the key-index entries of r's records and writes them.
+// It runs before the dispatch offset moves past r.
+func (s *Store) indexRound(r *round) {
+	if s.keys == nil {
+		return
+	}
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	for i := range r.units {
+		u := &r.units[i]
+		s.indexRecord(message.Record(r.chunks[u.chunk].buf[u.at:u.at+int(u.size)]), u.off)
+	}
+	s.keys.writeLocked(r.end)
 }
 
 // QueryByKey returns the commit-log offsets of records of topic whose KEYS
@@ -119,49 +104,17 @@ func (s *Store) QueryByKey(topic, key string, unique bool, begin, end int64, lim
 	if unique {
 		kind = keyKindUniq
 	}
-	s.cl.mu.RLock()
-	segs := make([]int64, len(s.cl.segs))
-	for i, seg := range s.cl.segs {
-		segs[i] = seg.base / s.opts.SegmentSize
+	if s.keys == nil {
+		return nil, nil
 	}
-	s.cl.mu.RUnlock()
-
-	var out []int64
-	var lo, hi []byte
-	for _, seg := range slices.Backward(segs) {
-		p := keyIndexPrefix(lo[:0], seg, kind, []byte(topic), []byte(key))
-		hi = append(hi[:0], p...)
-		lo = binary.BigEndian.AppendUint64(p, uint64(begin))
-		if end == math.MaxInt64 {
-			hi = prefixEnd(hi)
-		} else {
-			hi = binary.BigEndian.AppendUint64(hi, uint64(end+1))
-		}
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
-			return out, fmt.Errorf("store: query key index: %w", err)
-		}
-		for it.Last(); it.Valid() && len(out) < limit; it.Prev() {
-			k := it.Key()
-			out = append(out, int64(binary.BigEndian.Uint64(k[len(k)-8:])))
-		}
-		err = it.Close()
-		if err != nil {
-			return out, fmt.Errorf("store: query key index: %w", err)
-		}
-		if len(out) == limit {
-			break
-		}
-	}
-	return out, nil
-}
-
-// dropKeyIndexBelow deletes, in b, the key-index entries of every segment
-// before the one holding logMin.
-func (s *Store) dropKeyIndexBelow(b *pebble.Batch, logMin int64) {
-	if seg := logMin / s.opts.SegmentSize; seg > 0 {
-		b.DeleteRange(keyIndexSegPrefix(nil, 0), keyIndexSegPrefix(nil, seg), nil)
-	}
+	return s.keys.query(keyQuery{
+		hash:   keyHash(kind, []byte(topic), []byte(key)),
+		begin:  begin,
+		end:    end,
+		logMin: s.cl.minOffset(),
+		logEnd: s.written.Load(),
+		limit:  limit,
+	})
 }
 
 // IndexLastUpdate returns the store time of the last record dispatched
@@ -171,4 +124,87 @@ func (s *Store) IndexLastUpdate() (timestamp, offset int64) {
 	s.cq.RLock()
 	defer s.cq.RUnlock()
 	return s.cq.lastStoreTime, s.cq.dispatched
+}
+
+// reindexKeys adds the key-index entries of the records in [from, to),
+// a stretch of the log recovery has checked before (it lies below the
+// checkpoint), for a key index that ends before the checkpoint: after a
+// restore, a crash that lost its newest file, or a run with the index
+// turned off. A frame it cannot read ends its pass over that segment.
+// s.keys.mu must be held.
+func (s *Store) reindexKeys(from, to int64) (records int, err error) {
+	s.cl.mu.RLock()
+	segs := append([]*segment(nil), s.cl.segs...)
+	s.cl.mu.RUnlock()
+	frame := make([]byte, 0, 64<<10)
+	for _, seg := range segs {
+		segEnd := seg.base + s.opts.SegmentSize
+		if segEnd <= from || seg.base >= to {
+			continue
+		}
+		off := max(from, seg.base)
+		fi, err := seg.f.Stat()
+		if err != nil {
+			return records, fmt.Errorf("store: stat segment %s: %w", seg.name, err)
+		}
+		stop := min(to, seg.base+min(fi.Size(), s.opts.SegmentSize))
+		r := bufio.NewReaderSize(io.NewSectionReader(seg.f, off-seg.base, stop-off), 1<<20)
+		for off+blankLen <= stop {
+			head, err := r.Peek(8)
+			if err != nil {
+				return records, fmt.Errorf("store: read segment %s: %w", seg.name, err)
+			}
+			size := int64(int32(binary.BigEndian.Uint32(head)))
+			magic := binary.BigEndian.Uint32(head[4:])
+			if size == 0 && magic == BlankMagic {
+				break
+			}
+			n := size + trailerLen
+			if size < markerLen || off+n > stop || (magic != message.MagicCode && magic != RoundMagic) {
+				s.log.Warn("key index: unreadable frame; the rest of the segment is not indexed", "segment", seg.name, "offset", off)
+				break
+			}
+			if int64(cap(frame)) < n {
+				frame = make([]byte, n)
+			}
+			frame = frame[:n]
+			if _, err := io.ReadFull(r, frame); err != nil {
+				return records, fmt.Errorf("store: read segment %s: %w", seg.name, err)
+			}
+			if magic == message.MagicCode {
+				rec, err := checkFrame(frame, off)
+				if err != nil {
+					s.log.Warn("key index: unreadable frame; the rest of the segment is not indexed", "segment", seg.name, "offset", off, "err", err)
+					break
+				}
+				if at, ok := s.mu.deleted[string(rec.Topic())]; !ok || off >= at {
+					s.indexRecord(rec, off)
+					records++
+				}
+			}
+			off += n
+		}
+		s.keys.writeLocked(min(to, segEnd))
+	}
+	s.keys.writeLocked(to)
+	return records, nil
+}
+
+// dropOldKeyEntries deletes, in b, key-index entries kept in the index
+// (kind 'k'), where versions before the key-index files kept them.
+func (s *Store) dropOldKeyEntries(b *pebble.Batch) error {
+	lo := []byte{kindOldKeyIndex}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("store: read index: %w", err)
+	}
+	found := it.First()
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: read index: %w", err)
+	}
+	if found {
+		b.DeleteRange(lo, prefixEnd(lo), nil)
+		s.log.Info("key-index entries of the index's old layout dropped; the key index now lives in " + keyFileDir)
+	}
+	return nil
 }

@@ -53,18 +53,24 @@ func ParseFlushMode(s string) (FlushMode, error) {
 
 // Defaults for Options fields left zero.
 const (
-	DefaultSegmentSize        = 1 << 30
-	DefaultFlushInterval      = 500 * time.Millisecond
-	DefaultCheckpointInterval = time.Second
-	DefaultRetention          = 72 * time.Hour
-	DefaultRetentionInterval  = time.Minute
-	DefaultDiskHighWater      = 0.90
-	DefaultMaxPendingBytes    = 64 << 20
-	DefaultIndexCacheSize     = 64 << 20
-	DefaultIndexMemTableSize  = 32 << 20
+	DefaultSegmentSize         = 1 << 30
+	DefaultFlushInterval       = 500 * time.Millisecond
+	DefaultCheckpointInterval  = time.Second
+	DefaultRetention           = 72 * time.Hour
+	DefaultRetentionInterval   = time.Minute
+	DefaultDiskHighWater       = 0.90
+	DefaultMaxPendingBytes     = 64 << 20
+	DefaultIndexCacheSize      = 64 << 20
+	DefaultIndexMemTableSize   = 32 << 20
+	DefaultKeyIndexFileEntries = 4 << 20
 
 	// minSegmentSize keeps room for at least one small record.
 	minSegmentSize = 4 << 10
+
+	// Bounds of KeyIndexFileEntries: a file's entries are numbered in
+	// 32 bits, and a file past 1.75 GiB only makes sealing slower.
+	minKeyIndexFileEntries = 64
+	maxKeyIndexFileEntries = 64 << 20
 )
 
 // Options configures a Store. Zero values mean the documented default.
@@ -126,6 +132,12 @@ type Options struct {
 	// DisableKeyIndex turns off the key index (QueryByKey finds nothing).
 	// Default false: the KEYS and UNIQ_KEY of every record are indexed.
 	DisableKeyIndex bool `yaml:"messageIndexEnable" cfg:"not"`
+	// KeyIndexFileEntries is how many entries one key-index file holds
+	// (an entry is 28 bytes, a record has one per key and one for its
+	// UNIQ_KEY); a full file is sealed and a new one started. The newest
+	// file's slot table, 4 bytes per 8 entries, stays in memory. Default
+	// 4 Mi entries: 112 MiB files and a 2 MiB table.
+	KeyIndexFileEntries int `yaml:"keyIndexFileEntries"`
 	// TagCode computes the tag code kept in a record's consume-queue unit.
 	// It must depend on the record alone, since recovery calls it again.
 	// Default: message.TagHash of the TAGS property.
@@ -173,6 +185,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxPendingBytes == 0 {
 		o.MaxPendingBytes = DefaultMaxPendingBytes
 	}
+	if o.KeyIndexFileEntries == 0 {
+		o.KeyIndexFileEntries = DefaultKeyIndexFileEntries
+	}
 	if o.IndexMemTableSize == 0 {
 		o.IndexMemTableSize = DefaultIndexMemTableSize
 	}
@@ -206,6 +221,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.IndexMemTableSize < 1<<20 || o.IndexMemTableSize > 1<<30 {
 		errs = append(errs, fmt.Errorf("store: IndexMemTableSize %d is outside 1 MiB..1 GiB", o.IndexMemTableSize))
+	}
+	if o.KeyIndexFileEntries < minKeyIndexFileEntries || o.KeyIndexFileEntries > maxKeyIndexFileEntries {
+		errs = append(errs, fmt.Errorf("store: KeyIndexFileEntries %d is outside %d..%d", o.KeyIndexFileEntries, minKeyIndexFileEntries, maxKeyIndexFileEntries))
 	}
 	if o.MaxPendingBytes < 0 {
 		errs = append(errs, errors.New("store: MaxPendingBytes must not be negative"))

@@ -235,6 +235,13 @@ func (s *Store) checkpoint(final bool) error {
 	if s.Replicated() && !final && s.Writable() {
 		s.proposeProgress()
 	}
+	if s.keys != nil {
+		// Its own end goes into its own header: it need not keep up
+		// with the checkpoint, which never waits for it.
+		if err := s.keys.sync(); err != nil {
+			s.log.Error("key index sync failed", "err", err)
+		}
+	}
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	b := s.db.NewBatch()

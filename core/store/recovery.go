@@ -38,7 +38,24 @@ func (s *Store) recover() error {
 	from := max(ck, s.cl.minOffset())
 	b := s.db.NewBatch()
 	defer b.Close()
+	if s.keys != nil {
+		s.keys.mu.Lock()
+		if at := max(s.keys.end, s.cl.minOffset()); at < from {
+			n, err := s.reindexKeys(at, from)
+			if err != nil {
+				s.keys.mu.Unlock()
+				return err
+			}
+			s.log.Info("key index caught up with the checkpoint", "from", at, "to", from, "records", n)
+		}
+	}
 	end, records, err := s.scan(from, b)
+	if s.keys != nil {
+		if err == nil {
+			s.keys.writeLocked(end)
+		}
+		s.keys.mu.Unlock()
+	}
 	if err != nil {
 		return err
 	}
@@ -56,9 +73,19 @@ func (s *Store) recover() error {
 		}
 	}
 	s.trimQueues(end, b)
-	// A crash may have come between a segment's deletion and the
-	// deletion of its key-index entries.
-	s.dropKeyIndexBelow(b, s.cl.minOffset())
+	if s.keys != nil {
+		// After a cut, entries past end name records to be written
+		// again: advisory, as QueryByKey says.
+		s.keys.setEnd(end)
+		// A crash may have come between a segment's deletion and the
+		// deletion of the key-index files below it.
+		s.keys.dropBelow(s.cl.minOffset())
+	}
+	// Entries of the key index as earlier versions kept it, in the
+	// index itself, are dropped once.
+	if err := s.dropOldKeyEntries(b); err != nil {
+		return err
+	}
 
 	next := end
 	if pos := next % s.opts.SegmentSize; pos > s.opts.SegmentSize-blankLen {
@@ -367,7 +394,9 @@ func (s *Store) redispatch(rec message.Record, off int64, b *pebble.Batch) {
 	if full := s.putUnitLocked(q, u); full != nil {
 		b.Set(blockKey(k, q.prevNo), full, nil)
 	}
-	s.indexRecord(&b, rec, off)
+	if s.keys != nil && off >= s.keys.end {
+		s.indexRecord(rec, off)
+	}
 	s.cq.lastStoreTime = rec.StoreTimestamp()
 	q.arrivals = false
 }

@@ -388,9 +388,11 @@ func (s *Store) advanceMinOffsets() error {
 			b.DeleteRange(blockKey(k, 0), blockKey(k, no), nil)
 		}
 	}
-	s.dropKeyIndexBelow(b, logMin)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("store: write min offsets: %w", err)
+	}
+	if s.keys != nil {
+		s.keys.dropBelow(logMin)
 	}
 	return nil
 }

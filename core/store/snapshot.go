@@ -206,7 +206,7 @@ func RestoreDir(fs vfs.FS, dir string, r io.Reader) error {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	for _, sub := range []string{"commitlog", "index"} {
+	for _, sub := range []string{"commitlog", "index", keyFileDir} {
 		if err := fs.RemoveAll(fs.PathJoin(dir, sub)); err != nil {
 			return fmt.Errorf("store: restore: clear %s: %w", sub, err)
 		}

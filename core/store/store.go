@@ -58,6 +58,7 @@ type Store struct {
 		lastStoreTime int64 // store time of the last record dispatched
 	}
 	ahead readAheadTable // complete index blocks read ahead (readahead.go)
+	keys  *keyIndex      // the key index (keyfile.go); nil when disabled
 
 	written atomic.Int64 // end of the data written to segment files
 	durable atomic.Int64 // end of the data covered by an fsync
@@ -72,7 +73,6 @@ type Store struct {
 	active      *segment   // segment being written; set by the flusher
 	dirtyEnd    int64      // end of bytes a rolled-back round may have left; owned by the flusher
 	reserved    int64      // offset in active up to which disk blocks are reserved; owned by the flusher
-	keyBuf      []byte     // scratch for key-index keys; owned by the flusher
 	markerFlags uint32     // flags of this run's round markers
 	kick        chan struct{}
 	completions chan completion // rounds' AppendAsync callbacks, for completeLoop
@@ -230,6 +230,12 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !opts.DisableKeyIndex {
+		s.keys, err = openKeyIndex(fs, fs.PathJoin(opts.Dir, keyFileDir), opts.KeyIndexFileEntries, s.log)
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
@@ -292,6 +298,9 @@ func (s *Store) closeFiles() error {
 	var errs []error
 	if s.cl != nil {
 		errs = append(errs, s.cl.close())
+	}
+	if s.keys != nil {
+		errs = append(errs, s.keys.close())
 	}
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
@@ -826,20 +835,10 @@ func (s *Store) zeroTail(from, to int64) error {
 // dispatchRound adds r's units to their consume queues, making the records
 // visible, and writes completed blocks to the index.
 func (s *Store) dispatchRound(r *round) {
-	// Key-index entries go in first, outside the lock readers wait on.
-	// Before the dispatch offset moves, so a checkpoint past these records
-	// follows them in the index's log.
-	var kb *pebble.Batch
-	for i := range r.units {
-		u := &r.units[i]
-		s.indexRecord(&kb, message.Record(r.chunks[u.chunk].buf[u.at:u.at+int(u.size)]), u.off)
-	}
-	if kb != nil {
-		if err := kb.Commit(pebble.NoSync); err != nil {
-			s.log.Error("key index write failed", "err", err)
-		}
-		kb.Close()
-	}
+	// Key-index entries go in first, outside the lock readers wait on,
+	// and before the dispatch offset moves: a record a reader can see is
+	// one a query can find.
+	s.indexRound(r)
 	var b *pebble.Batch
 	s.cq.Lock()
 	for i := range r.units {
