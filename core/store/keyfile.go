@@ -574,6 +574,17 @@ func (ki *keyIndex) query(q keyQuery) ([]int64, error) {
 	return out, nil
 }
 
+// bytes is the size of the files' headers, slot tables and entries.
+func (ki *keyIndex) bytes() int64 {
+	ki.mu.Lock()
+	defer ki.mu.Unlock()
+	var n int64
+	for _, kf := range ki.files {
+		n += kf.entriesAt() + int64(kf.count)*keyEntryLen
+	}
+	return n
+}
+
 // close syncs nothing: Close calls sync first.
 func (ki *keyIndex) close() error {
 	ki.mu.Lock()

@@ -124,10 +124,9 @@ type Options struct {
 	IndexCacheSize int64 `yaml:"indexCacheSize" cfg:"size"`
 	// IndexMemTableSize is the size of the index's memtable, where its
 	// writes gather before they are flushed to a sorted file. Default
-	// 32 MiB: the key index adds an entry or more per message, and with
-	// pebble's default of 4 MiB the flushes and compactions of those
-	// entries cost the append path about 6 µs per message; at 32 MiB far
-	// less. Up to two memtables may be resident at once.
+	// 32 MiB, the consume-queue blocks of over a million messages, so that
+	// reads of the recent log find its blocks in memory. Up to two
+	// memtables may be resident at once.
 	IndexMemTableSize int64 `yaml:"indexMemTableSize" cfg:"size"`
 	// DisableKeyIndex turns off the key index (QueryByKey finds nothing).
 	// Default false: the KEYS and UNIQ_KEY of every record are indexed.

@@ -199,7 +199,7 @@ func (s *Store) OffsetForTimestamp(topic string, queueID int32, ts int64) (int64
 type DiskUsage struct {
 	Segments       int   // commit-log segment files
 	CommitLogBytes int64 // the retained commit log: its end minus its first segment's base
-	IndexBytes     int64 // the index's files, as pebble counts them
+	IndexBytes     int64 // the index's files: pebble's, as it counts them, and the key index's
 }
 
 // DiskUsage returns the store's disk usage. It reads no directory: the
@@ -213,6 +213,9 @@ func (s *Store) DiskUsage() DiskUsage {
 	}
 	s.cl.mu.RUnlock()
 	u.IndexBytes = int64(s.db.Metrics().DiskSpaceUsage())
+	if s.keys != nil {
+		u.IndexBytes += s.keys.bytes()
+	}
 	return u
 }
 

@@ -41,6 +41,7 @@ func (s *Store) recover() error {
 	if s.keys != nil {
 		s.keys.mu.Lock()
 		if at := max(s.keys.end, s.cl.minOffset()); at < from {
+			s.log.Info("key index behind the checkpoint: indexing the log from where it ends", "from", at, "to", from)
 			n, err := s.reindexKeys(at, from)
 			if err != nil {
 				s.keys.mu.Unlock()
