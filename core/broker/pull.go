@@ -172,10 +172,14 @@ func (b *Broker) pull(p *pullRequest, mayHold bool) *remoting.Command {
 		return pullResponse(p.req, remoting.PullNotFound, o, minOff, maxOff, nil)
 	}
 	body, next, err := b.readMatching(p)
-	switch {
-	case len(body) > 0:
+	if len(body) > 0 {
 		b.meters.pulled(p.topic, body)
-		return pullResponse(p.req, remoting.Success, next, minOff, b.store.MaxOffset(p.topic, p.queueID), body)
+		resp := pullResponse(p.req, remoting.Success, next, minOff, b.store.MaxOffset(p.topic, p.queueID), body)
+		resp.ReleaseBody = releasePullBody
+		return resp
+	}
+	releasePullBody(body)
+	switch {
 	case err != nil:
 		return pullResponse(p.req, remoting.SystemError, next, minOff, maxOff, nil, err.Error())
 	case next == p.offset:
@@ -223,7 +227,7 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 		}
 		r := it.Record()
 		if body == nil {
-			body = make([]byte, 0, min(b.opts.PullMaxBytes, p.maxMsgs*len(r)))
+			body = newPullBody(min(b.opts.PullMaxBytes, p.maxMsgs*len(r)))
 		}
 		at := len(body)
 		body = append(body, r...)

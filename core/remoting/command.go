@@ -104,11 +104,25 @@ type Command struct {
 	// or is to be sent in: SerializeJSON or SerializeRocketMQ. A response is
 	// always sent in the serialization of its request.
 	SerializeType byte
+	// ReleaseBody, when set on a command a Conn sends, is called with Body
+	// once the connection refers to it no more: when its bytes have been
+	// copied into the connection's buffer or written, or the send failed.
+	// A body still queued when the connection closes is left to the
+	// garbage collector. Senders use it to reuse large bodies.
+	ReleaseBody func(body []byte)
 	// rawExt holds the extFields as key, value pairs while ExtFields is
 	// nil: a request decoded for a FastHandler skips building the map
 	// (decodeFrame with lazy codes). The accessors below build it on
 	// first use; DecodeSendHeaderOf reads the pairs directly.
 	rawExt []string
+}
+
+// releaseBody calls ReleaseBody, if set, once.
+func (c *Command) releaseBody() {
+	if fn := c.ReleaseBody; fn != nil {
+		c.ReleaseBody = nil
+		fn(c.Body)
+	}
 }
 
 // NewRequest returns a JSON request with the given code, extFields and body.

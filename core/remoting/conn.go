@@ -114,6 +114,10 @@ type Conn struct {
 		writing   bool // the write token is held
 		spareBuf  []byte
 		spareSegs [][]byte
+		// released are the bodies in segs whose commands asked to hear
+		// when the connection lets go of them (Command.ReleaseBody).
+		released      []release
+		spareReleased []release
 	}
 	wake       chan struct{} // capacity 1; a send tells the writer there is work
 	stopWrite  chan struct{} // closed to make the writer flush and stop
@@ -386,6 +390,7 @@ func (c *Conn) send(cmd *Command, mode sendMode) error {
 	}
 	if o.closed {
 		o.Unlock()
+		cmd.releaseBody()
 		return c.closedErr()
 	}
 	start := len(o.buf)
@@ -393,25 +398,38 @@ func (c *Conn) send(cmd *Command, mode sendMode) error {
 	if err != nil {
 		o.buf = buf
 		o.Unlock()
+		cmd.releaseBody()
 		return err
 	}
 	if n := len(buf) - start - 4 + len(cmd.Body); c.ep.maxFrame > 0 && n > c.ep.maxFrame {
 		o.buf = buf[:start]
 		o.Unlock()
+		cmd.releaseBody()
 		return fmt.Errorf("%w: %s of %d bytes, limit %d", ErrFrameTooLarge, frameKind(cmd), n, c.ep.maxFrame)
 	}
-	if len(cmd.Body) <= inlineBodyMax {
+	copied := len(cmd.Body) <= inlineBodyMax
+	if copied {
 		buf = append(buf, cmd.Body...)
 	} else {
 		o.segs = append(o.segs, buf[o.mark:], cmd.Body)
 		o.mark = len(buf)
+		if cmd.ReleaseBody != nil {
+			o.released = append(o.released, release{cmd.ReleaseBody, cmd.Body})
+			cmd.ReleaseBody = nil
+		}
 	}
 	o.queued += len(buf) - start + len(cmd.Body)
 	o.peak = max(o.peak, o.queued+o.inWrite)
 	o.buf = buf
 	if mode == sendBatched {
 		o.Unlock()
+		if copied {
+			cmd.releaseBody()
+		}
 		return nil
+	}
+	if copied {
+		defer cmd.releaseBody()
 	}
 	if o.writing || mode != sendDirect {
 		o.Unlock()
@@ -425,6 +443,13 @@ func (c *Conn) send(cmd *Command, mode sendMode) error {
 	o.Unlock()
 	c.writeOut()
 	return nil
+}
+
+// release is a body written by reference and the function its command
+// asked to be called once the write is done.
+type release struct {
+	fn   func([]byte)
+	body []byte
 }
 
 // writeLoop writes what senders queued while a write was in progress,
@@ -473,7 +498,7 @@ func (c *Conn) writeOut() bool {
 		if o.mark < len(o.buf) {
 			o.segs = append(o.segs, o.buf[o.mark:])
 		}
-		segs, buf := o.segs, o.buf
+		segs, buf, released := o.segs, o.buf, o.released
 		if len(segs) == 0 {
 			o.buf, o.mark = buf[:0], 0
 			o.writing = false
@@ -485,17 +510,23 @@ func (c *Conn) writeOut() bool {
 		// that does not read holds at most maxQueued (plus one frame).
 		o.inWrite += o.queued
 		o.buf, o.segs, o.mark, o.queued = o.spareBuf[:0], o.spareSegs[:0], 0, 0
+		o.released = o.spareReleased[:0]
 		o.Unlock()
 
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.ep.writeTimeout))
 		bufs := net.Buffers(segs)
 		_, err := bufs.WriteTo(c.nc)
 		clear(segs) // drop the bodies written by reference
+		for _, r := range released {
+			r.fn(r.body)
+		}
+		clear(released)
 
 		o.Lock()
 		o.inWrite = 0
 		o.cond.Broadcast()
 		o.spareSegs = segs[:0]
+		o.spareReleased = released[:0]
 		if cap(buf) <= keptWriteBuffer {
 			o.spareBuf = buf[:0]
 		} else {
