@@ -95,19 +95,21 @@
 // Only the newest file takes entries. Its slot table is in memory; each
 // flush round appends the round's entries with one write, before the
 // round's units become visible, so a record a reader can see is one a
-// query finds. Every CheckpointInterval the file is synced and then its
-// header, whose end says that every record below it is indexed. A full
-// file (KeyIndexFileEntries) has its slot table written, is synced and
-// sealed, and the next file starts. At startup the newest file's slot
-// table is built again from its entries; the records from its end on are
-// indexed again, the part below the dispatch checkpoint read from the log
-// first. A newest file that is unreadable or whose entries do not chain
-// as its header says is dropped, and the index ends where the file before
-// it does; a damaged or missing older file drops every file, and the whole
-// log is indexed again. So are logs restored from a snapshot, or written
-// with the index turned off.
+// query finds. Nothing on the append path is synced. Every
+// CheckpointInterval a sync seals the files that filled (slot table
+// written and synced, then a sealed header, synced), then syncs the newest
+// file and writes its header, whose end says that every record below it
+// is indexed; a file gets its first header only there, after every older
+// file is sealed. At startup the newest file's slot table is built again
+// from its entries, and the records from its end on are indexed again, the
+// part below the dispatch checkpoint read from the log first. A newest
+// file without a readable header, or whose entries do not chain as its
+// header says, is dropped, and the index ends where the file before it
+// does; a damaged, unsealed or missing older file drops every file, and
+// the whole log is indexed again. So are logs restored from a snapshot, or
+// written with the index turned off.
 //
-// Retention removes a sealed file once its end lies below the log's first
+// Retention removes an older file once its end lies below the log's first
 // offset; queries drop entries below that offset and past the log's end.
 // An entry may name an offset whose record no longer holds the key (a
 // torn tail cut under FlushAsync, written again) or the middle of one (a

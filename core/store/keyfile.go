@@ -30,6 +30,13 @@ import (
 // table lives in memory and is built again from its entries at startup,
 // so the file is only ever appended to until it fills. Then the slot table
 // is written, the file is synced and marked sealed, and a new file starts.
+//
+// No file is synced on the append path. The flusher only writes entries; a
+// full file waits, its slot table in memory, for the next sync (every
+// checkpoint) to seal it. A file's header is written by that sync or by its
+// sealing, and only after every older file is sealed: a newest file without
+// a header is one whose older files may not be complete on disk, so startup
+// drops it and goes on from the file before it.
 
 const (
 	keyFileDir       = "keyindex"
@@ -63,6 +70,7 @@ type keyFile struct {
 	minTs  int64    // store-time range of the entries
 	maxTs  int64
 	sealed bool // guarded by keyIndex.hmu as well
+	headed bool // a header of it has been synced (under keyIndex.hmu)
 	refs   int  // queries reading the file
 	doomed bool // removed from the index; closed when refs drops to 0
 }
@@ -77,7 +85,8 @@ type keyIndex struct {
 	log     *slog.Logger
 
 	mu    sync.Mutex
-	files []*keyFile // oldest first; the last one takes entries unless sealed
+	files []*keyFile // oldest first; the last one takes entries unless full
+	full  []*keyFile // files filled, for the next sync to seal
 	end   int64      // commit-log offset below which every record is indexed
 	buf   []byte     // entries added to the active file, not yet written
 	first uint32     // number of buf's first entry
@@ -85,7 +94,7 @@ type keyIndex struct {
 	// restart, which indexes again from the last durable end.
 	broken bool
 
-	hmu     sync.Mutex // serialises header writes against sealing
+	hmu     sync.Mutex // serialises syncs
 	durable int64      // the end last written to a synced header; under hmu
 }
 
@@ -115,30 +124,46 @@ func openKeyIndex(fs vfs.FS, dir string, entries int, log *slog.Logger) (*keyInd
 		seqs = append(seqs, v)
 	}
 	slices.Sort(seqs)
-	for i, seq := range seqs {
-		if i > 0 && seqs[i-1] != seq-1 {
-			return ki.rebuildAll(seqs, fmt.Errorf("%w: key index file %s missing", ErrCorruption, keyFileName(seq-1)))
-		}
-		kf, err := ki.openFile(seq, i == len(seqs)-1)
+	// The newest file first: without a header it is dropped, and the
+	// file before it is the newest.
+	var newest *keyFile
+	for len(seqs) > 0 && newest == nil {
+		seq := seqs[len(seqs)-1]
+		kf, err := ki.openFile(seq, true)
 		if err == nil {
-			ki.files = append(ki.files, kf)
-			continue
+			newest = kf
+			break
 		}
-		if i < len(seqs)-1 {
-			return ki.rebuildAll(seqs, fmt.Errorf("key index file %s: %w", keyFileName(seq), err))
-		}
-		// A crash while the newest file was created or first written:
-		// what it held is indexed again from the end of the file
-		// before it.
 		log.Warn("key index: newest file unreadable; its records are indexed again", "file", keyFileName(seq), "err", err)
 		if err := fs.Remove(fs.PathJoin(dir, keyFileName(seq))); err != nil {
-			ki.close()
 			return nil, fmt.Errorf("store: key index: remove %s: %w", keyFileName(seq), err)
 		}
 		if err := syncDir(fs, dir); err != nil {
-			ki.close()
 			return nil, err
 		}
+		seqs = seqs[:len(seqs)-1]
+	}
+	if newest == nil {
+		return ki, nil
+	}
+	for i, seq := range seqs {
+		if i > 0 && seqs[i-1] != seq-1 {
+			newest.f.Close()
+			return ki.rebuildAll(seqs, fmt.Errorf("%w: key index file %s missing", ErrCorruption, keyFileName(seq-1)))
+		}
+		if i == len(seqs)-1 {
+			break
+		}
+		kf, err := ki.openFile(seq, false)
+		if err != nil {
+			newest.f.Close()
+			return ki.rebuildAll(seqs, fmt.Errorf("key index file %s: %w", keyFileName(seq), err))
+		}
+		ki.files = append(ki.files, kf)
+	}
+	ki.files = append(ki.files, newest)
+	if !newest.sealed && newest.count == newest.cap {
+		ki.full = append(ki.full, newest)
 	}
 	if n := len(ki.files); n > 0 {
 		ki.end = ki.files[n-1].end
@@ -173,7 +198,7 @@ func (ki *keyIndex) openFile(seq int64, active bool) (*keyFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	kf := &keyFile{seq: seq, name: name, f: f}
+	kf := &keyFile{seq: seq, name: name, f: f, headed: true}
 	if err := kf.readHeader(); err != nil {
 		f.Close()
 		return nil, err
@@ -308,14 +333,19 @@ func (ki *keyIndex) addLocked(h uint64, off, ts int64) {
 		// entries go to the next file, and a restart from this file's
 		// end adds this one again (QueryByKey drops the duplicate).
 		ki.writeLocked(off)
-		ki.sealLocked(kf)
+		kf.end = ki.end
+		ki.full = append(ki.full, kf)
 	}
 }
 
+// takes reports whether kf takes entries. mu must be held.
+func (kf *keyFile) takes() bool { return !kf.sealed && kf.count < kf.cap }
+
 // activeLocked returns the file taking entries, creating it when there is
-// none or the newest is sealed. It returns nil once the index is broken.
+// none or the newest is full. It returns nil once the index is broken. A
+// new file has no header until a sync writes one.
 func (ki *keyIndex) activeLocked() *keyFile {
-	if n := len(ki.files); n > 0 && !ki.files[n-1].sealed {
+	if n := len(ki.files); n > 0 && ki.files[n-1].takes() {
 		return ki.files[n-1]
 	}
 	var seq int64
@@ -324,23 +354,12 @@ func (ki *keyIndex) activeLocked() *keyFile {
 	}
 	name := keyFileName(seq)
 	f, err := ki.fs.Create(ki.fs.PathJoin(ki.dir, name), vfs.WriteCategoryUnspecified)
-	if err == nil {
-		err = syncDir(ki.fs, ki.dir)
-	}
 	if err != nil {
 		ki.fail(fmt.Errorf("create %s: %w", name, err))
-		if f != nil {
-			f.Close()
-		}
 		return nil
 	}
 	slots := max(ki.entries/keySlotsPerEntry, 1)
 	kf := &keyFile{seq: seq, name: name, f: f, slots: slots, cap: ki.entries, end: ki.end}
-	if _, err := f.WriteAt(kf.header(), 0); err != nil {
-		ki.fail(fmt.Errorf("write %s: %w", name, err))
-		f.Close()
-		return nil
-	}
 	ki.files = append(ki.files, kf)
 	return kf
 }
@@ -361,40 +380,42 @@ func (ki *keyIndex) writeLocked(end int64) {
 		ki.buf = ki.buf[:0]
 	}
 	ki.end = max(ki.end, end)
-	if n := len(ki.files); n > 0 {
+	if n := len(ki.files); n > 0 && ki.files[n-1].takes() {
 		ki.files[n-1].end = ki.end
 	}
 }
 
-// sealLocked writes kf's slot table and its sealed header and syncs it.
-func (ki *keyIndex) sealLocked(kf *keyFile) {
-	if ki.broken {
-		return
-	}
+// seal writes full file kf's slot table and then its sealed header (from
+// head, kf as it was under mu), each synced. hmu must be held; the flusher
+// no longer touches kf's entries or table.
+func (ki *keyIndex) seal(kf *keyFile, head keyFile) error {
 	table := make([]byte, 4*len(kf.table))
 	for i, v := range kf.table {
 		binary.BigEndian.PutUint32(table[4*i:], v)
 	}
-	ki.hmu.Lock()
-	defer ki.hmu.Unlock()
-	kf.sealed = true
+	head.sealed = true
 	_, err := kf.f.WriteAt(table, keyFileHeaderLen)
 	if err == nil {
 		err = kf.f.Sync()
 	}
+	if err == nil && !kf.headed {
+		err = syncDir(ki.fs, ki.dir)
+	}
 	if err == nil {
-		_, err = kf.f.WriteAt(kf.header(), 0)
+		_, err = kf.f.WriteAt(head.header(), 0)
 	}
 	if err == nil {
 		err = kf.f.Sync()
 	}
 	if err != nil {
-		kf.sealed = false
-		ki.fail(fmt.Errorf("seal %s: %w", kf.name, err))
-		return
+		return fmt.Errorf("seal %s: %w", kf.name, err)
 	}
-	kf.table = nil
-	ki.durable = kf.end
+	ki.mu.Lock()
+	kf.sealed, kf.headed, kf.table = true, true, nil
+	ki.full = slices.DeleteFunc(ki.full, func(f *keyFile) bool { return f == kf })
+	ki.mu.Unlock()
+	ki.durable = head.end
+	return nil
 }
 
 func (ki *keyIndex) fail(err error) {
@@ -410,50 +431,76 @@ func (ki *keyIndex) setEnd(end int64) {
 	ki.mu.Lock()
 	defer ki.mu.Unlock()
 	ki.end = end
-	if n := len(ki.files); n > 0 && !ki.files[n-1].sealed {
+	if n := len(ki.files); n > 0 && ki.files[n-1].takes() {
 		ki.files[n-1].end = end
 	}
 }
 
-// sync makes the active file's entries durable and then its header, which
-// records how far the log is indexed; a restart indexes again from there.
+// sync seals the full files, then makes the newest file's entries durable
+// and then its header, which records how far the log is indexed; a restart
+// indexes again from there.
 func (ki *keyIndex) sync() error {
+	ki.hmu.Lock()
+	defer ki.hmu.Unlock()
 	ki.mu.Lock()
-	n := len(ki.files)
-	if n == 0 || ki.files[n-1].sealed {
-		// Records without keys move the end too; a file records it.
-		if n == 0 && ki.end == 0 || n > 0 && ki.end == ki.files[n-1].end {
-			ki.mu.Unlock()
-			return nil
-		}
-		ki.activeLocked()
-	}
 	if ki.broken {
 		ki.mu.Unlock()
 		return nil
 	}
-	kf := ki.files[len(ki.files)-1]
-	snap := *kf
-	kf.refs++
+	if n := len(ki.files); n == 0 && ki.end > 0 || n > 0 && !ki.files[n-1].takes() && ki.end != ki.files[n-1].end {
+		// Records without keys move the end too, and a cut moves it
+		// down; a file records it.
+		ki.activeLocked()
+	}
+	var files []*keyFile // those to seal, then perhaps the newest
+	var heads []keyFile  // each as it is now
+	for _, kf := range ki.full {
+		files, heads = append(files, kf), append(heads, *kf)
+	}
+	if n := len(ki.files); n > 0 && ki.files[n-1].takes() {
+		files, heads = append(files, ki.files[n-1]), append(heads, *ki.files[n-1])
+	}
+	for _, kf := range files {
+		kf.refs++
+	}
 	ki.mu.Unlock()
-	defer ki.release(kf)
+	defer func() {
+		for _, kf := range files {
+			ki.release(kf)
+		}
+	}()
 
-	ki.hmu.Lock()
-	defer ki.hmu.Unlock()
-	if kf.sealed || snap.end == ki.durable {
-		return nil
+	for i, kf := range files {
+		head := heads[i]
+		if head.count == head.cap {
+			if err := ki.seal(kf, head); err != nil {
+				ki.mu.Lock()
+				ki.fail(err)
+				ki.mu.Unlock()
+				return err
+			}
+			continue
+		}
+		if kf.headed && head.end == ki.durable {
+			return nil
+		}
+		if err := kf.f.Sync(); err != nil {
+			return fmt.Errorf("store: sync key index %s: %w", kf.name, err)
+		}
+		if !kf.headed {
+			if err := syncDir(ki.fs, ki.dir); err != nil {
+				return err
+			}
+		}
+		if _, err := kf.f.WriteAt(head.header(), 0); err != nil {
+			return fmt.Errorf("store: write key index %s: %w", kf.name, err)
+		}
+		if err := kf.f.Sync(); err != nil {
+			return fmt.Errorf("store: sync key index %s: %w", kf.name, err)
+		}
+		kf.headed = true
+		ki.durable = head.end
 	}
-	if err := kf.f.Sync(); err != nil {
-		return fmt.Errorf("store: sync key index %s: %w", kf.name, err)
-	}
-	snap.sealed = false
-	if _, err := kf.f.WriteAt(snap.header(), 0); err != nil {
-		return fmt.Errorf("store: write key index %s: %w", kf.name, err)
-	}
-	if err := kf.f.Sync(); err != nil {
-		return fmt.Errorf("store: sync key index %s: %w", kf.name, err)
-	}
-	ki.durable = snap.end
 	return nil
 }
 
@@ -475,13 +522,15 @@ func (ki *keyIndex) remove(kf *keyFile) {
 	}
 }
 
-// dropBelow removes the sealed files whose records all lie below logMin.
+// dropBelow removes the files, sealed or full, whose records all lie below
+// logMin; never the newest.
 func (ki *keyIndex) dropBelow(logMin int64) {
 	ki.mu.Lock()
 	var gone []*keyFile
-	for len(ki.files) > 1 && ki.files[0].sealed && ki.files[0].end < logMin {
+	for len(ki.files) > 1 && ki.files[0].end < logMin {
 		kf := ki.files[0]
 		ki.files = ki.files[1:]
+		ki.full = slices.DeleteFunc(ki.full, func(f *keyFile) bool { return f == kf })
 		kf.doomed = true
 		if kf.refs == 0 {
 			gone = append(gone, kf)
