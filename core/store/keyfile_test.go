@@ -2,8 +2,8 @@ package store_test
 
 import (
 	"fmt"
-	"os"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
