@@ -101,7 +101,9 @@
 //     lock; the writer takes everything queued at once and writes it with
 //     one vectored write, yielding once first so that frames about to be
 //     queued join the same write. Bodies above 64 KiB are written from the
-//     sender's slice instead of being copied.
+//     sender's slice instead of being copied. A command's ReleaseBody hears
+//     when the connection is done with its body (copied, written, or not
+//     sent), so a sender can reuse it: the broker pools its pull bodies.
 //
 // A malformed or oversize frame closes its connection only, logged with the
 // peer's address. A handler panic is recovered, logged, and answered with
