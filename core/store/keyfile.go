@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -79,10 +80,11 @@ func (f *keyFile) entriesAt() int64 { return keyFileHeaderLen + 4*int64(f.slots)
 
 // keyIndex is the set of key-index files.
 type keyIndex struct {
-	fs      vfs.FS
-	dir     string
-	entries uint32 // capacity of a new file
-	log     *slog.Logger
+	fs       vfs.FS
+	dir      string
+	entries  uint32 // capacity of a new file
+	log      *slog.Logger
+	failures *atomic.Int64 // counts fail; may be nil
 
 	mu    sync.Mutex
 	files []*keyFile // oldest first; the last one takes entries unless full
@@ -419,6 +421,9 @@ func (ki *keyIndex) seal(kf *keyFile, head keyFile) error {
 }
 
 func (ki *keyIndex) fail(err error) {
+	if ki.failures != nil {
+		ki.failures.Add(1)
+	}
 	ki.broken = true
 	ki.buf = ki.buf[:0]
 	ki.log.Error("key index stopped: records from here on are found again after a restart", "err", err)

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/core/store/storetest"
@@ -293,4 +295,36 @@ func TestKeyIndexCrash(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestKeyIndexWriteFailure makes the key index's writes fail midway: appends
+// go on, the failure is counted, what was indexed before it is still found,
+// and after a restart on a healthy disk every record is found again.
+func TestKeyIndexWriteFailure(t *testing.T) {
+	var failing atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && strings.Contains(op.Path, "keyindex") && (op.Kind == errorfs.OpFileWriteAt || op.Kind == errorfs.OpCreate) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})
+	mem := vfs.NewCrashableMem()
+	o := store.Options{Dir: "/d", FS: errorfs.Wrap(mem, inj), KeyIndexFileEntries: 64, IndexMemTableSize: 1 << 20, Logger: quietLogger()}
+	s := storetest.Open(t, o)
+	appendKeyed(t, s, 0, 30)
+	failing.Store(true)
+	appendKeyed(t, s, 30, 30) // the appends themselves succeed
+	if n := s.Stats().KeyIndexFailures.Load(); n != 1 {
+		t.Fatalf("%d key-index failures counted, want 1", n)
+	}
+	if got := query(t, s, "T", "U5", true, 0, 1<<62, 0); len(got) != 1 {
+		t.Fatalf("U5, indexed before the failure: %d results", len(got))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(false)
+	s = storetest.Open(t, o)
+	defer s.Close()
+	checkKeyed(t, s, 60)
 }

@@ -111,6 +111,10 @@ type Stats struct {
 	UnconsumedDropped atomic.Int64
 	// AppendedBytes counts the bytes of the records appended.
 	AppendedBytes atomic.Int64
+	// KeyIndexFailures counts writes of the key index that failed (a full
+	// disk, say). The index then takes no entries until a restart, which
+	// indexes the log again from where the index's files end.
+	KeyIndexFailures atomic.Int64
 
 	// RoundMessages is the distribution of records per flush round (the
 	// group commit's size); FsyncDuration that of commit-log fsyncs, in
@@ -235,6 +239,7 @@ func Open(opts Options) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.keys.failures = &s.stats.KeyIndexFailures
 	}
 	if err := s.recover(); err != nil {
 		return nil, err

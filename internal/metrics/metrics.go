@@ -119,20 +119,21 @@ var (
 	prefilterSkip = desc("rmq_prefilter_skips_total", "Records pulls skipped on their pre-computed match mask, unread.")
 	folded        = desc("rmq_metrics_folded", "Names summed into the _other series at the last scrape, by label.", "label")
 
-	storeAppends     = desc("rmq_store_messages_appended_total", "Records appended to the commit log.")
-	storeBytes       = desc("rmq_store_bytes_appended_total", "Record bytes appended to the commit log.")
-	storeRounds      = desc("rmq_store_flush_rounds_total", "Group-commit rounds written.")
-	storeRoundSize   = desc("rmq_store_round_messages", "Records per group-commit round.")
-	storeFsyncs      = desc("rmq_store_fsyncs_total", "Commit-log fsyncs.")
-	storeFsyncTime   = desc("rmq_store_fsync_duration_seconds", "Duration of a commit-log fsync.")
-	storeFsyncBytes  = desc("rmq_store_fsync_bytes", "Bytes made durable by one fsync.")
-	storeSegments    = desc("rmq_store_segments", "Commit-log segment files.")
-	storeLogBytes    = desc("rmq_store_commitlog_bytes", "Bytes of the retained commit log.")
-	storeIndexBytes  = desc("rmq_store_index_bytes", "Bytes of the index's files.")
-	storeDeleted     = desc("rmq_store_segments_deleted_total", "Commit-log segments deleted by retention.")
-	storeHeld        = desc("rmq_store_retention_held_total", "Retention passes that kept a segment, by reason.", "reason")
-	storeDropped     = desc("rmq_store_unconsumed_dropped_total", "Unconsumed messages deleted above the disk high water.")
-	storeCorruptions = desc("rmq_store_corruptions_total", "Invalid records found on read or recovery.")
+	storeAppends      = desc("rmq_store_messages_appended_total", "Records appended to the commit log.")
+	storeBytes        = desc("rmq_store_bytes_appended_total", "Record bytes appended to the commit log.")
+	storeRounds       = desc("rmq_store_flush_rounds_total", "Group-commit rounds written.")
+	storeRoundSize    = desc("rmq_store_round_messages", "Records per group-commit round.")
+	storeFsyncs       = desc("rmq_store_fsyncs_total", "Commit-log fsyncs.")
+	storeFsyncTime    = desc("rmq_store_fsync_duration_seconds", "Duration of a commit-log fsync.")
+	storeFsyncBytes   = desc("rmq_store_fsync_bytes", "Bytes made durable by one fsync.")
+	storeSegments     = desc("rmq_store_segments", "Commit-log segment files.")
+	storeLogBytes     = desc("rmq_store_commitlog_bytes", "Bytes of the retained commit log.")
+	storeIndexBytes   = desc("rmq_store_index_bytes", "Bytes of the index's files.")
+	storeDeleted      = desc("rmq_store_segments_deleted_total", "Commit-log segments deleted by retention.")
+	storeHeld         = desc("rmq_store_retention_held_total", "Retention passes that kept a segment, by reason.", "reason")
+	storeDropped      = desc("rmq_store_unconsumed_dropped_total", "Unconsumed messages deleted above the disk high water.")
+	storeCorruptions  = desc("rmq_store_corruptions_total", "Invalid records found on read or recovery.")
+	storeKeyIndexFail = desc("rmq_store_key_index_failures_total", "Key-index writes that failed; the key index then stops until a restart.")
 
 	pluginCalls    = desc("rmq_plugin_calls_total", "Calls into a WASM plugin.", "plugin", "kind")
 	pluginRecords  = desc("rmq_plugin_records_total", "Records passed to a WASM plugin.", "plugin", "kind")
@@ -164,7 +165,7 @@ var all = []*prometheus.Desc{
 	heldPulls, connections, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending,
 	txnPending, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
 	storeAppends, storeBytes, storeRounds, storeRoundSize, storeFsyncs, storeFsyncTime, storeFsyncBytes,
-	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions,
+	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail,
 	pluginCalls, pluginRecords, pluginErrors, pluginTraps, pluginTimeouts, pluginDisabled, pluginDuration,
 	bridgeConnected, bridgeLagEvents, bridgeLagSeconds, bridgeInFlight, bridgePublished, bridgeDuplicates,
 	bridgeFailures, bridgeDropped, bridgeResends,
@@ -344,6 +345,7 @@ func (c *Collector) collectStore(ch chan<- prometheus.Metric, s *store.Store) {
 	counter(ch, storeHeld, st.HighWaterHeld.Load(), "unconsumed")
 	counter(ch, storeDropped, st.UnconsumedDropped.Load())
 	counter(ch, storeCorruptions, st.Corruptions.Load())
+	counter(ch, storeKeyIndexFail, st.KeyIndexFailures.Load())
 	st.RoundMessages.Snapshot(&c.hist)
 	hist(ch, storeRoundSize, &c.hist, 1)
 	st.FsyncDuration.Snapshot(&c.hist)
