@@ -90,8 +90,7 @@ type keyIndex struct {
 	files []*keyFile // oldest first; the last one takes entries unless full
 	full  []*keyFile // files filled, for the next sync to seal
 	end   int64      // commit-log offset below which every record is indexed
-	buf   []byte     // entries added to the active file, not yet written
-	first uint32     // number of buf's first entry
+	buf   []byte     // entries added to the active file after its count, not yet written
 	// broken is set by a failed write: no more entries are taken until a
 	// restart, which indexes again from the last durable end.
 	broken bool
@@ -288,6 +287,8 @@ func (kf *keyFile) rebuild() error {
 
 // keyHash is the FNV-1a hash of kind, topic and key; the topic's length
 // goes in too, so no topic/key pair hashes as another by construction.
+// It is written out because hash/fnv's, used through its interface,
+// allocates twice per key on the flusher's path.
 func keyHash(kind byte, topic, key []byte) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
@@ -314,9 +315,6 @@ func (ki *keyIndex) addLocked(h uint64, off, ts int64) {
 	}
 	if kf.table == nil {
 		kf.table = make([]uint32, kf.slots)
-	}
-	if len(ki.buf) == 0 {
-		ki.first = kf.count + 1
 	}
 	no := kf.count + uint32(len(ki.buf)/keyEntryLen) + 1
 	slot := h % uint64(kf.slots)
@@ -374,7 +372,7 @@ func (ki *keyIndex) writeLocked(end int64) {
 	}
 	if len(ki.buf) > 0 {
 		kf := ki.files[len(ki.files)-1]
-		if _, err := kf.f.WriteAt(ki.buf, kf.entriesAt()+int64(ki.first-1)*keyEntryLen); err != nil {
+		if _, err := kf.f.WriteAt(ki.buf, kf.entriesAt()+int64(kf.count)*keyEntryLen); err != nil {
 			ki.fail(fmt.Errorf("write %s: %w", kf.name, err))
 			return
 		}
