@@ -41,6 +41,9 @@
 // the fsync of every earlier round returned. Recovery relies on it: an
 // invalid frame followed somewhere by a valid FlushSync marker lies in a
 // round that was durable, so it is corruption to skip, not a torn tail.
+// Startup fsyncs the last segment before a round is written, so the first
+// markers of a run speak the truth about the rounds of the run before,
+// which a crashed process may have left in the page cache only.
 //
 // A segment ends where its data ends: at a frame whose TOTALSIZE is 0 (zeros
 // never written, or a torn tail zeroed by recovery), at the end-of-segment

@@ -111,6 +111,11 @@ func crashOnce(t *testing.T, flush store.FlushMode, seed uint64) {
 
 			o.FS = crashed
 			s2 := storetest.Open(t, o)
+			// A crash tears only the unsynced tail: nothing of it may be
+			// taken for corruption of durable data.
+			if n := s2.Stats().Corruptions.Load(); n != 0 {
+				t.Fatalf("recovery after a crash reported %d corruptions", n)
+			}
 			seen := readAll(t, s2, "K", 3)
 			for b := range before {
 				if flush == store.FlushAsync {
@@ -264,6 +269,99 @@ func TestCorruptRecordDetected(t *testing.T) {
 	m := storetest.Msg("Z", 0, "next")
 	if err := s.Append([]*message.Message{m}); err != nil || m.QueueOffset != 10 {
 		t.Fatalf("append after recovery: offset %d, %v", m.QueueOffset, err)
+	}
+}
+
+// TestRoundMarkersTellCorruptionFromTornTail damages one record of a log
+// of single-record rounds and restarts with the whole log scanned. Under
+// FlushSync a round is written only after the rounds before it are
+// durable, so damage in the last round may be a torn write and is cut;
+// damage further back is corruption of durable data, skipped and counted.
+// Under FlushAsync nothing proves a round durable, and damage anywhere
+// cuts the log there.
+func TestRoundMarkersTellCorruptionFromTornTail(t *testing.T) {
+	const n = 6
+	for _, tc := range []struct {
+		name    string
+		flush   store.FlushMode
+		victim  int
+		corrupt bool
+	}{
+		{"sync/first", store.FlushSync, 0, true},
+		{"sync/second-last", store.FlushSync, n - 2, true},
+		{"sync/last", store.FlushSync, n - 1, false},
+		{"async/second-last", store.FlushAsync, n - 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := store.Options{Dir: dir, Flush: tc.flush, Logger: quietLogger()}
+			s := storetest.Open(t, o)
+			var msgs []*message.Message
+			for i := 0; i < n; i++ {
+				m := storetest.Msg("R", 0, fmt.Sprint("r", i))
+				if err := s.Append([]*message.Message{m}); err != nil {
+					t.Fatal(err)
+				}
+				msgs = append(msgs, m)
+			}
+			s.Close()
+			victim := msgs[tc.victim]
+			flipBit(t, filepath.Join(dir, "commitlog", fmt.Sprintf("%020d", 0)), victim.CommitLogOffset+int64(victim.RecordLen())-3)
+			if err := os.RemoveAll(filepath.Join(dir, "index")); err != nil {
+				t.Fatal(err)
+			}
+
+			s = storetest.Open(t, o)
+			defer s.Close()
+			var want []string
+			for i := range n {
+				if i == tc.victim || (i > tc.victim && !tc.corrupt) {
+					continue
+				}
+				want = append(want, fmt.Sprint("r", i))
+			}
+			var got []string
+			it := s.NewQueueIter("R", 0, store.IterOptions{OnCorrupt: func(store.Unit, error) {}})
+			for ok := it.SeekGE(0); ok; ok = it.Next() {
+				got = append(got, string(it.Record().Body()))
+			}
+			it.Close()
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("read %v, want %v", got, want)
+			}
+			if c := s.Stats().Corruptions.Load(); (c != 0) != tc.corrupt {
+				t.Fatalf("%d corruptions reported, want corruption %v", c, tc.corrupt)
+			}
+		})
+	}
+}
+
+// TestOpenSyncsLastSegment: the rounds a store writes say in their markers
+// that every round before them is durable, and the run before may have
+// left its last rounds in the page cache only (a crashed process, or
+// FlushAsync), so Open syncs the last segment before it writes.
+func TestOpenSyncsLastSegment(t *testing.T) {
+	var opening atomic.Bool
+	var syncs atomic.Int32
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if opening.Load() && op.Kind == errorfs.OpFileSyncData && strings.Contains(op.Path, "commitlog") {
+			syncs.Add(1)
+		}
+		return nil
+	})
+	o := store.Options{Dir: "/d", FS: errorfs.Wrap(vfs.NewMem(), inj), Flush: store.FlushAsync, FlushInterval: time.Hour, Logger: quietLogger()}
+	s := storetest.Open(t, o)
+	if err := s.Append([]*message.Message{storetest.Msg("O", 0, "o")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	o.Flush = store.FlushSync
+	opening.Store(true)
+	s = storetest.Open(t, o)
+	opening.Store(false)
+	defer s.Close()
+	if syncs.Load() == 0 {
+		t.Fatal("Open wrote no fsync of the last segment")
 	}
 }
 

@@ -88,6 +88,12 @@ func (s *Store) recover() error {
 		return err
 	}
 
+	// This run's round markers say every round before them is durable (see
+	// classify); the last run may have left its last segment unsynced.
+	if err := s.syncLast(); err != nil {
+		return err
+	}
+
 	next := end
 	if pos := next % s.opts.SegmentSize; pos > s.opts.SegmentSize-blankLen {
 		next += s.opts.SegmentSize - pos
@@ -416,6 +422,21 @@ func (s *Store) cutAt(off int64) error {
 		return nil
 	}
 	return s.cutTail(segs, off)
+}
+
+// syncLast fsyncs the last segment: every one before it was synced before
+// its successor was written to.
+func (s *Store) syncLast() error {
+	s.cl.mu.RLock()
+	defer s.cl.mu.RUnlock()
+	if len(s.cl.segs) == 0 {
+		return nil
+	}
+	seg := s.cl.segs[len(s.cl.segs)-1]
+	if err := seg.f.SyncData(); err != nil {
+		return fmt.Errorf("store: sync %s: %w", seg.name, err)
+	}
+	return nil
 }
 
 // cutTail zeroes segs[0] from off to its end and removes the segments
