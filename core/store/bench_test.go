@@ -58,6 +58,7 @@ func BenchmarkAppend(b *testing.B) {
 						b.ReportMetric(float64(b.N*batch)/el.Seconds(), "msgs/s")
 						b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-µs")
 						b.ReportMetric(float64(s.Stats().Fsyncs.Load())/el.Seconds(), "fsyncs/s")
+						b.ReportMetric(float64(s.Stats().Appends.Load())/float64(s.Stats().Rounds.Load()), "msgs/round")
 					})
 				}
 			}

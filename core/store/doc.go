@@ -137,7 +137,11 @@
 // records; the flusher starts the next fsync as soon as the previous one
 // returns, so concurrent appends share fsyncs (group commit). With
 // FlushAsync, Append returns once its records are written to the file, and
-// fsync runs every FlushInterval.
+// fsync runs every FlushInterval. Before it takes a round smaller than
+// 64 KiB, the flusher yields its processor while the round still grows, so
+// appenders that are ready to run join it; it waits on no timer. Under
+// FlushAsync without that, a busy flusher wrote rounds of one or two
+// records, and each write has a fixed cost in the kernel of ~10 µs.
 //
 // # Invariants
 //

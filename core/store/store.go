@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -547,6 +548,7 @@ func (s *Store) flushOnce() bool {
 			return false
 		}
 	}
+	s.gather()
 	s.mu.Lock()
 	r := s.mu.pending
 	s.mu.pending = nil
@@ -586,6 +588,31 @@ func (s *Store) flushOnce() bool {
 	s.finish(r)
 	s.recycle(r)
 	return true
+}
+
+// gatherBytes is the round size below which the flusher lets appenders
+// that are ready to run add to the round before it takes it.
+const gatherBytes = 64 << 10
+
+// gather yields the flusher's processor while the pending round is small
+// and still growing: appenders that are runnable (their requests read and
+// being decoded) add to it first. Nothing waits on a timer: when no
+// appender is ready, Gosched returns at once and the round goes as it is.
+// A write costs ~10 µs of fixed kernel work (ext4 updates the file's
+// times under a journal handle) besides its bytes, so under load a round
+// of 1–2 records paid more for that than for its data.
+func (s *Store) gather() {
+	prev := -1
+	for range 8 {
+		s.mu.Lock()
+		n := s.mu.pendingBytes
+		s.mu.Unlock()
+		if n >= gatherBytes || n == prev {
+			return
+		}
+		prev = n
+		runtime.Gosched()
+	}
 }
 
 // finish wakes r's Append callers and hands its AppendAsync callbacks to
