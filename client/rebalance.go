@@ -57,10 +57,26 @@ type rebalancer struct {
 
 // rebalanceRetry is how soon a rebalance that could not settle a topic
 // (a broker that did not answer, an offset that could not be read) runs
-// again; it doubles with each failure in a row, up to RebalanceInterval.
-// Waiting for the next periodic rebalance would leave a queue unread for
-// up to 20 s after a broker restart that interrupted one.
-const rebalanceRetry = time.Second
+// again; it doubles with each failure in a row, up to rebalanceRetryMax
+// (and never past RebalanceInterval). Waiting for the next periodic
+// rebalance would leave a queue unread for up to 20 s after a broker
+// restart that interrupted one; a longer backoff would too, since every
+// rebalance tried while the broker is down counts as a failure. The cap
+// is the pace at which RocketMQ's clients retry a failed pull.
+const (
+	rebalanceRetry    = time.Second
+	rebalanceRetryMax = 2 * time.Second
+)
+
+// retryDelay is the wait before the retry that follows the nth failure in
+// a row, for a client whose periodic rebalance runs every interval.
+func retryDelay(n int64, interval time.Duration) time.Duration {
+	d := min(rebalanceRetry<<min(max(n-1, 0), 10), rebalanceRetryMax)
+	if interval > 0 && d > interval {
+		d = interval
+	}
+	return d
+}
 
 func newRebalancer(c *consumerCore, t queueTable) *rebalancer {
 	r := &rebalancer{c: c, table: t}
@@ -86,18 +102,14 @@ func (r *rebalancer) run() {
 	r.rounds.Add(1)
 }
 
-// retryLater asks for another rebalance after rebalanceRetry, doubled for
-// each failure in a row, unless one is already scheduled.
+// retryLater asks for another rebalance after retryDelay, unless one is
+// already scheduled.
 func (r *rebalancer) retryLater() {
 	n := r.failures.Add(1)
 	if !r.retryPending.CompareAndSwap(false, true) {
 		return
 	}
-	d := rebalanceRetry << min(n-1, 10)
-	if limit := r.c.opts.RebalanceInterval; limit > 0 && d > limit {
-		d = limit
-	}
-	time.AfterFunc(d, func() {
+	time.AfterFunc(retryDelay(n, r.c.opts.RebalanceInterval), func() {
 		r.retryPending.Store(false)
 		r.c.rebalanceSoon()
 	})
