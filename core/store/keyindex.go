@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/internal/properties"
 )
 
 // The key index: for each dispatched record, one entry per key of its
@@ -35,9 +36,21 @@ const (
 // indexRecord adds the key-index entries of rec, stored at off. s.keys.mu
 // must be held; only the flusher (or recovery, before it starts) calls it.
 func (s *Store) indexRecord(rec message.Record, off int64) {
-	props := rec.Properties()
-	keys, hasKeys := props.Lookup(message.PropertyKeys)
-	uniq, hasUniq := props.Lookup(message.PropertyUniqKey)
+	// One pass for both properties; the last value of each counts, as in
+	// Properties.Lookup.
+	var keys, uniq []byte
+	var hasKeys, hasUniq bool
+	for rest := []byte(rec.Properties()); len(rest) > 0; {
+		k, v, tail, ok := properties.Next(rest)
+		rest = tail
+		switch {
+		case !ok:
+		case string(k) == message.PropertyKeys:
+			keys, hasKeys = v, true
+		case string(k) == message.PropertyUniqKey:
+			uniq, hasUniq = v, true
+		}
+	}
 	if !hasKeys && !hasUniq {
 		return
 	}
