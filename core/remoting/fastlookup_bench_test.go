@@ -4,7 +4,8 @@ import "testing"
 
 // BenchmarkFastLookup measures finding a request's FastHandler, which
 // every request does twice (decoding, then dispatching), with the
-// broker's three send codes registered: a send and a pull.
+// broker's three send codes registered: a send, which has one, and a pull,
+// which does not.
 func BenchmarkFastLookup(b *testing.B) {
 	s := &Server{}
 	for _, code := range []int16{SendMessage, SendMessageV2, SendBatchMessage} {

@@ -296,8 +296,9 @@ type fastEntry struct {
 }
 
 // fastHandler returns code's FastHandler, or nil. s.fast is written only
-// before Serve, and holds a few entries (sends and pulls), which a scan
-// finds faster than a map's hashing: the lookup runs twice per request.
+// before Serve, and holds a few entries (the broker's send codes), which a
+// scan finds faster than a map's hashing: the lookup runs twice per
+// request.
 func (s *Server) fastHandler(code int16) FastHandler {
 	for i := range s.fast {
 		if s.fast[i].code == code {
