@@ -102,8 +102,8 @@ func (r *rebalancer) run() {
 	r.rounds.Add(1)
 }
 
-// retryLater asks for another rebalance after retryDelay, unless one is
-// already scheduled.
+// retryLater asks for another rebalance after retryDelay, preceded by a
+// heartbeat, unless one is already scheduled.
 func (r *rebalancer) retryLater() {
 	n := r.failures.Add(1)
 	if !r.retryPending.CompareAndSwap(false, true) {
@@ -111,6 +111,15 @@ func (r *rebalancer) retryLater() {
 	}
 	time.AfterFunc(retryDelay(n, r.c.opts.RebalanceInterval), func() {
 		r.retryPending.Store(false)
+		select {
+		case <-r.c.quit:
+			return
+		default:
+		}
+		// A rebalance fails mostly because a broker went away. One that
+		// restarted learns this client again only from a heartbeat, and
+		// until then assigns it no queue, so heartbeat first.
+		_ = r.c.in.heartbeat()
 		r.c.rebalanceSoon()
 	})
 }
