@@ -94,7 +94,9 @@
 // up starts at the group's committed offset, else where ConsumeFrom says.
 // A rebalance that could not settle a topic (a broker that did not answer,
 // an offset that could not be read) keeps what the consumer holds and runs
-// again after 1 s, doubling with each failure in a row up to the interval.
+// again after 1 s, then every 2 s while it keeps failing, each time after
+// a heartbeat: a broker that restarted knows the client only from one, and
+// until then assigns it nothing.
 //
 // # Invariants
 //
