@@ -2,9 +2,13 @@ package message
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestPropertiesRoundTrip(t *testing.T) {
@@ -220,9 +224,40 @@ func TestOffsetMsgID(t *testing.T) {
 }
 
 func TestNewUniqID(t *testing.T) {
+	before := time.Now()
 	a, b := NewUniqID(), NewUniqID()
 	if len(a) != 32 || a == b {
 		t.Fatalf("ids %q %q", a, b)
+	}
+	for _, id := range []string{a, b} {
+		raw, err := hex.DecodeString(id)
+		if err != nil || strings.ToUpper(id) != id || id[:20] != a[:20] {
+			t.Fatalf("id %q: not uppercase hex with the process's prefix of %q (%v)", id, a[:20], err)
+		}
+		// Bytes 10..13 count milliseconds since the start of the local month.
+		month := time.Date(before.Year(), before.Month(), 1, 0, 0, 0, 0, before.Location())
+		got := month.Add(time.Duration(binary.BigEndian.Uint32(raw[10:14])) * time.Millisecond)
+		if got.Before(before.Add(-time.Millisecond)) || got.After(time.Now()) {
+			t.Fatalf("id %q: time %v, want between %v and now", id, got, before)
+		}
+	}
+	if c1, c2 := binary.BigEndian.Uint16([]byte(mustHex(t, a)[14:])), binary.BigEndian.Uint16([]byte(mustHex(t, b)[14:])); c2 != c1+1 {
+		t.Fatalf("counters %d then %d", c1, c2)
+	}
+}
+
+func mustHex(t *testing.T, s string) string {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func BenchmarkNewUniqID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = NewUniqID()
 	}
 }
 

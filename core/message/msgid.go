@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -78,13 +77,36 @@ func init() {
 }
 
 // NewUniqID mints a client-style message id (UNIQ_KEY) for a message the
-// broker creates itself: 32 hex characters, unique within this process and
-// very likely across processes.
+// broker creates itself: 32 uppercase hex characters, unique within this
+// process and very likely across processes. It allocates only the string.
 func NewUniqID() string {
 	now := time.Now()
-	monthStart := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, now.Location())
+	ms := now.UnixMilli()
+	m := uniqMonth.Load()
+	if m == nil || ms < m.start || ms >= m.end {
+		m = newUniqMonth(now)
+		uniqMonth.Store(m)
+	}
 	var b [6]byte
-	binary.BigEndian.PutUint32(b[:], uint32(now.Sub(monthStart).Milliseconds()))
+	binary.BigEndian.PutUint32(b[:], uint32(ms-m.start))
 	binary.BigEndian.PutUint16(b[4:], uint16(uniqCounter.Add(1)))
-	return fmt.Sprintf("%s%x", uniqPrefix, b[:])
+	var out [32]byte
+	n := copy(out[:], uniqPrefix)
+	for _, c := range b {
+		out[n], out[n+1] = upperHex[c>>4], upperHex[c&0xF]
+		n += 2
+	}
+	return string(out[:])
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// uniqMonth caches the local calendar month NewUniqID counts its
+// milliseconds from, as Unix ms: finding a month's start through the time
+// zone costs more than the rest of an id.
+var uniqMonth atomic.Pointer[struct{ start, end int64 }]
+
+func newUniqMonth(now time.Time) *struct{ start, end int64 } {
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, now.Location())
+	return &struct{ start, end int64 }{start.UnixMilli(), start.AddDate(0, 1, 0).UnixMilli()}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rmq-go/rmq/core/remoting"
 )
 
 // BenchmarkProduce measures the whole loop against the fake broker on
@@ -31,8 +33,9 @@ func BenchmarkProduce(b *testing.B) {
 	}
 }
 
-// BenchmarkBuild measures building one request; one op is one request,
-// and ns/msg divides its time among the messages.
+// BenchmarkBuild measures building and encoding one request, as a
+// connection writes it; one op is one request, and ns/msg divides its time
+// among the messages.
 func BenchmarkBuild(b *testing.B) {
 	for _, batch := range []int{1, 32} {
 		b.Run(fmt.Sprintf("batch=%d/size=1KiB", batch), func(b *testing.B) {
@@ -40,10 +43,16 @@ func BenchmarkBuild(b *testing.B) {
 			s := &session{opts: opts}
 			p := newProducer(s)
 			w := &worker{s: s}
-			st := &sendState{ext: p.header()}
+			st := p.newSendState()
+			w.req = remoting.Command{Code: p.code, Language: remoting.LanguageGo, Version: remoting.DefaultVersion}
+			var frame []byte
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i += batch {
 				p.build(w, st, batch, i%opts.Queues)
+				var err error
+				if frame, err = remoting.AppendFrame(frame[:0], &w.req); err != nil {
+					b.Fatal(err)
+				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/msg")
 		})

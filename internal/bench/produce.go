@@ -200,21 +200,25 @@ func (p *producer) wait(n int) bool {
 
 // sendState is one worker's reusable request parts.
 type sendState struct {
-	ext   map[string]string
-	props []byte // properties of the message being built
-	body  []byte // batch body; dropped when a call fails without a response
-	// bornMS and born cache the bornTimestamp text for one millisecond.
-	bornMS int64
-	born   string
+	// ext holds the extFields as key, value pairs (Command.SetFields), in
+	// the order the Go client's header struct lists them; build rewrites
+	// the values at the indices below.
+	ext                       []string
+	queueID, born, properties int
+	props                     []byte // properties of the message being built
+	body                      []byte // batch body; dropped when a call fails without a response
+	// bornMS and bornText cache the bornTimestamp text for one millisecond.
+	bornMS   int64
+	bornText string
 }
 
 // bornTimestamp returns the current wall time in ms as text, formatting it
 // only when the millisecond changes.
 func (st *sendState) bornTimestamp() string {
 	if ms := time.Now().UnixMilli(); ms != st.bornMS {
-		st.bornMS, st.born = ms, strconv.FormatInt(ms, 10)
+		st.bornMS, st.bornText = ms, strconv.FormatInt(ms, 10)
 	}
-	return st.born
+	return st.bornText
 }
 
 // newProps sets st.props to a new message's properties.
@@ -224,56 +228,62 @@ func (st *sendState) newProps() {
 	st.props = append(st.props, 0x02)
 }
 
-// header fills the fields of a send header that never change.
-func (p *producer) header() map[string]string {
+// newSendState returns a worker's send state with the header fields that
+// never change filled in.
+func (p *producer) newSendState() *sendState {
 	o := &p.s.opts
 	if p.code == remoting.SendMessage {
-		return map[string]string{
-			"producerGroup":         o.Group,
-			"topic":                 o.Topic,
-			"defaultTopic":          remoting.AutoCreateTopicKey,
-			"defaultTopicQueueNums": defaultTopicQueueNums,
-			"queueId":               "",
-			"sysFlag":               "0",
-			"bornTimestamp":         "",
-			"flag":                  "0",
-			"properties":            "",
-			"reconsumeTimes":        "0",
-			"unitMode":              "false",
-			"maxReconsumeTimes":     "0",
-			"batch":                 "false",
+		return &sendState{
+			ext: []string{
+				"producerGroup", o.Group,
+				"topic", o.Topic,
+				"defaultTopic", remoting.AutoCreateTopicKey,
+				"defaultTopicQueueNums", defaultTopicQueueNums,
+				"queueId", "",
+				"sysFlag", "0",
+				"bornTimestamp", "",
+				"flag", "0",
+				"properties", "",
+				"reconsumeTimes", "0",
+				"unitMode", "false",
+				"maxReconsumeTimes", "0",
+				"batch", "false",
+			},
+			queueID: 9, born: 13, properties: 17,
 		}
 	}
 	// SEND_BATCH_MESSAGE takes the one-letter V2 header.
-	return map[string]string{
-		"a": o.Group,
-		"b": o.Topic,
-		"c": remoting.AutoCreateTopicKey,
-		"d": defaultTopicQueueNums,
-		"e": "", // queueId
-		"f": "0",
-		"g": "", // bornTimestamp
-		"h": "0",
-		"i": "",
-		"j": "0",
-		"k": "false",
-		"l": "0",
-		"m": "true",
+	return &sendState{
+		ext: []string{
+			"a", o.Group,
+			"b", o.Topic,
+			"c", remoting.AutoCreateTopicKey,
+			"d", defaultTopicQueueNums,
+			"e", "", // queueId
+			"f", "0",
+			"g", "", // bornTimestamp
+			"h", "0",
+			"i", "",
+			"j", "0",
+			"k", "false",
+			"l", "0",
+			"m", "true",
+		},
+		queueID: 9, born: 13, properties: -1,
 	}
 }
 
 // build prepares w.req for a request of n messages to queue q.
 func (p *producer) build(w *worker, st *sendState, n, q int) {
+	st.ext[st.queueID] = p.queueIDs[q]
+	st.ext[st.born] = st.bornTimestamp()
 	if p.code == remoting.SendMessage {
 		st.newProps()
-		st.ext["queueId"] = p.queueIDs[q]
-		st.ext["bornTimestamp"] = st.bornTimestamp()
-		st.ext["properties"] = string(st.props)
+		st.ext[st.properties] = string(st.props)
+		w.req.SetFields(st.ext...)
 		w.req.Body = p.payload
 		return
 	}
-	st.ext["e"] = p.queueIDs[q]
-	st.ext["g"] = st.bornTimestamp()
 	body := st.body[:0]
 	for range n {
 		st.newProps()
@@ -282,18 +292,18 @@ func (p *producer) build(w *worker, st *sendState, n, q int) {
 		body, _ = message.AppendBatchEntry(body, message.BatchEntry{Body: p.payload, Properties: st.props})
 	}
 	st.body = body
+	w.req.SetFields(st.ext...)
 	w.req.Body = body
 }
 
 // loop is one worker's run: claim, pace, build, send, count.
 func (p *producer) loop(w *worker) {
 	s := p.s
-	st := &sendState{ext: p.header()}
+	st := p.newSendState()
 	w.req = remoting.Command{
-		Code:      p.code,
-		Language:  remoting.LanguageGo,
-		Version:   remoting.DefaultVersion,
-		ExtFields: st.ext,
+		Code:     p.code,
+		Language: remoting.LanguageGo,
+		Version:  remoting.DefaultVersion,
 	}
 	for {
 		n := p.claim()
