@@ -69,8 +69,9 @@
 // An offsetMsgId is the uppercase hex of the store host's address bytes, its
 // port as an int32 and the record's commit-log offset as an int64: 32 hex
 // characters for IPv4, 56 for IPv6. A client message id (property UNIQ_KEY) is
-// opaque to the broker; the broker mints one with [NewUniqID] only for
-// messages it creates itself.
+// opaque to the broker; [NewUniqID] mints one, in the clients' layout and
+// uppercase hex, for the messages the broker creates itself and those the
+// client package sends.
 //
 // # Invariants
 //

@@ -76,9 +76,9 @@ func init() {
 	uniqPrefix = strings.ToUpper(hex.EncodeToString(b[:]))
 }
 
-// NewUniqID mints a client-style message id (UNIQ_KEY) for a message the
-// broker creates itself: 32 uppercase hex characters, unique within this
-// process and very likely across processes. It allocates only the string.
+// NewUniqID mints a client-style message id (UNIQ_KEY): 32 uppercase hex
+// characters, unique within this process and very likely across processes.
+// It allocates only the string.
 func NewUniqID() string {
 	now := time.Now()
 	ms := now.UnixMilli()
