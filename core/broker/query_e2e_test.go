@@ -76,8 +76,8 @@ func TestQueryMessageByKey(t *testing.T) {
 	if resp.Code != remoting.Success || len(recs) != 5 {
 		t.Fatalf("shared: code %d %q, %d records", resp.Code, resp.Remark, len(recs))
 	}
-	if resp.ExtFields["indexLastUpdatePhyoffset"] == "" || resp.ExtFields["indexLastUpdateTimestamp"] == "" {
-		t.Errorf("response header lacks the index position: %v", resp.ExtFields)
+	if resp.Get("indexLastUpdatePhyoffset") == "" || resp.Get("indexLastUpdateTimestamp") == "" {
+		t.Errorf("response header lacks the index position: %v", resp.Fields())
 	}
 	for _, r := range recs {
 		if string(r.Topic()) != topic {

@@ -58,8 +58,8 @@ func TestReplyPushHeader(t *testing.T) {
 	before := time.Now().UnixMilli()
 	refuse <- false
 	r := reply()
-	if r.Code != remoting.Success || r.ExtFields["queueId"] != "0" || r.ExtFields["queueOffset"] != "0" || r.ExtFields["msgId"] == "" {
-		t.Fatalf("reply: %v %v", r, r.ExtFields)
+	if r.Code != remoting.Success || r.Get("queueId") != "0" || r.Get("queueOffset") != "0" || r.Get("msgId") == "" {
+		t.Fatalf("reply: %v %v", r, r.Fields())
 	}
 	push := brokertest.Wait(t, pushed, 5*time.Second, "the pushed reply")
 	if string(push.Body) != "answer" {

@@ -89,6 +89,7 @@ func NewClient(opts ClientOptions) *Client {
 		writeTimeout: defaultWriteTimeout,
 		maxQueued:    defaultMaxQueuedBytes,
 		limits:       newLimitLog(opts.Logger),
+		lazy:         (*Command).IsResponse,
 	}
 	cl.mu.conns = make(map[string]*clientConn)
 	return cl
@@ -103,6 +104,30 @@ func (cl *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comma
 		return nil, err
 	}
 	return c.call(ctx, req, req.SerializeType)
+}
+
+// InvokeAsync sends req to addr and returns once it is queued for writing,
+// without waiting for the response: done is then called exactly once, with
+// the response, or with an error when none came within timeout (wrapping
+// context.DeadlineExceeded) or the connection was lost first (wrapping
+// ErrClosed). ctx bounds only the dial and the queueing. When InvokeAsync
+// returns an error, done is not called.
+//
+// done runs on the connection's reader goroutine, a timer's or the one
+// closing the connection, so it must be quick and must not block: a call
+// that needs more (another request, say) hands its work to a goroutine of
+// its own. req is encoded before InvokeAsync returns and may be reused then;
+// its Body is kept until written unless ReleaseBody says otherwise.
+// A timeout of zero or less is a programming error and panics.
+func (cl *Client) InvokeAsync(ctx context.Context, addr string, req *Command, timeout time.Duration, done func(*Command, error)) error {
+	if timeout <= 0 {
+		panic(fmt.Sprintf("remoting: InvokeAsync timeout %v is not positive", timeout))
+	}
+	c, err := cl.conn(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return c.callAsync(ctx, req, req.SerializeType, timeout, done)
 }
 
 // InvokeOneway sends req to addr as a oneway request (flag bit 1) and

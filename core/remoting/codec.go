@@ -72,9 +72,10 @@ func appendFrameHead(dst []byte, c *Command) ([]byte, error) {
 // ErrMalformed.
 func DecodeFrame(frame []byte, c *Command) error { return decodeFrame(frame, c, nil) }
 
-// decodeFrame is DecodeFrame; a JSON request whose code lazy reports true
-// keeps its extFields as pairs (Command.rawExt) instead of a map.
-func decodeFrame(frame []byte, c *Command, lazy func(int16) bool) error {
+// decodeFrame is DecodeFrame; a JSON command that lazy (given the command
+// decoded so far) reports true for keeps its extFields as pairs
+// (Command.rawExt) instead of a map.
+func decodeFrame(frame []byte, c *Command, lazy func(*Command) bool) error {
 	m := c.ExtFields
 	clear(m)
 	*c = Command{}

@@ -95,7 +95,10 @@ type Command struct {
 	// ExtFields is the per-code header ("custom header"). Every value is a
 	// string on the wire: numbers and booleans are written as their text.
 	// On the wire: JSON "extFields" (object or null), binary int32 length +
-	// entries.
+	// entries. A JSON response a Client received, and a request decoded
+	// for a FastHandler, leave it nil and keep the fields as pairs until
+	// they are read through Get, Fields or the typed readers, which build
+	// it; code reading such a command uses those.
 	ExtFields map[string]string
 	// Body is the raw bytes after the header. A decoded Body aliases the
 	// frame it was decoded from.
@@ -111,9 +114,10 @@ type Command struct {
 	// garbage collector. Senders use it to reuse large bodies.
 	ReleaseBody func(body []byte)
 	// rawExt holds the extFields as key, value pairs while ExtFields is
-	// nil: a request decoded for a FastHandler skips building the map
-	// (decodeFrame with lazy codes). The accessors below build it on
-	// first use; DecodeSendHeaderOf reads the pairs directly.
+	// nil: a request decoded for a FastHandler, or a response decoded by a
+	// Client, skips building the map (decodeFrame's lazy). The accessors
+	// below build it on first use; DecodeSendHeaderOf reads the pairs
+	// directly.
 	rawExt []string
 }
 
@@ -173,9 +177,9 @@ func (c *Command) String() string {
 func (c *Command) Get(key string) string { return c.ext()[key] }
 
 // Fields returns the extFields map, building it first when the command
-// was decoded without it (a FastHandler's request). Code that may see such
-// a request, an Authorize hook say, reads the map through Fields rather
-// than ExtFields.
+// was decoded without it (a FastHandler's request, a Client's response).
+// Code that may see such a command, an Authorize hook say, reads the map
+// through Fields rather than ExtFields.
 func (c *Command) Fields() map[string]string { return c.ext() }
 
 // ext returns ExtFields, building it first from rawExt when the command

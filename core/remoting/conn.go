@@ -52,10 +52,11 @@ type endpoint struct {
 	handler func(c *Conn, req *Command) *Command
 	// fast, if set, is offered each request first, on the reader's
 	// goroutine (Server.HandleFast); false passes it to handler. lazy
-	// reports the codes fast serves, whose JSON extFields the reader
-	// leaves as pairs (Command.rawExt) for it.
+	// reports the commands whose JSON extFields the reader leaves as
+	// pairs (Command.rawExt): a server's requests for fast, a client's
+	// responses.
 	fast         func(c *Conn, req *Command, reply func(*Command)) bool
-	lazy         func(code int16) bool
+	lazy         func(c *Command) bool
 	logger       *slog.Logger
 	maxFrame     int
 	maxInflight  int
@@ -144,8 +145,14 @@ type Conn struct {
 	done      chan struct{}
 }
 
-// call is one request waiting for its response.
-type call struct{ ch chan *Command }
+// call is one request waiting for its response: a blocked caller's
+// channel, or an asynchronous caller's function with the timer that ends
+// its wait.
+type call struct {
+	ch    chan *Command
+	fn    func(*Command, error)
+	timer *time.Timer
+}
 
 var callPool = sync.Pool{New: func() any { return &call{ch: make(chan *Command, 1)} }}
 
@@ -202,7 +209,31 @@ func (c *Conn) closeWith(cause error) {
 		c.out.Unlock()
 		close(c.done)
 		_ = c.nc.Close()
+		c.failAsync()
 	})
+}
+
+// failAsync ends the asynchronous calls pending when the connection
+// closed. A call registers only while done is open (callAsync checks under
+// the pending lock), so none is left behind.
+func (c *Conn) failAsync() {
+	var failed []*call
+	c.pending.Lock()
+	for opaque, cl := range c.pending.m {
+		if cl.fn != nil {
+			delete(c.pending.m, opaque)
+			failed = append(failed, cl)
+		}
+	}
+	c.pending.Unlock()
+	if len(failed) == 0 {
+		return
+	}
+	err := c.closedErr()
+	for _, cl := range failed {
+		cl.timer.Stop()
+		cl.fn(nil, err)
+	}
 }
 
 // closedErr describes a call that failed because the connection is gone.
@@ -324,6 +355,66 @@ func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error
 	return nil, err
 }
 
+// callAsync sends req with an opaque of its own and returns once the frame
+// is queued; fn gets the response, or an error when none comes within
+// timeout or the connection closes first. It is called exactly once, unless
+// callAsync returns an error. See Client.InvokeAsync.
+func (c *Conn) callAsync(ctx context.Context, req *Command, st byte, timeout time.Duration, fn func(*Command, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cl := &call{fn: fn}
+	out := *req
+	out.Flag = req.Flag &^ (FlagResponse | FlagOneway)
+	out.SerializeType = st
+	fillDefaults(&out)
+	c.pending.Lock()
+	select {
+	case <-c.done:
+		c.pending.Unlock()
+		return c.closedErr()
+	default:
+	}
+	for {
+		out.Opaque = c.opaque.Add(1)
+		if _, busy := c.pending.m[out.Opaque]; !busy {
+			break
+		}
+	}
+	opaque, code := out.Opaque, req.Code
+	c.pending.m[opaque] = cl
+	alone := len(c.pending.m) == 1
+	// Set under the lock, so that whoever takes the call finds its timer.
+	cl.timer = time.AfterFunc(timeout, func() {
+		if c.take(opaque, cl) {
+			cl.fn(nil, fmt.Errorf("remoting: %s to %s: no response in %v: %w", RequestCode(code), c.remote, timeout, context.DeadlineExceeded))
+		}
+	})
+	c.pending.Unlock()
+
+	if err := c.send(&out, directIf(alone)); err != nil && c.take(opaque, cl) {
+		return err
+	}
+	// Sent, or the call was answered, expired or failed meanwhile: fn has
+	// been or will be called.
+	return nil
+}
+
+// take removes an asynchronous call from pending and stops its timer. It
+// reports false when something else took it first; that one calls fn.
+func (c *Conn) take(opaque int32, cl *call) bool {
+	c.pending.Lock()
+	mine := c.pending.m[opaque] == cl
+	if mine {
+		delete(c.pending.m, opaque)
+	}
+	c.pending.Unlock()
+	if mine {
+		cl.timer.Stop()
+	}
+	return mine
+}
+
 // abandon removes a call that stops waiting. If its response was delivered
 // meanwhile, it returns it.
 func (c *Conn) abandon(opaque int32, cl *call) (*Command, bool) {
@@ -349,11 +440,17 @@ func (c *Conn) deliver(resp *Command) {
 	cl := c.pending.m[resp.Opaque]
 	if cl != nil {
 		delete(c.pending.m, resp.Opaque)
-		cl.ch <- resp // buffered; nobody else sends on it
+		if cl.fn == nil {
+			cl.ch <- resp // buffered; nobody else sends on it
+		}
 	}
 	c.pending.Unlock()
-	if cl == nil {
+	switch {
+	case cl == nil:
 		c.ep.logger.Debug("remoting: dropping response nobody waits for", "conn", c.id, "opaque", resp.Opaque, "code", resp.Code)
+	case cl.fn != nil:
+		cl.timer.Stop()
+		cl.fn(resp, nil)
 	}
 }
 

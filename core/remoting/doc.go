@@ -92,7 +92,8 @@
 // writer goroutine, all owned by the goroutine that serves the connection:
 //
 //   - The reader decodes frames one after another. A response is handed to
-//     the call waiting for its opaque; a request is handed to a handler
+//     the call waiting for its opaque, or to its callback for
+//     [Client.InvokeAsync], which runs on the reader; a request is handed to a handler
 //     goroutine (idle ones are reused, so their grown stacks are too). When
 //     MaxInflightPerConn handlers are running, the reader waits.
 //   - Handlers run concurrently and answer in any order; a handler may keep
@@ -104,6 +105,16 @@
 //     sender's slice instead of being copied. A command's ReleaseBody hears
 //     when the connection is done with its body (copied, written, or not
 //     sent), so a sender can reuse it: the broker pools its pull bodies.
+//
+// A Client's calls wait in one of two ways. [Client.Invoke] blocks its
+// goroutine until the response, ctx's end or the connection's loss.
+// [Client.InvokeAsync] returns once the request is queued and calls back
+// with the response, or with an error after its timeout (a timer per call)
+// or when the connection closes; a caller keeping many requests in flight
+// then spends no goroutine, and no wake-up of one, per request. A JSON
+// response a Client reads keeps its extFields as pairs until they are read
+// (see Command.ExtFields), as a request for a FastHandler does, since most
+// responses are read for a field or two.
 //
 // A malformed or oversize frame closes its connection only, logged with the
 // peer's address. A handler panic is recovered, logged, and answered with
@@ -196,8 +207,11 @@
 //  5. A decoded Command shares no bytes with the frame except Body, and the
 //     server's reader gives each request a Body of its own.
 //  6. A call waiting for a response ends exactly once: with its response,
-//     with ctx's error, or with ErrClosed when its connection goes, and a
-//     response delivered at the same moment wins.
+//     with ctx's error (InvokeAsync: its timeout), or with ErrClosed when
+//     its connection goes. For Invoke, a response delivered at the same
+//     moment wins; for InvokeAsync, whichever of the response, the timer
+//     and the closing takes the call out of the connection's pending
+//     table (under its lock) completes it, and nothing else does.
 //  7. OnClose runs once per connection, after the connection is closed and
 //     its handlers have returned.
 //  8. Every goroutine is started and waited for by an owner: Serve's

@@ -11,12 +11,13 @@ func BenchmarkFastLookup(b *testing.B) {
 	for _, code := range []int16{SendMessage, SendMessageV2, SendBatchMessage} {
 		s.fast = append(s.fast, fastEntry{code, func(*Conn, *Command, func(*Command)) bool { return true }})
 	}
+	send, pull := &Command{Code: SendMessageV2}, &Command{Code: PullMessage}
 	hits := 0
 	for b.Loop() {
-		if s.isFast(SendMessageV2) {
+		if s.isFastRequest(send) {
 			hits++
 		}
-		if s.isFast(PullMessage) {
+		if s.isFastRequest(pull) {
 			hits++
 		}
 	}

@@ -72,7 +72,7 @@ var scratchPool = sync.Pool{New: func() any { return new(jsonDecoder) }}
 
 // decodeJSONHeader decodes header into c, whose fields are zero. m, if not
 // nil, is an empty map that may be reused for ExtFields.
-func decodeJSONHeader(header []byte, c *Command, m map[string]string, lazy func(int16) bool) error {
+func decodeJSONHeader(header []byte, c *Command, m map[string]string, lazy func(*Command) bool) error {
 	d := scratchPool.Get().(*jsonDecoder)
 	// out starts as a copy of the header, so that the strings that need no
 	// rewriting (nearly all) are found where they are.
@@ -85,7 +85,7 @@ func decodeJSONHeader(header []byte, c *Command, m map[string]string, lazy func(
 	return err
 }
 
-func (d *jsonDecoder) decode(c *Command, m map[string]string, lazy func(int16) bool) error {
+func (d *jsonDecoder) decode(c *Command, m map[string]string, lazy func(*Command) bool) error {
 	var (
 		language, remark = span{-1, -1}, span{-1, -1}
 		extSeen          bool // an extFields object was read after the last null
@@ -182,7 +182,7 @@ func (d *jsonDecoder) decode(c *Command, m map[string]string, lazy func(int16) b
 	if remark.start >= 0 {
 		c.Remark = all[remark.start:remark.end]
 	}
-	if extSeen && lazy != nil && !c.IsResponse() && lazy(c.Code) {
+	if extSeen && lazy != nil && lazy(c) {
 		raw := make([]string, len(d.pairs))
 		for i, sp := range d.pairs {
 			raw[i] = all[sp.start:sp.end]

@@ -12,10 +12,10 @@ func BenchmarkSendDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lazy := func(int16) bool { return true }
+	lazy := func(*Command) bool { return true }
 	for _, v := range []struct {
 		name string
-		lazy func(int16) bool
+		lazy func(*Command) bool
 	}{{"ext=map", nil}, {"ext=pairs", lazy}} {
 		b.Run(v.name, func(b *testing.B) {
 			b.ReportAllocs()

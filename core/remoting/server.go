@@ -286,7 +286,7 @@ func (s *Server) HandleFast(code int16, fh FastHandler) {
 	}
 	s.fast = append(s.fast, fastEntry{code, fh})
 	s.ep.fast = s.dispatchFast
-	s.ep.lazy = s.isFast
+	s.ep.lazy = s.isFastRequest
 }
 
 // fastEntry is one code's FastHandler.
@@ -308,8 +308,10 @@ func (s *Server) fastHandler(code int16) FastHandler {
 	return nil
 }
 
-// isFast reports whether code has a FastHandler.
-func (s *Server) isFast(code int16) bool { return s.fastHandler(code) != nil }
+// isFastRequest reports whether c is a request a FastHandler serves.
+func (s *Server) isFastRequest(c *Command) bool {
+	return !c.IsResponse() && s.fastHandler(c.Code) != nil
+}
 
 // dispatchFast offers req to its code's FastHandler, after Authorize: a
 // refusal is answered here.

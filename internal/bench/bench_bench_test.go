@@ -42,15 +42,14 @@ func BenchmarkBuild(b *testing.B) {
 			opts := Options{Batch: batch}.withDefaults(false)
 			s := &session{opts: opts}
 			p := newProducer(s)
-			w := &worker{s: s}
 			st := p.newSendState()
-			w.req = remoting.Command{Code: p.code, Language: remoting.LanguageGo, Version: remoting.DefaultVersion}
+			st.req = remoting.Command{Code: p.code, Language: remoting.LanguageGo, Version: remoting.DefaultVersion}
 			var frame []byte
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i += batch {
-				p.build(w, st, batch, i%opts.Queues)
+				p.build(st, batch, i%opts.Queues)
 				var err error
-				if frame, err = remoting.AppendFrame(frame[:0], &w.req); err != nil {
+				if frame, err = remoting.AppendFrame(frame[:0], &st.req); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -71,15 +71,21 @@
 //
 // # Measurement
 //
-// Produce keeps Conns×InFlight workers, each sending one request at a time
-// on its connection's client. Consume runs one worker per queue, at most
-// Conns×InFlight, since a queue's pulls follow one another.
+// Produce runs one worker per connection, which keeps InFlight requests
+// outstanding with remoting.Client.InvokeAsync: each is built in a
+// sendState of its own, and its callback, on the connection's reader
+// goroutine, counts it and hands the sendState back. No goroutine waits per
+// request, so the generator spends on a pipelined request little more than
+// its encoding and its share of the syscalls. Consume runs one worker per
+// queue, at most Conns×InFlight, since a queue's pulls follow one another;
+// each sends one pull at a time with Invoke.
 //
 //   - Latency is per request, from handing it to the client to reading its
-//     response. Workers share at most 16 Histograms round robin, merged for
-//     progress lines and the summary, so their memory (about 31 KiB each)
-//     does not grow with Conns×InFlight. Requests answered with an error
-//     code are included.
+//     response (Produce: to the callback, which runs as soon as the
+//     response is decoded). Workers share at most 16 Histograms round
+//     robin, merged for progress lines and the summary, so their memory
+//     (about 31 KiB each) does not grow with Conns×InFlight. Requests
+//     answered with an error code are included.
 //   - Messages counts messages the broker acknowledged (Produce) or returned
 //     (Consume); Bytes counts their bodies; MB/s is in 10^6 bytes per second.
 //   - Elapsed runs from the first request to the last response, so setup
@@ -105,10 +111,11 @@
 // by at most 10 ms of slots at once. The pacer reads a clock interface so
 // tests run it on virtual time and count requests instead of timing them.
 //
-// Each request is bounded by Timeout through a watchdog goroutine that
-// cancels the worker's context when its request has waited too long,
-// rather than a context with a deadline per request, which would cost a
-// timer and several allocations per message.
+// Each request is bounded by Timeout: Produce's by InvokeAsync's timeout,
+// Consume's through a watchdog goroutine that cancels the worker's context
+// when its request has waited too long, rather than a context with a
+// deadline per request, which would cost a timer and several allocations
+// per pull.
 //
 // # Invariants
 //
@@ -116,9 +123,9 @@
 //     returns, and every client is closed.
 //  2. Each request counts once in Requests: answered or failed. A request
 //     cut short by the caller's context does not count.
-//  3. A worker reuses its request's extFields map and body only after
-//     Invoke has returned, by which time the client has encoded them. A
-//     batch body whose call failed without a response is dropped, since the
+//  3. A request's extFields and body are reused only once the client has
+//     encoded them: after Invoke or InvokeAsync has returned. A batch
+//     body whose call failed without a response is dropped, since the
 //     connection may still hold it unsent; the single-message body is
 //     shared by all workers and never written after setup.
 //  4. Under Count, Produce attempts exactly Count messages (the last batch

@@ -51,7 +51,8 @@ func produce(ctx context.Context, opts Options, out io.Writer, clk clock) (Summa
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
 	}
-	s := newSession(ctx, opts, out, clk, opts.Conns, opts.Conns*opts.InFlight)
+	// One worker per connection keeps its InFlight requests outstanding.
+	s := newSession(ctx, opts, out, clk, opts.Conns, opts.Conns)
 	defer s.close()
 	if _, err := s.brokerCPU(); err != nil {
 		return Summary{}, err
@@ -200,6 +201,14 @@ func (p *producer) wait(n int) bool {
 
 // sendState is one worker's reusable request parts.
 type sendState struct {
+	req  remoting.Command
+	done func(*remoting.Command, error) // st's InvokeAsync callback
+	// n and sentAt are the messages and clock time of the request in
+	// flight; failed says it ended without a response, other than by
+	// timing out, so the sender pauses before the next.
+	n      int
+	sentAt time.Duration
+	failed bool
 	// ext holds the extFields as key, value pairs (Command.SetFields), in
 	// the order the Go client's header struct lists them; build rewrites
 	// the values at the indices below.
@@ -273,15 +282,15 @@ func (p *producer) newSendState() *sendState {
 	}
 }
 
-// build prepares w.req for a request of n messages to queue q.
-func (p *producer) build(w *worker, st *sendState, n, q int) {
+// build prepares st.req for a request of n messages to queue q.
+func (p *producer) build(st *sendState, n, q int) {
 	st.ext[st.queueID] = p.queueIDs[q]
 	st.ext[st.born] = st.bornTimestamp()
 	if p.code == remoting.SendMessage {
 		st.newProps()
 		st.ext[st.properties] = string(st.props)
-		w.req.SetFields(st.ext...)
-		w.req.Body = p.payload
+		st.req.SetFields(st.ext...)
+		st.req.Body = p.payload
 		return
 	}
 	body := st.body[:0]
@@ -292,42 +301,96 @@ func (p *producer) build(w *worker, st *sendState, n, q int) {
 		body, _ = message.AppendBatchEntry(body, message.BatchEntry{Body: p.payload, Properties: st.props})
 	}
 	st.body = body
-	w.req.SetFields(st.ext...)
-	w.req.Body = body
+	st.req.SetFields(st.ext...)
+	st.req.Body = body
 }
 
-// loop is one worker's run: claim, pace, build, send, count.
+// loop is one connection's run: it keeps up to InFlight requests
+// outstanding, each built in a sendState of its own that comes back to
+// free when its request is answered or has failed. It returns once the run
+// is over and every request it sent has ended.
 func (p *producer) loop(w *worker) {
 	s := p.s
-	st := p.newSendState()
-	w.req = remoting.Command{
-		Code:     p.code,
-		Language: remoting.LanguageGo,
-		Version:  remoting.DefaultVersion,
+	free := make(chan *sendState, s.opts.InFlight)
+	for range s.opts.InFlight {
+		st := p.newSendState()
+		st.req = remoting.Command{Code: p.code, Language: remoting.LanguageGo, Version: remoting.DefaultVersion}
+		st.done = func(resp *remoting.Command, err error) { p.done(w, st, free, resp, err) }
+		free <- st
 	}
+	defer func() {
+		for range s.opts.InFlight {
+			<-free
+		}
+	}()
 	for {
+		var st *sendState
+		select {
+		case st = <-free:
+		case <-s.ctx.Done():
+			return
+		}
+		if st.failed {
+			st.failed = false
+			if !s.backoff() {
+				free <- st
+				return
+			}
+		}
 		n := p.claim()
 		if n == 0 || !p.wait(n) {
+			free <- st
 			return
 		}
 		q := int(p.next.Add(1)-1) % len(p.queueIDs)
-		p.build(w, st, n, q)
-		resp, err := w.invoke()
-		switch {
-		case err != nil && s.ctx.Err() != nil:
+		p.build(st, n, q)
+		st.n, st.sentAt = n, s.clk.now()
+		err := w.client.InvokeAsync(s.ctx, s.opts.Broker, &st.req, s.opts.Timeout, st.done)
+		if err == nil {
+			continue
+		}
+		free <- st
+		if s.ctx.Err() != nil {
 			return
-		case err != nil:
-			s.failed(nil, err)
-			// The connection may still hold the body it did not send.
-			st.body = nil
-			if !errors.Is(err, ErrTimeout) && !s.backoff() {
-				return
-			}
-		case resp.Code != remoting.Success:
-			s.failed(resp, nil)
-		default:
-			s.messages.Add(int64(n))
-			s.bytes.Add(int64(n) * int64(s.opts.Size))
+		}
+		s.requests.Add(1)
+		s.failed(nil, err)
+		// The connection may still hold the body it did not send.
+		st.body = nil
+		if !s.backoff() {
+			return
 		}
 	}
+}
+
+// done ends st's request with its response or error, on the connection's
+// reader goroutine (or its timer's), and gives st back to free. It must not
+// block: free has room for every sendState of the connection.
+func (p *producer) done(w *worker, st *sendState, free chan<- *sendState, resp *remoting.Command, err error) {
+	s := p.s
+	lat := s.clk.now() - st.sentAt
+	switch {
+	case err != nil && s.ctx.Err() != nil:
+		// The run was stopped; this request does not count.
+	case err != nil:
+		s.requests.Add(1)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %s unanswered after %v", ErrTimeout, remoting.RequestCode(p.code), s.opts.Timeout)
+		} else {
+			st.failed = true // the sender pauses before using st again
+		}
+		s.failed(nil, err)
+		// The connection may still hold the body it did not send.
+		st.body = nil
+	case resp.Code != remoting.Success:
+		s.requests.Add(1)
+		w.hist.record(lat)
+		s.failed(resp, nil)
+	default:
+		s.requests.Add(1)
+		w.hist.record(lat)
+		s.messages.Add(int64(st.n))
+		s.bytes.Add(int64(st.n) * int64(s.opts.Size))
+	}
+	free <- st
 }
