@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rmq-go/rmq/internal/cputime"
 )
@@ -76,7 +77,9 @@ func BenchmarkHeader(b *testing.B) {
 // in flight, to a server whose handler echoes them.
 // BenchmarkEcho measures a request/response round trip through a Server,
 // its answer built on a worker goroutine (path=handler) or on the reader
-// (path=fast, a FastHandler answering at once).
+// (path=fast, a FastHandler answering at once), and called with Invoke from
+// a goroutine per request in flight (call=sync) or with InvokeAsync from one
+// goroutine per connection (call=async).
 func BenchmarkEcho(b *testing.B) {
 	const conns = 64
 	answer := func(req *Command) *Command {
@@ -87,9 +90,14 @@ func BenchmarkEcho(b *testing.B) {
 	for _, c := range []struct {
 		path  string
 		depth int
-	}{{"handler", 1}, {"fast", 1}, {"handler", 8}, {"fast", 8}} {
+		async bool
+	}{{"handler", 1, false}, {"fast", 1, false}, {"handler", 8, false}, {"fast", 8, false}, {"fast", 8, true}} {
 		depth := c.depth
-		b.Run(fmt.Sprintf("path=%s/conns=%d/inflight=%d", c.path, conns, depth), func(b *testing.B) {
+		call := "sync"
+		if c.async {
+			call = "async"
+		}
+		b.Run(fmt.Sprintf("path=%s/conns=%d/inflight=%d/call=%s", c.path, conns, depth, call), func(b *testing.B) {
 			s := NewServer(ServerOptions{})
 			s.Handle(SendMessage, func(c *Conn, req *Command) *Command { return answer(req) })
 			if c.path == "fast" {
@@ -118,6 +126,34 @@ func BenchmarkEcho(b *testing.B) {
 			cpu0 := cputime.Process()
 			var wg sync.WaitGroup
 			for _, cl := range clients {
+				if c.async {
+					wg.Go(func() {
+						tokens := make(chan struct{}, depth)
+						for range depth {
+							tokens <- struct{}{}
+						}
+						done := func(resp *Command, err error) {
+							if err != nil || resp.Code != Success {
+								b.Error(resp, err)
+							}
+							tokens <- struct{}{}
+						}
+						for {
+							<-tokens
+							if left.Add(-1) < 0 {
+								break
+							}
+							if err := cl.InvokeAsync(ctx, addr, req, time.Minute, done); err != nil {
+								b.Error(err)
+								break
+							}
+						}
+						for range depth - 1 { // the one taken last was not used
+							<-tokens
+						}
+					})
+					continue
+				}
 				for range depth {
 					wg.Go(func() {
 						for left.Add(-1) >= 0 {
