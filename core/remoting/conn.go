@@ -315,20 +315,9 @@ func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error
 		return nil, err
 	}
 	cl := callPool.Get().(*call)
-	out := *req
-	out.Flag = req.Flag &^ (FlagResponse | FlagOneway)
-	out.SerializeType = st
-	fillDefaults(&out)
+	out := outgoing(req, st)
 	c.pending.Lock()
-	for {
-		// Skip opaques still pending after the counter wraps.
-		out.Opaque = c.opaque.Add(1)
-		if _, busy := c.pending.m[out.Opaque]; !busy {
-			break
-		}
-	}
-	c.pending.m[out.Opaque] = cl
-	alone := len(c.pending.m) == 1
+	alone := c.registerLocked(&out, cl)
 	c.pending.Unlock()
 
 	// A lone call writes itself; with others in flight the writer gathers
@@ -355,6 +344,31 @@ func (c *Conn) call(ctx context.Context, req *Command, st byte) (*Command, error
 	return nil, err
 }
 
+// outgoing returns the copy of req that a call sends: a request in
+// serialization st, with the defaults filled in.
+func outgoing(req *Command, st byte) Command {
+	out := *req
+	out.Flag = req.Flag &^ (FlagResponse | FlagOneway)
+	out.SerializeType = st
+	fillDefaults(&out)
+	return out
+}
+
+// registerLocked gives out an opaque no pending call has and records cl
+// under it. It reports whether cl is the only call pending. c.pending must
+// be held.
+func (c *Conn) registerLocked(out *Command, cl *call) (alone bool) {
+	for {
+		// Skip opaques still pending after the counter wraps.
+		out.Opaque = c.opaque.Add(1)
+		if _, busy := c.pending.m[out.Opaque]; !busy {
+			break
+		}
+	}
+	c.pending.m[out.Opaque] = cl
+	return len(c.pending.m) == 1
+}
+
 // callAsync sends req with an opaque of its own and returns once the frame
 // is queued; fn gets the response, or an error when none comes within
 // timeout or the connection closes first. It is called exactly once, unless
@@ -364,10 +378,7 @@ func (c *Conn) callAsync(ctx context.Context, req *Command, st byte, timeout tim
 		return err
 	}
 	cl := &call{fn: fn}
-	out := *req
-	out.Flag = req.Flag &^ (FlagResponse | FlagOneway)
-	out.SerializeType = st
-	fillDefaults(&out)
+	out := outgoing(req, st)
 	c.pending.Lock()
 	select {
 	case <-c.done:
@@ -375,15 +386,8 @@ func (c *Conn) callAsync(ctx context.Context, req *Command, st byte, timeout tim
 		return c.closedErr()
 	default:
 	}
-	for {
-		out.Opaque = c.opaque.Add(1)
-		if _, busy := c.pending.m[out.Opaque]; !busy {
-			break
-		}
-	}
+	alone := c.registerLocked(&out, cl)
 	opaque, code := out.Opaque, req.Code
-	c.pending.m[opaque] = cl
-	alone := len(c.pending.m) == 1
 	// Set under the lock, so that whoever takes the call finds its timer.
 	cl.timer = time.AfterFunc(timeout, func() {
 		if c.take(opaque, cl) {
