@@ -108,6 +108,36 @@ func TestInvokeAsyncTimeout(t *testing.T) {
 	}
 }
 
+func TestInvokeAsyncContext(t *testing.T) {
+	held := make(chan struct{}, 1)
+	s := NewServer(ServerOptions{})
+	s.Handle(codeHold, func(c *Conn, req *Command) *Command {
+		held <- struct{}{}
+		return nil
+	})
+	addr := startServer(t, s)
+	cl := newTestClient(t, ClientOptions{})
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	got := make(chan *asyncResult, 1)
+	r := new(asyncResult)
+	if err := cl.InvokeAsync(ctx, addr, NewRequest(codeHold, nil, nil), time.Minute, r.done(got)); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	cancel()
+	<-got
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("call whose context ended: %v, want context.Canceled", r.err)
+	}
+	if err := cl.InvokeAsync(ctx, addr, NewRequest(codeHold, nil, nil), time.Minute, r.done(got)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("InvokeAsync with an ended context: %v", err)
+	}
+	if c := r.calls.Load(); c != 1 {
+		t.Fatalf("done called %d times", c)
+	}
+}
+
 func TestInvokeAsyncConnectionLost(t *testing.T) {
 	const n = 8
 	held := make(chan *Conn, n)
@@ -161,8 +191,8 @@ func TestInvokeAsyncConnectionLost(t *testing.T) {
 	}
 }
 
-// TestInvokeAsyncExactlyOnce races responses against timeouts and a
-// closing connection: whichever wins, each done runs once.
+// TestInvokeAsyncExactlyOnce races responses against timeouts, ended
+// contexts and a closing connection: whichever wins, each done runs once.
 func TestInvokeAsyncExactlyOnce(t *testing.T) {
 	s := NewServer(ServerOptions{})
 	s.Handle(codeEcho, echo)
@@ -180,7 +210,14 @@ func TestInvokeAsyncExactlyOnce(t *testing.T) {
 		r := new(asyncResult)
 		// Timeouts of 1–100 µs, about as long as a loopback round trip.
 		timeout := time.Duration(1+i%100) * time.Microsecond
-		if err := cl.InvokeAsync(ctx, addr, NewRequest(codeEcho, nil, nil), timeout, r.done(got)); err != nil {
+		callCtx, cancel := context.WithCancel(ctx)
+		err := cl.InvokeAsync(callCtx, addr, NewRequest(codeEcho, nil, nil), timeout, r.done(got))
+		if i%3 == 0 {
+			cancel() // races with the response and the timer
+		} else {
+			defer cancel()
+		}
+		if err != nil {
 			// The connection was closed under us (below) and not yet
 			// redialled: this call never started, and done is not called.
 			if !errors.Is(err, ErrClosed) {

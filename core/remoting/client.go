@@ -109,9 +109,11 @@ func (cl *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comma
 // InvokeAsync sends req to addr and returns once it is queued for writing,
 // without waiting for the response: done is then called exactly once, with
 // the response, or with an error when none came within timeout (wrapping
-// context.DeadlineExceeded) or the connection was lost first (wrapping
-// ErrClosed). ctx bounds only the dial and the queueing. When InvokeAsync
-// returns an error, done is not called.
+// context.DeadlineExceeded), ctx ended first (wrapping its error) or the
+// connection was lost first (wrapping ErrClosed). When InvokeAsync returns
+// an error, done is not called. A ctx that can end costs a
+// context.AfterFunc per call; a caller that keeps many requests in flight
+// and ends them otherwise passes one that cannot (context.WithoutCancel).
 //
 // done runs on the connection's reader goroutine, a timer's or the one
 // closing the connection, so it must be quick and must not block: a call

@@ -146,12 +146,22 @@ type Conn struct {
 }
 
 // call is one request waiting for its response: a blocked caller's
-// channel, or an asynchronous caller's function with the timer that ends
-// its wait.
+// channel, or an asynchronous caller's function with the timer, and the
+// context hook if its context can end, that end its wait.
 type call struct {
 	ch    chan *Command
 	fn    func(*Command, error)
 	timer *time.Timer
+	stop  func() bool // context.AfterFunc's; nil when the context cannot end
+}
+
+// disarm stops what would end an asynchronous call's wait; its caller has
+// taken the call out of pending, so either would find nothing to do.
+func (cl *call) disarm() {
+	cl.timer.Stop()
+	if cl.stop != nil {
+		cl.stop()
+	}
 }
 
 var callPool = sync.Pool{New: func() any { return &call{ch: make(chan *Command, 1)} }}
@@ -231,7 +241,7 @@ func (c *Conn) failAsync() {
 	}
 	err := c.closedErr()
 	for _, cl := range failed {
-		cl.timer.Stop()
+		cl.disarm()
 		cl.fn(nil, err)
 	}
 }
@@ -371,8 +381,8 @@ func (c *Conn) registerLocked(out *Command, cl *call) (alone bool) {
 
 // callAsync sends req with an opaque of its own and returns once the frame
 // is queued; fn gets the response, or an error when none comes within
-// timeout or the connection closes first. It is called exactly once, unless
-// callAsync returns an error. See Client.InvokeAsync.
+// timeout, ctx ends or the connection closes first. It is called exactly
+// once, unless callAsync returns an error. See Client.InvokeAsync.
 func (c *Conn) callAsync(ctx context.Context, req *Command, st byte, timeout time.Duration, fn func(*Command, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -388,12 +398,20 @@ func (c *Conn) callAsync(ctx context.Context, req *Command, st byte, timeout tim
 	}
 	alone := c.registerLocked(&out, cl)
 	opaque, code := out.Opaque, req.Code
-	// Set under the lock, so that whoever takes the call finds its timer.
+	// Both are set under the lock, so that whoever takes the call finds
+	// them; either that fires meanwhile waits for the lock.
 	cl.timer = time.AfterFunc(timeout, func() {
 		if c.take(opaque, cl) {
 			cl.fn(nil, fmt.Errorf("remoting: %s to %s: no response in %v: %w", RequestCode(code), c.remote, timeout, context.DeadlineExceeded))
 		}
 	})
+	if ctx.Done() != nil {
+		cl.stop = context.AfterFunc(ctx, func() {
+			if c.take(opaque, cl) {
+				cl.fn(nil, fmt.Errorf("remoting: %s to %s: %w", RequestCode(code), c.remote, ctx.Err()))
+			}
+		})
+	}
 	c.pending.Unlock()
 
 	if err := c.send(&out, directIf(alone)); err != nil && c.take(opaque, cl) {
@@ -404,7 +422,7 @@ func (c *Conn) callAsync(ctx context.Context, req *Command, st byte, timeout tim
 	return nil
 }
 
-// take removes an asynchronous call from pending and stops its timer. It
+// take removes an asynchronous call from pending and disarms it. It
 // reports false when something else took it first; that one calls fn.
 func (c *Conn) take(opaque int32, cl *call) bool {
 	c.pending.Lock()
@@ -414,7 +432,7 @@ func (c *Conn) take(opaque int32, cl *call) bool {
 	}
 	c.pending.Unlock()
 	if mine {
-		cl.timer.Stop()
+		cl.disarm()
 	}
 	return mine
 }
@@ -453,7 +471,7 @@ func (c *Conn) deliver(resp *Command) {
 	case cl == nil:
 		c.ep.logger.Debug("remoting: dropping response nobody waits for", "conn", c.id, "opaque", resp.Opaque, "code", resp.Code)
 	case cl.fn != nil:
-		cl.timer.Stop()
+		cl.disarm()
 		cl.fn(resp, nil)
 	}
 }

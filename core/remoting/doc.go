@@ -109,9 +109,10 @@
 // A Client's calls wait in one of two ways. [Client.Invoke] blocks its
 // goroutine until the response, ctx's end or the connection's loss.
 // [Client.InvokeAsync] returns once the request is queued and calls back
-// with the response, or with an error after its timeout (a timer per call)
-// or when the connection closes; a caller keeping many requests in flight
-// then spends no goroutine, and no wake-up of one, per request. A JSON
+// with the response, or with an error after its timeout (a timer per call),
+// when its context ends or when the connection closes; a caller keeping
+// many requests in flight then spends no goroutine, and no wake-up of one,
+// per request. A JSON
 // response a Client reads keeps its extFields as pairs until they are read
 // (see Command.ExtFields), as a request for a FastHandler does, since most
 // responses are read for a field or two.
@@ -207,11 +208,12 @@
 //  5. A decoded Command shares no bytes with the frame except Body, and the
 //     server's reader gives each request a Body of its own.
 //  6. A call waiting for a response ends exactly once: with its response,
-//     with ctx's error (InvokeAsync: its timeout), or with ErrClosed when
-//     its connection goes. For Invoke, a response delivered at the same
-//     moment wins; for InvokeAsync, whichever of the response, the timer
-//     and the closing takes the call out of the connection's pending
-//     table (under its lock) completes it, and nothing else does.
+//     with ctx's error (InvokeAsync: or its timeout's), or with ErrClosed
+//     when its connection goes. For Invoke, a response delivered at the
+//     same moment wins; for InvokeAsync, whichever of the response, the
+//     timer, the context and the closing takes the call out of the
+//     connection's pending table (under its lock) completes it, and
+//     nothing else does.
 //  7. OnClose runs once per connection, after the connection is closed and
 //     its handlers have returned.
 //  8. Every goroutine is started and waited for by an owner: Serve's

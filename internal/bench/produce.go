@@ -323,6 +323,7 @@ func (p *producer) loop(w *worker) {
 			<-free
 		}
 	}()
+	callCtx := context.WithoutCancel(s.ctx)
 	for {
 		var st *sendState
 		select {
@@ -345,7 +346,9 @@ func (p *producer) loop(w *worker) {
 		q := int(p.next.Add(1)-1) % len(p.queueIDs)
 		p.build(st, n, q)
 		st.n, st.sentAt = n, s.clk.now()
-		err := w.client.InvokeAsync(s.ctx, s.opts.Broker, &st.req, s.opts.Timeout, st.done)
+		// The loop watches s.ctx itself; requests already sent end with
+		// their response or Timeout, without a context hook per request.
+		err := w.client.InvokeAsync(callCtx, s.opts.Broker, &st.req, s.opts.Timeout, st.done)
 		if err == nil {
 			continue
 		}
