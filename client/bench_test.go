@@ -266,3 +266,42 @@ func fill(b *testing.B, ns, topic string, n int) {
 		sent += k
 	}
 }
+
+// BenchmarkClientProduceAsync keeps benchWindow SendAsync calls of our
+// client outstanding at once.
+func BenchmarkClientProduceAsync(b *testing.B) {
+	const benchWindow = 256
+	body := make([]byte, benchBody)
+	ns := brokerProcess(b)
+	topic := brokertest.Name("BenchProduceAsync")
+	fill(b, ns, topic, 1) // creates the topic with 8 queues
+	p, err := NewProducer(ProducerOptions{Client: ClientOptions{NameServers: []string{ns}, InstanceName: brokertest.Name("p"), Logger: brokertest.Logger()}, Group: "bench", DefaultTopicQueueNums: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	if _, err := p.SendSync(context.Background(), NewMessage(topic, body)); err != nil { // connects
+		b.Fatal(err)
+	}
+	window := make(chan struct{}, benchWindow)
+	done := func(_ *SendResult, err error) {
+		if err != nil {
+			b.Error(err)
+		}
+		<-window
+	}
+	measure(b, b.N, func() {
+		for range b.N {
+			window <- struct{}{}
+			if err := p.SendAsync(context.Background(), done, NewMessage(topic, body)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range benchWindow {
+			window <- struct{}{}
+		}
+	})
+}

@@ -395,7 +395,10 @@ func (p *Producer) SendSyncTo(ctx context.Context, selector QueueSelector, arg a
 // outcome from another goroutine. It returns an error, and does not call
 // callback, when the send cannot start: the producer is not running or the
 // messages are invalid. ctx bounds the whole send, also after SendAsync
-// returns. Shutdown waits for sends under way.
+// returns. Shutdown waits for sends under way. When the topic's route and
+// a connection to the chosen broker are at hand, as for all but the first
+// sends, the request is queued before SendAsync returns and no goroutine
+// waits for the answer; only the callback gets one.
 func (p *Producer) SendAsync(ctx context.Context, callback func(*SendResult, error), msgs ...*Message) error {
 	if callback == nil {
 		panic("client: SendAsync with a nil callback")
@@ -412,6 +415,9 @@ func (p *Producer) SendAsync(ctx context.Context, callback func(*SendResult, err
 	in := p.mu.in
 	p.wg.Add(1)
 	p.mu.Unlock()
+	if p.sendAsyncNow(ctx, in, o, msgs[0], callback) {
+		return nil
+	}
 	go func() {
 		defer p.wg.Done()
 		ctx, cancel := context.WithTimeout(ctx, p.opts.SendTimeout)
@@ -419,6 +425,42 @@ func (p *Producer) SendAsync(ctx context.Context, callback func(*SendResult, err
 		callback(p.sendOnce(ctx, in, o, msgs[0], false))
 	}()
 	return nil
+}
+
+// sendAsyncNow sends o when its topic's route and the chosen broker's
+// address are known, without a goroutine waiting for the answer: the
+// request is queued here and the answer read on the connection's reader,
+// which starts a goroutine only to run callback (which may block). It
+// reports false, having sent nothing, when a lookup or a dial is needed
+// first; SendAsync then does the whole send on a goroutine.
+func (p *Producer) sendAsyncNow(ctx context.Context, in *instance, o *outgoing, first *Message, callback func(*SendResult, error)) bool {
+	r := in.cachedRoute(o.topic)
+	if r == nil || len(r.writeQueues) == 0 {
+		return false
+	}
+	p.mu.Lock()
+	p.mu.topics[o.topic] = struct{}{} // keep the route refreshed, as writeQueues does
+	p.mu.Unlock()
+	q := p.selectQueue(first, r.writeQueues, "")
+	addr, ok := in.masterAddr(q.BrokerName)
+	if !ok || !in.rc.Connected(addr) {
+		return false
+	}
+	start := time.Now()
+	err := in.rc.InvokeAsync(ctx, addr, p.request(o, q), p.opts.SendTimeout, func(resp *remoting.Command, err error) {
+		p.fault.record(q, time.Since(start), err != nil)
+		var res *SendResult
+		if err != nil {
+			err = fmt.Errorf("client: send to %s (%s): %w", q.BrokerName, addr, err)
+		} else {
+			res, err = p.result(o, q, resp)
+		}
+		go func() {
+			defer p.wg.Done()
+			callback(res, err)
+		}()
+	})
+	return err == nil
 }
 
 // SendOneway sends msgs once without waiting for the broker's answer; it

@@ -118,6 +118,9 @@ func TestInvokeAsyncContext(t *testing.T) {
 	addr := startServer(t, s)
 	cl := newTestClient(t, ClientOptions{})
 
+	if cl.Connected(addr) {
+		t.Fatal("Connected before any call")
+	}
 	ctx, cancel := context.WithCancel(testCtx(t))
 	got := make(chan *asyncResult, 1)
 	r := new(asyncResult)
@@ -125,6 +128,9 @@ func TestInvokeAsyncContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-held
+	if !cl.Connected(addr) {
+		t.Fatal("not Connected while a call is pending")
+	}
 	cancel()
 	<-got
 	if !errors.Is(r.err, context.Canceled) {

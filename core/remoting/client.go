@@ -142,6 +142,31 @@ func (cl *Client) InvokeOneway(ctx context.Context, addr string, req *Command) e
 	return c.oneway(ctx, req, req.SerializeType)
 }
 
+// Connected reports whether the client holds a live connection to addr,
+// so that a call to addr now would not wait for a dial.
+func (cl *Client) Connected(addr string) bool {
+	cl.mu.Lock()
+	e := cl.mu.conns[addr]
+	cl.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case <-e.ready:
+	default:
+		return false // being dialled
+	}
+	if e.conn == nil {
+		return false
+	}
+	select {
+	case <-e.conn.Done():
+		return false
+	default:
+		return true
+	}
+}
+
 // conn returns the live connection for addr, dialling if there is none.
 func (cl *Client) conn(ctx context.Context, addr string) (*Conn, error) {
 	for {
