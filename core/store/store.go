@@ -599,8 +599,9 @@ const gatherBytes = 64 << 10
 // being decoded) add to it first. Nothing waits on a timer: when no
 // appender is ready, Gosched returns at once and the round goes as it is.
 // A write costs ~10 µs of fixed kernel work besides its bytes (measured on
-// ext4 here; most likely its journaled update of the file's times), so
-// under load a round of 1–2 records paid more for that than for its data.
+// ext4 here, which runs without a journal; the cause is not pinned down),
+// so under load a round of 1–2 records paid more for that than for its
+// data.
 func (s *Store) gather() {
 	prev := -1
 	for range 8 {
