@@ -352,14 +352,14 @@ func (p *producer) loop(w *worker) {
 		if err == nil {
 			continue
 		}
+		// The connection may still hold the body it did not send.
+		st.body = nil
 		free <- st
 		if s.ctx.Err() != nil {
 			return
 		}
 		s.requests.Add(1)
 		s.failed(nil, err)
-		// The connection may still hold the body it did not send.
-		st.body = nil
 		if !s.backoff() {
 			return
 		}
