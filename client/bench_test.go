@@ -136,14 +136,7 @@ func BenchmarkClientProduce(b *testing.B) {
 			var send func(ctx context.Context) error
 			switch impl {
 			case "ours":
-				p, err := NewProducer(ProducerOptions{Client: ClientOptions{NameServers: []string{ns}, InstanceName: brokertest.Name("p"), Logger: brokertest.Logger()}, Group: "bench", DefaultTopicQueueNums: 8})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := p.Start(); err != nil {
-					b.Fatal(err)
-				}
-				defer p.Shutdown(context.Background())
+				p := benchProducer(b, ns)
 				send = func(ctx context.Context) error {
 					_, err := p.SendSync(ctx, NewMessage(topic, body))
 					return err
@@ -275,14 +268,7 @@ func BenchmarkClientProduceAsync(b *testing.B) {
 	ns := brokerProcess(b)
 	topic := brokertest.Name("BenchProduceAsync")
 	fill(b, ns, topic, 1) // creates the topic with 8 queues
-	p, err := NewProducer(ProducerOptions{Client: ClientOptions{NameServers: []string{ns}, InstanceName: brokertest.Name("p"), Logger: brokertest.Logger()}, Group: "bench", DefaultTopicQueueNums: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer p.Shutdown(context.Background())
+	p := benchProducer(b, ns)
 	if _, err := p.SendSync(context.Background(), NewMessage(topic, body)); err != nil { // connects
 		b.Fatal(err)
 	}
@@ -304,4 +290,18 @@ func BenchmarkClientProduceAsync(b *testing.B) {
 			window <- struct{}{}
 		}
 	})
+}
+
+// benchProducer starts one of our producers on name server ns, shut down
+// when the benchmark ends.
+func benchProducer(b *testing.B, ns string) *Producer {
+	p, err := NewProducer(ProducerOptions{Client: ClientOptions{NameServers: []string{ns}, InstanceName: brokertest.Name("p"), Logger: brokertest.Logger()}, Group: "bench", DefaultTopicQueueNums: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	return p
 }
