@@ -234,15 +234,7 @@ func TestInvokeAsyncExactlyOnce(t *testing.T) {
 		results = append(results, r)
 		if i == n/2 {
 			wg.Go(func() {
-				cl.mu.Lock()
-				var conns []*Conn
-				for _, e := range cl.mu.conns {
-					if e.conn != nil {
-						conns = append(conns, e.conn)
-					}
-				}
-				cl.mu.Unlock()
-				for _, c := range conns {
+				for _, c := range cl.dialled() {
 					_ = c.Close()
 				}
 			})

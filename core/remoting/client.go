@@ -252,16 +252,23 @@ func (cl *Client) dialAndServe(addr string, e *clientConn) {
 func (cl *Client) Close() error {
 	cl.mu.Lock()
 	cl.mu.closed = true
+	cl.mu.Unlock()
+	for _, c := range cl.dialled() {
+		c.closeWith(ErrClientClosed)
+	}
+	cl.wg.Wait()
+	return nil
+}
+
+// dialled returns the connections whose dial has succeeded, live or not.
+func (cl *Client) dialled() []*Conn {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
 	var conns []*Conn
 	for _, e := range cl.mu.conns {
 		if e.conn != nil {
 			conns = append(conns, e.conn)
 		}
 	}
-	cl.mu.Unlock()
-	for _, c := range conns {
-		c.closeWith(ErrClientClosed)
-	}
-	cl.wg.Wait()
-	return nil
+	return conns
 }

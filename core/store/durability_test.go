@@ -178,22 +178,7 @@ func TestWriteErrorsLoseNothingAcknowledged(t *testing.T) {
 				want[body] = 1
 			}
 			failing.Store(false)
-			check := func(s *store.Store) {
-				got := readAll(t, s, "E", 1)
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("stored %v, want %v", got, want)
-				}
-				if _, mx := s.QueueOffsets("E", 0); mx != int64(len(want)) {
-					t.Fatalf("max offset %d, want %d (no gaps for failed appends)", mx, len(want))
-				}
-			}
-			check(s)
-			s.Close()
-			// A crash now keeps exactly the acknowledged appends.
-			o.FS = mem.CrashClone(vfs.CrashCloneCfg{})
-			s = storetest.Open(t, o)
-			defer s.Close()
-			check(s)
+			checkAcknowledged(t, s, o, mem, "E", want)
 		})
 	}
 }
@@ -245,13 +230,22 @@ func TestWriteErrorsWithRoundsInFlight(t *testing.T) {
 	if len(acked) == 0 || len(acked) == 3000 {
 		t.Fatalf("%d of 3000 appends acknowledged; want some to fail", len(acked))
 	}
+	checkAcknowledged(t, s, o, mem, "W", acked)
+}
+
+// checkAcknowledged checks that queue 0 of topic in s holds exactly the
+// bodies of want, each at an offset of its own (no gaps for failed
+// appends), then closes s and checks the same after a crash of mem that
+// keeps only what was synced.
+func checkAcknowledged(t *testing.T, s *store.Store, o store.Options, mem *vfs.MemFS, topic string, want map[string]int) {
+	t.Helper()
 	check := func(s *store.Store) {
 		t.Helper()
-		if got := readAll(t, s, "W", 1); fmt.Sprint(got) != fmt.Sprint(acked) {
-			t.Fatalf("read back %d distinct bodies (%d acknowledged); first differences: %v", len(got), len(acked), firstDiff(got, acked))
+		if got := readAll(t, s, topic, 1); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("read back %d distinct bodies (%d acknowledged); first differences: %v", len(got), len(want), firstDiff(got, want))
 		}
-		if _, mx := s.QueueOffsets("W", 0); mx != int64(len(acked)) {
-			t.Fatalf("max offset %d, want %d", mx, len(acked))
+		if _, mx := s.QueueOffsets(topic, 0); mx != int64(len(want)) {
+			t.Fatalf("max offset %d, want %d (no gaps for failed appends)", mx, len(want))
 		}
 	}
 	check(s)
