@@ -183,33 +183,31 @@ func TestWriteErrorsLoseNothingAcknowledged(t *testing.T) {
 	}
 }
 
-// TestWriteErrorsWithRoundsInFlight fails commit-log writes now and then
+// TestWriteErrorsWithRoundsInFlight fails every fifth commit-log write
 // while many appends are in flight, so that a write fails while earlier
 // rounds are stored but not yet dispatched: the rollback must not hand
 // their queue offsets out again. Every acknowledged append is read back
 // once, at an offset of its own, before and after a crash.
 func TestWriteErrorsWithRoundsInFlight(t *testing.T) {
-	var (
-		failing atomic.Bool
-		writes  atomic.Int64
-	)
+	// Every fifth commit-log write fails. Appends wait while more than
+	// 4 KiB are pending, so the 3,000 of them make rounds of a few dozen
+	// and many writes, however the goroutines are scheduled, and a write
+	// fails while the rounds before it are still being dispatched.
+	var writes atomic.Int64
 	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		// Every fifth commit-log write fails while failing is set: the
-		// rounds before it are stored and may not be dispatched yet.
-		if failing.Load() && op.Kind == errorfs.OpFileWriteAt && strings.Contains(op.Path, "commitlog") && writes.Add(1)%5 == 0 {
+		if op.Kind == errorfs.OpFileWriteAt && strings.Contains(op.Path, "commitlog") && writes.Add(1)%5 == 0 {
 			return errorfs.ErrInjected
 		}
 		return nil
 	})
 	mem := vfs.NewCrashableMem()
-	o := store.Options{Dir: "/d", FS: errorfs.Wrap(mem, inj), Logger: quietLogger()}
+	o := store.Options{Dir: "/d", FS: errorfs.Wrap(mem, inj), Logger: quietLogger(), MaxPendingBytes: 4 << 10}
 	s := storetest.Open(t, o)
 	var (
 		mu    sync.Mutex
 		acked = map[string]int{}
 		wg    sync.WaitGroup
 	)
-	failing.Store(true)
 	for i := range 3000 {
 		body := fmt.Sprint("w", i)
 		wg.Add(1)
@@ -226,7 +224,6 @@ func TestWriteErrorsWithRoundsInFlight(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	failing.Store(false)
 	if len(acked) == 0 || len(acked) == 3000 {
 		t.Fatalf("%d of 3000 appends acknowledged; want some to fail", len(acked))
 	}
