@@ -107,6 +107,20 @@ const (
 	FlowControl                = 215 // FLOW_CONTROL
 )
 
+// isRefusal reports whether a response code refuses its request, rather
+// than answering it (SUCCESS) or reporting a normal outcome such as
+// PULL_NOT_FOUND or QUERY_NOT_FOUND. A Server logs the requests it
+// refuses (Conn.noteRefusal).
+func isRefusal(code int16) bool {
+	switch code {
+	case SystemError, SystemBusy, RequestCodeNotSupported, MessageIllegal, ServiceNotAvailable,
+		NoPermission, TopicNotExist, SubscriptionParseFailed, SubscriptionNotExist,
+		SubscriptionGroupNotExist, FilterDataNotExist, TransactionStateGroupWrong, FlowControl:
+		return true
+	}
+	return false
+}
+
 // ResponseNotEncodable is what a Server answers when a handler's response
 // cannot be sent: larger than the frame limit (ServerOptions.MaxFrameSize),
 // a header beyond MaxHeaderSize, or otherwise not encodable. The handler

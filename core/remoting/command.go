@@ -107,6 +107,9 @@ type Command struct {
 	// or is to be sent in: SerializeJSON or SerializeRocketMQ. A response is
 	// always sent in the serialization of its request.
 	SerializeType byte
+	// refusalLogged marks a refusal already logged, by Authorize's hook
+	// or by Conn.noteRefusal, so that it is logged once.
+	refusalLogged bool
 	// ReleaseBody, when set on a command a Conn sends, is called with Body
 	// once the connection refers to it no more: when its bytes have been
 	// copied into the connection's buffer or written, or the send failed.

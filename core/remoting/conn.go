@@ -76,6 +76,9 @@ type endpoint struct {
 	// sniffTLS closes a plain connection whose first byte starts a TLS
 	// handshake, which would otherwise be read as a 369 MB frame.
 	sniffTLS bool
+	// logRefusals logs the requests answered with a refusal code
+	// (isRefusal), at a bounded rate: a Server's connections.
+	logRefusals bool
 	// limits logs limit hits at most once per interval per kind.
 	limits    *limitLog
 	onConnect func(*Conn)
@@ -826,6 +829,9 @@ func (c *Conn) serveFast(req *Command) bool {
 		if !answered.CompareAndSwap(false, true) {
 			c.log().Error("remoting: a fast handler answered twice; the second answer is dropped", "code", RequestCode(req.Code), "opaque", req.Opaque)
 			return
+		}
+		if resp != nil {
+			c.noteRefusal(req, resp)
 		}
 		if resp != nil && !req.IsOneway() {
 			prepareReply(req, resp)

@@ -122,6 +122,14 @@
 // SystemError. A response that cannot be sent (over MaxFrameSize, or a
 // header over [MaxHeaderSize]) is answered with [ResponseNotEncodable].
 //
+// Every request a Server's handler refuses (SYSTEM_ERROR, SYSTEM_BUSY,
+// REQUEST_CODE_NOT_SUPPORTED, MESSAGE_ILLEGAL, NO_PERMISSION,
+// TOPIC_NOT_EXIST, the SUBSCRIPTION_* codes and the like) is logged with
+// the request code, the peer and the remark: "request refused", at Warn
+// for SYSTEM_ERROR and Info for the others, at most once per 10 s for
+// each pair of request and response codes. Refusals by the Authorize
+// hook are the hook's to log.
+//
 // # Authorization
 //
 // ServerOptions.Authorize is the one place a Server asks whether a request

@@ -3,6 +3,7 @@ package remoting
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -68,4 +69,25 @@ func frameKind(cmd *Command) string {
 		return "response"
 	}
 	return "request " + RequestCode(cmd.Code).String()
+}
+
+// noteRefusal logs req's answer when it refuses the request (isRefusal):
+// the request code, the peer, the answer's code and its remark, at most
+// once per limitLogInterval for each pair of request and answer codes.
+// A SYSTEM_ERROR, a failure on this side, is logged at Warn; the other
+// refusals, which name a problem of the request, at Info. Refusals that
+// an Authorize hook answered are left to the hook, which logs its own.
+func (c *Conn) noteRefusal(req, resp *Command) {
+	if resp == nil || !c.ep.logRefusals || resp.refusalLogged || !isRefusal(resp.Code) {
+		return
+	}
+	resp.refusalLogged = true
+	level := slog.LevelInfo
+	if resp.Code == SystemError {
+		level = slog.LevelWarn
+	}
+	kind := "refused " + strconv.Itoa(int(req.Code)) + " " + strconv.Itoa(int(resp.Code))
+	c.ep.limits.log(level, kind, "remoting: request refused",
+		"code", RequestCode(req.Code), "peer", c.remote.String(), "conn", c.id,
+		"answer", ResponseCode(resp.Code), "reason", resp.Remark)
 }

@@ -245,6 +245,7 @@ func NewServer(opts ServerOptions) *Server {
 		frameTimeout: opts.FrameReadTimeout,
 		idleTimeout:  opts.IdleTimeout,
 		sniffTLS:     true,
+		logRefusals:  true,
 		limits:       newLimitLog(opts.Logger),
 		onConnect:    opts.OnConnect,
 		onClose:      opts.OnClose,
@@ -322,6 +323,7 @@ func (s *Server) dispatchFast(c *Conn, req *Command, reply func(*Command)) bool 
 	}
 	if s.opts.Authorize != nil {
 		if resp := s.opts.Authorize(c, req); resp != nil {
+			resp.refusalLogged = true // Authorize logs its own refusals
 			reply(resp)
 			return true
 		}
@@ -336,11 +338,15 @@ func (s *Server) dispatch(c *Conn, req *Command) *Command {
 		}
 	}
 	h := s.handlers[req.Code]
+	var resp *Command
 	if h == nil {
-		return NewResponse(req, RequestCodeNotSupported,
+		resp = NewResponse(req, RequestCodeNotSupported,
 			fmt.Sprintf("request code %d (%s) not supported", req.Code, RequestCode(req.Code)))
+	} else {
+		resp = h(c, req)
 	}
-	return h(c, req)
+	c.noteRefusal(req, resp)
+	return resp
 }
 
 // Serve accepts connections on ln and serves them until Shutdown, then
