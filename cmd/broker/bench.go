@@ -28,8 +28,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "memory" {
 		return runBenchMemory(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "hostile" {
+		return runBenchHostile(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory [flags]\n")
+		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory|hostile [flags]\n")
 		return 2
 	}
 	mode := args[0]
@@ -202,6 +205,27 @@ func runBenchMemory(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
 	return runChild(fs, args, "broker bench memory", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
 		return memory.Run(ctx, o, stderr)
+	})
+}
+
+func runBenchHostile(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("broker bench hostile", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker bench hostile [flags]\n\n"+
+			"Starts a broker on a fresh temporary directory and attacks it, one attack at a\n"+
+			"time: stalled large frames, pulls whose answers are never read, a trickled\n"+
+			"frame, idle connections. Prints the broker's peak resident memory (VmHWM) in\n"+
+			"each, and the p99 of a well-behaved sender before and during it. Linux only.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	var o memory.HostileOptions
+	fs.IntVar(&o.StalledFrames, "stalled-frames", memory.DefaultStalledFrames, "connections that stall in a large frame")
+	fs.IntVar(&o.UnreadPulls, "unread-pulls", memory.DefaultUnreadPulls, "pulls sent on one connection that reads nothing")
+	fs.IntVar(&o.IdleConns, "idle-conns", memory.DefaultIdleConns, "idle connections")
+	fs.DurationVar(&o.Hold, "hold", memory.DefaultHold, "how long each attack stays in place")
+	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to attack (default this one)")
+	return runChild(fs, args, "broker bench hostile", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
+		return memory.Hostile(ctx, o, stderr)
 	})
 }
 

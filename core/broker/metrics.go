@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/histogram"
 )
 
@@ -118,8 +119,11 @@ type Metrics struct {
 
 	HeldPulls   int // long-polling pulls waiting
 	Connections int // open client connections
-	Producers   int // producer clients, by heartbeat
-	Consumers   int // consumer clients, by heartbeat
+	// Remoting is what the client port's connections hold against its
+	// memory budgets.
+	Remoting  remoting.Stats
+	Producers int // producer clients, by heartbeat
+	Consumers int // consumer clients, by heartbeat
 
 	Retries      int64 // messages sent back for a retry
 	DeadLettered int64 // messages moved to a dead-letter topic
@@ -207,6 +211,7 @@ func (b *Broker) Metrics(m *Metrics) {
 
 	m.HeldPulls = b.holds.count()
 	m.Connections = b.rs.Conns()
+	m.Remoting = b.rs.Stats()
 	m.Producers, m.Consumers = b.clients.counts()
 	m.Retries, m.DeadLettered = b.meters.retries.Load(), b.meters.deadLetters.Load()
 	m.TxnPending = b.txn.pendingCount()

@@ -35,6 +35,9 @@ type pullRequest struct {
 	suspend    time.Duration
 	filter     Filter
 	filterName string // "TYPE expression", for errors
+	// maxBytes bounds the response's body: PullMaxBytes, or less when the
+	// connection's budget for unwritten responses is short.
+	maxBytes int
 }
 
 func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -171,13 +174,28 @@ func (b *Broker) pull(p *pullRequest, mayHold bool) *remoting.Command {
 		}
 		return pullResponse(p.req, remoting.PullNotFound, o, minOff, maxOff, nil)
 	}
+	// The body is sized to what the connection may still queue, so a
+	// client that pulls and does not read its answers makes the broker
+	// build no more than the budget (remoting.Conn.ReserveResponse).
+	var budget remoting.Reservation
+	p.maxBytes = b.opts.PullMaxBytes
+	if p.conn != nil {
+		budget = p.conn.ReserveResponse(b.opts.PullMaxBytes)
+		if budget.Bytes() == 0 {
+			return response(p.req, remoting.SystemBusy,
+				"pull: this connection's unread answers (or the broker's, over all connections) are at their limit; read them and pull again")
+		}
+		p.maxBytes = budget.Bytes()
+	}
 	body, next, err := b.readMatching(p)
 	if len(body) > 0 {
 		b.meters.pulled(p.topic, body)
 		resp := pullResponse(p.req, remoting.Success, next, minOff, b.store.MaxOffset(p.topic, p.queueID), body)
 		resp.ReleaseBody = releasePullBody
+		resp.Reservation = budget
 		return resp
 	}
+	budget.Release()
 	releasePullBody(body)
 	switch {
 	case err != nil:
@@ -197,7 +215,7 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 	opts := store.IterOptions{
 		MaxUnits:   DefaultPullScanUnits,
 		MaxRecords: p.maxMsgs,
-		MaxBytes:   b.opts.PullMaxBytes,
+		MaxBytes:   p.maxBytes,
 		OnCorrupt: func(u store.Unit, err error) {
 			b.log.Error("skipping a message lost to corruption", "topic", p.topic, "queue", p.queueID, "offset", u.QueueOffset, "err", err)
 		},
@@ -227,7 +245,13 @@ func (b *Broker) readMatching(p *pullRequest) (body []byte, next int64, err erro
 		}
 		r := it.Record()
 		if body == nil {
-			body = newPullBody(min(b.opts.PullMaxBytes, p.maxMsgs*len(r)))
+			if n := min(p.maxBytes, p.maxMsgs*len(r)); len(r) < n {
+				body = newPullBody(n)
+			} else {
+				// One record fills the body: exactly its size, not a
+				// pooled class up to twice that.
+				body = make([]byte, 0, len(r))
+			}
 		}
 		at := len(body)
 		body = append(body, r...)

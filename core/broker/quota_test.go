@@ -115,7 +115,7 @@ func TestTopicQuota(t *testing.T) {
 	if r := sendRaw(t, cl, env, map[string]string{"topic": "Q0", "queueId": "1"}, []byte("x")); r.Code != remoting.Success {
 		t.Fatalf("sending to an existing topic at the quota: %v", r)
 	}
-	if n := strings.Count(logs.String(), "topic quota reached"); n != 1 {
+	if n := strings.Count(logs.String(), "msg=\"topic quota reached;"); n != 1 {
 		t.Fatalf("%d log lines for the quota, want 1 (rate-limited)", n)
 	}
 	// A full table does not keep a cluster's reply topic from existing.
@@ -177,7 +177,7 @@ func TestGroupQuota(t *testing.T) {
 	if ids := env.Broker.ConsumerIDs("c1"); len(ids) != 2 {
 		t.Fatalf("group c1 has members %v, want two", ids)
 	}
-	if n := strings.Count(logs.String(), "group quota reached"); n != 1 {
+	if n := strings.Count(logs.String(), "msg=\"group quota reached;"); n != 1 {
 		t.Fatalf("%d log lines for the quota, want 1 (rate-limited)", n)
 	}
 }

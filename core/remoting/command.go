@@ -107,6 +107,10 @@ type Command struct {
 	// or is to be sent in: SerializeJSON or SerializeRocketMQ. A response is
 	// always sent in the serialization of its request.
 	SerializeType byte
+	// Reservation, set on a response a handler built within a
+	// reservation (Conn.ReserveResponse), is released once the response
+	// is queued, or when it cannot be sent.
+	Reservation Reservation
 	// refusalLogged marks a refusal already logged, by Authorize's hook
 	// or by Conn.noteRefusal, so that it is logged once.
 	refusalLogged bool

@@ -23,10 +23,15 @@ const (
 	readBufferSize = 32 << 10
 	// keptFrameBuffer is the largest frame buffer a reader keeps for the
 	// next frame; a larger one, read for a big frame, is dropped after use.
-	keptFrameBuffer = 1 << 20
+	// It is small, since every connection may keep one: 10,000 idle
+	// connections that each sent one large frame must not pin gigabytes.
+	keptFrameBuffer = 64 << 10
 	// inlineBodyMax is the largest body copied into the send queue; larger
 	// bodies are written from the caller's slice without a copy.
 	inlineBodyMax = 64 << 10
+	// smallResponse is the largest body of a response that is queued
+	// without waiting for the queue to drain (Conn.send).
+	smallResponse = 1 << 10
 	// keptWriteBuffer is the largest send-queue buffer kept for reuse.
 	keptWriteBuffer = 4 << 20
 	// defaultMaxQueuedBytes is ServerOptions.MaxQueuedBytesPerConn's
@@ -79,6 +84,13 @@ type endpoint struct {
 	// logRefusals logs the requests answered with a refusal code
 	// (isRefusal), at a bounded rate: a Server's connections.
 	logRefusals bool
+	// frames, if set, counts the frames being read over all of a
+	// Server's connections against ServerOptions.MaxPartialFrameBytes.
+	frames *frameBudget
+	// queuedTotal, if set, counts the unwritten and reserved response
+	// bytes of all of a Server's connections, against maxQueuedTotal.
+	queuedTotal    *atomic.Int64
+	maxQueuedTotal int64
 	// limits logs limit hits at most once per interval per kind.
 	limits    *limitLog
 	onConnect func(*Conn)
@@ -107,14 +119,22 @@ type Conn struct {
 	// in progress leaves its frame to the writer.
 	out struct {
 		sync.Mutex
-		cond      sync.Cond // signalled when the queue is taken, the token is released, or the connection closes
-		buf       []byte
-		segs      [][]byte
-		mark      int  // start of the part of buf not yet in segs
-		queued    int  // bytes queued since the queue was last taken
-		inWrite   int  // bytes taken by the write in progress, until it ends
-		peak      int  // the most queued+inWrite has been, for tests
-		closed    bool // no more frames are accepted
+		cond    sync.Cond // signalled when the queue is taken, the token is released, or the connection closes
+		buf     []byte
+		segs    [][]byte
+		mark    int  // start of the part of buf not yet in segs
+		queued  int  // bytes queued since the queue was last taken
+		inWrite int  // bytes taken by the write in progress, until it ends
+		peak    int  // the most queued+inWrite has been, for tests
+		closed  bool // no more frames are accepted
+		// reserved is response bytes handlers set aside
+		// (Conn.ReserveResponse) and have not queued yet.
+		reserved int
+		// counted is what this connection adds to the endpoint's
+		// queuedTotal; settled is set once it has been taken back, at
+		// the end of serve, after which nothing more is counted.
+		counted   int
+		settled   bool
 		writing   bool // the write token is held
 		spareBuf  []byte
 		spareSegs [][]byte
@@ -146,6 +166,10 @@ type Conn struct {
 	closeOnce sync.Once
 	cause     error // why the connection closed; set before done is closed
 	done      chan struct{}
+
+	// frameDeadline is when the frame being read must be whole; the
+	// reader's own, zero when none.
+	frameDeadline time.Time
 }
 
 // call is one request waiting for its response: a blocked caller's
@@ -502,17 +526,22 @@ const (
 
 // send hands cmd's frame to the connection as mode says. Without the
 // sendDeferred and sendBatched modes it waits while maxQueued bytes are
-// unwritten. Encoding errors leave the connection open; ErrClosed means
-// it is gone.
+// unwritten, unless cmd is a response with a body of at most
+// smallResponse bytes: each running handler queues at most one of those
+// (MaxInflightPerConn bounds them), and a handler that waited would hold
+// its goroutine and stack instead, which costs more than the bytes.
+// Encoding errors leave the connection open; ErrClosed means it is gone.
 func (c *Conn) send(cmd *Command, mode sendMode) error {
 	o := &c.out
 	o.Lock()
-	for mode <= sendDirect && o.queued+o.inWrite >= c.ep.maxQueued && !o.closed {
+	wait := mode <= sendDirect && !(cmd.IsResponse() && len(cmd.Body) <= smallResponse)
+	for wait && o.queued+o.inWrite >= c.ep.maxQueued && !o.closed {
 		o.cond.Wait()
 	}
 	if o.closed {
 		o.Unlock()
 		cmd.releaseBody()
+		cmd.Reservation.Release()
 		return c.closedErr()
 	}
 	start := len(o.buf)
@@ -521,12 +550,14 @@ func (c *Conn) send(cmd *Command, mode sendMode) error {
 		o.buf = buf
 		o.Unlock()
 		cmd.releaseBody()
+		cmd.Reservation.Release()
 		return err
 	}
 	if n := len(buf) - start - 4 + len(cmd.Body); c.ep.maxFrame > 0 && n > c.ep.maxFrame {
 		o.buf = buf[:start]
 		o.Unlock()
 		cmd.releaseBody()
+		cmd.Reservation.Release()
 		return fmt.Errorf("%w: %s of %d bytes, limit %d", ErrFrameTooLarge, frameKind(cmd), n, c.ep.maxFrame)
 	}
 	copied := len(cmd.Body) <= inlineBodyMax
@@ -541,6 +572,12 @@ func (c *Conn) send(cmd *Command, mode sendMode) error {
 		}
 	}
 	o.queued += len(buf) - start + len(cmd.Body)
+	c.countLocked(len(buf) - start + len(cmd.Body))
+	if r := cmd.Reservation; r.c == c && r.n > 0 {
+		o.reserved -= r.n
+		c.countLocked(-r.n)
+		cmd.Reservation.n = 0
+	}
 	o.peak = max(o.peak, o.queued+o.inWrite)
 	o.buf = buf
 	if mode == sendBatched {
@@ -645,6 +682,7 @@ func (c *Conn) writeOut() bool {
 		clear(released)
 
 		o.Lock()
+		c.countLocked(-o.inWrite)
 		o.inWrite = 0
 		o.cond.Broadcast()
 		o.spareSegs = segs[:0]
@@ -699,6 +737,7 @@ func (c *Conn) serve(exit func()) {
 	}
 	c.workers.Wait()
 	<-c.writerDone
+	c.settleCount()
 	if c.ep.onClose != nil {
 		c.ep.onClose(c)
 	}
@@ -757,7 +796,7 @@ func (c *Conn) readLoop() error {
 				return errTLSOnPlainPort
 			}
 		}
-		frame, err := ReadFrame(br, c.ep.maxFrame, buf)
+		frame, err := c.readFrame(br, buf)
 		if err != nil {
 			select {
 			case <-c.done:
@@ -875,7 +914,7 @@ func (c *Conn) serveFast(req *Command) bool {
 func (c *Conn) waitForWriter() error {
 	o := &c.out
 	o.Lock()
-	unwritten := o.queued + o.inWrite
+	unwritten := o.queued + o.inWrite + o.reserved
 	o.Unlock()
 	if unwritten < c.ep.maxQueued {
 		return nil
@@ -884,7 +923,7 @@ func (c *Conn) waitForWriter() error {
 		"conn", c.id, "peer", c.remote.String(), "queued_bytes", unwritten, "limit", c.ep.maxQueued)
 	o.Lock()
 	defer o.Unlock()
-	for o.queued+o.inWrite >= c.ep.maxQueued {
+	for o.queued+o.inWrite+o.reserved >= c.ep.maxQueued {
 		if o.closed {
 			return c.cause
 		}
@@ -949,6 +988,7 @@ func (c *Conn) awaitFrame(br *bufio.Reader) error {
 	if c.ep.frameTimeout > 0 {
 		deadline = time.Now().Add(c.ep.frameTimeout)
 	}
+	c.frameDeadline = deadline
 	_ = c.nc.SetReadDeadline(deadline)
 	if c.draining() {
 		return ErrServerClosed
@@ -992,7 +1032,11 @@ func (c *Conn) worker(req *Command) {
 func (c *Conn) handle(req *Command) {
 	defer func() { <-c.slots }()
 	resp := c.runHandler(req)
-	if resp == nil || req.IsOneway() {
+	if resp == nil {
+		return
+	}
+	if req.IsOneway() {
+		resp.Reservation.Release()
 		return
 	}
 	err := c.Reply(req, resp)

@@ -175,15 +175,32 @@
 //	| MaxConns              | 10,000* | new connection closed on accept     |
 //	| MaxConnsPerAddr       | 1,000   | same, per source IP                 |
 //	| IdleTimeout           | 120 s   | connection with no frame closed     |
-//	| FrameReadTimeout      | 60 s    | frame not whole by then: closed     |
+//	| FrameReadTimeout      | 10 s    | frame not whole by then: closed     |
 //	| MaxFrameSize          | 16 MiB  | frame refused, connection closed;   |
 //	|                       |         | response replaced by an error       |
 //	| MaxInflightPerConn    | 4,096   | reader waits for a handler          |
 //	| MaxQueuedBytesPerConn | 64 MiB  | handlers wait to queue; the reader  |
-//	|                       |         | starts no handler until it drains   |
+//	|                       |         | starts no handler until it drains;  |
+//	|                       |         | ReserveResponse grants less         |
+//	| MaxQueuedBytes        | 256 MiB | all connections: ReserveResponse    |
+//	|                       |         | grants less                         |
+//	| MaxPartialFrameBytes  | 64 MiB  | frames still arriving, all          |
+//	|                       |         | connections: readers wait; the      |
+//	|                       |         | largest frame stalled 1 s is        |
+//	|                       |         | dropped with its connection         |
 //	| WriteTimeout          | 30 s    | connection closed                   |
 //	+-----------------------+---------+-------------------------------------+
 //	* or three quarters of the open file limit, if lower
+//
+// The two budgets over all connections bound what a Server holds for its
+// peers whatever their number. A frame not yet buffered whole is read in
+// 64 KiB chunks, each counted as it arrives, so a peer stalled in a 16 MiB
+// frame holds what it sent and not the frame's size; no reader keeps a
+// frame buffer over 64 KiB between frames. A handler about to build a
+// large response asks Conn.ReserveResponse for room and builds no more
+// than it got; the reservation passes to the response
+// (Command.Reservation) and ends when the response is queued. Server.Stats
+// reports both.
 //
 // Each limit hit is logged at most once per 10 s per kind, with how many
 // were not logged since. A Client's connections have no read deadlines and

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,11 +75,23 @@ type ServerOptions struct {
 	// a peer that does not read pins at most this plus the responses of
 	// the handlers already running (MaxInflightPerConn of them at worst).
 	MaxQueuedBytesPerConn int `yaml:"maxQueuedBytesPerConn" cfg:"size"`
+	// MaxQueuedBytes bounds the response bytes built and not yet written
+	// over all connections; default 256 MiB. Handlers that build large
+	// responses (pulls) size them to what is left of it and of their
+	// connection's MaxQueuedBytesPerConn (Conn.ReserveResponse).
+	MaxQueuedBytes int `yaml:"maxQueuedBytes" cfg:"size"`
+	// MaxPartialFrameBytes bounds the bytes held by frames not yet read
+	// whole, over all connections; default 64 MiB, and at least
+	// MaxFrameSize. A frame counts as its bytes arrive, so a peer that
+	// stalls mid-frame holds what it sent. At the bound, readers wait
+	// for room; when frames that have had no new bytes for a second hold
+	// the budget, the largest of them is dropped with its connection.
+	MaxPartialFrameBytes int `yaml:"maxPartialFrameBytes" cfg:"size"`
 	// WriteTimeout bounds each write to a peer; default 30 s. A write that
 	// times out closes the connection.
 	WriteTimeout time.Duration `yaml:"writeTimeout"`
 	// FrameReadTimeout is how long a frame may take to arrive whole once
-	// its first byte has; default 60 s (16 MiB then needs 2.2 Mbit/s). A
+	// its first byte has; default 10 s (16 MiB then needs 13.4 Mbit/s). A
 	// frame that takes longer closes its connection, so a peer trickling a
 	// large frame cannot hold its buffer for long.
 	FrameReadTimeout time.Duration `yaml:"frameReadTimeout"`
@@ -131,7 +144,7 @@ type ServerOptions struct {
 
 // Defaults of ServerOptions fields left zero.
 const (
-	defaultFrameReadTimeout = 60 * time.Second
+	defaultFrameReadTimeout = 10 * time.Second
 	defaultIdleTimeout      = 120 * time.Second
 	defaultMaxConns         = 10000
 	defaultMaxConnsPerAddr  = 1000
@@ -190,6 +203,12 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.MaxConnsPerAddr < 0 {
 		problems = append(problems, fmt.Sprintf("MaxConnsPerAddr %d is negative", opts.MaxConnsPerAddr))
 	}
+	if opts.MaxQueuedBytes < 0 {
+		problems = append(problems, fmt.Sprintf("MaxQueuedBytes %d is negative", opts.MaxQueuedBytes))
+	}
+	if opts.MaxPartialFrameBytes < 0 {
+		problems = append(problems, fmt.Sprintf("MaxPartialFrameBytes %d is negative", opts.MaxPartialFrameBytes))
+	}
 	if opts.MaxFrameSize >= tlsRecordHandshake<<24 {
 		problems = append(problems, fmt.Sprintf("MaxFrameSize %d is not below %d: a frame could not be told from a TLS handshake", opts.MaxFrameSize, tlsRecordHandshake<<24))
 	}
@@ -214,6 +233,16 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.FrameReadTimeout == 0 {
 		opts.FrameReadTimeout = defaultFrameReadTimeout
 	}
+	if opts.MaxQueuedBytes == 0 {
+		opts.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if opts.MaxPartialFrameBytes == 0 {
+		opts.MaxPartialFrameBytes = DefaultMaxPartialFrameBytes
+	}
+	if opts.MaxPartialFrameBytes < opts.MaxFrameSize {
+		problems = append(problems, fmt.Sprintf("MaxPartialFrameBytes %d is below MaxFrameSize %d: a frame of the largest size could never be read", opts.MaxPartialFrameBytes, opts.MaxFrameSize))
+		panic("remoting: invalid ServerOptions: " + strings.Join(problems, "; "))
+	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = defaultIdleTimeout
 	}
@@ -236,20 +265,23 @@ func NewServer(opts ServerOptions) *Server {
 		stopped:  make(chan struct{}),
 	}
 	s.ep = endpoint{
-		logger:       opts.Logger,
-		maxFrame:     opts.MaxFrameSize,
-		maxInflight:  opts.MaxInflightPerConn,
-		writeTimeout: opts.WriteTimeout,
-		maxQueued:    opts.MaxQueuedBytesPerConn,
-		gateReads:    true,
-		frameTimeout: opts.FrameReadTimeout,
-		idleTimeout:  opts.IdleTimeout,
-		sniffTLS:     true,
-		logRefusals:  true,
-		limits:       newLimitLog(opts.Logger),
-		onConnect:    opts.OnConnect,
-		onClose:      opts.OnClose,
-		drain:        s.quit,
+		logger:         opts.Logger,
+		maxFrame:       opts.MaxFrameSize,
+		maxInflight:    opts.MaxInflightPerConn,
+		writeTimeout:   opts.WriteTimeout,
+		maxQueued:      opts.MaxQueuedBytesPerConn,
+		gateReads:      true,
+		frameTimeout:   opts.FrameReadTimeout,
+		idleTimeout:    opts.IdleTimeout,
+		sniffTLS:       true,
+		logRefusals:    true,
+		frames:         newFrameBudget(opts.MaxPartialFrameBytes),
+		queuedTotal:    new(atomic.Int64),
+		maxQueuedTotal: int64(opts.MaxQueuedBytes),
+		limits:         newLimitLog(opts.Logger),
+		onConnect:      opts.OnConnect,
+		onClose:        opts.OnClose,
+		drain:          s.quit,
 	}
 	s.ep.handler = s.dispatch
 	s.mu.listeners = make(map[net.Listener]struct{})
@@ -464,6 +496,27 @@ func (s *Server) connDone(c *Conn, host string) {
 	}
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// Stats are a Server's counts of what its connections hold, for metrics.
+type Stats struct {
+	// PartialFrameBytes is held by frames not yet read whole.
+	PartialFrameBytes int64
+	// QueuedBytes is response bytes built or set aside and not yet
+	// written.
+	QueuedBytes int64
+	// FramesDropped counts connections closed because their stalled
+	// partial frames held the partial-frame budget others needed.
+	FramesDropped int64
+}
+
+// Stats returns the server's current Stats.
+func (s *Server) Stats() Stats {
+	return Stats{
+		PartialFrameBytes: s.ep.frames.used(),
+		QueuedBytes:       s.ep.queuedTotal.Load(),
+		FramesDropped:     s.ep.frames.dropped.Load(),
+	}
 }
 
 // Conns returns the number of open connections, those still in their TLS

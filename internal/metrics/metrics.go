@@ -105,6 +105,9 @@ var (
 	consumerLag   = desc("rmq_consumer_lag_messages", "A queue's max offset minus the group's committed offset.", "group", "topic", "queue")
 	heldPulls     = desc("rmq_held_pulls", "Long-polling pulls waiting for messages.")
 	connections   = desc("rmq_connections", "Open client connections.")
+	partialFrames = desc("rmq_remoting_partial_frame_bytes", "Bytes held by request frames still arriving, over all connections (bounded by remoting.maxPartialFrameBytes).")
+	queuedResp    = desc("rmq_remoting_queued_response_bytes", "Response bytes built or set aside and not yet written, over all connections (bounded by remoting.maxQueuedBytes).")
+	framesDropped = desc("rmq_remoting_stalled_frames_dropped_total", "Connections closed because their stalled partial frames held the budget others needed.")
 	clients       = desc("rmq_clients", "Clients known by heartbeat.", "kind")
 	retries       = desc("rmq_retries_total", "Messages sent back for a retry.")
 	deadLettered  = desc("rmq_dead_letters_total", "Messages moved to a dead-letter topic.")
@@ -162,7 +165,7 @@ var (
 
 var all = []*prometheus.Desc{
 	topicMsgsIn, topicBytesIn, topicMsgsOut, topicBytesOut, sendDuration, pullDuration, consumerLag,
-	heldPulls, connections, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending,
+	heldPulls, connections, partialFrames, queuedResp, framesDropped, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending,
 	txnPending, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
 	storeAppends, storeBytes, storeRounds, storeRoundSize, storeFsyncs, storeFsyncTime, storeFsyncBytes,
 	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail,
@@ -291,6 +294,9 @@ func (c *Collector) collectBroker(ch chan<- prometheus.Metric, b *broker.Broker)
 
 	gauge(ch, heldPulls, int64(m.HeldPulls))
 	gauge(ch, connections, int64(m.Connections))
+	gauge(ch, partialFrames, m.Remoting.PartialFrameBytes)
+	gauge(ch, queuedResp, m.Remoting.QueuedBytes)
+	counter(ch, framesDropped, m.Remoting.FramesDropped)
 	gauge(ch, clients, int64(m.Producers), "producer")
 	gauge(ch, clients, int64(m.Consumers), "consumer")
 	counter(ch, retries, m.Retries)

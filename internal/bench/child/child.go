@@ -59,6 +59,8 @@ type Options struct {
 	Argv []string
 	// Dir is the child's working directory; default this process's.
 	Dir string
+	// Env is added to this process's environment for the child.
+	Env []string
 	// Ready says when the child accepts clients.
 	Ready Readiness
 	// Timeout bounds the start, from exec to a successful dial; default
@@ -111,6 +113,9 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 	})
 	p.cmd = exec.Command(o.Argv[0], o.Argv[1:]...)
 	p.cmd.Dir = o.Dir
+	if len(o.Env) > 0 {
+		p.cmd.Env = append(os.Environ(), o.Env...)
+	}
 	p.cmd.Stdout = p.log
 	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {

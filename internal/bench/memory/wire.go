@@ -61,13 +61,21 @@ func dial(ctx context.Context, addr string, local *net.TCPAddr) (*probeConn, err
 	if err != nil {
 		return nil, err
 	}
-	return &probeConn{nc: nc, br: bufio.NewReaderSize(nc, readBuffer)}, nil
+	return &probeConn{nc: nc, br: newProbeReader(nc)}, nil
 }
+
+// newProbeReader is a probe connection's reader.
+func newProbeReader(nc net.Conn) *bufio.Reader { return bufio.NewReaderSize(nc, readBuffer) }
 
 // send writes one request without waiting for its response.
 func (c *probeConn) send(code int16, ext map[string]string) error {
+	return c.sendBody(code, ext, nil)
+}
+
+// sendBody is send with a body.
+func (c *probeConn) sendBody(code int16, ext map[string]string, body []byte) error {
 	c.opaque++
-	req := remoting.NewRequest(code, ext, nil)
+	req := remoting.NewRequest(code, ext, body)
 	req.Opaque = c.opaque
 	frame, err := remoting.AppendFrame(nil, req)
 	if err != nil {
@@ -95,7 +103,12 @@ func (c *probeConn) recv(deadline time.Time) (*remoting.Command, error) {
 // call sends a request and returns its response, an error for a code
 // other than SUCCESS.
 func (c *probeConn) call(code int16, ext map[string]string) (*remoting.Command, error) {
-	if err := c.send(code, ext); err != nil {
+	return c.callBody(code, ext, nil)
+}
+
+// callBody is call with a body.
+func (c *probeConn) callBody(code int16, ext map[string]string, body []byte) (*remoting.Command, error) {
+	if err := c.sendBody(code, ext, body); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrProbe, remoting.RequestCode(code), err)
 	}
 	resp, err := c.recv(time.Now().Add(callTimeout))
