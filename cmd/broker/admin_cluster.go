@@ -16,6 +16,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 // The cluster overview of mqadmin clusterList.
@@ -213,4 +214,70 @@ func printClusterStatus(w io.Writer, rows []setMemberRow) error {
 			fmt.Sprint(r.CommitIndex), fmt.Sprint(r.AppliedIndex), fmt.Sprint(r.Behind), dash(r.LastContact)})
 	}
 	return table(w, []string{"HTTP", "SET", "NODE", "STATE", "LEADER", "TERM", "COMMIT", "APPLIED", "BEHIND", "LAST CONTACT"}, out)
+}
+
+// Membership changes of a replicated set, asked of its leader's broker
+// port (--broker); a member that does not lead answers with the leader's
+// id (internal/server/cluster.go serves them).
+func init() {
+	addAdminCommands(
+		adminCommand{
+			group: "cluster", verb: "add-member", command: server.AddMemberCommand,
+			summary: "Add a member to a replicated set, as a voter: start it first with --join and an empty data directory",
+			args: func(fs *pflag.FlagSet) func() (any, error) {
+				var a server.MemberArgs
+				fs.StringVar(&a.ID, "id", "", "the new member's node id (required)")
+				fs.StringVar(&a.Addr, "raft-addr", "", "the new member's raft address, host:port (required)")
+				return func() (any, error) {
+					if a.ID == "" || a.Addr == "" {
+						return nil, fmt.Errorf("--id and --raft-addr are required")
+					}
+					return a, nil
+				}
+			},
+			print: printAs(printMemberChange),
+		},
+		adminCommand{
+			group: "cluster", verb: "remove-member", command: server.RemoveMemberCommand,
+			summary: "Remove a member from a replicated set (the leader hands over leadership first if it is the one)",
+			args: func(fs *pflag.FlagSet) func() (any, error) {
+				var a server.MemberArgs
+				fs.StringVar(&a.ID, "id", "", "the member's node id (required)")
+				return func() (any, error) {
+					if a.ID == "" {
+						return nil, fmt.Errorf("--id is required")
+					}
+					return a, nil
+				}
+			},
+			print: printAs(printMemberChange),
+		},
+		adminCommand{
+			group: "cluster", verb: "transfer-leader", command: server.TransferLeaderCommand,
+			summary: "Hand a replicated set's leadership to a member (--to), or to the most up-to-date other one",
+			args: func(fs *pflag.FlagSet) func() (any, error) {
+				var a server.MemberArgs
+				fs.StringVar(&a.ID, "to", "", "the member to lead (default: any other)")
+				return func() (any, error) { return a, nil }
+			},
+			print: printAs(printMemberChange),
+		},
+	)
+}
+
+// printMemberChange prints the membership as the answering member sees
+// it after the change.
+func printMemberChange(w io.Writer, st cluster.Status) error {
+	var rows [][]string
+	for _, m := range st.Member {
+		role := "voter"
+		if !m.Voter {
+			role = "non-voter"
+		}
+		if m.ID == st.Leader {
+			role += ", leader"
+		}
+		rows = append(rows, []string{m.ID, m.Addr, role})
+	}
+	return table(w, []string{"MEMBER", "RAFT ADDR", "ROLE"}, rows)
 }

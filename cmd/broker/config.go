@@ -88,20 +88,27 @@ func brokerFlags(c *server.Config, configPath, pprofAddr *string, stderr io.Writ
 
 // setFlags are the flags of a replicated set's member; each replaces the
 // config file's cluster: value it names.
-type setFlags struct{ name, node, peers string }
+type setFlags struct {
+	name, node, peers string
+	join              bool
+}
 
 func (f *setFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.name, "set-name", "", "run as a member of this replicated broker set (its brokerName in routes); needs --node-id and --peers")
 	fs.StringVar(&f.node, "node-id", "", "this member's id among --peers")
 	fs.StringVar(&f.peers, "peers", "", "every member of the set, this one included: id=host:port of raft's port, comma-separated (keep it on a private network)")
+	fs.BoolVar(&f.join, "join", false, "with no raft state yet, wait to be added to the running set (broker admin cluster add-member) instead of bootstrapping it")
 }
 
 func (f *setFlags) apply(c *server.Config) error {
-	if f.name == "" && f.node == "" && f.peers == "" {
+	if f.name == "" && f.node == "" && f.peers == "" && !f.join {
 		return nil
 	}
 	if c.Cluster == nil {
 		c.Cluster = &cluster.Options{}
+	}
+	if f.join {
+		c.Cluster.Join = true
 	}
 	if f.name != "" {
 		c.Cluster.SetName = f.name

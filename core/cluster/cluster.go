@@ -62,6 +62,13 @@ type Options struct {
 	// bootstrap the set from this list the first time they start; later
 	// starts use the membership stored in the raft log.
 	Peers []Peer `yaml:"peers"`
+	// Join makes a member that starts with no raft state wait to be added
+	// to a running set (Node.AddMember on its leader) instead of
+	// bootstrapping one from Peers. Members bootstrapped together leave it
+	// false; a member added later, or one replacing a member whose disk
+	// was lost, sets it: bootstrapping would give it a log of its own
+	// that could pass for the set's.
+	Join bool `yaml:"join"`
 	// Dir holds the raft log and snapshots. Required.
 	Dir string `yaml:"-"`
 	// Store configures the member's store; Replicator is set here.
@@ -218,7 +225,10 @@ func Open(opts Options) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
-	if !has {
+	if !has && opts.Join {
+		n.log.Info("no raft state: waiting to be added to the set by its leader")
+	}
+	if !has && !opts.Join {
 		var cfg raft.Configuration
 		for _, p := range opts.Peers {
 			cfg.Servers = append(cfg.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -279,4 +280,64 @@ func (s *Server) clusterStatus(w http.ResponseWriter, _ *http.Request) {
 		st.Replica = b.Addr()
 	}
 	json.NewEncoder(w).Encode(st)
+}
+
+// Admin commands of a set's membership, served by every member's broker;
+// a member that does not lead answers with the leader's id.
+const (
+	AddMemberCommand      = "cluster.add-member"
+	RemoveMemberCommand   = "cluster.remove-member"
+	TransferLeaderCommand = "cluster.transfer-leader"
+)
+
+// MemberArgs are the arguments of the membership commands: the member's
+// id, and for AddMemberCommand its raft address. TransferLeaderCommand
+// takes an empty ID for "any other member".
+type MemberArgs struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr,omitempty"`
+}
+
+// attachMembership registers the membership commands with b.
+func (s *Server) attachMembership(b *broker.Broker) {
+	decode := func(raw json.RawMessage) (MemberArgs, error) {
+		var a MemberArgs
+		if len(raw) == 0 {
+			return a, nil
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&a)
+		return a, err
+	}
+	b.HandleAdmin(AddMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.node.AddMember(cluster.Peer{ID: a.ID, Addr: a.Addr}); err != nil {
+			return nil, err
+		}
+		return s.node.Status(), nil
+	})
+	b.HandleAdmin(RemoveMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.node.RemoveMember(a.ID); err != nil {
+			return nil, err
+		}
+		return s.node.Status(), nil
+	})
+	b.HandleAdmin(TransferLeaderCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.node.TransferLeadership(a.ID); err != nil {
+			return nil, err
+		}
+		return s.node.Status(), nil
+	})
 }

@@ -343,6 +343,9 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 		bo.ReplicaID = replicaID
 	}
 	b, err := broker.New(bo)
+	if err == nil && s.node != nil {
+		s.attachMembership(b) // cluster.go
+	}
 	if err != nil {
 		return nil, err
 	}
