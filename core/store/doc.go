@@ -217,7 +217,11 @@
 // topic deletions are entries too. The commit log is then synced in the
 // background, and after each sync the offset it covers, a round boundary,
 // is written to the index ('r'): recovery cuts the log there, and the
-// replicated log supplies the rest again.
+// replicated log supplies the rest again. Every unit below the cut stays
+// in its queue, whether its block came from the index or only from the
+// recovery scan (whose blocks trimming reads back from the recovery's
+// own batch), so the rounds written again continue each queue without a
+// hole.
 //
 //  11. A replicated store acknowledges an append only when its round's
 //     entry is applied: after the set committed it. A round that was

@@ -16,3 +16,8 @@ func (s *Store) ReadAheadHolds(topic string, queueID int32, no int64) bool {
 	s.cq.RUnlock()
 	return q != nil && s.ahead.block(q, no) != nil
 }
+
+// SyncLogOnly fsyncs the segment being written without recording the
+// synced end of a replicated store: what a background sync that the
+// process died in the middle of leaves behind.
+func (s *Store) SyncLogOnly() error { return s.syncActive() }

@@ -1,0 +1,185 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/core/store/storetest"
+)
+
+// memberLog is an in-process replicated log: it orders the entries
+// proposed to it and applies each, in that order and from one goroutine,
+// to every member store, as raft does on commit. The first member's Apply
+// error is the proposal's outcome.
+type memberLog struct {
+	props chan proposal
+	quit  chan struct{}
+	done  chan struct{}
+	// hold, when set, is called with each entry before it is ordered;
+	// the entries proposed meanwhile are ordered first.
+	hold func(entry []byte)
+
+	mu      sync.Mutex
+	log     [][]byte
+	members []*store.Store
+}
+
+type proposal struct {
+	entry []byte
+	done  func(error)
+}
+
+var errLogStopped = errors.New("replicated log stopped")
+
+func newMemberLog() *memberLog {
+	l := &memberLog{props: make(chan proposal, 64), quit: make(chan struct{}), done: make(chan struct{})}
+	go l.run()
+	return l
+}
+
+// Propose implements store.Replicator.
+func (l *memberLog) Propose(entry []byte, done func(error)) {
+	e := append([]byte(nil), entry...)
+	if l.hold != nil {
+		l.hold(e)
+	}
+	select {
+	case l.props <- proposal{e, done}:
+	case <-l.quit:
+		done(errLogStopped)
+	}
+}
+
+func (l *memberLog) run() {
+	defer close(l.done)
+	for {
+		select {
+		case p := <-l.props:
+			l.mu.Lock()
+			l.log = append(l.log, p.entry)
+			members := l.members
+			l.mu.Unlock()
+			var err error
+			for i, m := range members {
+				if e := m.Apply(p.entry); i == 0 {
+					err = e
+				}
+			}
+			p.done(err)
+		case <-l.quit:
+			return
+		}
+	}
+}
+
+// join makes s a member: it applies every entry ordered from now on.
+func (l *memberLog) join(s *store.Store) {
+	l.mu.Lock()
+	l.members = append(l.members, s)
+	l.mu.Unlock()
+}
+
+// entries returns the entries ordered so far.
+func (l *memberLog) entries() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]byte(nil), l.log...)
+}
+
+// stop stops applying; proposals from then on fail.
+func (l *memberLog) stop() {
+	close(l.quit)
+	<-l.done
+}
+
+// readOffsets reads queue 0 of topic by queue offset from 0 and returns
+// the bodies; a hole, a gap or a record at another offset fails the test.
+func readOffsets(t *testing.T, s *store.Store, topic string) []string {
+	t.Helper()
+	bodies := storetest.ReadQueue(t, s, topic, 0, 0)
+	if n := s.MaxOffset(topic, 0); int64(len(bodies)) != n {
+		t.Fatalf("%s: %d records read by queue offset, max offset %d", topic, len(bodies), n)
+	}
+	return bodies
+}
+
+// TestReplicaCutKeepsRebuiltBlocks crashes a replicated store whose last
+// synced end lies well before the end of its log, in an index block that
+// only the recovery scan rebuilds (its own write was never synced), with
+// more blocks rebuilt after it: recovery cuts the log at the synced end,
+// and every record below the cut must stay readable by queue offset.
+// The rounds past the cut, applied again from the replicated log, then
+// continue the queue without a hole.
+func TestReplicaCutKeepsRebuiltBlocks(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	l := newMemberLog()
+	o := store.Options{Dir: "/d", FS: mem, SegmentSize: 1 << 20, Replicator: l, Logger: quietLogger(),
+		CheckpointInterval: time.Hour, FlushInterval: time.Hour}
+	s := storetest.Open(t, o)
+	l.join(s)
+	s.Promote()
+	var want []string
+	appendN := func(n, per int) {
+		t.Helper()
+		for i := 0; i < n; i += per {
+			var batch []*message.Message
+			for j := i; j < min(n, i+per); j++ {
+				body := fmt.Sprint("m", len(want))
+				want = append(want, body)
+				batch = append(batch, storetest.Msg("R", 0, body))
+			}
+			if err := s.Append(batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Block 0 complete and block 1 begun; all of it synced, index and
+	// synced end included.
+	appendN(70, 10)
+	if err := s.SyncReplicated(); err != nil {
+		t.Fatal(err)
+	}
+	// Blocks 1 to 3 complete and block 4 begun; the log is synced but the
+	// synced end is not recorded, and the index writes are lost.
+	appendN(200, 10)
+	if err := s.SyncLogOnly(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	l.stop()
+	s.Close()
+	entries := l.entries()
+
+	o.FS = crashed
+	l2 := newMemberLog()
+	o.Replicator = l2
+	s2 := storetest.Open(t, o)
+	if got := readOffsets(t, s2, "R"); len(got) != 70 {
+		t.Fatalf("%d records readable by queue offset below the cut, want 70", len(got))
+	}
+	// The set's log replays every entry; those past the cut are written
+	// again at their offsets.
+	for i, e := range entries {
+		if err := s2.Apply(e); err != nil {
+			t.Fatalf("replaying entry %d: %v", i, err)
+		}
+	}
+	if got := readOffsets(t, s2, "R"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the replay: %d records read by queue offset, want %d", len(got), len(want))
+	}
+	l2.stop()
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := storetest.Open(t, o)
+	defer s3.Close()
+	if got := readOffsets(t, s3, "R"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after reopening: %d records, want %d", len(got), len(want))
+	}
+}
