@@ -1,9 +1,12 @@
 package store_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,8 +25,12 @@ type memberLog struct {
 	quit  chan struct{}
 	done  chan struct{}
 	// hold, when set, is called with each entry before it is ordered;
-	// the entries proposed meanwhile are ordered first.
-	hold func(entry []byte)
+	// the entries proposed meanwhile are ordered first. applied, when
+	// set, is called with each entry and the first member's outcome.
+	hold    func(entry []byte)
+	applied func(entry []byte, err error)
+	// proposed is signalled by every Propose call.
+	proposed chan struct{}
 
 	mu      sync.Mutex
 	log     [][]byte
@@ -37,8 +44,14 @@ type proposal struct {
 
 var errLogStopped = errors.New("replicated log stopped")
 
+// refuseAll is the Replicator of a member that never leads.
+type refuseAll struct{}
+
+func (refuseAll) Propose(_ []byte, done func(error)) { done(errors.New("not the leader")) }
+
 func newMemberLog() *memberLog {
-	l := &memberLog{props: make(chan proposal, 64), quit: make(chan struct{}), done: make(chan struct{})}
+	l := &memberLog{props: make(chan proposal, 64), quit: make(chan struct{}), done: make(chan struct{}),
+		proposed: make(chan struct{}, 1)}
 	go l.run()
 	return l
 }
@@ -46,6 +59,10 @@ func newMemberLog() *memberLog {
 // Propose implements store.Replicator.
 func (l *memberLog) Propose(entry []byte, done func(error)) {
 	e := append([]byte(nil), entry...)
+	select {
+	case l.proposed <- struct{}{}:
+	default:
+	}
 	if l.hold != nil {
 		l.hold(e)
 	}
@@ -70,6 +87,9 @@ func (l *memberLog) run() {
 				if e := m.Apply(p.entry); i == 0 {
 					err = e
 				}
+			}
+			if l.applied != nil {
+				l.applied(p.entry, err)
 			}
 			p.done(err)
 		case <-l.quit:
@@ -181,5 +201,111 @@ func TestReplicaCutKeepsRebuiltBlocks(t *testing.T) {
 	defer s3.Close()
 	if got := readOffsets(t, s3, "R"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after reopening: %d records, want %d", len(got), len(want))
+	}
+}
+
+// TestReplicatedDeleteUnderAppends deletes a topic again and again while
+// appends to it and to another topic go on, with a replicated log that
+// orders each deletion after the next entry proposed while it is being
+// proposed, as raft may order two proposals that race. Every deletion
+// DeleteTopic reports done must have been applied at the offset it was
+// proposed at, and the leader and a follower must end with the same
+// queues, every record readable by queue offset.
+func TestReplicatedDeleteUnderAppends(t *testing.T) {
+	l := newMemberLog()
+	o := store.Options{SegmentSize: 1 << 20, Logger: quietLogger(), CheckpointInterval: time.Hour, MaxPendingBytes: 8 << 10}
+	lo, fo := o, o
+	lo.Dir, lo.Replicator = t.TempDir(), l
+	fo.Dir, fo.Replicator = t.TempDir(), refuseAll{}
+	leader := storetest.Open(t, lo)
+	defer leader.Close()
+	follower := storetest.Open(t, fo)
+	defer follower.Close()
+	l.join(leader)
+	l.join(follower)
+	var (
+		mu      sync.Mutex
+		skipped []string
+	)
+	l.hold = func(e []byte) {
+		if e[0] != 'T' { // a topic deletion: 'T' at(8) topic
+			return
+		}
+		select {
+		case <-l.proposed: // this deletion's own
+		default:
+		}
+		select {
+		case <-l.proposed:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	l.applied = func(e []byte, err error) {
+		if e[0] != 'T' || err != nil {
+			return
+		}
+		at, topic := int64(binary.BigEndian.Uint64(e[1:9])), string(e[9:])
+		if got, ok := leader.DeletedAt(topic); !ok || got != at {
+			mu.Lock()
+			skipped = append(skipped, fmt.Sprintf("%s at %d (the store keeps %d, %v)", topic, at, got, ok))
+			mu.Unlock()
+		}
+	}
+	leader.Promote()
+
+	var (
+		stop atomic.Bool
+		wg   sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			topic := []string{"D", "U"}[w%2]
+			for i := 0; !stop.Load(); i++ {
+				m := storetest.Msg(topic, int32(w/2), fmt.Sprintf("w%d-%d", w, i))
+				if err := leader.Append([]*message.Message{m}); err != nil {
+					t.Errorf("append: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	deletions := 30
+	for i := 0; i < deletions; i++ {
+		for n := leader.Stats().Appends.Load() + 50; leader.Stats().Appends.Load() < n; {
+			runtime.Gosched()
+		}
+		if err := leader.DeleteTopic("D"); err != nil {
+			t.Errorf("deletion %d: %v", i, err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	mu.Lock()
+	if len(skipped) > 0 {
+		t.Errorf("%d of %d deletions reported done were not applied: %v", len(skipped), deletions, skipped)
+	}
+	mu.Unlock()
+	// The follower applied every entry the leader did.
+	if err := leader.Append([]*message.Message{storetest.Msg("U", 9, "last")}); err != nil {
+		t.Fatal(err)
+	}
+	l.stop()
+	queues := func(s *store.Store) map[string][]string {
+		out := map[string][]string{}
+		for _, q := range s.Queues() {
+			out[fmt.Sprintf("%s/%d", q.Topic, q.QueueID)] = storetest.ReadQueue(t, s, q.Topic, q.QueueID, q.MinOffset)
+		}
+		return out
+	}
+	lq, fq := queues(leader), queues(follower)
+	if len(lq) != len(fq) {
+		t.Fatalf("leader has %d queues, follower %d", len(lq), len(fq))
+	}
+	for k, want := range lq {
+		if got := fq[k]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("queue %s: leader holds %d records, follower %d", k, len(want), len(got))
+		}
 	}
 }

@@ -43,6 +43,9 @@ type Store struct {
 		// deletion (see DeleteTopic); an entry leaves once the checkpoint
 		// passes it.
 		deleted map[string]int64
+		// deleting counts the replicated deletions of each topic in
+		// flight; appends to such a topic wait for them (replica.go).
+		deleting map[string]int
 	}
 	space *sync.Cond // on mu: signalled when pendingBytes drops
 
@@ -91,7 +94,11 @@ type Store struct {
 	// with Promote, Demote and the proposals of rounds; the writer of
 	// segment files holds it. It comes before mu.
 	applyMu sync.Mutex
-	repl    replState
+	// proposeMu orders a replicated store's proposals of rounds and
+	// topic deletions: each reaches the Replicator in the order of the
+	// log offsets it stands for. It comes before applyMu.
+	proposeMu sync.Mutex
+	repl      replState
 }
 
 // Stats are running counters, read with Store.Stats.
@@ -201,6 +208,7 @@ func Open(opts Options) (*Store, error) {
 	s.space = sync.NewCond(&s.mu)
 	s.mu.queues = make(map[queueKey]*queue)
 	s.mu.deleted = make(map[string]int64)
+	s.mu.deleting = make(map[string]int)
 	s.cq.queues = make(map[queueKey]*queue)
 	s.ahead.seed = maphash.MakeSeed()
 	s.progress.values = make(map[string]int64)
@@ -249,6 +257,7 @@ func Open(opts Options) (*Store, error) {
 		if err := s.db.Set(replEndKey, int64Value(s.written.Load()), pebble.Sync); err != nil {
 			return nil, fmt.Errorf("store: record the synced end: %w", err)
 		}
+		s.repl.openEnd = s.written.Load()
 	}
 	ok = true
 	if opts.Prealloc > 0 {
@@ -387,7 +396,7 @@ func (s *Store) enqueue(msgs []*message.Message, then func(error)) (*round, erro
 	}
 
 	s.mu.Lock()
-	for s.mu.pendingBytes > s.opts.MaxPendingBytes && !s.mu.closed && s.mu.failed == nil {
+	for (s.mu.pendingBytes > s.opts.MaxPendingBytes || s.deletingLocked(msgs)) && !s.mu.closed && s.mu.failed == nil {
 		s.space.Wait()
 	}
 	if s.mu.closed {
