@@ -9,6 +9,9 @@
 //	<dir>/commitlog/<20-digit base>  segment files, named by base offset
 //	<dir>/index/                     the pebble database
 //	<dir>/keyindex/<20-digit seq>.kidx  key-index files, numbered in order
+//	<dir>/restore/                   a snapshot being restored (RestoreDir):
+//	                                 swapped in by the next start once it
+//	                                 holds COMPLETE, discarded before
 //
 // # Commit log
 //

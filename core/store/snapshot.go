@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -199,30 +200,82 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	return k, err
 }
 
+// A restore is staged beside the store it replaces, in
+// <dir>/restore/, and swapped in once complete:
+//
+//	<dir>/restore/commitlog/  the snapshot's segments, each synced
+//	<dir>/restore/index.snap  its index values, as items 'K' and an 'E'
+//	<dir>/restore/COMPLETE    created and synced last: the commit point
+//
+// Until COMPLETE exists the old store is untouched, and a start (Open or
+// RestoreDir) discards the staging directory. Once it exists the restore
+// is rolled forward, by RestoreDir and by every start until it is done:
+// the staged commit log replaces the store's own (removed, then the
+// staged one renamed into its place, the directories synced), the index
+// and the key index are removed, and Open, having created the index
+// again, loads index.snap into it with a synced commit before it removes
+// the staging directory. Every step may be redone after a crash. No
+// second index is opened for the staging, so a failing disk there is an
+// error of RestoreDir, never a fatal one of the index.
+const (
+	restoreStage  = "restore"
+	restoreValues = "index.snap"
+	restoreDone   = "COMPLETE"
+
+	// restoreBatchBytes bounds the index values a restore holds in
+	// memory before it commits them to the index.
+	restoreBatchBytes = 4 << 20
+)
+
 // RestoreDir replaces the data directory dir, which no Store may hold
 // open, with the snapshot read from r. Opening a Store on dir afterwards
-// rebuilds the consume queues from the restored log.
+// completes the restore and rebuilds the consume queues from the
+// restored log. The replacement is atomic: after an error or a crash,
+// dir opens as the store it was or as the complete snapshot, never as a
+// mix of the two or a part of one.
 func RestoreDir(fs vfs.FS, dir string, r io.Reader) error {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	for _, sub := range []string{"commitlog", "index", keyFileDir} {
-		if err := fs.RemoveAll(fs.PathJoin(dir, sub)); err != nil {
-			return fmt.Errorf("store: restore: clear %s: %w", sub, err)
-		}
-	}
 	if err := mkdirSynced(fs, dir); err != nil {
 		return err
 	}
-	logDir := fs.PathJoin(dir, "commitlog")
+	lock, err := fs.Lock(fs.PathJoin(dir, "LOCK"))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+	}
+	defer lock.Close()
+	// What an earlier restore left, complete or not, is superseded.
+	if err := removeSynced(fs, dir, restoreStage); err != nil {
+		return fmt.Errorf("store: restore: %w", err)
+	}
+	if err := stageSnapshot(fs, fs.PathJoin(dir, restoreStage), r); err != nil {
+		// The old store was not touched. A start discards what is left
+		// of the staging directory if this removal fails too.
+		return errors.Join(fmt.Errorf("store: restore: %w", err), removeSynced(fs, dir, restoreStage))
+	}
+	if _, _, err := finishRestore(fs, dir); err != nil {
+		return fmt.Errorf("store: restore: %w", err)
+	}
+	return nil
+}
+
+// stageSnapshot writes the snapshot read from r into the staging
+// directory stage and, once every byte of it is synced, marks it
+// complete.
+func stageSnapshot(fs vfs.FS, stage string, r io.Reader) error {
+	if err := mkdirSynced(fs, stage); err != nil {
+		return err
+	}
+	logDir := fs.PathJoin(stage, "commitlog")
 	if err := mkdirSynced(fs, logDir); err != nil {
 		return err
 	}
-	db, err := pebble.Open(fs.PathJoin(dir, "index"), &pebble.Options{FS: fs, Logger: quietPebble{}})
+	vf, err := fs.Create(fs.PathJoin(stage, restoreValues), vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("store: restore: open index: %w", err)
+		return err
 	}
-	b := db.NewBatch()
+	vw := bufio.NewWriterSize(vf, 1<<20)
 	err = readSnapshot(bufio.NewReaderSize(r, 1<<20), func(kind byte, key string, v io.Reader, vlen int64) error {
 		switch kind {
 		case snapVersion:
@@ -231,13 +284,13 @@ func RestoreDir(fs vfs.FS, dir string, r io.Reader) error {
 			}
 			return nil
 		case snapIndex:
-			buf := make([]byte, vlen) // at most maxSnapIndexValue: readSnapshot
-			if _, err := io.ReadFull(v, buf); err != nil {
+			if _, err := vw.Write(itemHeader(nil, snapIndex, key, vlen)); err != nil {
 				return err
 			}
-			return b.Set([]byte(key), buf, nil)
+			_, err := io.CopyN(vw, v, vlen)
+			return err
 		case snapSegment:
-			if len(key) != segmentNameLen {
+			if !isSegmentName(key) {
 				return fmt.Errorf("%w: snapshot segment name %q", ErrCorruption, key)
 			}
 			f, err := fs.Create(fs.PathJoin(logDir, key), vfs.WriteCategoryUnspecified)
@@ -253,19 +306,143 @@ func RestoreDir(fs vfs.FS, dir string, r io.Reader) error {
 		return fmt.Errorf("%w: snapshot item of kind %q", ErrCorruption, kind)
 	})
 	if err == nil {
-		err = b.Commit(pebble.Sync)
+		_, err = vw.Write(itemHeader(nil, snapEnd, "", 0))
 	}
-	b.Close()
-	err = errors.Join(err, db.Close())
-	if err != nil {
-		return fmt.Errorf("store: restore: %w", err)
+	if err == nil {
+		err = vw.Flush()
 	}
-	d, err := fs.OpenDir(logDir)
+	if err == nil {
+		err = vf.Sync()
+	}
+	if err := errors.Join(err, vf.Close()); err != nil {
+		return err
+	}
+	if err := syncDir(fs, logDir); err != nil {
+		return err
+	}
+	f, err := fs.Create(fs.PathJoin(stage, restoreDone), vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	return syncDir(fs, stage)
+}
+
+// isSegmentName reports whether name is a segment file's name: its base
+// offset in segmentNameLen decimal digits.
+func isSegmentName(name string) bool {
+	if len(name) != segmentNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// finishRestore rolls a restore staged in dir forward or discards it
+// (see RestoreDir). For a complete one it swaps the commit log in,
+// removes the index and the key index, and returns the file of index
+// values the new index must be loaded from; it reports whether it
+// discarded an incomplete one. Without a staging directory it does
+// nothing.
+func finishRestore(fs vfs.FS, dir string) (values string, discarded bool, err error) {
+	stage := fs.PathJoin(dir, restoreStage)
+	if _, err := fs.Stat(stage); errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	} else if err != nil {
+		return "", false, err
+	}
+	if _, err := fs.Stat(fs.PathJoin(stage, restoreDone)); errors.Is(err, os.ErrNotExist) {
+		return "", true, removeSynced(fs, dir, restoreStage)
+	} else if err != nil {
+		return "", false, err
+	}
+	staged := fs.PathJoin(stage, "commitlog")
+	if _, err := fs.Stat(staged); err == nil {
+		if err := removeSynced(fs, dir, "commitlog"); err != nil {
+			return "", false, err
+		}
+		if err := fs.Rename(staged, fs.PathJoin(dir, "commitlog")); err != nil {
+			return "", false, err
+		}
+		// The destination first: until it is synced, the staged entry
+		// must stay where the next start finds it.
+		if err := syncDir(fs, dir); err != nil {
+			return "", false, err
+		}
+		if err := syncDir(fs, stage); err != nil {
+			return "", false, err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, err // else swapped in before a crash
+	}
+	for _, sub := range []string{"index", keyFileDir} {
+		if err := removeSynced(fs, dir, sub); err != nil {
+			return "", false, err
+		}
+	}
+	return fs.PathJoin(stage, restoreValues), false, nil
+}
+
+// loadRestored writes the index values of a restore into the store's
+// new index, synced, and removes the staging directory.
+func (s *Store) loadRestored(values string) error {
+	fs := s.opts.FS
+	f, err := fs.Open(values)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := s.db.NewBatch()
+	defer func() { b.Close() }()
+	n := 0
+	err = readSnapshot(bufio.NewReaderSize(f, 1<<20), func(kind byte, key string, v io.Reader, vlen int64) error {
+		if kind != snapIndex {
+			return fmt.Errorf("%w: staged index item of kind %q", ErrCorruption, kind)
+		}
+		buf := make([]byte, vlen) // at most maxSnapIndexValue: readSnapshot
+		if _, err := io.ReadFull(v, buf); err != nil {
+			return err
+		}
+		if err := b.Set([]byte(key), buf, nil); err != nil {
+			return err
+		}
+		n++
+		if b.Len() < restoreBatchBytes {
+			return nil
+		}
+		// Synced at the end; a crash before loads them all again.
+		if err := b.Commit(pebble.NoSync); err != nil {
+			return err
+		}
+		b.Close()
+		b = s.db.NewBatch()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	if err := removeSynced(fs, s.opts.Dir, restoreStage); err != nil {
+		return err
+	}
+	s.log.Info("snapshot restore completed", "dir", s.opts.Dir, "index_values", n)
+	return nil
+}
+
+// removeSynced removes dir/name and all it holds, and syncs dir.
+func removeSynced(fs vfs.FS, dir, name string) error {
+	if err := fs.RemoveAll(fs.PathJoin(dir, name)); err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	return syncDir(fs, dir)
 }
 
 // readSnapshot calls fn for each item of a snapshot stream until its end.

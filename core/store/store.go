@@ -228,6 +228,15 @@ func Open(opts Options) (*Store, error) {
 			s.closeFiles()
 		}
 	}()
+	// A snapshot restore that a crash or an error interrupted is
+	// completed, or discarded if it had not got all of the snapshot.
+	restored, discarded, err := finishRestore(fs, opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: finish the snapshot restore in %s: %w", opts.Dir, err)
+	}
+	if discarded {
+		s.log.Warn("a snapshot restore that did not complete was discarded; the store is as it was before it", "dir", opts.Dir)
+	}
 	cache := pebble.NewCache(opts.IndexCacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	s.db, err = pebble.Open(fs.PathJoin(opts.Dir, "index"), &pebble.Options{
@@ -238,6 +247,11 @@ func Open(opts Options) (*Store, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: open index: %w", err)
+	}
+	if restored != "" {
+		if err := s.loadRestored(restored); err != nil {
+			return nil, fmt.Errorf("store: load the restored index: %w", err)
+		}
 	}
 	s.cl, err = openCommitLog(fs, fs.PathJoin(opts.Dir, "commitlog"), opts.SegmentSize)
 	if err != nil {

@@ -1,0 +1,143 @@
+package store_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/core/store/storetest"
+)
+
+// replicatedWith opens a replicated store on fs at dir, leading a log of
+// its own, appends n messages to topic (in rounds of 3) and sets the
+// metadata value topic to "meta-"+topic.
+func replicatedWith(t *testing.T, fs vfs.FS, dir, topic string, n int) (*store.Store, *memberLog, []string) {
+	t.Helper()
+	l := newMemberLog()
+	s := storetest.Open(t, store.Options{Dir: dir, FS: fs, SegmentSize: 4 << 10, Replicator: l, Logger: quietLogger(),
+		CheckpointInterval: time.Hour})
+	l.join(s)
+	s.Promote()
+	var bodies []string
+	for i := 0; i < n; i += 3 {
+		var batch []*message.Message
+		for j := i; j < min(n, i+3); j++ {
+			body := fmt.Sprintf("%s-%d-%s", topic, j, bytes.Repeat([]byte("x"), 200))
+			bodies = append(bodies, body)
+			batch = append(batch, storetest.Msg(topic, 0, body))
+		}
+		if err := s.Append(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutMeta(topic, []byte("meta-"+topic)); err != nil {
+		t.Fatal(err)
+	}
+	return s, l, bodies
+}
+
+// TestRestoreDirAtomic restores a snapshot over a store, failing the
+// restore's n-th filesystem operation and every one after it, for each n
+// until the restore succeeds: the directory, opened with that failure
+// behind it, and opened after a crash at that moment (only what was
+// synced kept), holds either the complete old store or the complete
+// snapshot.
+func TestRestoreDirAtomic(t *testing.T) {
+	// The snapshot: a store spanning several segments.
+	src, srcLog, newBodies := replicatedWith(t, vfs.NewMem(), "/src", "New", 60)
+	snap, err := src.TakeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest bytes.Buffer
+	if _, err := snap.WriteTo(&manifest); err != nil {
+		t.Fatal(err)
+	}
+	_, stream, err := src.SnapshotStream(&manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := io.ReadAll(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcLog.stop()
+	src.Close()
+
+	// The store the snapshot replaces.
+	base := vfs.NewCrashableMem()
+	old, oldLog, oldBodies := replicatedWith(t, base, "/d", "Old", 25)
+	oldLog.stop()
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// which opens the store on fs and reports which one it is.
+	which := func(fs vfs.FS, n int, how string) string {
+		t.Helper()
+		s, err := store.Open(store.Options{Dir: "/d", FS: fs, SegmentSize: 4 << 10, Replicator: refuseAll{}, Logger: quietLogger()})
+		if err != nil {
+			t.Fatalf("op %d, %s: open: %v", n, how, err)
+		}
+		defer s.Close()
+		oldQ, newQ := s.MaxOffset("Old", 0), s.MaxOffset("New", 0)
+		oldM, _ := s.Meta("Old")
+		newM, _ := s.Meta("New")
+		switch {
+		case oldQ > 0 && newQ == 0 && string(oldM) == "meta-Old" && newM == nil &&
+			slices.Equal(storetest.ReadQueue(t, s, "Old", 0, 0), oldBodies):
+			return "old"
+		case newQ > 0 && oldQ == 0 && string(newM) == "meta-New" && oldM == nil &&
+			slices.Equal(storetest.ReadQueue(t, s, "New", 0, 0), newBodies):
+			return "new"
+		}
+		t.Fatalf("op %d, %s: the store holds %d old and %d new records, metadata %q and %q", n, how, oldQ, newQ, oldM, newM)
+		return ""
+	}
+
+	seen := map[string]int{}
+	for n := 1; ; n++ {
+		mem := base.CrashClone(vfs.CrashCloneCfg{})
+		var (
+			ops     atomic.Int64
+			once    sync.Once
+			crashed *vfs.MemFS
+		)
+		inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+			k := ops.Add(1)
+			if k < int64(n) {
+				return nil
+			}
+			once.Do(func() { crashed = mem.CrashClone(vfs.CrashCloneCfg{}) })
+			return errorfs.ErrInjected
+		})
+		err := store.RestoreDir(errorfs.Wrap(mem, inj), "/d", bytes.NewReader(full))
+		if ops.Load() < int64(n) {
+			// No operation failed: the restore is done.
+			if err != nil {
+				t.Fatalf("restore without a failure: %v", err)
+			}
+			if got := which(mem, n, "restored"); got != "new" {
+				t.Fatalf("restored store is the %s one", got)
+			}
+			t.Logf("%d operations; after a failure the store opened as %v", n-1, seen)
+			return
+		}
+		if err == nil {
+			// A failure pebble absorbed in the background; the store
+			// must still be one or the other.
+			seen["no error"]++
+		}
+		seen[which(mem, n, "after the error")]++
+		seen[which(crashed, n, "after a crash")]++
+	}
+}
