@@ -141,3 +141,65 @@ func TestRestoreDirAtomic(t *testing.T) {
 		seen[which(crashed, n, "after a crash")]++
 	}
 }
+
+// TestSnapshotCarriesComponentKeys installs a snapshot on a fresh store:
+// the keys components keep (a timer index here, with its progress value
+// saying how far it reaches) come across with the progress values, so a
+// member that installs the snapshot finds the timers pending at it.
+func TestSnapshotCarriesComponentKeys(t *testing.T) {
+	src, l, _ := replicatedWith(t, vfs.NewMem(), "/src", "T", 10)
+	timer := func(due, off int) []byte { return fmt.Appendf(nil, "t%08d-%08d", due, off) }
+	for i := 0; i < 20; i++ {
+		if err := src.PutKeys(timer(1000+i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Delivered timers' keys are gone.
+	if err := src.DeleteKeys(timer(1000, 0), timer(1001, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.PutValues(store.KV{Key: []byte("f-block"), Value: []byte("filter")}); err != nil {
+		t.Fatal(err)
+	}
+	src.SetProgress("sched/timer/indexed", 20)
+	snap, err := src.TakeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest bytes.Buffer
+	if _, err := snap.WriteTo(&manifest); err != nil {
+		t.Fatal(err)
+	}
+	_, stream, err := src.SnapshotStream(&manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := vfs.NewMem()
+	if err := store.RestoreDir(fs, "/d", stream); err != nil {
+		t.Fatal(err)
+	}
+	l.stop()
+	src.Close()
+
+	s := storetest.Open(t, store.Options{Dir: "/d", FS: fs, SegmentSize: 4 << 10, Replicator: refuseAll{}, Logger: quietLogger()})
+	defer s.Close()
+	if v, ok := s.Progress("sched/timer/indexed"); !ok || v != 20 {
+		t.Fatalf("timer progress %d, %v", v, ok)
+	}
+	var pending []string
+	if err := s.ScanKeys([]byte("t"), nil, func(k []byte) bool {
+		pending = append(pending, string(k))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 18 || pending[0] != string(timer(1002, 2)) || pending[17] != string(timer(1019, 19)) {
+		t.Fatalf("after the install the timer index holds %d keys %q…, want the 18 pending", len(pending), pending[:min(3, len(pending))])
+	}
+	if v, ok, err := s.Value([]byte("f-block"), nil); err != nil || !ok || string(v) != "filter" {
+		t.Fatalf("component value after the install: %q, %v, %v", v, ok, err)
+	}
+	if got := storetest.ReadQueue(t, s, "T", 0, 0); len(got) != 10 {
+		t.Fatalf("%d records after the install, want 10", len(got))
+	}
+}

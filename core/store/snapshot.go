@@ -17,8 +17,9 @@ import (
 
 // A snapshot is the state a replicated store needs to start from when the
 // set's log no longer holds what it lacks: every index value that is not
-// derived from the log (metadata, progress values, queue registrations
-// and topic deletions) and the commit log's bytes up to an end. It is a
+// derived from the log (metadata, progress values, the keys components
+// keep, queue registrations and topic deletions) and the commit log's
+// bytes up to an end. It is a
 // stream of items
 //
 //	kind(1) keyLen(4) key valueLen(8) value
@@ -77,6 +78,12 @@ func (s *Store) TakeSnapshot() (*Snapshot, error) {
 		snap.index[string(progressKey(name))] = int64Value(v)
 	}
 	s.progress.Unlock()
+	// The keys components keep (PutKeys, PutValues) are state of their
+	// own: a timer index, say, whose progress value above says how far
+	// it reaches; restored without them, nothing would index again.
+	if err := s.snapshotKeys(snap.index); err != nil {
+		return nil, err
+	}
 	s.cq.RLock()
 	for k, q := range s.cq.queues {
 		snap.index[string(queueRegKey(k))] = int64Value(q.min)
@@ -88,6 +95,26 @@ func (s *Store) TakeSnapshot() (*Snapshot, error) {
 	}
 	s.mu.Unlock()
 	return snap, nil
+}
+
+// snapshotKeys adds the keys components keep to index.
+func (s *Store) snapshotKeys(index map[string][]byte) error {
+	lo := []byte{kindKeys}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("store: snapshot of the components' keys: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if len(it.Value()) > maxSnapIndexValue {
+			return fmt.Errorf("store: snapshot: the value of key %q holds %d bytes, more than %d", it.Key(), len(it.Value()), maxSnapIndexValue)
+		}
+		index[string(it.Key())] = bytes.Clone(it.Value())
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("store: snapshot of the components' keys: %w", err)
+	}
+	return nil
 }
 
 // End is the commit-log offset the snapshot covers up to.
@@ -103,15 +130,24 @@ func itemHeader(dst []byte, kind byte, key string, vlen int64) []byte {
 
 // WriteTo writes the snapshot's manifest to w.
 func (snap *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	var total int64
 	b := itemHeader(nil, snapVersion, snapManifest, 0)
 	for _, k := range slices.Sorted(maps.Keys(snap.index)) {
 		v := snap.index[k]
 		b = append(itemHeader(b, snapIndex, k, int64(len(v))), v...)
+		if len(b) >= 1<<20 {
+			n, err := w.Write(b)
+			total += int64(n)
+			if err != nil {
+				return total, err
+			}
+			b = b[:0]
+		}
 	}
 	b = binary.BigEndian.AppendUint64(itemHeader(b, snapLogEnd, "", 8), uint64(snap.end))
 	b = itemHeader(b, snapEnd, "", 0)
 	n, err := w.Write(b)
-	return int64(n), err
+	return total + int64(n), err
 }
 
 // IsManifest reports whether the snapshot stream r begins as a manifest
