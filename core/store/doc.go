@@ -237,9 +237,10 @@
 //  13. At most maxInflightRounds rounds are proposed and not yet applied;
 //     appends meanwhile gather in the pending round.
 //  14. A topic deletion at offset X is proposed after every round below X
-//     (the pending round is closed and proposed first) and before any
-//     round past X (proposals of rounds and deletions are ordered by one
-//     lock), and appends to the topic wait while it is in flight, so the
+//     and before any round past X: with a round pending it is proposed
+//     right after that round, X being the round's end, and otherwise at
+//     once, at the log's end, under the lock the flusher proposes rounds
+//     under. Appends to the topic wait while it is in flight, so the
 //     records past X are in the topic's new queues on every member.
 //     Applied fresh, a deletion finds the log ending at or before X; one
 //     that finds it past X is a replay if the log already reached past X

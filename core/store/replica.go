@@ -163,16 +163,12 @@ func (s *Store) releaseSlots(n int) {
 	}
 }
 
-// proposeRound hands r to the replicated log; Apply finishes it. The
-// flusher took a slot for it.
+// proposeRound hands r to the replicated log, and then the topic
+// deletions that wait for it; Apply finishes it. The flusher took a slot
+// for it.
 func (s *Store) proposeRound(r *round) {
 	s.proposeMu.Lock()
 	defer s.proposeMu.Unlock()
-	s.proposeRoundLocked(r)
-}
-
-// proposeRoundLocked is proposeRound with proposeMu held.
-func (s *Store) proposeRoundLocked(r *round) {
 	s.applyMu.Lock()
 	if s.repl.closed {
 		s.applyMu.Unlock()
@@ -198,12 +194,19 @@ func (s *Store) proposeRoundLocked(r *round) {
 	}
 	r.id = id
 	s.repl.inflight = append(s.repl.inflight, r)
+	// Once proposed, r may be applied and finished at any moment: the
+	// deletions are its no longer.
+	dels, at := r.deletes, r.end
+	r.deletes = nil
 	s.applyMu.Unlock()
 	s.opts.Replicator.Propose(e, func(err error) {
 		if err != nil {
 			s.fence(r, err)
 		}
 	})
+	for _, d := range dels {
+		s.opts.Replicator.Propose(deleteEntry(d.topic, at), d.done)
+	}
 }
 
 // fence demotes the store after a proposal of r failed, unless r was
@@ -557,51 +560,59 @@ func (s *Store) applyMeta(p []byte) error {
 // replicateDelete proposes a topic's deletion at the current end of the
 // log, so every member drops the same records of it.
 //
-// The deletion goes into the log after every round before its offset and
-// before any round past it: the pending round is closed and proposed
-// first, and proposeMu keeps the flusher from proposing the next one
-// until the deletion is proposed. Appends to the topic wait until the
-// deletion is applied (or failed), so those after it go to its new
-// queues on every member, the leader included.
+// The deletion goes into the log after every round below its offset and
+// before any round past it. With a round pending, the deletion waits
+// for it and is proposed right after it, at its end (proposeRound);
+// otherwise it is proposed at once, at the log's end, under proposeMu,
+// which the flusher holds to propose a round. Appends to the topic wait
+// until the deletion is applied (or failed), so those after it go to
+// its new queues on every member, the leader included.
 func (s *Store) replicateDelete(topic string) error {
-	if !s.Writable() {
-		return ErrNotLeader
-	}
+	done := make(chan error, 1)
+	reply := func(err error) { done <- err }
 	s.proposeMu.Lock()
 	s.mu.Lock()
-	s.mu.deleting[topic]++
-	r := s.mu.pending
-	s.mu.pending = nil
-	if r != nil {
-		s.mu.pendingBytes -= r.bytes
-		s.space.Broadcast()
-	}
-	at := s.mu.next
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		if s.mu.deleting[topic]--; s.mu.deleting[topic] == 0 {
-			delete(s.mu.deleting, topic)
-		}
-		s.space.Broadcast()
+	switch {
+	case s.mu.closed:
 		s.mu.Unlock()
-	}()
-	if r != nil {
-		if !s.takeSlot() {
-			s.proposeMu.Unlock()
-			r.err = ErrClosed
-			s.finish(r)
-			return ErrClosed
-		}
-		s.proposeRoundLocked(r)
+		s.proposeMu.Unlock()
+		return ErrClosed
+	case !s.repl.writable:
+		s.mu.Unlock()
+		s.proposeMu.Unlock()
+		return ErrNotLeader
 	}
+	s.mu.deleting[topic]++
+	r, at := s.mu.pending, s.mu.next
+	if r != nil {
+		r.deletes = append(r.deletes, pendingDelete{topic: topic, done: reply})
+	}
+	s.mu.Unlock()
+	if r == nil {
+		s.opts.Replicator.Propose(deleteEntry(topic, at), reply)
+	}
+	s.proposeMu.Unlock()
+	err := <-done
+	s.mu.Lock()
+	if s.mu.deleting[topic]--; s.mu.deleting[topic] == 0 {
+		delete(s.mu.deleting, topic)
+	}
+	s.space.Broadcast()
+	s.mu.Unlock()
+	return err
+}
+
+// pendingDelete is a topic deletion waiting for the round it follows.
+type pendingDelete struct {
+	topic string
+	done  func(error)
+}
+
+// deleteEntry is the replicated entry of topic's deletion at offset at.
+func deleteEntry(topic string, at int64) []byte {
 	e := []byte{entryDelete}
 	e = binary.BigEndian.AppendUint64(e, uint64(at))
-	e = append(e, topic...)
-	done := make(chan error, 1)
-	s.opts.Replicator.Propose(e, func(err error) { done <- err })
-	s.proposeMu.Unlock()
-	return <-done
+	return append(e, topic...)
 }
 
 // deletingLocked reports whether a topic of msgs has a replicated

@@ -160,6 +160,10 @@ type round struct {
 	// then holds the callbacks of AppendAsync, run by the flusher once
 	// the round is stored (or failed), in the order of their appends.
 	then []func(error)
+	// deletes are the topic deletions a replicated store proposes right
+	// after the round (replica.go); a round failed before its proposal
+	// fails them.
+	deletes []pendingDelete
 }
 
 // chunk is a run of frames contiguous in one segment.
@@ -647,6 +651,14 @@ func (s *Store) finish(r *round) {
 		s.completions <- completion{r.then, r.err}
 		r.then = nil
 	}
+	for _, d := range r.deletes {
+		cause := r.err
+		if cause == nil {
+			cause = ErrNotLeader
+		}
+		d.done(fmt.Errorf("store: topic %s not deleted: the round before it failed: %w", d.topic, cause))
+	}
+	r.deletes = nil
 }
 
 // completionBacklog is how many rounds' callbacks may wait for the
