@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,7 +131,7 @@ func TestRestoreDirAtomic(t *testing.T) {
 				t.Fatalf("restored store is the %s one", got)
 			}
 			t.Logf("%d operations; after a failure the store opened as %v", n-1, seen)
-			return
+			break
 		}
 		if err == nil {
 			// A failure pebble absorbed in the background; the store
@@ -139,6 +140,59 @@ func TestRestoreDirAtomic(t *testing.T) {
 		}
 		seen[which(mem, n, "after the error")]++
 		seen[which(crashed, n, "after a crash")]++
+	}
+
+	// The start after the restore swaps the snapshot in. It fails, or
+	// crashes, at each of its operations in turn (the index's own files
+	// fail no write: the index takes a failed write for a fatal error);
+	// the next start opens the new store. So does one after a restore
+	// that was cut short, begun on that crashed directory.
+	restored := base.CrashClone(vfs.CrashCloneCfg{})
+	if err := store.RestoreDir(restored, "/d", bytes.NewReader(full)); err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; ; n++ {
+		mem := restored.CrashClone(vfs.CrashCloneCfg{})
+		var (
+			ops     atomic.Int64
+			once    sync.Once
+			crashed *vfs.MemFS
+		)
+		inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if ops.Add(1) < int64(n) {
+				return nil
+			}
+			once.Do(func() { crashed = mem.CrashClone(vfs.CrashCloneCfg{}) })
+			if op.Path == "/d/index" || strings.HasPrefix(op.Path, "/d/index/") {
+				return nil
+			}
+			return errorfs.ErrInjected
+		})
+		s, err := store.Open(store.Options{Dir: "/d", FS: errorfs.Wrap(mem, inj), SegmentSize: 4 << 10,
+			Replicator: refuseAll{}, Logger: quietLogger()})
+		if err == nil {
+			s.Close()
+		}
+		if crashed == nil {
+			if err != nil {
+				t.Fatalf("open without a failure: %v", err)
+			}
+			if got := which(mem, n, "swapped in"); got != "new" {
+				t.Fatalf("the swapped-in store is the %s one", got)
+			}
+			t.Logf("the swap took %d operations", n-1)
+			return
+		}
+		if got := which(mem, n, "after an error swapping in"); got != "new" {
+			t.Fatalf("op %d: after an error swapping in, the store is the %s one", n, got)
+		}
+		cut := bytes.NewReader(full[:len(full)/2])
+		if err := store.RestoreDir(crashed, "/d", cut); err == nil {
+			t.Fatalf("op %d: a restore from half a snapshot succeeded", n)
+		}
+		if got := which(crashed, n, "after a crash swapping in"); got != "new" {
+			t.Fatalf("op %d: after a crash swapping in, the store is the %s one", n, got)
+		}
 	}
 }
 

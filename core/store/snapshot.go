@@ -243,18 +243,19 @@ func (e *exactReader) Read(p []byte) (int, error) {
 //	<dir>/restore/index.snap  its index values, as items 'K' and an 'E'
 //	<dir>/restore/COMPLETE    created and synced last: the commit point
 //
-// Until COMPLETE exists the old store is untouched, and a start (Open or
-// RestoreDir) discards the staging directory. Once it exists the restore
-// is rolled forward, by RestoreDir and by every start until it is done:
-// the staged commit log replaces the store's own (removed, then the
-// staged one renamed into its place, the directories synced), the index
-// and the key index are removed, and Open, having created the index
-// again, loads index.snap into it with a synced commit before it removes
-// the staging directory. Every step may be redone after a crash. No
-// second index is opened for the staging, so a failing disk there is an
-// error of RestoreDir, never a fatal one of the index.
+// RestoreDir stages; until COMPLETE exists the old store is untouched,
+// and a start discards the staging directory. Once it exists, Open (or a
+// later RestoreDir, first of all) rolls the restore forward: the staged commit log replaces the store's own
+// (removed, then the staged one renamed into its place, the directories
+// synced), the index and the key index are removed, and, the index
+// created again, index.snap is loaded into it with a synced commit. Then
+// the staging directory is renamed to <dir>/restore.done, the end of the
+// restore, and removed. Every step may be redone after a crash. No index
+// is opened before the commit point, so a failing disk there is an error
+// of RestoreDir, never a fatal one of the index.
 const (
 	restoreStage  = "restore"
+	restoreEnded  = "restore.done"
 	restoreValues = "index.snap"
 	restoreDone   = "COMPLETE"
 
@@ -265,7 +266,7 @@ const (
 
 // RestoreDir replaces the data directory dir, which no Store may hold
 // open, with the snapshot read from r. Opening a Store on dir afterwards
-// completes the restore and rebuilds the consume queues from the
+// swaps the snapshot in and rebuilds the consume queues from the
 // restored log. The replacement is atomic: after an error or a crash,
 // dir opens as the store it was or as the complete snapshot, never as a
 // mix of the two or a part of one.
@@ -281,19 +282,46 @@ func RestoreDir(fs vfs.FS, dir string, r io.Reader) error {
 		return fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
 	}
 	defer lock.Close()
-	// What an earlier restore left, complete or not, is superseded.
+	// A complete restore not yet swapped in (a crash came before the
+	// start that would) is the store this one replaces: it is swapped
+	// in first. An incomplete one is superseded.
+	if err := finishStagedRestore(fs, dir); err != nil {
+		return fmt.Errorf("store: restore: finish the restore before: %w", err)
+	}
 	if err := removeSynced(fs, dir, restoreStage); err != nil {
 		return fmt.Errorf("store: restore: %w", err)
 	}
 	if err := stageSnapshot(fs, fs.PathJoin(dir, restoreStage), r); err != nil {
 		// The old store was not touched. A start discards what is left
-		// of the staging directory if this removal fails too.
+		// of the staging directory if this removal fails too, unless it
+		// is complete.
 		return errors.Join(fmt.Errorf("store: restore: %w", err), removeSynced(fs, dir, restoreStage))
 	}
-	if _, _, err := finishRestore(fs, dir); err != nil {
-		return fmt.Errorf("store: restore: %w", err)
-	}
 	return nil
+}
+
+// finishStagedRestore swaps in a complete restore staged in dir, as a
+// start would, opening the index itself.
+func finishStagedRestore(fs vfs.FS, dir string) error {
+	stage := fs.PathJoin(dir, restoreStage)
+	if _, err := fs.Stat(fs.PathJoin(stage, restoreDone)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	values, _, err := swapRestore(fs, dir)
+	if err != nil || values == "" {
+		return err
+	}
+	db, err := pebble.Open(fs.PathJoin(dir, "index"), &pebble.Options{FS: fs, Logger: quietPebble{}})
+	if err != nil {
+		return err
+	}
+	_, err = loadValues(db, fs, values)
+	if err = errors.Join(err, db.Close()); err != nil {
+		return err
+	}
+	return endRestore(fs, dir)
 }
 
 // stageSnapshot writes the snapshot read from r into the staging
@@ -380,13 +408,16 @@ func isSegmentName(name string) bool {
 	return true
 }
 
-// finishRestore rolls a restore staged in dir forward or discards it
-// (see RestoreDir). For a complete one it swaps the commit log in,
-// removes the index and the key index, and returns the file of index
-// values the new index must be loaded from; it reports whether it
-// discarded an incomplete one. Without a staging directory it does
-// nothing.
-func finishRestore(fs vfs.FS, dir string) (values string, discarded bool, err error) {
+// swapRestore rolls a restore staged in dir forward up to the loading
+// of its index values, or discards it (see RestoreDir). For a complete
+// one it swaps the commit log in, removes the index and the key index,
+// and returns the file of index values the new index must be loaded
+// from; it reports whether it discarded an incomplete one. Without a
+// staging directory it does nothing.
+func swapRestore(fs vfs.FS, dir string) (values string, discarded bool, err error) {
+	if err := removeSynced(fs, dir, restoreEnded); err != nil {
+		return "", false, err
+	}
 	stage := fs.PathJoin(dir, restoreStage)
 	if _, err := fs.Stat(stage); errors.Is(err, os.ErrNotExist) {
 		return "", false, nil
@@ -425,16 +456,15 @@ func finishRestore(fs vfs.FS, dir string) (values string, discarded bool, err er
 	return fs.PathJoin(stage, restoreValues), false, nil
 }
 
-// loadRestored writes the index values of a restore into the store's
-// new index, synced, and removes the staging directory.
-func (s *Store) loadRestored(values string) error {
-	fs := s.opts.FS
+// loadValues writes the index values staged in the file values into db,
+// synced, and returns how many there were.
+func loadValues(db *pebble.DB, fs vfs.FS, values string) (int, error) {
 	f, err := fs.Open(values)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
-	b := s.db.NewBatch()
+	b := db.NewBatch()
 	defer func() { b.Close() }()
 	n := 0
 	err = readSnapshot(bufio.NewReaderSize(f, 1<<20), func(kind byte, key string, v io.Reader, vlen int64) error {
@@ -457,20 +487,25 @@ func (s *Store) loadRestored(values string) error {
 			return err
 		}
 		b.Close()
-		b = s.db.NewBatch()
+		b = db.NewBatch()
 		return nil
 	})
 	if err != nil {
+		return n, err
+	}
+	return n, b.Commit(pebble.Sync)
+}
+
+// endRestore ends a restore whose index values are loaded: the staging
+// directory is renamed out of the way in one step, then removed.
+func endRestore(fs vfs.FS, dir string) error {
+	if err := fs.Rename(fs.PathJoin(dir, restoreStage), fs.PathJoin(dir, restoreEnded)); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := syncDir(fs, dir); err != nil {
 		return err
 	}
-	if err := removeSynced(fs, s.opts.Dir, restoreStage); err != nil {
-		return err
-	}
-	s.log.Info("snapshot restore completed", "dir", s.opts.Dir, "index_values", n)
-	return nil
+	return removeSynced(fs, dir, restoreEnded)
 }
 
 // removeSynced removes dir/name and all it holds, and syncs dir.

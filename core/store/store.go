@@ -234,7 +234,7 @@ func Open(opts Options) (*Store, error) {
 	}()
 	// A snapshot restore that a crash or an error interrupted is
 	// completed, or discarded if it had not got all of the snapshot.
-	restored, discarded, err := finishRestore(fs, opts.Dir)
+	restored, discarded, err := swapRestore(fs, opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("store: finish the snapshot restore in %s: %w", opts.Dir, err)
 	}
@@ -253,9 +253,14 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open index: %w", err)
 	}
 	if restored != "" {
-		if err := s.loadRestored(restored); err != nil {
+		n, err := loadValues(s.db, fs, restored)
+		if err == nil {
+			err = endRestore(fs, opts.Dir)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("store: load the restored index: %w", err)
 		}
+		s.log.Info("snapshot restore completed", "dir", opts.Dir, "index_values", n)
 	}
 	s.cl, err = openCommitLog(fs, fs.PathJoin(opts.Dir, "commitlog"), opts.SegmentSize)
 	if err != nil {
