@@ -244,15 +244,17 @@ func (e *exactReader) Read(p []byte) (int, error) {
 //	<dir>/restore/COMPLETE    created and synced last: the commit point
 //
 // RestoreDir stages; until COMPLETE exists the old store is untouched,
-// and a start discards the staging directory. Once it exists, Open (or a
-// later RestoreDir, first of all) rolls the restore forward: the staged commit log replaces the store's own
-// (removed, then the staged one renamed into its place, the directories
-// synced), the index and the key index are removed, and, the index
-// created again, index.snap is loaded into it with a synced commit. Then
-// the staging directory is renamed to <dir>/restore.done, the end of the
-// restore, and removed. Every step may be redone after a crash. No index
-// is opened before the commit point, so a failing disk there is an error
-// of RestoreDir, never a fatal one of the index.
+// and a start discards the staging directory (a discarded one loses its
+// COMPLETE first). Once it exists, Open (or a later RestoreDir, before
+// anything else) rolls the restore forward: the staged commit log
+// replaces the store's own (removed, then the staged one renamed into
+// its place, the directories synced), the index and the key index are
+// removed, and, the index created again, index.snap is loaded into it
+// with a synced commit. Then the staging directory is renamed to
+// <dir>/restore.done, the end of the restore, and removed. Every step
+// may be redone after a crash. No index is opened before the commit
+// point, so a failing disk there is an error of RestoreDir, never a
+// fatal one of the index.
 const (
 	restoreStage  = "restore"
 	restoreEnded  = "restore.done"
@@ -288,16 +290,24 @@ func RestoreDir(fs vfs.FS, dir string, r io.Reader) error {
 	if err := finishStagedRestore(fs, dir); err != nil {
 		return fmt.Errorf("store: restore: finish the restore before: %w", err)
 	}
-	if err := removeSynced(fs, dir, restoreStage); err != nil {
+	if err := discardStage(fs, dir); err != nil {
 		return fmt.Errorf("store: restore: %w", err)
 	}
 	if err := stageSnapshot(fs, fs.PathJoin(dir, restoreStage), r); err != nil {
 		// The old store was not touched. A start discards what is left
-		// of the staging directory if this removal fails too, unless it
-		// is complete.
-		return errors.Join(fmt.Errorf("store: restore: %w", err), removeSynced(fs, dir, restoreStage))
+		// of the staging directory if this fails too.
+		return errors.Join(fmt.Errorf("store: restore: %w", err), discardStage(fs, dir))
 	}
 	return nil
+}
+
+// discardStage removes a restore staged in dir: its COMPLETE first, so
+// that no part of it is ever taken for a whole one.
+func discardStage(fs vfs.FS, dir string) error {
+	if err := removeSynced(fs, fs.PathJoin(dir, restoreStage), restoreDone); err != nil {
+		return err
+	}
+	return removeSynced(fs, dir, restoreStage)
 }
 
 // finishStagedRestore swaps in a complete restore staged in dir, as a
@@ -425,7 +435,7 @@ func swapRestore(fs vfs.FS, dir string) (values string, discarded bool, err erro
 		return "", false, err
 	}
 	if _, err := fs.Stat(fs.PathJoin(stage, restoreDone)); errors.Is(err, os.ErrNotExist) {
-		return "", true, removeSynced(fs, dir, restoreStage)
+		return "", true, discardStage(fs, dir)
 	} else if err != nil {
 		return "", false, err
 	}
@@ -508,8 +518,12 @@ func endRestore(fs vfs.FS, dir string) error {
 	return removeSynced(fs, dir, restoreEnded)
 }
 
-// removeSynced removes dir/name and all it holds, and syncs dir.
+// removeSynced removes dir/name and all it holds, if it exists, and
+// syncs dir.
 func removeSynced(fs vfs.FS, dir, name string) error {
+	if _, err := fs.Stat(fs.PathJoin(dir, name)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err := fs.RemoveAll(fs.PathJoin(dir, name)); err != nil {
 		return fmt.Errorf("remove %s: %w", name, err)
 	}
