@@ -246,6 +246,12 @@
 //     that finds it past X is a replay if the log already reached past X
 //     when the store opened, and is otherwise skipped by every member,
 //     its DeleteTopic failing with ErrDeletionSkipped.
+//  15. A snapshot restore (RestoreDir) replaces the store whole or not at
+//     all: it is staged in <dir>/restore and marked COMPLETE once every
+//     byte of it is synced; a start discards a staging directory without
+//     the mark and rolls one with it forward, in steps it can redo after
+//     a crash (snapshot.go). A snapshot carries the keys components keep
+//     with the progress values that count on them.
 //
 // # Reading a queue
 //
