@@ -207,7 +207,8 @@ func TestReplicaCutKeepsRebuiltBlocks(t *testing.T) {
 // TestReplicatedDeleteUnderAppends deletes a topic again and again while
 // appends to it and to another topic go on, with a replicated log that
 // orders each deletion after the next entry proposed while it is being
-// proposed, as raft may order two proposals that race. Every deletion
+// proposed (waiting up to 20 ms for one), as raft may order two
+// proposals that race. Every deletion
 // DeleteTopic reports done must have been applied at the offset it was
 // proposed at, and the leader and a follower must end with the same
 // queues, every record readable by queue offset.
