@@ -42,12 +42,14 @@
 //
 // raft takes a snapshot every SnapshotThreshold entries and then truncates
 // its log. A member keeps a snapshot as a manifest: the store's index
-// state the log does not derive (metadata, progress values, queue
-// registrations, topic deletions) and the offset it ends at, after an
-// fsync covering it (store.Snapshot). When raft sends a snapshot to a
-// member too far behind for the log, the manifest becomes the full
-// stream, the log's bytes up to that offset read from the store as they
-// go (snapshotStore); the member installs it in place of its store.
+// state the log does not derive (metadata, progress values, the keys
+// components keep such as the timer index, queue registrations, topic
+// deletions) and the offset it ends at, after an fsync covering it
+// (store.Snapshot). When raft sends a snapshot to a member too far behind
+// for the log, the manifest becomes the full stream, the log's bytes up
+// to that offset read from the store as they go (snapshotStore); the
+// member installs it in place of its store, atomically (store.RestoreDir):
+// a failed install leaves it serving its old store.
 //
 // # Invariants
 //

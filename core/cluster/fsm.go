@@ -48,6 +48,14 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	so := n.opts.Store
 	so.Replicator = n
 	if err := store.RestoreDir(so.FS, so.Dir, rc); err != nil {
+		// RestoreDir is atomic: the directory holds the old store still
+		// (or, had it got past its commit point, the new one), so the
+		// member goes on serving it rather than a closed store.
+		if st, oerr := store.Open(so); oerr != nil {
+			n.log.Error("reopening the store after a failed restore", "err", oerr)
+		} else {
+			n.store.Store(st)
+		}
 		return err
 	}
 	st, err := store.Open(so)

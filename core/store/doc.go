@@ -9,6 +9,9 @@
 //	<dir>/commitlog/<20-digit base>  segment files, named by base offset
 //	<dir>/index/                     the pebble database
 //	<dir>/keyindex/<20-digit seq>.kidx  key-index files, numbered in order
+//	<dir>/restore/                   a snapshot being restored (RestoreDir):
+//	                                 swapped in by the next start once it
+//	                                 holds COMPLETE, discarded before
 //
 // # Commit log
 //
@@ -217,7 +220,11 @@
 // topic deletions are entries too. The commit log is then synced in the
 // background, and after each sync the offset it covers, a round boundary,
 // is written to the index ('r'): recovery cuts the log there, and the
-// replicated log supplies the rest again.
+// replicated log supplies the rest again. Every unit below the cut stays
+// in its queue, whether its block came from the index or only from the
+// recovery scan (whose blocks trimming reads back from the recovery's
+// own batch), so the rounds written again continue each queue without a
+// hole.
 //
 //  11. A replicated store acknowledges an append only when its round's
 //     entry is applied: after the set committed it. A round that was
@@ -229,6 +236,22 @@
 //     store taking writes.
 //  13. At most maxInflightRounds rounds are proposed and not yet applied;
 //     appends meanwhile gather in the pending round.
+//  14. A topic deletion at offset X is proposed after every round below X
+//     and before any round past X: with a round pending it is proposed
+//     right after that round, X being the round's end, and otherwise at
+//     once, at the log's end, under the lock the flusher proposes rounds
+//     under. Appends to the topic wait while it is in flight, so the
+//     records past X are in the topic's new queues on every member.
+//     Applied fresh, a deletion finds the log ending at or before X; one
+//     that finds it past X is a replay if the log already reached past X
+//     when the store opened, and is otherwise skipped by every member,
+//     its DeleteTopic failing with ErrDeletionSkipped.
+//  15. A snapshot restore (RestoreDir) replaces the store whole or not at
+//     all: it is staged in <dir>/restore and marked COMPLETE once every
+//     byte of it is synced; a start discards a staging directory without
+//     the mark and rolls one with it forward, in steps it can redo after
+//     a crash (snapshot.go). A snapshot carries the keys components keep
+//     with the progress values that count on them.
 //
 // # Reading a queue
 //

@@ -25,6 +25,10 @@ var (
 	// ErrBadName is returned for a consumer offset whose group or topic is
 	// empty or holds a NUL byte, the separator of the offset's key.
 	ErrBadName = errors.New("store: invalid group or topic name")
+	// ErrDeletionSkipped is returned by DeleteTopic on a replicated store
+	// when the set's log ordered the deletion after rounds written past
+	// the offset it was proposed at: no member applied it.
+	ErrDeletionSkipped = errors.New("store: topic deletion ordered after later writes, not applied")
 	// ErrLocked is returned by Open when another Store holds the directory.
 	ErrLocked = errors.New("store: directory in use")
 )

@@ -16,3 +16,17 @@ func (s *Store) ReadAheadHolds(topic string, queueID int32, no int64) bool {
 	s.cq.RUnlock()
 	return q != nil && s.ahead.block(q, no) != nil
 }
+
+// SyncLogOnly fsyncs the segment being written without recording the
+// synced end of a replicated store: what a background sync that the
+// process died in the middle of leaves behind.
+func (s *Store) SyncLogOnly() error { return s.syncActive() }
+
+// DeletedAt returns the commit-log offset of topic's last deletion while
+// the store still keeps it.
+func (s *Store) DeletedAt(topic string) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.mu.deleted[topic]
+	return at, ok
+}

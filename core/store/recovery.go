@@ -36,7 +36,9 @@ func (s *Store) recover() error {
 	}
 
 	from := max(ck, s.cl.minOffset())
-	b := s.db.NewBatch()
+	// The blocks the scan completes go to b; trimQueues reads them back
+	// through it (an indexed batch), not only from the committed index.
+	b := s.db.NewIndexedBatch()
 	defer b.Close()
 	if s.keys != nil {
 		s.keys.mu.Lock()
@@ -478,11 +480,13 @@ func (s *Store) cutTail(segs []*segment, off int64) error {
 
 // trimQueues drops consume-queue units that point at or past end, the end
 // of valid data, so queue offsets continue from the last recovered record.
+// b is the recovery's indexed batch: the blocks the scan rebuilt are in
+// it, and a unit below end in one of them is kept like any other.
 func (s *Store) trimQueues(end int64, b *pebble.Batch) {
 	for k, q := range s.cq.queues {
 		next := q.next
 		for next > q.min {
-			u, ok := s.unitAt(q, next-1)
+			u, ok := s.unitAt(q, next-1, b)
 			if ok && u.Size > 0 && u.CommitLogOffset < end {
 				break
 			}
@@ -499,7 +503,7 @@ func (s *Store) trimQueues(end int64, b *pebble.Batch) {
 			no = (next - 1) / blockUnits
 			if m := q.memBlock(no); m != nil {
 				blk = bytes.Clone(m)
-			} else if v, closer, err := s.db.Get(blockKey(k, no)); err == nil {
+			} else if v, closer, err := b.Get(blockKey(k, no)); err == nil {
 				blk = bytes.Clone(v)
 				closer.Close()
 			}
@@ -516,12 +520,14 @@ func (s *Store) trimQueues(end int64, b *pebble.Batch) {
 	}
 }
 
-// unitAt reads one unit of q during recovery.
-func (s *Store) unitAt(q *queue, off int64) (Unit, bool) {
+// unitAt reads one unit of q during recovery: from memory, or through
+// the recovery's indexed batch b, which holds the blocks the scan
+// completed over those of the index.
+func (s *Store) unitAt(q *queue, off int64, b *pebble.Batch) (Unit, bool) {
 	no := off / blockUnits
 	blk := q.memBlock(no)
 	if blk == nil {
-		v, closer, err := s.db.Get(blockKey(q.key, no))
+		v, closer, err := b.Get(blockKey(q.key, no))
 		if err != nil {
 			return Unit{}, false
 		}

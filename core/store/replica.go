@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/rmq-go/rmq/core/message"
 )
 
 // Replicator carries a replicated store's changes to the other members of
@@ -60,6 +61,9 @@ type replState struct {
 	// dirty are progress names changed since the last proposal (leader
 	// only); guarded by s.progress.
 	dirty map[string]struct{}
+	// openEnd is where the log ended when the store opened: a topic
+	// deletion before it is a replay (see Apply). Set by Open.
+	openEnd int64
 }
 
 // Replicated reports whether the store was opened with a Replicator.
@@ -159,9 +163,12 @@ func (s *Store) releaseSlots(n int) {
 	}
 }
 
-// proposeRound hands r to the replicated log; Apply finishes it. The
-// flusher took a slot for it.
+// proposeRound hands r to the replicated log, and then the topic
+// deletions that wait for it; Apply finishes it. The flusher took a slot
+// for it.
 func (s *Store) proposeRound(r *round) {
+	s.proposeMu.Lock()
+	defer s.proposeMu.Unlock()
 	s.applyMu.Lock()
 	if s.repl.closed {
 		s.applyMu.Unlock()
@@ -187,12 +194,19 @@ func (s *Store) proposeRound(r *round) {
 	}
 	r.id = id
 	s.repl.inflight = append(s.repl.inflight, r)
+	// Once proposed, r may be applied and finished at any moment: the
+	// deletions are its no longer.
+	dels, at := r.deletes, r.end
+	r.deletes = nil
 	s.applyMu.Unlock()
 	s.opts.Replicator.Propose(e, func(err error) {
 		if err != nil {
 			s.fence(r, err)
 		}
 	})
+	for _, d := range dels {
+		s.opts.Replicator.Propose(deleteEntry(d.topic, at), d.done)
+	}
 }
 
 // fence demotes the store after a proposal of r failed, unless r was
@@ -232,17 +246,20 @@ func (s *Store) Apply(entry []byte) error {
 			return fmt.Errorf("%w: short topic deletion entry", ErrCorruption)
 		}
 		at := int64(binary.BigEndian.Uint64(entry[1:]))
-		if at < s.written.Load() {
-			// A replay after a restart: rounds written after the deletion
-			// are applied already, and may hold the topic's new queues.
-			// Applied fresh, a deletion finds the log ending at or before
-			// its offset: every round before it in the log was handed its
-			// offsets before the deletion read the log's end.
-			return nil
-		}
 		topic := string(entry[9:])
 		if topic == "" || strings.IndexByte(topic, 0) >= 0 {
 			return fmt.Errorf("%w: topic deletion of %q", ErrCorruption, topic)
+		}
+		if written := s.written.Load(); at < written {
+			// Its proposer put no round past at in the log before it
+			// (replicateDelete), so rounds past at that were applied
+			// before the store opened came after it: a replay after a
+			// restart, applied already. Rounds past at applied since
+			// came first, and every member skips it.
+			if at < s.repl.openEnd {
+				return nil
+			}
+			return fmt.Errorf("%w: %s at %d, the log ends at %d", ErrDeletionSkipped, topic, at, written)
 		}
 		err = s.deleteTopicAt(topic, at)
 	default:
@@ -542,14 +559,74 @@ func (s *Store) applyMeta(p []byte) error {
 
 // replicateDelete proposes a topic's deletion at the current end of the
 // log, so every member drops the same records of it.
+//
+// The deletion goes into the log after every round below its offset and
+// before any round past it. With a round pending, the deletion waits
+// for it and is proposed right after it, at its end (proposeRound);
+// otherwise it is proposed at once, at the log's end, under proposeMu,
+// which the flusher holds to propose a round. Appends to the topic wait
+// until the deletion is applied (or failed), so those after it go to
+// its new queues on every member, the leader included.
 func (s *Store) replicateDelete(topic string) error {
+	done := make(chan error, 1)
+	reply := func(err error) { done <- err }
+	s.proposeMu.Lock()
 	s.mu.Lock()
-	at := s.mu.next
+	switch {
+	case s.mu.closed:
+		s.mu.Unlock()
+		s.proposeMu.Unlock()
+		return ErrClosed
+	case !s.repl.writable:
+		s.mu.Unlock()
+		s.proposeMu.Unlock()
+		return ErrNotLeader
+	}
+	s.mu.deleting[topic]++
+	r, at := s.mu.pending, s.mu.next
+	if r != nil {
+		r.deletes = append(r.deletes, pendingDelete{topic: topic, done: reply})
+	}
 	s.mu.Unlock()
+	if r == nil {
+		s.opts.Replicator.Propose(deleteEntry(topic, at), reply)
+	}
+	s.proposeMu.Unlock()
+	err := <-done
+	s.mu.Lock()
+	if s.mu.deleting[topic]--; s.mu.deleting[topic] == 0 {
+		delete(s.mu.deleting, topic)
+	}
+	s.space.Broadcast()
+	s.mu.Unlock()
+	return err
+}
+
+// pendingDelete is a topic deletion waiting for the round it follows.
+type pendingDelete struct {
+	topic string
+	done  func(error)
+}
+
+// deleteEntry is the replicated entry of topic's deletion at offset at.
+func deleteEntry(topic string, at int64) []byte {
 	e := []byte{entryDelete}
 	e = binary.BigEndian.AppendUint64(e, uint64(at))
-	e = append(e, topic...)
-	return s.proposeWait(e)
+	return append(e, topic...)
+}
+
+// deletingLocked reports whether a topic of msgs has a replicated
+// deletion in flight. s.mu must be held.
+func (s *Store) deletingLocked(msgs []*message.Message) bool {
+	if len(s.mu.deleting) == 0 {
+		return false
+	}
+	for _, m := range msgs {
+		if s.mu.deleting[m.Topic] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // newReplID seeds round ids so two runs of a store never share one.

@@ -43,6 +43,9 @@ type Store struct {
 		// deletion (see DeleteTopic); an entry leaves once the checkpoint
 		// passes it.
 		deleted map[string]int64
+		// deleting counts the replicated deletions of each topic in
+		// flight; appends to such a topic wait for them (replica.go).
+		deleting map[string]int
 	}
 	space *sync.Cond // on mu: signalled when pendingBytes drops
 
@@ -91,7 +94,11 @@ type Store struct {
 	// with Promote, Demote and the proposals of rounds; the writer of
 	// segment files holds it. It comes before mu.
 	applyMu sync.Mutex
-	repl    replState
+	// proposeMu orders a replicated store's proposals of rounds and
+	// topic deletions: each reaches the Replicator in the order of the
+	// log offsets it stands for. It comes before applyMu.
+	proposeMu sync.Mutex
+	repl      replState
 }
 
 // Stats are running counters, read with Store.Stats.
@@ -153,6 +160,10 @@ type round struct {
 	// then holds the callbacks of AppendAsync, run by the flusher once
 	// the round is stored (or failed), in the order of their appends.
 	then []func(error)
+	// deletes are the topic deletions a replicated store proposes right
+	// after the round (replica.go); a round failed before its proposal
+	// fails them.
+	deletes []pendingDelete
 }
 
 // chunk is a run of frames contiguous in one segment.
@@ -201,6 +212,7 @@ func Open(opts Options) (*Store, error) {
 	s.space = sync.NewCond(&s.mu)
 	s.mu.queues = make(map[queueKey]*queue)
 	s.mu.deleted = make(map[string]int64)
+	s.mu.deleting = make(map[string]int)
 	s.cq.queues = make(map[queueKey]*queue)
 	s.ahead.seed = maphash.MakeSeed()
 	s.progress.values = make(map[string]int64)
@@ -220,6 +232,15 @@ func Open(opts Options) (*Store, error) {
 			s.closeFiles()
 		}
 	}()
+	// A snapshot restore that a crash or an error interrupted is
+	// completed, or discarded if it had not got all of the snapshot.
+	restored, discarded, err := swapRestore(fs, opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: finish the snapshot restore in %s: %w", opts.Dir, err)
+	}
+	if discarded {
+		s.log.Warn("a snapshot restore that did not complete was discarded; the store is as it was before it", "dir", opts.Dir)
+	}
 	cache := pebble.NewCache(opts.IndexCacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	s.db, err = pebble.Open(fs.PathJoin(opts.Dir, "index"), &pebble.Options{
@@ -230,6 +251,16 @@ func Open(opts Options) (*Store, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: open index: %w", err)
+	}
+	if restored != "" {
+		n, err := loadValues(s.db, fs, restored)
+		if err == nil {
+			err = endRestore(fs, opts.Dir)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: load the restored index: %w", err)
+		}
+		s.log.Info("snapshot restore completed", "dir", opts.Dir, "index_values", n)
 	}
 	s.cl, err = openCommitLog(fs, fs.PathJoin(opts.Dir, "commitlog"), opts.SegmentSize)
 	if err != nil {
@@ -249,6 +280,7 @@ func Open(opts Options) (*Store, error) {
 		if err := s.db.Set(replEndKey, int64Value(s.written.Load()), pebble.Sync); err != nil {
 			return nil, fmt.Errorf("store: record the synced end: %w", err)
 		}
+		s.repl.openEnd = s.written.Load()
 	}
 	ok = true
 	if opts.Prealloc > 0 {
@@ -387,7 +419,7 @@ func (s *Store) enqueue(msgs []*message.Message, then func(error)) (*round, erro
 	}
 
 	s.mu.Lock()
-	for s.mu.pendingBytes > s.opts.MaxPendingBytes && !s.mu.closed && s.mu.failed == nil {
+	for (s.mu.pendingBytes > s.opts.MaxPendingBytes || s.deletingLocked(msgs)) && !s.mu.closed && s.mu.failed == nil {
 		s.space.Wait()
 	}
 	if s.mu.closed {
@@ -624,6 +656,14 @@ func (s *Store) finish(r *round) {
 		s.completions <- completion{r.then, r.err}
 		r.then = nil
 	}
+	for _, d := range r.deletes {
+		cause := r.err
+		if cause == nil {
+			cause = ErrNotLeader
+		}
+		d.done(fmt.Errorf("store: topic %s not deleted: the round before it failed: %w", d.topic, cause))
+	}
+	r.deletes = nil
 }
 
 // completionBacklog is how many rounds' callbacks may wait for the

@@ -19,7 +19,10 @@ import (
 // topic that lies before it, so a restart cannot bring the old queues
 // back from the records past the last checkpoint. Appends to the topic
 // that race with DeleteTopic land either before it (and are deleted) or
-// after it (in the new queues).
+// after it (in the new queues). On a replicated store appends to the
+// topic wait until the set has applied the deletion; DeleteTopic returns
+// ErrNotLeader off the leader and ErrDeletionSkipped if the deletion was
+// not applied (see doc.go, invariant 14).
 func (s *Store) DeleteTopic(topic string) error {
 	if topic == "" || strings.IndexByte(topic, 0) >= 0 {
 		return ErrBadName

@@ -1,0 +1,312 @@
+package store_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/core/store/storetest"
+)
+
+// memberLog is an in-process replicated log: it orders the entries
+// proposed to it and applies each, in that order and from one goroutine,
+// to every member store, as raft does on commit. The first member's Apply
+// error is the proposal's outcome.
+type memberLog struct {
+	props chan proposal
+	quit  chan struct{}
+	done  chan struct{}
+	// hold, when set, is called with each entry before it is ordered;
+	// the entries proposed meanwhile are ordered first. applied, when
+	// set, is called with each entry and the first member's outcome.
+	hold    func(entry []byte)
+	applied func(entry []byte, err error)
+	// proposed is signalled by every Propose call.
+	proposed chan struct{}
+
+	mu      sync.Mutex
+	log     [][]byte
+	members []*store.Store
+}
+
+type proposal struct {
+	entry []byte
+	done  func(error)
+}
+
+var errLogStopped = errors.New("replicated log stopped")
+
+// refuseAll is the Replicator of a member that never leads.
+type refuseAll struct{}
+
+func (refuseAll) Propose(_ []byte, done func(error)) { done(errors.New("not the leader")) }
+
+func newMemberLog() *memberLog {
+	l := &memberLog{props: make(chan proposal, 64), quit: make(chan struct{}), done: make(chan struct{}),
+		proposed: make(chan struct{}, 1)}
+	go l.run()
+	return l
+}
+
+// Propose implements store.Replicator.
+func (l *memberLog) Propose(entry []byte, done func(error)) {
+	e := append([]byte(nil), entry...)
+	select {
+	case l.proposed <- struct{}{}:
+	default:
+	}
+	if l.hold != nil {
+		l.hold(e)
+	}
+	select {
+	case l.props <- proposal{e, done}:
+	case <-l.quit:
+		done(errLogStopped)
+	}
+}
+
+func (l *memberLog) run() {
+	defer close(l.done)
+	for {
+		select {
+		case p := <-l.props:
+			l.mu.Lock()
+			l.log = append(l.log, p.entry)
+			members := l.members
+			l.mu.Unlock()
+			var err error
+			for i, m := range members {
+				if e := m.Apply(p.entry); i == 0 {
+					err = e
+				}
+			}
+			if l.applied != nil {
+				l.applied(p.entry, err)
+			}
+			p.done(err)
+		case <-l.quit:
+			return
+		}
+	}
+}
+
+// join makes s a member: it applies every entry ordered from now on.
+func (l *memberLog) join(s *store.Store) {
+	l.mu.Lock()
+	l.members = append(l.members, s)
+	l.mu.Unlock()
+}
+
+// entries returns the entries ordered so far.
+func (l *memberLog) entries() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]byte(nil), l.log...)
+}
+
+// stop stops applying; proposals from then on fail.
+func (l *memberLog) stop() {
+	close(l.quit)
+	<-l.done
+}
+
+// readOffsets reads queue 0 of topic by queue offset from 0 and returns
+// the bodies; a hole, a gap or a record at another offset fails the test.
+func readOffsets(t *testing.T, s *store.Store, topic string) []string {
+	t.Helper()
+	bodies := storetest.ReadQueue(t, s, topic, 0, 0)
+	if n := s.MaxOffset(topic, 0); int64(len(bodies)) != n {
+		t.Fatalf("%s: %d records read by queue offset, max offset %d", topic, len(bodies), n)
+	}
+	return bodies
+}
+
+// TestReplicaCutKeepsRebuiltBlocks crashes a replicated store whose last
+// synced end lies well before the end of its log, in an index block that
+// only the recovery scan rebuilds (its own write was never synced), with
+// more blocks rebuilt after it: recovery cuts the log at the synced end,
+// and every record below the cut must stay readable by queue offset.
+// The rounds past the cut, applied again from the replicated log, then
+// continue the queue without a hole.
+func TestReplicaCutKeepsRebuiltBlocks(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	l := newMemberLog()
+	o := store.Options{Dir: "/d", FS: mem, SegmentSize: 1 << 20, Replicator: l, Logger: quietLogger(),
+		CheckpointInterval: time.Hour, FlushInterval: time.Hour}
+	s := storetest.Open(t, o)
+	l.join(s)
+	s.Promote()
+	var want []string
+	appendN := func(n, per int) {
+		t.Helper()
+		for i := 0; i < n; i += per {
+			var batch []*message.Message
+			for j := i; j < min(n, i+per); j++ {
+				body := fmt.Sprint("m", len(want))
+				want = append(want, body)
+				batch = append(batch, storetest.Msg("R", 0, body))
+			}
+			if err := s.Append(batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Block 0 complete and block 1 begun; all of it synced, index and
+	// synced end included.
+	appendN(70, 10)
+	if err := s.SyncReplicated(); err != nil {
+		t.Fatal(err)
+	}
+	// Blocks 1 to 3 complete and block 4 begun; the log is synced but the
+	// synced end is not recorded, and the index writes are lost.
+	appendN(200, 10)
+	if err := s.SyncLogOnly(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	l.stop()
+	s.Close()
+	entries := l.entries()
+
+	o.FS = crashed
+	l2 := newMemberLog()
+	o.Replicator = l2
+	s2 := storetest.Open(t, o)
+	if got := readOffsets(t, s2, "R"); len(got) != 70 {
+		t.Fatalf("%d records readable by queue offset below the cut, want 70", len(got))
+	}
+	// The set's log replays every entry; those past the cut are written
+	// again at their offsets.
+	for i, e := range entries {
+		if err := s2.Apply(e); err != nil {
+			t.Fatalf("replaying entry %d: %v", i, err)
+		}
+	}
+	if got := readOffsets(t, s2, "R"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the replay: %d records read by queue offset, want %d", len(got), len(want))
+	}
+	l2.stop()
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := storetest.Open(t, o)
+	defer s3.Close()
+	if got := readOffsets(t, s3, "R"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after reopening: %d records, want %d", len(got), len(want))
+	}
+}
+
+// TestReplicatedDeleteUnderAppends deletes a topic again and again while
+// appends to it and to another topic go on, with a replicated log that
+// orders each deletion after the next entry proposed while it is being
+// proposed (waiting up to 20 ms for one), as raft may order two
+// proposals that race. Every deletion
+// DeleteTopic reports done must have been applied at the offset it was
+// proposed at, and the leader and a follower must end with the same
+// queues, every record readable by queue offset.
+func TestReplicatedDeleteUnderAppends(t *testing.T) {
+	l := newMemberLog()
+	o := store.Options{SegmentSize: 1 << 20, Logger: quietLogger(), CheckpointInterval: time.Hour, MaxPendingBytes: 8 << 10}
+	lo, fo := o, o
+	lo.Dir, lo.Replicator = t.TempDir(), l
+	fo.Dir, fo.Replicator = t.TempDir(), refuseAll{}
+	leader := storetest.Open(t, lo)
+	defer leader.Close()
+	follower := storetest.Open(t, fo)
+	defer follower.Close()
+	l.join(leader)
+	l.join(follower)
+	var (
+		mu      sync.Mutex
+		skipped []string
+	)
+	l.hold = func(e []byte) {
+		if e[0] != 'T' { // a topic deletion: 'T' at(8) topic
+			return
+		}
+		select {
+		case <-l.proposed: // this deletion's own
+		default:
+		}
+		select {
+		case <-l.proposed:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	l.applied = func(e []byte, err error) {
+		if e[0] != 'T' || err != nil {
+			return
+		}
+		at, topic := int64(binary.BigEndian.Uint64(e[1:9])), string(e[9:])
+		if got, ok := leader.DeletedAt(topic); !ok || got != at {
+			mu.Lock()
+			skipped = append(skipped, fmt.Sprintf("%s at %d (the store keeps %d, %v)", topic, at, got, ok))
+			mu.Unlock()
+		}
+	}
+	leader.Promote()
+
+	var (
+		stop atomic.Bool
+		wg   sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			topic := []string{"D", "U"}[w%2]
+			for i := 0; !stop.Load(); i++ {
+				m := storetest.Msg(topic, int32(w/2), fmt.Sprintf("w%d-%d", w, i))
+				if err := leader.Append([]*message.Message{m}); err != nil {
+					t.Errorf("append: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	deletions := 30
+	for i := 0; i < deletions; i++ {
+		for n := leader.Stats().Appends.Load() + 50; leader.Stats().Appends.Load() < n; {
+			runtime.Gosched()
+		}
+		if err := leader.DeleteTopic("D"); err != nil {
+			t.Errorf("deletion %d: %v", i, err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	mu.Lock()
+	if len(skipped) > 0 {
+		t.Errorf("%d of %d deletions reported done were not applied: %v", len(skipped), deletions, skipped)
+	}
+	mu.Unlock()
+	// The follower applied every entry the leader did.
+	if err := leader.Append([]*message.Message{storetest.Msg("U", 9, "last")}); err != nil {
+		t.Fatal(err)
+	}
+	l.stop()
+	queues := func(s *store.Store) map[string][]string {
+		out := map[string][]string{}
+		for _, q := range s.Queues() {
+			out[fmt.Sprintf("%s/%d", q.Topic, q.QueueID)] = storetest.ReadQueue(t, s, q.Topic, q.QueueID, q.MinOffset)
+		}
+		return out
+	}
+	lq, fq := queues(leader), queues(follower)
+	if len(lq) != len(fq) {
+		t.Fatalf("leader has %d queues, follower %d", len(lq), len(fq))
+	}
+	for k, want := range lq {
+		if got := fq[k]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("queue %s: leader holds %d records, follower %d", k, len(want), len(got))
+		}
+	}
+}
