@@ -159,10 +159,13 @@ type Server struct {
 	Store  *store.Store
 	Broker *broker.Broker
 	NS     *namesrv.Server
-	GRPC   *grpcserver.Server // nil unless GRPCListen is set
-	bridge *natsBridge
-	node   *cluster.Node // a replicated set's member (cluster.go); nil otherwise
-	lead   *leadership
+	// nsLocal is the embedded name server's in-process listener
+	// (inproc.go), which the broker registers through; nil without one.
+	nsLocal *inProcListener
+	GRPC    *grpcserver.Server // nil unless GRPCListen is set
+	bridge  *natsBridge
+	node    *cluster.Node // a replicated set's member (cluster.go); nil otherwise
+	lead    *leadership
 
 	plugins *pluginHost
 	acl     *aclGate
@@ -199,7 +202,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 3)}
-	gate, err := newACLGate(&cfg, cfg.Logger, cfg.NamesrvListen != "")
+	gate, err := newACLGate(&cfg, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +259,8 @@ func Start(cfg Config) (_ *Server, err error) {
 			s.closeStore()
 			return nil, err
 		}
+		s.nsLocal = newInProcListener()
+		s.serve(func() error { return s.NS.Serve(s.nsLocal) })
 	}
 
 	if cfg.Cluster != nil {
@@ -320,6 +325,18 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 	if s.NamesrvAddr != "" {
 		bo.NameServers = append(bo.NameServers, s.NamesrvAddr)
 	}
+	if s.nsLocal != nil {
+		// The embedded name server is reached within the process, where
+		// it trusts the broker without an account (inproc.go).
+		local, addr := s.nsLocal, s.NamesrvAddr
+		bo.NamesrvDial = func(ctx context.Context, a string) (net.Conn, error) {
+			if a == addr {
+				return local.dial(ctx)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", a)
+		}
+	}
 	if bo.Logger == nil {
 		bo.Logger = cfg.Logger
 	}
@@ -369,7 +386,7 @@ func StartNamesrv(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 1)}
 	var err error
-	if s.acl, err = newACLGate(&cfg, cfg.Logger, false); err != nil {
+	if s.acl, err = newACLGate(&cfg, cfg.Logger); err != nil {
 		return nil, err
 	}
 	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
