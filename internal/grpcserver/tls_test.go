@@ -2,6 +2,9 @@ package grpcserver_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -40,5 +43,35 @@ func TestTLS(t *testing.T) {
 	defer plain.Close()
 	if _, err := pb.NewMessagingServiceClient(plain).QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(topic)}, grpc.WaitForReady(false)); err == nil {
 		t.Fatal("a plaintext client was served on the TLS port")
+	}
+}
+
+// TestTLSPermissiveByDefault serves TLS and plain h2c on one gRPC port
+// when the broker is given no TLS settings: the TLS client trusts the
+// self-signed certificate the broker generated in its data directory.
+func TestTLSPermissiveByDefault(t *testing.T) {
+	e := brokertest.Start(t, func(c *server.Config) { c.GRPCListen = "127.0.0.1:0" })
+	pem, err := os.ReadFile(filepath.Join(e.Config.DataDir, "tls", "selfsigned.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no certificate in the generated file")
+	}
+	topic := brokertest.Name("Permissive")
+	for _, creds := range []credentials.TransportCredentials{
+		credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}),
+		insecure.NewCredentials(),
+	} {
+		conn, err := grpc.NewClient(e.GRPCAddr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := pb.NewMessagingServiceClient(conn).QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(topic)})
+		conn.Close()
+		if err != nil || r.Status.GetCode() != pb.Code_OK {
+			t.Fatalf("route over %s: %v %v", creds.Info().SecurityProtocol, r, err)
+		}
 	}
 }

@@ -98,10 +98,11 @@ type Config struct {
 	// plugins.reload admin command), typically by re-reading the config
 	// file (ACLFile). Nil: a reload keeps the ACL as it is.
 	ACLSource func() (acl.Config, error) `yaml:"-"`
-	// TLS turns TLS on for the broker's port and the embedded name
-	// server's (tls.go): mode off (default), on or permissive, certFile,
-	// keyFile, and caFile to require client certificates. Its files are
-	// read again on reload.
+	// TLS is the TLS of the broker's port, the embedded name server's and
+	// the gRPC port (tls.go): mode disabled, permissive (the default: TLS
+	// and plain on each port) or enforcing, certFile and keyFile (none: a
+	// self-signed certificate kept in DataDir/tls), and caFile to require
+	// client certificates. Its files are read again on reload.
 	TLS TLSOptions `yaml:"tls"`
 	// Insecure allows listening on a non-loopback address with ACL off;
 	// without it Start refuses, saying why.
@@ -169,7 +170,7 @@ type Server struct {
 
 	plugins *pluginHost
 	acl     *aclGate
-	tls     *tlsGate      // nil with TLS off
+	tls     *tlsGate      // nil with TLS disabled
 	http    *httpEndpoint // nil with HTTPListen empty
 
 	// Readiness, as /readyz reports it; written by Start and Shutdown,
@@ -201,13 +202,16 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := cfg.checkExposure(); err != nil {
 		return nil, err
 	}
+	if cfg.TLS.Mode, err = tlsMode(cfg.TLS.Mode); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 3)}
 	gate, err := newACLGate(&cfg, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	s.acl = gate
-	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
+	if s.tls, err = newTLSGate(cfg.TLS, cfg.DataDir, cfg.tlsHosts(), cfg.Logger); err != nil {
 		return nil, err
 	}
 	// The HTTP endpoint comes first, so /healthz and /readyz answer
@@ -351,7 +355,7 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 	bo.Remoting.Authorize = s.acl.authorizeBroker
 	if s.tls != nil {
 		bo.Remoting.TLS, bo.Remoting.TLSPermissive = s.tls.serverConfig(), cfg.TLS.Mode == TLSPermissive
-		if cfg.TLS.Mode == TLSOn {
+		if cfg.TLS.Mode == TLSEnforcing {
 			bo.NamesrvTLS = s.tls.clientConfig()
 		}
 	}
@@ -384,12 +388,15 @@ func StartNamesrv(cfg Config) (*Server, error) {
 	if err := cfg.checkExposure(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 1)}
 	var err error
+	if cfg.TLS.Mode, err = tlsMode(cfg.TLS.Mode); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 1)}
 	if s.acl, err = newACLGate(&cfg, cfg.Logger); err != nil {
 		return nil, err
 	}
-	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
+	if s.tls, err = newTLSGate(cfg.TLS, cfg.DataDir, cfg.tlsHosts(), cfg.Logger); err != nil {
 		return nil, err
 	}
 	if err := s.startHTTP(); err != nil {
