@@ -3,9 +3,12 @@ package grpcserver_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -73,5 +76,33 @@ func TestTLSPermissiveByDefault(t *testing.T) {
 		if err != nil || r.Status.GetCode() != pb.Code_OK {
 			t.Fatalf("route over %s: %v %v", creds.Info().SecurityProtocol, r, err)
 		}
+	}
+}
+
+// TestSilentConnectionBounded holds a connection to the permissive gRPC
+// port open without sending its first byte, and one that sends the byte
+// of a TLS handshake and stops: each is closed once remoting's
+// frameReadTimeout has passed, as on the broker's own port.
+func TestSilentConnectionBounded(t *testing.T) {
+	e := brokertest.Start(t, func(c *server.Config) {
+		c.GRPCListen = "127.0.0.1:0"
+		c.Remoting.FrameReadTimeout = 300 * time.Millisecond
+	})
+	for _, first := range [][]byte{nil, {0x16}} {
+		nc, err := net.Dial("tcp", e.GRPCAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.Write(first); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.Copy(io.Discard, nc)
+		nc.Close()
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("first bytes %x: still open after 20 s", first)
+		}
+		t.Logf("first bytes %x: closed after %v", first, time.Since(start).Round(time.Millisecond))
 	}
 }
