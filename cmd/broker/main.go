@@ -137,7 +137,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		httpInfo = a
 	}
 	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
-		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String())
+		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String(), "tls", srv.TLSMode())
 
 	return serveUntilSignal(srv, log, hup, "listener failed", func() {
 		// Each reload logs its outcome; a refused one leaves the current
@@ -200,7 +200,7 @@ func runNamesrv(args []string, stdout, stderr io.Writer) int {
 		log.Error("name server failed to start", "err", err)
 		return 1
 	}
-	log.Info("name server started", "listen", srv.NamesrvAddr, "acl", srv.ACLEnabled(), "tls", cfg.TLS.Mode)
+	log.Info("name server started", "listen", srv.NamesrvAddr, "acl", srv.ACLEnabled(), "tls", srv.TLSMode())
 	return serveUntilSignal(srv, log, hup, "name server failed", func() {
 		srv.ReloadACL()
 		srv.ReloadTLS()

@@ -72,7 +72,8 @@ type Options struct {
 	NameServers []string `yaml:"-"`
 	// AccessKey and SecretKey are the broker's own account (core/acl):
 	// with AccessKey set, the broker signs its registrations with the name
-	// servers, which need an admin account when they check access.
+	// servers, which need an admin account when they check access. The
+	// embedded name server of its own process needs none.
 	AccessKey string `yaml:"accessKey"`
 	SecretKey string `yaml:"secretKey"`
 	// RegisterInterval is the re-registration period. Default 30 s.
@@ -219,6 +220,11 @@ type Options struct {
 	// NamesrvTLS, if set, makes the broker dial its name servers over TLS
 	// with this config. Nil dials plain.
 	NamesrvTLS *tls.Config `yaml:"-"`
+	// NamesrvDial, if set, opens the connections to name servers in place
+	// of a TCP dial (NamesrvTLS, if set, runs over them); internal/server
+	// reaches its embedded name server within the process with it. Nil
+	// dials TCP.
+	NamesrvDial func(ctx context.Context, addr string) (net.Conn, error) `yaml:"-"`
 }
 
 // TopicOptions is a topic the broker creates at start (Options.Topics).
@@ -567,7 +573,7 @@ func New(opts Options) (*Broker, error) {
 	}); err != nil {
 		return nil, err
 	}
-	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger, TLS: opts.NamesrvTLS})
+	b.nsc = remoting.NewClient(remoting.ClientOptions{Logger: opts.Logger, TLS: opts.NamesrvTLS, Dial: opts.NamesrvDial})
 	ro := opts.Remoting
 	ro.Logger, ro.OnClose = opts.Logger, b.connClosed
 	b.rs = remoting.NewServer(ro)

@@ -46,8 +46,9 @@
 // The name server decides nothing about access itself: Options.Authorize,
 // when set, is asked before every request. The broker process passes its
 // core/acl checker there, so registering, unregistering a broker and
-// deleting a route are admin-only and a broker signs its registrations
-// with its own admin account.
+// deleting a route are admin-only: a broker signs its registrations with
+// its own admin account, except the broker of the same process, which
+// reaches its embedded name server in-process and is trusted.
 //
 // # Invariants
 //

@@ -56,6 +56,7 @@ type Server struct {
 
 	quit     chan struct{}
 	wg       sync.WaitGroup
+	expiring sync.Once // the first Serve starts expireLoop
 	shutdown sync.Once
 }
 
@@ -100,13 +101,16 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Serve accepts connections on ln until Shutdown.
+// Serve accepts connections on ln until Shutdown. It may serve more than
+// one listener at once, each in a call of its own.
 func (s *Server) Serve(ln net.Listener) error {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.expireLoop()
-	}()
+	s.expiring.Do(func() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.expireLoop()
+		}()
+	})
 	err := s.rs.Serve(ln)
 	if errors.Is(err, remoting.ErrServerClosed) {
 		return nil

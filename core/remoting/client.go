@@ -29,6 +29,10 @@ type ClientOptions struct {
 	// handshake is part of the dial, bounded by DialTimeout. An empty
 	// ServerName is taken from the address dialled. Nil dials plain.
 	TLS *tls.Config
+	// Dial, if set, opens the connections in place of a TCP dial, such as
+	// an in-process one; TLS, if set, runs over what it returns. Its
+	// context ends at DialTimeout.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // defaultDialTimeout is ClientOptions.DialTimeout's default.
@@ -211,20 +215,42 @@ func (cl *Client) forget(addr string, e *clientConn) {
 	cl.mu.Unlock()
 }
 
+// dial connects to addr, over TLS if the options say so.
+func (cl *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if cl.opts.Dial == nil {
+		if cl.opts.TLS != nil {
+			td := tls.Dialer{Config: cl.opts.TLS}
+			return td.DialContext(ctx, "tcp", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	nc, err := cl.opts.Dial(ctx, addr)
+	if err != nil || cl.opts.TLS == nil {
+		return nc, err
+	}
+	cfg := cl.opts.TLS
+	if cfg.ServerName == "" {
+		// As tls.Dialer does: the host dialled is the name to verify.
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
 // dialAndServe connects to addr for e and then owns the connection until it
 // closes. Dialling is bounded by DialTimeout rather than by any one caller's
 // context, since every caller for addr waits on it.
 func (cl *Client) dialAndServe(addr string, e *clientConn) {
 	defer cl.wg.Done()
-	d := &net.Dialer{Timeout: cl.opts.DialTimeout}
-	var nc net.Conn
-	var err error
-	if cl.opts.TLS != nil {
-		td := tls.Dialer{NetDialer: d, Config: cl.opts.TLS}
-		nc, err = td.Dial("tcp", addr)
-	} else {
-		nc, err = d.Dial("tcp", addr)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), cl.opts.DialTimeout)
+	nc, err := cl.dial(ctx, addr)
+	cancel()
 	cl.mu.Lock()
 	if err == nil && cl.mu.closed {
 		_ = nc.Close()

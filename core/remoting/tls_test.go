@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,10 +9,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -254,5 +257,37 @@ func TestTLSShutdownDuringHandshake(t *testing.T) {
 	}
 	if err := <-served; !errors.Is(err, ErrServerClosed) {
 		t.Errorf("Serve returned %v", err)
+	}
+}
+
+// TestClientDialHook opens the client's connections with its Dial option,
+// here to an address that is only a name, and runs TLS over what Dial
+// returns, verifying the server's certificate as for a TCP dial.
+func TestClientDialHook(t *testing.T) {
+	cert, pool := testCert(t, "server")
+	var logs logBuffer
+	addr := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{cert}}, true, &logs)
+	var dials atomic.Int32
+	dial := func(ctx context.Context, a string) (net.Conn, error) {
+		if a != "127.0.0.1:1" {
+			return nil, fmt.Errorf("dialled %s", a)
+		}
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	for _, opts := range []ClientOptions{
+		{Dial: dial},
+		{Dial: dial, TLS: &tls.Config{RootCAs: pool}}, // ServerName 127.0.0.1, from the address dialled
+	} {
+		if err := invokeEcho(t, newTestClient(t, opts), "127.0.0.1:1"); err != nil {
+			t.Fatalf("tls %v: %v", opts.TLS != nil, err)
+		}
+	}
+	if err := invokeEcho(t, newTestClient(t, ClientOptions{Dial: dial, TLS: &tls.Config{}}), "127.0.0.1:1"); err == nil {
+		t.Fatal("a client that does not trust the certificate got an answer over its Dial")
+	}
+	if n := dials.Load(); n != 3 {
+		t.Fatalf("Dial called %d times, want 3", n)
 	}
 }

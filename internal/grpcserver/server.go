@@ -27,17 +27,18 @@ import (
 
 // Defaults of Options fields left zero.
 const (
-	DefaultMaxSessions     = 10000
-	DefaultMaxConns        = 1024
-	DefaultMaxStreams      = 128
-	DefaultMaxWaiting      = 1024
-	DefaultSessionExpiry   = 120 * time.Second
-	DefaultLongPolling     = 20 * time.Second
-	DefaultInvisible       = 30 * time.Second
-	DefaultReceiveBatch    = 32
-	MaxReceiveBatch        = 1024
-	DefaultMaxDeliveries   = broker.DefaultMaxReconsumeTimes + 1
-	defaultProducerBackoff = 3 // attempts of a producer's send
+	DefaultMaxSessions      = 10000
+	DefaultMaxConns         = 1024
+	DefaultHandshakeTimeout = 60 * time.Second
+	DefaultMaxStreams       = 128
+	DefaultMaxWaiting       = 1024
+	DefaultSessionExpiry    = 120 * time.Second
+	DefaultLongPolling      = 20 * time.Second
+	DefaultInvisible        = 30 * time.Second
+	DefaultReceiveBatch     = 32
+	MaxReceiveBatch         = 1024
+	DefaultMaxDeliveries    = broker.DefaultMaxReconsumeTimes + 1
+	defaultProducerBackoff  = 3 // attempts of a producer's send
 )
 
 // Options configure a Server. Zero values mean the stated default.
@@ -56,6 +57,14 @@ type Options struct {
 	MaxBodySize int `yaml:"-"`
 	// TLS, when set, serves TLS instead of h2c.
 	TLS *tls.Config `yaml:"-"`
+	// TLSPermissive, with TLS set, serves plain h2c on the same port too:
+	// a connection whose first byte starts a TLS handshake gets TLS, any
+	// other is plain.
+	TLSPermissive bool `yaml:"-"`
+	// HandshakeTimeout bounds a new connection's setup: its first byte,
+	// the TLS handshake and HTTP/2's. Default 60 s (the broker process
+	// passes remoting's frameReadTimeout).
+	HandshakeTimeout time.Duration `yaml:"-"`
 	// ACL returns the access control in force (it may be reloaded); nil
 	// or a disabled Checker allows everything.
 	ACL func() *acl.Checker `yaml:"-"`
@@ -108,6 +117,9 @@ func (o *Options) fill() error {
 	}
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	if o.MaxWaiting <= 0 {
 		o.MaxWaiting = DefaultMaxWaiting
@@ -174,8 +186,12 @@ func New(opts Options) (*Server, error) {
 		grpc.MaxConcurrentStreams(uint32(opts.MaxStreams)),
 		grpc.MaxRecvMsgSize(opts.MaxBodySize + 1<<20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(opts.HandshakeTimeout),
 	}
-	if opts.TLS != nil {
+	switch {
+	case opts.TLS != nil && opts.TLSPermissive:
+		so = append(so, grpc.Creds(newPermissiveCreds(opts.TLS)))
+	case opts.TLS != nil:
 		so = append(so, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	s.grpc = grpc.NewServer(so...)

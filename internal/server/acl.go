@@ -38,54 +38,17 @@ type aclGate struct {
 
 	reloadMu sync.Mutex // serializes reloads
 	source   func() (acl.Config, error)
-	// self checks that a candidate Checker lets the broker register with
-	// the embedded name server; nil without one.
-	self func(*acl.Checker) error
 }
 
 // newACLGate builds the Checker of cfg.ACL, or reports every problem of it.
-// selfRegister says the broker registers with the process's own name
-// server, so a config that would refuse that is refused.
-func newACLGate(cfg *Config, log *slog.Logger, selfRegister bool) (*aclGate, error) {
+func newACLGate(cfg *Config, log *slog.Logger) (*aclGate, error) {
 	g := &aclGate{refused: newRefusalLog(log), source: cfg.ACLSource}
-	if selfRegister {
-		ak, sk := cfg.Broker.AccessKey, cfg.Broker.SecretKey
-		g.self = func(c *acl.Checker) error { return selfRegisterCheck(c, ak, sk) }
-	}
-	c, err := g.build(cfg.ACL)
+	c, err := acl.New(cfg.ACL)
 	if err != nil {
 		return nil, err
 	}
 	g.checker.Store(c)
 	return g, nil
-}
-
-// build validates cfg into a Checker that the broker itself can live with.
-func (g *aclGate) build(cfg acl.Config) (*acl.Checker, error) {
-	c, err := acl.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if g.self != nil {
-		if err := g.self(c); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
-
-// selfRegisterCheck refuses a Checker under which the broker's own
-// registrations with the embedded name server (it dials it over loopback)
-// would be refused: the broker would vanish from every route.
-func selfRegisterCheck(c *acl.Checker, ak, sk string) error {
-	req := remoting.NewRequest(remoting.RegisterBroker, map[string]string{"brokerName": "self-check"}, nil)
-	if ak != "" {
-		acl.Sign(req, ak, sk, "")
-	}
-	if err := c.Check(netip.AddrFrom4([4]byte{127, 0, 0, 1}), req); err != nil {
-		return fmt.Errorf("acl: the broker could not register with its embedded name server (%v); set accessKey and secretKey to an admin account of acl.accounts", err)
-	}
-	return nil
 }
 
 // reload re-reads the ACL (Config.ACLSource) and swaps the new Checker
@@ -101,7 +64,7 @@ func (g *aclGate) reload() (enabled bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	c, err := g.build(cfg)
+	c, err := acl.New(cfg)
 	if err != nil {
 		return false, err
 	}
@@ -109,10 +72,11 @@ func (g *aclGate) reload() (enabled bool, err error) {
 	return c.Enabled(), nil
 }
 
-// authorizeNamesrv is the embedded name server's hook.
+// authorizeNamesrv is the name server's hook. The broker of the same
+// process, connected in-process (inproc.go), is trusted unsigned.
 func (g *aclGate) authorizeNamesrv(c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	ch := g.checker.Load()
-	if !ch.Enabled() {
+	if !ch.Enabled() || inProc(c.RemoteAddr()) {
 		return nil
 	}
 	return g.answer(req, ch.Check(remoteAddr(c), req))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store/storetest"
 )
@@ -40,6 +41,18 @@ func TestACLConfigStrict(t *testing.T) {
 	if !c.ACL.Enabled || len(c.ACL.Accounts) != 2 || c.ACL.Accounts[1].TopicPerms[0] != "Orders=PUB" || c.Broker.AccessKey != "brokerAdmin" {
 		t.Fatalf("decoded %+v", c.ACL)
 	}
+	// A section without enabled is on, as a plain_acl.yml placed there
+	// means; enabled: false keeps it off.
+	for yml, want := range map[string]bool{
+		"acl:\n  accounts:\n    - {accessKey: orderApp, secretKey: orderAppSecret}\n":                   true,
+		"acl:\n  enabled: false\n  accounts:\n    - {accessKey: orderApp, secretKey: orderAppSecret}\n": false,
+		"listen: 127.0.0.1:0\n": false,
+	} {
+		var c Config
+		if err := c.decode([]byte(yml), ""); err != nil || c.ACL.Enabled != want {
+			t.Errorf("%q: enabled %v, err %v; want enabled %v", yml, c.ACL.Enabled, err, want)
+		}
+	}
 	for _, bad := range []string{
 		"acl:\n  enabled: true\n  accountz: []\n",
 		"acl:\n  accounts:\n    - accessKey: orderApp\n      secretKey: orderAppSecret\n      topicPerm: [Orders=PUB]\n",
@@ -67,13 +80,22 @@ func TestACLStartReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestACLSelfRegistration starts a broker with ACL on and no account of
+// its own: it registers with its embedded name server in-process, which
+// trusts it, so its topics are routable.
 func TestACLSelfRegistration(t *testing.T) {
 	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", NamesrvListen: "127.0.0.1:0", Logger: quiet(), ACL: acl.Config{
 		Enabled:  true,
 		Accounts: []acl.Account{{AccessKey: "orderApp", SecretKey: "orderAppSecret"}},
 	}}
-	if _, err := Start(cfg); err == nil || !strings.Contains(err.Error(), "accessKey") {
-		t.Fatalf("Start with ACL on and no broker account: %v, want a refusal naming accessKey", err)
+	cfg.Broker.Topics = []broker.TopicOptions{{Name: "SelfRegistered"}}
+	s, err := Start(cfg)
+	if err != nil {
+		t.Fatalf("Start with ACL on and no broker account: %v", err)
+	}
+	defer s.Shutdown(context.Background())
+	if _, ok := s.NS.Route("SelfRegistered"); !ok {
+		t.Fatal("the broker's own registration made no route")
 	}
 }
 
@@ -142,11 +164,11 @@ func TestACLReload(t *testing.T) {
 		t.Fatal("orderApp refused a route of a topic it may publish to")
 	}
 
-	// A bad file: an unknown key, and a reload that would lock the broker
-	// out of its own name server. Both are refused; orderApp still works.
+	// A bad file: an unknown key, and a permission that does not parse.
+	// Both are refused; orderApp still works.
 	for _, bad := range []string{
 		strings.Replace(aclFileGood, "topicPerms:", "topicPermz:", 1),
-		strings.Replace(aclFileGood, "      admin: true\n", "", 1),
+		strings.Replace(aclFileGood, "Orders=PUB", "Orders=WRITE", 1),
 	} {
 		write(bad)
 		if err := s.ReloadACL(); err == nil {

@@ -61,7 +61,7 @@ func (c Config) clusterRefusals() error {
 	if c.Cluster.SetName == "" || c.Cluster.NodeID == "" || len(c.Cluster.Peers) == 0 {
 		return errors.New("cluster: setName, nodeId and peers are all required")
 	}
-	if c.TLS.Mode == TLSOff || c.TLS.CAFile == "" {
+	if c.TLS.Mode == TLSDisabled || c.TLS.CAFile == "" {
 		// Whoever reaches raft's port can append to the set's log.
 		var open []string
 		for _, p := range c.Cluster.Peers {
@@ -71,7 +71,7 @@ func (c Config) clusterRefusals() error {
 		}
 		if len(open) > 0 && !c.Insecure {
 			return fmt.Errorf("%w: raft's port %v would take the set's data from anyone who reaches it; "+
-				"turn TLS on with a caFile (tls: {mode: on, certFile, keyFile, caFile}), so members prove themselves with certificates, "+
+				"turn TLS on with a caFile (tls: {mode: enforcing, certFile, keyFile, caFile}), so members prove themselves with certificates, "+
 				"keep the set on 127.0.0.1, or say --insecure (insecure: true) on a network only the members reach", ErrInsecure, open)
 		}
 	}

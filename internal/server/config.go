@@ -28,7 +28,8 @@ import (
 //	cfg:"path"  a file name, relative to the config file's directory
 //	cfg:"json"  bytes: a string's own, anything else encoded as JSON
 //	cfg:"acl"   a plain_acl.yml document (core/acl): its dataVersion block,
-//	            RocketMQ's bookkeeping, is accepted and ignored
+//	            RocketMQ's bookkeeping, is accepted and ignored, and a
+//	            section without an enabled key is on
 //
 // and a dotted yaml tag (limits.deadline) names a key of a nested section
 // (limits: {deadline: 1s}).
@@ -249,6 +250,15 @@ func convert(v *yaml.Node, op, dir string) (drop bool, err error) {
 	case "acl":
 		if v.Kind == yaml.MappingNode {
 			take(v, "dataVersion")
+			// A plain_acl.yml has no enabled key: RocketMQ turns it on
+			// in broker.conf (aclEnable). Placing one here is that.
+			if k, e := take(v, "enabled"); k != nil {
+				v.Content = append(v.Content, k, e)
+			} else {
+				v.Content = append(v.Content,
+					&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "enabled", Line: v.Line},
+					&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true", Line: v.Line})
+			}
 		}
 	case "json":
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {

@@ -15,7 +15,7 @@ import (
 const DefaultGRPCListen = "127.0.0.1:8081"
 
 // startGRPC serves RocketMQ 5 clients on GRPCListen (internal/grpcserver),
-// under the process's ACL and, with TLS on, its certificates.
+// under the process's ACL and TLS mode.
 func (s *Server) startGRPC() error {
 	ln, err := net.Listen("tcp", s.cfg.GRPCListen)
 	if err != nil {
@@ -29,8 +29,11 @@ func (s *Server) startGRPC() error {
 		o.Logger = s.cfg.Logger
 	}
 	o.ACL = func() *acl.Checker { return s.acl.checker.Load() }
-	if s.tls != nil && s.cfg.TLS.Mode == TLSOn {
-		o.TLS = s.tls.serverConfig()
+	if s.tls != nil {
+		o.TLS, o.TLSPermissive = s.tls.serverConfig(), s.cfg.TLS.Mode == TLSPermissive
+	}
+	if o.HandshakeTimeout == 0 && s.cfg.Remoting.FrameReadTimeout > 0 {
+		o.HandshakeTimeout = s.cfg.Remoting.FrameReadTimeout
 	}
 	if o.Advertise == "" {
 		o.Advertise = grpcAdvertise(ln.Addr(), s.BrokerAddr)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -86,6 +87,40 @@ func TestNamesrvAloneACLAndLimits(t *testing.T) {
 		_, err = third.Read(make([]byte, 1))
 		return err != nil && !isTimeout(err)
 	})
+}
+
+// TestNamesrvAloneNeedsSignedBrokers registers broker processes with a
+// name server alone under ACL: they get no in-process trust there, so one
+// without an account of its own is refused and one signing as an admin is
+// routed. (Both speak plain to the name server's permissive port.)
+func TestNamesrvAloneNeedsSignedBrokers(t *testing.T) {
+	srv, err := server.StartNamesrv(server.Config{
+		NamesrvListen: "127.0.0.1:0",
+		Logger:        brokertest.Logger(),
+		ACL:           acl.Config{Enabled: true, Accounts: []acl.Account{{AccessKey: "nsAdmin", SecretKey: "nsAdminSecret", Admin: true}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	for _, b := range []struct{ ak, sk, topic string }{{"", "", "Unsigned"}, {"nsAdmin", "nsAdminSecret", "Signed"}} {
+		brokertest.Start(t, func(c *server.Config) {
+			c.NamesrvListen, c.NameServers = "", []string{srv.NamesrvAddr}
+			c.Broker.AccessKey, c.Broker.SecretKey = b.ak, b.sk
+			c.Broker.BrokerName = "broker" + b.topic
+			c.Broker.Topics = []broker.TopicOptions{{Name: b.topic}}
+		})
+	}
+	if _, ok := srv.NS.Route("Unsigned"); ok {
+		t.Fatal("a broker without an account registered with a name server alone")
+	}
+	if _, ok := srv.NS.Route("Signed"); !ok {
+		t.Fatal("a broker signing as the admin is not routed")
+	}
 }
 
 func isTimeout(err error) bool {

@@ -98,10 +98,11 @@ type Config struct {
 	// plugins.reload admin command), typically by re-reading the config
 	// file (ACLFile). Nil: a reload keeps the ACL as it is.
 	ACLSource func() (acl.Config, error) `yaml:"-"`
-	// TLS turns TLS on for the broker's port and the embedded name
-	// server's (tls.go): mode off (default), on or permissive, certFile,
-	// keyFile, and caFile to require client certificates. Its files are
-	// read again on reload.
+	// TLS is the TLS of the broker's port, the embedded name server's and
+	// the gRPC port (tls.go): mode disabled, permissive (the default: TLS
+	// and plain on each port) or enforcing, certFile and keyFile (none: a
+	// self-signed certificate kept in DataDir/tls), and caFile to require
+	// client certificates. Its files are read again on reload.
 	TLS TLSOptions `yaml:"tls"`
 	// Insecure allows listening on a non-loopback address with ACL off;
 	// without it Start refuses, saying why.
@@ -159,14 +160,17 @@ type Server struct {
 	Store  *store.Store
 	Broker *broker.Broker
 	NS     *namesrv.Server
-	GRPC   *grpcserver.Server // nil unless GRPCListen is set
-	bridge *natsBridge
-	node   *cluster.Node // a replicated set's member (cluster.go); nil otherwise
-	lead   *leadership
+	// nsLocal is the embedded name server's in-process listener
+	// (inproc.go), which the broker registers through; nil without one.
+	nsLocal *inProcListener
+	GRPC    *grpcserver.Server // nil unless GRPCListen is set
+	bridge  *natsBridge
+	node    *cluster.Node // a replicated set's member (cluster.go); nil otherwise
+	lead    *leadership
 
 	plugins *pluginHost
 	acl     *aclGate
-	tls     *tlsGate      // nil with TLS off
+	tls     *tlsGate      // nil with TLS disabled
 	http    *httpEndpoint // nil with HTTPListen empty
 
 	// Readiness, as /readyz reports it; written by Start and Shutdown,
@@ -198,13 +202,16 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := cfg.checkExposure(); err != nil {
 		return nil, err
 	}
+	if cfg.TLS.Mode, err = tlsMode(cfg.TLS.Mode); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 3)}
-	gate, err := newACLGate(&cfg, cfg.Logger, cfg.NamesrvListen != "")
+	gate, err := newACLGate(&cfg, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	s.acl = gate
-	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
+	if s.tls, err = newTLSGate(cfg.TLS, cfg.DataDir, cfg.tlsHosts(), cfg.Logger); err != nil {
 		return nil, err
 	}
 	// The HTTP endpoint comes first, so /healthz and /readyz answer
@@ -256,6 +263,8 @@ func Start(cfg Config) (_ *Server, err error) {
 			s.closeStore()
 			return nil, err
 		}
+		s.nsLocal = newInProcListener()
+		s.serve(func() error { return s.NS.Serve(s.nsLocal) })
 	}
 
 	if cfg.Cluster != nil {
@@ -320,6 +329,18 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 	if s.NamesrvAddr != "" {
 		bo.NameServers = append(bo.NameServers, s.NamesrvAddr)
 	}
+	if s.nsLocal != nil {
+		// The embedded name server is reached within the process, where
+		// it trusts the broker without an account (inproc.go).
+		local, addr := s.nsLocal, s.NamesrvAddr
+		bo.NamesrvDial = func(ctx context.Context, a string) (net.Conn, error) {
+			if a == addr {
+				return local.dial(ctx)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", a)
+		}
+	}
 	if bo.Logger == nil {
 		bo.Logger = cfg.Logger
 	}
@@ -334,7 +355,7 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 	bo.Remoting.Authorize = s.acl.authorizeBroker
 	if s.tls != nil {
 		bo.Remoting.TLS, bo.Remoting.TLSPermissive = s.tls.serverConfig(), cfg.TLS.Mode == TLSPermissive
-		if cfg.TLS.Mode == TLSOn {
+		if cfg.TLS.Mode == TLSEnforcing {
 			bo.NamesrvTLS = s.tls.clientConfig()
 		}
 	}
@@ -370,12 +391,15 @@ func StartNamesrv(cfg Config) (*Server, error) {
 	if err := cfg.checkExposure(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 1)}
 	var err error
-	if s.acl, err = newACLGate(&cfg, cfg.Logger, false); err != nil {
+	if cfg.TLS.Mode, err = tlsMode(cfg.TLS.Mode); err != nil {
 		return nil, err
 	}
-	if s.tls, err = newTLSGate(cfg.TLS); err != nil {
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 1)}
+	if s.acl, err = newACLGate(&cfg, cfg.Logger); err != nil {
+		return nil, err
+	}
+	if s.tls, err = newTLSGate(cfg.TLS, cfg.DataDir, cfg.tlsHosts(), cfg.Logger); err != nil {
 		return nil, err
 	}
 	if err := s.startHTTP(); err != nil {

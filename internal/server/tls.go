@@ -6,36 +6,48 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
 )
 
-// TLS of the broker's port and the embedded name server's: the tls:
-// section of the config file. The certificate, its key and the client CA
-// pool are loaded at Start (every problem reported) and again on reload
-// (SIGHUP, the plugins.reload admin command); a reload that fails keeps
-// the ones in force. Handshakes read the current set through
-// GetConfigForClient, so a reload takes effect at the next handshake and
-// open connections are untouched.
+// TLS of the broker's port, the embedded name server's and the gRPC
+// port: the tls: section of the config file. The certificate, its key and
+// the client CA pool are loaded at Start (every problem reported) and
+// again on reload (SIGHUP, the plugins.reload admin command); a reload
+// that fails keeps the ones in force. Handshakes read the current set
+// through GetConfigForClient, so a reload takes effect at the next
+// handshake and open connections are untouched. Without certFile and
+// keyFile the ports present a self-signed certificate the broker
+// generates once and keeps in its data directory (tlscert.go).
 
 // TLS modes (TLSOptions.Mode).
 const (
-	TLSOff        = "off"        // plain only; TLS clients are closed with a log line
-	TLSOn         = "on"         // TLS only; plain clients are closed with a log line
-	TLSPermissive = "permissive" // TLS and plain on the same ports, for migrations
+	TLSDisabled   = "disabled"   // plain only; TLS clients are closed with a log line
+	TLSPermissive = "permissive" // TLS and plain on the same ports: the default, as RocketMQ's
+	TLSEnforcing  = "enforcing"  // TLS only; plain clients are closed with a log line
+
+	// TLSOff and TLSOn are the earlier names of TLSDisabled and
+	// TLSEnforcing, still accepted.
+	TLSOff = "off"
+	TLSOn  = "on"
 )
 
 // TLSOptions configures TLS (Config.TLS).
 type TLSOptions struct {
-	// Mode is off (the default), on or permissive (TLSOff, TLSOn,
-	// TLSPermissive). With on, the broker also registers with its name
-	// servers over TLS.
+	// Mode is disabled, permissive (the default) or enforcing
+	// (TLSDisabled, TLSPermissive, TLSEnforcing; off and on are accepted
+	// for disabled and enforcing). With enforcing, the broker also
+	// registers with its name servers over TLS.
 	Mode string `yaml:"mode"`
 	// CertFile and KeyFile are the PEM certificate (chain) and private key
-	// the ports present; required unless Mode is off. When CAFile is set,
-	// the certificate also serves as the broker's client certificate
-	// toward name servers, so it needs the clientAuth usage too (or none).
+	// the ports present. Both empty: a self-signed certificate generated
+	// at the first start and kept in the data directory's tls/ (a name
+	// server alone without a dataDir generates one per start). When
+	// CAFile is set, the certificate also serves as the broker's client
+	// certificate toward name servers, so it needs the clientAuth usage
+	// too (or none).
 	CertFile string `yaml:"certFile" cfg:"path"`
 	KeyFile  string `yaml:"keyFile" cfg:"path"`
 	// CAFile, if set, is a PEM bundle of the authorities whose client
@@ -47,12 +59,28 @@ type TLSOptions struct {
 	CAFile string `yaml:"caFile" cfg:"path"`
 }
 
+// tlsMode returns the canonical name of mode, the default for "".
+func tlsMode(mode string) (string, error) {
+	switch mode {
+	case "", TLSPermissive:
+		return TLSPermissive, nil
+	case TLSDisabled, TLSOff:
+		return TLSDisabled, nil
+	case TLSEnforcing, TLSOn:
+		return TLSEnforcing, nil
+	}
+	return "", fmt.Errorf("tls: mode %q: want disabled, permissive or enforcing", mode)
+}
+
 // tlsGate holds the loaded certificate and CA pool and builds the TLS
 // configs of the ports and of the broker's name-server client from them.
 type tlsGate struct {
-	opts     TLSOptions
-	cur      atomic.Pointer[tlsState]
-	reloadMu sync.Mutex // serializes reloads
+	opts TLSOptions
+	// generated is a self-signed certificate kept in memory only (a name
+	// server alone without a data directory); nil when one is on file.
+	generated *tls.Certificate
+	cur       atomic.Pointer[tlsState]
+	reloadMu  sync.Mutex // serializes reloads
 }
 
 // tlsState is one load of the files.
@@ -63,26 +91,26 @@ type tlsState struct {
 }
 
 // newTLSGate loads opts' files, or reports every problem of them; nil when
-// TLS is off.
-func newTLSGate(opts TLSOptions) (*tlsGate, error) {
-	var problems []error
-	switch opts.Mode {
-	case "", TLSOff:
+// TLS is disabled. opts.Mode is canonical (tlsMode). Without certFile and
+// keyFile it takes the self-signed certificate kept in dataDir/tls,
+// generating it on the first start, or with dataDir empty one in memory;
+// hosts are the names and addresses it is made for.
+func newTLSGate(opts TLSOptions, dataDir string, hosts []string, log *slog.Logger) (*tlsGate, error) {
+	if opts.Mode == TLSDisabled {
 		return nil, nil
-	case TLSOn, TLSPermissive:
-	default:
-		return nil, fmt.Errorf("tls: mode %q: want off, on or permissive", opts.Mode)
-	}
-	if opts.CertFile == "" {
-		problems = append(problems, fmt.Errorf("tls: mode %s needs certFile", opts.Mode))
-	}
-	if opts.KeyFile == "" {
-		problems = append(problems, fmt.Errorf("tls: mode %s needs keyFile", opts.Mode))
-	}
-	if len(problems) > 0 {
-		return nil, errors.Join(problems...)
 	}
 	g := &tlsGate{opts: opts}
+	switch {
+	case opts.CertFile == "" && opts.KeyFile == "":
+		var err error
+		if g.opts.CertFile, g.opts.KeyFile, g.generated, err = selfSigned(dataDir, hosts, log); err != nil {
+			return nil, err
+		}
+	case opts.CertFile == "":
+		return nil, errors.New("tls: keyFile is set without certFile: give both, or neither for a self-signed certificate")
+	case opts.KeyFile == "":
+		return nil, errors.New("tls: certFile is set without keyFile: give both, or neither for a self-signed certificate")
+	}
 	st, err := g.load()
 	if err != nil {
 		return nil, err
@@ -94,9 +122,13 @@ func newTLSGate(opts TLSOptions) (*tlsGate, error) {
 // load reads the files into a new state.
 func (g *tlsGate) load() (*tlsState, error) {
 	var problems []error
-	cert, err := tls.LoadX509KeyPair(g.opts.CertFile, g.opts.KeyFile)
-	if err != nil {
+	var cert tls.Certificate
+	if g.generated != nil {
+		cert = *g.generated
+	} else if c, err := tls.LoadX509KeyPair(g.opts.CertFile, g.opts.KeyFile); err != nil {
 		problems = append(problems, fmt.Errorf("tls: certificate %s with key %s: %w", g.opts.CertFile, g.opts.KeyFile, err))
+	} else {
+		cert = c
 	}
 	var pool *x509.CertPool
 	if g.opts.CAFile != "" {
@@ -184,10 +216,14 @@ func (g *tlsGate) verifyNameServer(cs tls.ConnectionState) error {
 	return err
 }
 
+// TLSMode is the TLS mode in force: TLSDisabled, TLSPermissive or
+// TLSEnforcing.
+func (s *Server) TLSMode() string { return s.cfg.TLS.Mode }
+
 // ReloadTLS reads the certificate, key and CA files again and uses them
 // for new handshakes; files that fail to load leave the current ones in
-// force. SIGHUP and the plugins.reload admin command call it. Without TLS
-// it does nothing.
+// force. SIGHUP and the plugins.reload admin command call it. With TLS
+// disabled it does nothing.
 func (s *Server) ReloadTLS() error {
 	if s.tls == nil {
 		return nil

@@ -1,11 +1,16 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +20,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -170,8 +176,9 @@ func TestTLSConfig(t *testing.T) {
 		opts server.TLSOptions
 		want []string
 	}{
-		{server.TLSOptions{Mode: "yes"}, []string{`mode "yes"`}},
-		{server.TLSOptions{Mode: "on"}, []string{"needs certFile", "needs keyFile"}},
+		{server.TLSOptions{Mode: "yes"}, []string{`mode "yes"`, "disabled, permissive or enforcing"}},
+		{server.TLSOptions{Mode: "on", CertFile: filepath.Join(dir, "b.crt")}, []string{"certFile is set without keyFile"}},
+		{server.TLSOptions{KeyFile: filepath.Join(dir, "b.key")}, []string{"keyFile is set without certFile"}},
 		{server.TLSOptions{Mode: "on", CertFile: filepath.Join(dir, "none.crt"), KeyFile: filepath.Join(dir, "none.key"), CAFile: filepath.Join(dir, "none.pem")},
 			[]string{"none.crt", "caFile"}},
 	} {
@@ -184,5 +191,96 @@ func TestTLSConfig(t *testing.T) {
 				t.Errorf("%+v: error %q does not mention %q", tc.opts, err, w)
 			}
 		}
+	}
+}
+
+// TestTLSSelfSignedKeptAndReused starts a broker with no TLS settings: it
+// serves TLS and plain on its port and its name server's, presenting a
+// self-signed certificate it generated in the data directory (key 0600)
+// with its fingerprint logged; after a restart it presents the same one,
+// read back rather than generated again.
+func TestTLSSelfSignedKeptAndReused(t *testing.T) {
+	var logs storetest.LogBuffer
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Broker.Topics = []broker.TopicOptions{{Name: aclTopic, Queues: 2}}
+	})
+	certFile := filepath.Join(env.Config.DataDir, "tls", "selfsigned.crt")
+	keyFile := filepath.Join(env.Config.DataDir, "tls", "selfsigned.key")
+	first, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatalf("no certificate kept: %v", err)
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key %s: %v, mode %v; want 0600", keyFile, err, fi.Mode())
+	}
+	fp := certFingerprint(t, first)
+	if !strings.Contains(logs.String(), "generated a self-signed certificate") || !strings.Contains(logs.String(), "sha256="+fp) {
+		t.Fatalf("the generation and fingerprint %s are not logged:\n%s", fp, logs.String())
+	}
+
+	// TLS that verifies: the certificate is trusted as it was written and
+	// names 127.0.0.1; plain goes on beside it. (The broker's port answers
+	// a route lookup, a name server's code, with REQUEST_CODE_NOT_SUPPORTED:
+	// an answer all the same.)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(first)
+	route := func(addr string, cfg *tls.Config) {
+		t.Helper()
+		cl := remoting.NewClient(remoting.ClientOptions{Logger: brokertest.Logger(), TLS: cfg})
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": aclTopic}, nil))
+		if err != nil || (addr == env.NamesrvAddr && resp.Code != remoting.Success) {
+			t.Fatalf("route at %s (tls %v): %v %+v", addr, cfg != nil, err, resp)
+		}
+	}
+	for _, addr := range []string{env.BrokerAddr, env.NamesrvAddr} {
+		route(addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		route(addr, nil)
+	}
+
+	mark := len(logs.String())
+	env = env.Restart(t)
+	again, err := os.ReadFile(certFile)
+	if err != nil || !bytes.Equal(again, first) {
+		t.Fatalf("after a restart the kept certificate changed (err %v)", err)
+	}
+	if l := logs.String()[mark:]; strings.Contains(l, "generated") || !strings.Contains(l, "using the self-signed certificate") || !strings.Contains(l, "sha256="+fp) {
+		t.Fatalf("the restart did not log reusing %s:\n%s", fp, l)
+	}
+	route(env.BrokerAddr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+}
+
+// certFingerprint is the SHA-256 of a PEM certificate, as openssl prints it.
+func certFingerprint(t *testing.T, certPEM []byte) string {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("no PEM certificate")
+	}
+	sum := sha256.Sum256(block.Bytes)
+	parts := make([]string, len(sum))
+	for i, b := range sum {
+		parts[i] = fmt.Sprintf("%02X", b)
+	}
+	return strings.Join(parts, ":")
+}
+
+// TestTLSModeAliases keeps configs written with the earlier mode names
+// working: off is disabled (no certificate generated), on is enforcing;
+// no mode is permissive.
+func TestTLSModeAliases(t *testing.T) {
+	for mode, want := range map[string]string{"": server.TLSPermissive, "off": server.TLSDisabled, "on": server.TLSEnforcing, "disabled": server.TLSDisabled} {
+		env := brokertest.Start(t, func(c *server.Config) { c.TLS.Mode = mode })
+		if got := env.TLSMode(); got != want {
+			t.Errorf("mode %q runs as %q, want %q", mode, got, want)
+		}
+		_, err := os.Stat(filepath.Join(env.Config.DataDir, "tls"))
+		if generated := err == nil; generated != (want != server.TLSDisabled) {
+			t.Errorf("mode %q: certificate generated %v", mode, generated)
+		}
+		env.Stop(t)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -55,4 +57,40 @@ func TestTLSPermissiveServesOfficialClientsBothWays(t *testing.T) {
 			t.Fatalf("send with tls %v: %v %v", useTLS, res, err)
 		}
 	}
+}
+
+// TestTLSDefaultServesOfficialTLSClients starts a broker with no TLS
+// settings, as a RocketMQ broker is started by default, and produces and
+// consumes with the official client's TLS turned on. That client does not
+// verify the broker's certificate (it dials with InsecureSkipVerify, in
+// its internal/remote/tcp_conn.go), so the generated self-signed one is
+// accepted as any would be; TestTLSSelfSignedKeptAndReused checks the
+// certificate itself with a client that verifies.
+func TestTLSDefaultServesOfficialTLSClients(t *testing.T) {
+	officialTLSOff(t)
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Broker.Topics = []broker.TopicOptions{{Name: aclTopic, Queues: 2}}
+	})
+	produceConsume(t, env, []producer.Option{producer.WithTls(true)}, []consumer.Option{consumer.WithTls(true)})
+}
+
+// TestTLSEnforcingRefusesPlainOfficialClient runs mode enforcing on the
+// generated certificate: the official client with TLS is served, a plain
+// one is refused on both ports.
+func TestTLSEnforcingRefusesPlainOfficialClient(t *testing.T) {
+	officialTLSOff(t)
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.TLS.Mode = server.TLSEnforcing
+		c.Broker.Topics = []broker.TopicOptions{{Name: aclTopic, Queues: 2}}
+	})
+	p := env.Producer(t, producer.WithTls(true))
+	if res, err := p.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("tls"))); err != nil || res.Status != primitive.SendOK {
+		t.Fatalf("send with TLS: %v %v", res, err)
+	}
+	plain := env.Producer(t, producer.WithTls(false), producer.WithRetry(0))
+	if _, err := plain.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("plain"))); err == nil {
+		t.Fatal("a plain send was served in enforcing mode")
+	}
+	expectCleanClose(t, env.BrokerAddr)
+	expectCleanClose(t, env.NamesrvAddr)
 }
