@@ -1,0 +1,130 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/clientframes"
+)
+
+// corpusDir holds the request frames official clients send.
+var corpusDir = filepath.Join("..", "remoting", "testdata", "clients")
+
+// corpusRequest loads a corpus frame as the command its client sends.
+func corpusRequest(t *testing.T, client, name string) (*remoting.Command, clientframes.Frame) {
+	t.Helper()
+	f, err := clientframes.Load(filepath.Join(corpusDir, client, name+".txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := f.Command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req, f
+}
+
+// TestJavaTagConsumerRegistersAndPullsByTag replays a Java consumer's
+// frames, exactly as the Java client serializes them, against a running
+// broker: its heartbeat (codeSet as JSON numbers) must register the group
+// and its tag subscription, the group's consumer list must name it, and a
+// pull that relies on the registered subscription must return only the
+// subscribed tags of what an official Go producer sent.
+func TestJavaTagConsumerRegistersAndPullsByTag(t *testing.T) {
+	env := brokertest.Start(t)
+	hb, hbFrame := corpusRequest(t, "java", "HEART_BEAT")
+	var body struct {
+		ClientID    string `json:"clientID"`
+		ConsumerSet []struct {
+			Group string `json:"groupName"`
+			Subs  []struct {
+				Topic string `json:"topic"`
+			} `json:"subscriptionDataSet"`
+		} `json:"consumerDataSet"`
+	}
+	// Read the names the frame uses with a decoder of this test's own.
+	if err := json.Unmarshal(hbFrame.Body, &body); err != nil || len(body.ConsumerSet) == 0 || len(body.ConsumerSet[0].Subs) == 0 {
+		t.Fatalf("%s: %v", hbFrame, err)
+	}
+	clientID, group, topic := body.ClientID, body.ConsumerSet[0].Group, body.ConsumerSet[0].Subs[0].Topic
+	createTopic(t, env, topic, 1)
+
+	cl := remoting.NewClient(remoting.ClientOptions{OnRequest: func(*remoting.Conn, *remoting.Command) *remoting.Command { return nil }})
+	t.Cleanup(func() { cl.Close() })
+	invoke := func(req *remoting.Command) *remoting.Command {
+		t.Helper()
+		resp, err := cl.Invoke(context.Background(), env.BrokerAddr, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	if resp := invoke(hb); resp.Code != remoting.Success {
+		t.Fatalf("Java heartbeat refused: %s %s", remoting.ResponseCode(resp.Code), resp.Remark)
+	}
+	list, _ := corpusRequest(t, "java", "GET_CONSUMER_LIST_BY_GROUP")
+	if got := list.Get("consumerGroup"); got != group {
+		t.Fatalf("corpus frames disagree: consumer list of %q, heartbeat of %q", got, group)
+	}
+	resp := invoke(list)
+	var ids remoting.ConsumerListBody
+	if resp.Code != remoting.Success || json.Unmarshal(resp.Body, &ids) != nil || !slices.Contains(ids.ConsumerIDList, clientID) {
+		t.Fatalf("consumer list of %s: %s %s %s; want it to hold %s", group, remoting.ResponseCode(resp.Code), resp.Remark, resp.Body, clientID)
+	}
+
+	p := env.Producer(t)
+	sent := map[string]int{}
+	for i := 0; i < 3; i++ {
+		for _, tag := range []string{"TagA", "TagB", "TagC"} {
+			m := primitive.NewMessage(topic, []byte(tag+"-"+strconv.Itoa(i)))
+			m.WithTag(tag)
+			if res, err := p.SendSync(context.Background(), m); err != nil || res.Status != primitive.SendOK {
+				t.Fatalf("send: %v %v", res, err)
+			}
+			sent[tag]++
+		}
+	}
+	total := int64(sent["TagA"] + sent["TagB"] + sent["TagC"])
+
+	pull, _ := corpusRequest(t, "java", "PULL_MESSAGE")
+	if pull.Get("consumerGroup") != group || pull.Get("topic") != topic {
+		t.Fatalf("corpus frames disagree: pull of %s/%s", pull.Get("consumerGroup"), pull.Get("topic"))
+	}
+	got := map[string]int{}
+	for next := int64(0); next < total; {
+		pull.Set("queueOffset", strconv.FormatInt(next, 10))
+		resp := invoke(pull)
+		switch resp.Code {
+		case remoting.Success:
+			recs, err := message.DecodeRecords(resp.Body)
+			if err != nil {
+				t.Fatalf("pull body: %v", err)
+			}
+			for _, r := range recs {
+				got[r.Properties().Tags()]++
+			}
+		case remoting.PullRetryImmediately:
+		default:
+			t.Fatalf("pull at %d: %s %s", next, remoting.ResponseCode(resp.Code), resp.Remark)
+		}
+		n, err := strconv.ParseInt(resp.Get("nextBeginOffset"), 10, 64)
+		if err != nil || n <= next {
+			t.Fatalf("pull at %d: nextBeginOffset %q", next, resp.Get("nextBeginOffset"))
+		}
+		next = n
+	}
+	if want := map[string]int{"TagA": sent["TagA"], "TagC": sent["TagC"]}; !maps.Equal(got, want) {
+		t.Fatalf("pulled tags %v; want %v (the subscription is TagA || TagC)", got, want)
+	}
+}
