@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Official clients do not agree on the JSON types of some body fields, and
@@ -22,6 +23,9 @@ import (
 //	| SubscriptionData.tagsSet      | []string        | numbers, booleans |
 //	| classFilterMode, unitMode,    | bool            | "true"/"false",   |
 //	| onlyThisBroker                |                 | 0/1, "0"/"1"      |
+//	| ConsumerData.messageModel     | string          | any letter case,  |
+//	|                               |                 | made CLUSTERING / |
+//	|                               |                 | BROADCASTING      |
 //	+-------------------------------+-----------------+-------------------+
 //
 // Everywhere, null leaves a field as it was and unknown keys are skipped,
@@ -153,9 +157,20 @@ func (c *ConsumerData) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
-	*c = ConsumerData{GroupName: w.GroupName, ConsumeType: w.ConsumeType, MessageModel: w.MessageModel,
+	*c = ConsumerData{GroupName: w.GroupName, ConsumeType: w.ConsumeType, MessageModel: canonicalModel(w.MessageModel),
 		ConsumeFromWhere: w.ConsumeFromWhere, SubscriptionDataSet: w.SubscriptionDataSet, UnitMode: bool(w.UnitMode)}
 	return nil
+}
+
+// canonicalModel spells a message model as Java's enum does: the Go
+// client writes "Clustering" and "BroadCasting".
+func canonicalModel(m string) string {
+	for _, name := range [...]string{"CLUSTERING", "BROADCASTING"} {
+		if strings.EqualFold(m, name) {
+			return name
+		}
+	}
+	return m
 }
 
 // UnmarshalJSON reads a lock batch as any official client writes it (see
