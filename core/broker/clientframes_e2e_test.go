@@ -128,3 +128,48 @@ func TestJavaTagConsumerRegistersAndPullsByTag(t *testing.T) {
 		t.Fatalf("pulled tags %v; want %v (the subscription is TagA || TagC)", got, want)
 	}
 }
+
+// TestCppBatchOverSendMessageV2 replays the C++ client's batch send, which
+// is SEND_MESSAGE_V2 with the batch flag rather than SEND_BATCH_MESSAGE:
+// the broker must store each message of the batch, as it does for
+// SEND_BATCH_MESSAGE, not the encoded batch as one message.
+func TestCppBatchOverSendMessageV2(t *testing.T) {
+	env := brokertest.Start(t)
+	req, f := corpusRequest(t, "cpp", "SEND_MESSAGE_V2.batch")
+	createTopic(t, env, req.Get("b"), 4)
+	entries, err := message.DecodeBatch(f.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	t.Cleanup(func() { cl.Close() })
+	resp, err := cl.Invoke(context.Background(), env.BrokerAddr, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Code != remoting.Success {
+		t.Fatalf("batch send: %s %s", remoting.ResponseCode(resp.Code), resp.Remark)
+	}
+	qid, _ := strconv.Atoi(req.Get("e"))
+	maxReq := remoting.NewRequest(remoting.GetMaxOffset, map[string]string{"topic": req.Get("b"), "queueId": strconv.Itoa(qid)}, nil)
+	if resp, err = cl.Invoke(context.Background(), env.BrokerAddr, maxReq); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Get("offset"); got != strconv.Itoa(len(entries)) {
+		t.Fatalf("queue %d holds %s messages after a batch of %d", qid, got, len(entries))
+	}
+	pull := remoting.NewRequest(remoting.PullMessage, map[string]string{"consumerGroup": "GID_check", "topic": req.Get("b"),
+		"queueId": strconv.Itoa(qid), "queueOffset": "0", "maxMsgNums": "32", "sysFlag": "4", "subscription": "*", "expressionType": "TAG"}, nil)
+	if resp, err = cl.Invoke(context.Background(), env.BrokerAddr, pull); err != nil || resp.Code != remoting.Success {
+		t.Fatalf("pull: %v %v", resp, err)
+	}
+	recs, err := message.DecodeRecords(resp.Body)
+	if err != nil || len(recs) != len(entries) {
+		t.Fatalf("pulled %d records (%v), want %d", len(recs), err, len(entries))
+	}
+	for i, r := range recs {
+		if string(r.Body()) != string(entries[i].Body) {
+			t.Errorf("message %d: body %q, want %q", i, r.Body(), entries[i].Body)
+		}
+	}
+}

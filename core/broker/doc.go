@@ -99,7 +99,9 @@
 //     write queues than read queues, so every stored message sits in a
 //     queue that consumers' routes list.
 //  2. A batch is stored whole or not at all, at consecutive offsets of one
-//     queue.
+//     queue. A batch is a SEND_BATCH_MESSAGE, or any send whose header
+//     says batch=true (the C++ client sends its batches as
+//     SEND_MESSAGE_V2 so).
 //  3. A delayed or timed message is stored in the schedule or timer topic,
 //     never in its real queue, until it is due; a half message only in the
 //     half topic. The answer to such a send names the queue the send asked
