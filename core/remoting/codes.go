@@ -36,7 +36,7 @@ const (
 	GetEarliestMsgStoretime          = 32  // GET_EARLIEST_MSG_STORETIME
 	ViewMessageByID                  = 33  // VIEW_MESSAGE_BY_ID: by commit-log offset
 	HeartBeat                        = 34  // HEART_BEAT: producer and consumer registration
-	UnregisterClient                 = 35  // UNREGISTER_CLIENT: Java clients only
+	UnregisterClient                 = 35  // UNREGISTER_CLIENT: Java and C++ clients
 	ConsumerSendMsgBack              = 36  // CONSUMER_SEND_MSG_BACK: retry or dead-letter a message
 	EndTransaction                   = 37  // END_TRANSACTION: commit or roll back a half message
 	GetConsumerListByGroup           = 38  // GET_CONSUMER_LIST_BY_GROUP
