@@ -263,3 +263,38 @@ var stateRefusals = map[string]string{
 	"VIEW_MESSAGE_BY_ID":     "offset",
 	"UPDATE_CONSUMER_OFFSET": "commitOffset",
 }
+
+// TestCheckClientConfig replays a Java SQL92 consumer's start-up check
+// with its expression good, bad, and on a broker with SQL92 filtering off.
+func TestCheckClientConfig(t *testing.T) {
+	on := brokertest.Start(t)
+	off := brokertest.Start(t, func(c *server.Config) { c.Broker.DisablePropertyFilter = true })
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	t.Cleanup(func() { cl.Close() })
+	for _, tc := range []struct {
+		name     string
+		env      *brokertest.Env
+		from, to string // a rewrite of the corpus body
+		want     int16
+	}{
+		{"as sent", on, "", "", remoting.Success},
+		{"bad expression", on, "a BETWEEN 0 AND 3", "a BETWEEN AND", remoting.SubscriptionParseFailed},
+		{"TAG", on, `"expressionType":"SQL92","subString":"a BETWEEN 0 AND 3"`, `"expressionType":"TAG","subString":"TagA"`, remoting.Success},
+		{"SQL92 off", off, "", "", remoting.SystemError},
+	} {
+		req, f := corpusRequest(t, "java", "CHECK_CLIENT_CONFIG")
+		if tc.from != "" {
+			if !strings.Contains(string(f.Body), tc.from) {
+				t.Fatalf("%s: the corpus body no longer holds %s", tc.name, tc.from)
+			}
+			req.Body = []byte(strings.Replace(string(f.Body), tc.from, tc.to, 1))
+		}
+		resp, err := cl.Invoke(context.Background(), tc.env.BrokerAddr, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Code != tc.want {
+			t.Errorf("%s: %s %s, want %s", tc.name, remoting.ResponseCode(resp.Code), resp.Remark, remoting.ResponseCode(tc.want))
+		}
+	}
+}

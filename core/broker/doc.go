@@ -44,6 +44,8 @@
 //
 // Request handlers live with the part they serve: send.go and transform.go
 // (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE), pull.go (PULL_MESSAGE),
+// clients.go (HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
+// and CHECK_CLIENT_CONFIG, which a Java SQL92 consumer must pass to start),
 // offsets.go, retry.go and dlq.go (CONSUMER_SEND_MSG_BACK, group config,
 // dead letters), locks.go (LOCK/UNLOCK_BATCH_MQ), txn.go (END_TRANSACTION),
 // assignment.go (QUERY_ASSIGNMENT), reply.go (SEND_REPLY_MESSAGE, _V2,

@@ -44,7 +44,7 @@ const (
 	NotifyConsumerIdsChanged         = 40  // NOTIFY_CONSUMER_IDS_CHANGED: broker → consumer, oneway
 	LockBatchMQ                      = 41  // LOCK_BATCH_MQ: orderly consumers
 	UnlockBatchMQ                    = 42  // UNLOCK_BATCH_MQ
-	CheckClientConfig                = 46  // CHECK_CLIENT_CONFIG: Java clients only
+	CheckClientConfig                = 46  // CHECK_CLIENT_CONFIG: Java consumers with SQL92 subscriptions
 	RegisterBroker                   = 103 // REGISTER_BROKER: broker → name server
 	UnregisterBroker                 = 104 // UNREGISTER_BROKER: broker → name server
 	GetRouteInfoByTopic              = 105 // GET_ROUTEINFO_BY_TOPIC: name server

@@ -69,7 +69,8 @@ func fields(spec ...string) []headerField {
 // decoders lists every request code whose header or body the broker or the
 // name server decodes from a client, with the readers their handlers use
 // (core/broker: clients.go, pull.go, offsets.go, send.go, locks.go,
-// retry.go, txn.go, query.go, assignment.go; core/namesrv).
+// retry.go, txn.go, query.go, assignment.go; core/namesrv; the ACL gate
+// of internal/server).
 var decoders = map[int16]codeDecoder{
 	remoting.HeartBeat:               {body: decodeHeartbeat},
 	remoting.UnregisterClient:        {fields: fields("s:clientID")},
@@ -85,6 +86,7 @@ var decoders = map[int16]codeDecoder{
 	remoting.ConsumerSendMsgBack:     {fields: fields("s:group", "I:offset", "o:delayLevel", "o:maxReconsumeTimes")},
 	remoting.EndTransaction:          {fields: fields("s:producerGroup", "I:commitLogOffset", "o:commitOrRollback", "b:fromTransactionCheck")},
 	remoting.QueryAssignment:         {body: decodeQueryAssignment},
+	remoting.CheckClientConfig:       {body: decodeCheckClient},
 	remoting.GetRouteInfoByTopic:     {fields: fields("s:topic")},
 	remoting.GetMaxOffset:            {fields: fields("s:topic", "i:queueId")},
 	remoting.GetMinOffset:            {fields: fields("s:topic", "i:queueId")},
@@ -198,6 +200,17 @@ func decodeQueryAssignment(req *remoting.Command) error {
 	}
 	if body.MessageModel != allocate.Clustering && body.MessageModel != allocate.Broadcasting {
 		return fmt.Errorf("query assignment: message model %q", body.MessageModel)
+	}
+	return nil
+}
+
+func decodeCheckClient(req *remoting.Command) error {
+	var body remoting.CheckClientBody
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		return err
+	}
+	if body.Group == "" || body.SubscriptionData == nil || body.SubscriptionData.SubString == "" {
+		return fmt.Errorf("check client %+v lacks its group or subscription", body)
 	}
 	return nil
 }
