@@ -104,6 +104,11 @@ func newClientTable(log *slog.Logger, expiry time.Duration, maxGroups int, notif
 func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var hb remoting.HeartbeatData
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		// A client whose heartbeat never decodes never registers: say
+		// which client it is.
+		if b.heartbeatLog.allow(b.now()) {
+			b.log.Warn("heartbeat body refused", "remote", c.RemoteAddr().String(), "language", req.Language, "version", req.Version, "err", err)
+		}
 		return response(req, remoting.SystemError, "heartbeat: bad body: %v", err)
 	}
 	if hb.ClientID == "" || len(hb.ClientID) > maxClientIDLen {
