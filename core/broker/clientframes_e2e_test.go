@@ -101,35 +101,43 @@ func TestJavaTagConsumerRegistersAndPullsByTag(t *testing.T) {
 	}
 	total := int64(sent["TagA"] + sent["TagB"] + sent["TagC"])
 
-	pull, _ := corpusRequest(t, "java", "PULL_MESSAGE")
-	if pull.Get("consumerGroup") != group || pull.Get("topic") != topic {
-		t.Fatalf("corpus frames disagree: pull of %s/%s", pull.Get("consumerGroup"), pull.Get("topic"))
-	}
-	got := map[string]int{}
-	for next := int64(0); next < total; {
-		pull.Set("queueOffset", strconv.FormatInt(next, 10))
-		resp := invoke(pull)
-		switch resp.Code {
-		case remoting.Success:
-			recs, err := message.DecodeRecords(resp.Body)
-			if err != nil {
-				t.Fatalf("pull body: %v", err)
-			}
-			for _, r := range recs {
-				got[r.Properties().Tags()]++
-			}
-		case remoting.PullRetryImmediately:
-		default:
-			t.Fatalf("pull at %d: %s %s", next, remoting.ResponseCode(resp.Code), resp.Remark)
+	// The push consumer's pull relies on the subscription its heartbeat
+	// registered; the lite pull consumer's posts its own.
+	want := map[string]int{"TagA": sent["TagA"], "TagC": sent["TagC"]}
+	for _, name := range []string{"PULL_MESSAGE", "PULL_MESSAGE.litepull"} {
+		pull, _ := corpusRequest(t, "java", name)
+		if pull.Get("topic") != topic {
+			t.Fatalf("corpus frames disagree: %s pulls %s", name, pull.Get("topic"))
 		}
-		n, err := strconv.ParseInt(resp.Get("nextBeginOffset"), 10, 64)
-		if err != nil || n <= next {
-			t.Fatalf("pull at %d: nextBeginOffset %q", next, resp.Get("nextBeginOffset"))
+		if name == "PULL_MESSAGE" && pull.Get("consumerGroup") != group {
+			t.Fatalf("corpus frames disagree: %s pulls for %s", name, pull.Get("consumerGroup"))
 		}
-		next = n
-	}
-	if want := map[string]int{"TagA": sent["TagA"], "TagC": sent["TagC"]}; !maps.Equal(got, want) {
-		t.Fatalf("pulled tags %v; want %v (the subscription is TagA || TagC)", got, want)
+		got := map[string]int{}
+		for next := int64(0); next < total; {
+			pull.Set("queueOffset", strconv.FormatInt(next, 10))
+			resp := invoke(pull)
+			switch resp.Code {
+			case remoting.Success:
+				recs, err := message.DecodeRecords(resp.Body)
+				if err != nil {
+					t.Fatalf("%s: pull body: %v", name, err)
+				}
+				for _, r := range recs {
+					got[r.Properties().Tags()]++
+				}
+			case remoting.PullRetryImmediately:
+			default:
+				t.Fatalf("%s at %d: %s %s", name, next, remoting.ResponseCode(resp.Code), resp.Remark)
+			}
+			n, err := strconv.ParseInt(resp.Get("nextBeginOffset"), 10, 64)
+			if err != nil || n <= next {
+				t.Fatalf("%s at %d: nextBeginOffset %q", name, next, resp.Get("nextBeginOffset"))
+			}
+			next = n
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("%s: pulled tags %v; want %v (the subscription is TagA || TagC)", name, got, want)
+		}
 	}
 }
 
