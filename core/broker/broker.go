@@ -606,6 +606,7 @@ func (b *Broker) routes() {
 	h(remoting.GetEarliestMsgStoretime, b.handleEarliestStoreTime)
 	h(remoting.HeartBeat, b.handleHeartbeat)
 	h(remoting.UnregisterClient, b.handleUnregister)
+	h(remoting.CheckClientConfig, b.handleCheckClientConfig)
 	h(remoting.GetConsumerListByGroup, b.handleConsumerList)
 	h(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
 	h(remoting.DeleteTopicInBroker, b.handleDeleteTopic)

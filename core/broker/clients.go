@@ -104,6 +104,11 @@ func newClientTable(log *slog.Logger, expiry time.Duration, maxGroups int, notif
 func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var hb remoting.HeartbeatData
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		// A client whose heartbeat never decodes never registers: say
+		// which client it is.
+		if b.heartbeatLog.allow(b.now()) {
+			b.log.Warn("heartbeat body refused", "remote", c.RemoteAddr().String(), "language", req.Language, "version", req.Version, "err", err)
+		}
 		return response(req, remoting.SystemError, "heartbeat: bad body: %v", err)
 	}
 	if hb.ClientID == "" || len(hb.ClientID) > maxClientIDLen {
@@ -621,6 +626,33 @@ func (t *clientTable) dropRestored(deadline time.Time) {
 	}
 	t.mu.Unlock()
 	t.persist(gone...)
+}
+
+// handleCheckClientConfig serves CHECK_CLIENT_CONFIG, which a Java
+// consumer sends before it starts for each subscription that is not TAG;
+// it does not start unless every broker answers SUCCESS. As RocketMQ's
+// broker does, a TAG subscription (or none) passes, an SQL92 one needs
+// the property filter on, and the expression must compile.
+func (b *Broker) handleCheckClientConfig(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var body remoting.CheckClientBody
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		return response(req, remoting.SystemError, "check client config: bad body: %v", err)
+	}
+	sd := body.SubscriptionData
+	if sd == nil {
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	typ := normalizeType(sd.ExpressionType)
+	if typ == ExpressionTag {
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	if typ == ExpressionSQL92 && b.opts.DisablePropertyFilter {
+		return response(req, remoting.SystemError, "check client config: this broker does not filter by SQL92 (enablePropertyFilter is off)")
+	}
+	if _, err := b.filters.compile(typ, sd.SubString); err != nil {
+		return response(req, remoting.SubscriptionParseFailed, "check client config: group %s, topic %s: %v", logName(body.Group), logName(sd.Topic), err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
 }
 
 func (b *Broker) handleUnregister(c *remoting.Conn, req *remoting.Command) *remoting.Command {

@@ -44,6 +44,8 @@
 //
 // Request handlers live with the part they serve: send.go and transform.go
 // (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE), pull.go (PULL_MESSAGE),
+// clients.go (HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
+// and CHECK_CLIENT_CONFIG, which a Java SQL92 consumer must pass to start),
 // offsets.go, retry.go and dlq.go (CONSUMER_SEND_MSG_BACK, group config,
 // dead letters), locks.go (LOCK/UNLOCK_BATCH_MQ), txn.go (END_TRANSACTION),
 // assignment.go (QUERY_ASSIGNMENT), reply.go (SEND_REPLY_MESSAGE, _V2,
@@ -99,7 +101,9 @@
 //     write queues than read queues, so every stored message sits in a
 //     queue that consumers' routes list.
 //  2. A batch is stored whole or not at all, at consecutive offsets of one
-//     queue.
+//     queue. A batch is a SEND_BATCH_MESSAGE, or any send whose header
+//     says batch=true (the C++ client sends its batches as
+//     SEND_MESSAGE_V2 so).
 //  3. A delayed or timed message is stored in the schedule or timer topic,
 //     never in its real queue, until it is due; a half message only in the
 //     half topic. The answer to such a send names the queue the send asked

@@ -54,15 +54,15 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 // the declined requests.
 func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*remoting.Command)) bool {
 	start := time.Now()
-	if req.Code == remoting.SendBatchMessage {
-		// The batch's messages keep properties that point into the body,
-		// and the answer reads them after the read buffer moved on.
-		req.Body = bytes.Clone(req.Body)
-	}
 	h, err := remoting.DecodeSendHeaderOf(req)
 	if err != nil {
 		reply(response(req, remoting.MessageIllegal, "send: %v", err))
 		return true
+	}
+	if h.Batch {
+		// The batch's messages keep properties that point into the body,
+		// and the answer reads them after the read buffer moved on.
+		req.Body = bytes.Clone(req.Body)
 	}
 	if _, ok := b.topics.get(h.Topic); !ok || isRetryTopic(h.Topic) {
 		return false
@@ -137,7 +137,9 @@ func (b *Broker) sendQueue(req *remoting.Command, h *remoting.SendHeader, create
 // of the broker's own (outbox events); sent counts the client's.
 func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoting.SendHeader, qid int32) (msgs []*message.Message, sent int, resp *remoting.Command) {
 	var err error
-	if req.Code == remoting.SendBatchMessage {
+	// SEND_BATCH_MESSAGE always carries a batch; SEND_MESSAGE(_V2) does
+	// when its batch flag says so, which is how the C++ client sends one.
+	if h.Batch {
 		if len(req.Body) > b.opts.MaxMessageSize {
 			return nil, 0, response(req, remoting.MessageIllegal, "send batch: body of %d bytes exceeds the %d-byte limit (maxMessageSize)", len(req.Body), b.opts.MaxMessageSize)
 		}

@@ -156,6 +156,15 @@ type SubscriptionData struct {
 	ExpressionType  string   `json:"expressionType"` // "TAG" (or empty) or "SQL92"
 }
 
+// CheckClientBody is the body of CHECK_CLIENT_CONFIG: a Java consumer asks,
+// before it starts, whether the broker can apply a subscription that is
+// not TAG.
+type CheckClientBody struct {
+	ClientID         string            `json:"clientId"`
+	Group            string            `json:"group"`
+	SubscriptionData *SubscriptionData `json:"subscriptionData"`
+}
+
 // Connection is one client connection of a group, as connection lists
 // name it.
 type Connection struct {

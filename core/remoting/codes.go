@@ -36,7 +36,7 @@ const (
 	GetEarliestMsgStoretime          = 32  // GET_EARLIEST_MSG_STORETIME
 	ViewMessageByID                  = 33  // VIEW_MESSAGE_BY_ID: by commit-log offset
 	HeartBeat                        = 34  // HEART_BEAT: producer and consumer registration
-	UnregisterClient                 = 35  // UNREGISTER_CLIENT: Java clients only
+	UnregisterClient                 = 35  // UNREGISTER_CLIENT: Java and C++ clients
 	ConsumerSendMsgBack              = 36  // CONSUMER_SEND_MSG_BACK: retry or dead-letter a message
 	EndTransaction                   = 37  // END_TRANSACTION: commit or roll back a half message
 	GetConsumerListByGroup           = 38  // GET_CONSUMER_LIST_BY_GROUP
@@ -44,7 +44,7 @@ const (
 	NotifyConsumerIdsChanged         = 40  // NOTIFY_CONSUMER_IDS_CHANGED: broker → consumer, oneway
 	LockBatchMQ                      = 41  // LOCK_BATCH_MQ: orderly consumers
 	UnlockBatchMQ                    = 42  // UNLOCK_BATCH_MQ
-	CheckClientConfig                = 46  // CHECK_CLIENT_CONFIG: Java clients only
+	CheckClientConfig                = 46  // CHECK_CLIENT_CONFIG: Java consumers with SQL92 subscriptions
 	RegisterBroker                   = 103 // REGISTER_BROKER: broker → name server
 	UnregisterBroker                 = 104 // UNREGISTER_BROKER: broker → name server
 	GetRouteInfoByTopic              = 105 // GET_ROUTEINFO_BY_TOPIC: name server

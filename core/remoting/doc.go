@@ -6,7 +6,8 @@
 //
 // It also declares what the broker, the name server and the client say to
 // each other over it, so each is declared once: the JSON bodies (topic
-// configs, routes, registrations, heartbeats, lock batches; bodies.go),
+// configs, routes, registrations, heartbeats, lock batches; bodies.go,
+// decoded leniently by lenient.go),
 // the queue-keyed offset tables RocketMQ writes the fastjson way
 // (queuetable.go), the
 // topic permission bits and reserved topic names, and the send header
@@ -55,7 +56,34 @@
 // a repeated extFields object adds to the earlier one. The Go client fails
 // to decode a whole frame when an extFields value is not a string, so every
 // value is written as a JSON string; on reading, numbers and booleans are
-// accepted and kept as their literal text.
+// accepted and kept as their literal text, since the C++ client writes its
+// int header fields (queueId, sysFlag, maxMsgNums, ...) as JSON numbers.
+// The Java client adds "serializeTypeCurrentRPC" and leaves out a null
+// remark or extFields; the C++ client ends the header with a newline.
+// Unknown keys and surrounding white space are skipped.
+//
+// # Client bodies
+//
+// The official clients disagree on some JSON bodies. The Java client
+// (fastjson) writes SubscriptionData.codeSet as numbers and subVersion as a
+// number; the Go client writes codeSet as strings and the message model as
+// "Clustering"; the C++ client (jsoncpp, also under the Python and Node
+// 4.x clients) writes subVersion as a string and leaves out fields it has
+// no value for. The rule: a body type keeps plain Go field types, and its
+// UnmarshalJSON (lenient.go, the one place) accepts every client's shape:
+// numbers or strings where clients differ, booleans as text, null as
+// absent, unknown fields skipped (Java 5.x's heartbeatFingerprint,
+// withoutSub). What no client sends is still an error that names the
+// field.
+//
+// testdata/clients holds request frames, header and body, exactly as each
+// client family writes them (java, go, cpp; one txtar file per request
+// code, its comment naming the client class the shape comes from; read by
+// internal/clientframes). TestClientCorpusDecodes decodes each through the
+// readers the handlers use and fails for a file no handler decodes;
+// FuzzClientFrames grows inputs from them; core/broker replays them
+// against a running broker. A shape a new client version writes belongs
+// there first.
 //
 // # ROCKETMQ header (type 1)
 //

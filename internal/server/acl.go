@@ -136,9 +136,7 @@ func (g *aclGate) extra(req *remoting.Command, dst []acl.Resource) []acl.Resourc
 		}
 		dst = append(dst, acl.GroupRes(body.ConsumerGroup, acl.Sub), acl.TopicRes(body.Topic, acl.Sub))
 	case remoting.CheckClientConfig:
-		var body struct {
-			Group string `json:"group"` // CheckClientRequestBody
-		}
+		var body remoting.CheckClientBody
 		if json.Unmarshal(req.Body, &body) != nil {
 			return dst
 		}

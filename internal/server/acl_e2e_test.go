@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/clientframes"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -215,6 +217,13 @@ func TestACLBodyAndStoreResources(t *testing.T) {
 	offset := strconv.FormatInt(off, 10)
 	lock := []byte(`{"consumerGroup":"aclBilling","clientId":"c1","mqSet":[{"topic":"AclOrders","brokerName":"broker-a","queueId":0}]}`)
 	assign := []byte(`{"topic":"AclOrders","consumerGroup":"aclBilling","clientId":"c1","strategyName":"AVG","messageModel":"CLUSTERING"}`)
+	// A Java consumer's heartbeat, as fastjson writes it (codeSet as
+	// numbers), for the group and topic of this test's config.
+	javaHB, err := clientframes.Load(filepath.Join("..", "..", "core", "remoting", "testdata", "clients", "java", "HEART_BEAT.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeat := []byte(strings.NewReplacer("%RETRY%GID_tags", "%RETRY%aclBilling", "GID_tags", "aclBilling", "TopicTest", "AclOrders").Replace(string(javaHB.Body)))
 	for _, c := range []struct {
 		name   string
 		req    func() *remoting.Command
@@ -233,6 +242,8 @@ func TestACLBodyAndStoreResources(t *testing.T) {
 		{"end transaction by subscriber", func() *remoting.Command {
 			return remoting.NewRequest(remoting.EndTransaction, map[string]string{"producerGroup": "pg", "commitLogOffset": offset, "commitOrRollback": "8"}, nil)
 		}, subAK, subSK, "no PUB on topic"},
+		{"Java heartbeat by subscriber", func() *remoting.Command { return remoting.NewRequest(remoting.HeartBeat, nil, heartbeat) }, subAK, subSK, ""},
+		{"Java heartbeat by publisher", func() *remoting.Command { return remoting.NewRequest(remoting.HeartBeat, nil, heartbeat) }, pubAK, pubSK, "no SUB on"},
 		{"lock by subscriber", func() *remoting.Command { return remoting.NewRequest(remoting.LockBatchMQ, nil, lock) }, subAK, subSK, ""},
 		{"lock by publisher", func() *remoting.Command { return remoting.NewRequest(remoting.LockBatchMQ, nil, lock) }, pubAK, pubSK, "no SUB on topic"},
 		{"lock without body", func() *remoting.Command { return remoting.NewRequest(remoting.LockBatchMQ, nil, nil) }, subAK, subSK, "nothing to check"},

@@ -1,0 +1,190 @@
+package remoting
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Official clients do not agree on the JSON types of some body fields, and
+// a broker must take what each of them sends (see doc.go, "Client
+// bodies"). The body types keep plain Go field types for the code that
+// reads them; their UnmarshalJSON methods, here, decode through the
+// lenient scalars below and copy the result:
+//
+//	+-------------------------------+-----------------+-------------------+
+//	| field                         | Go type         | also accepted     |
+//	+-------------------------------+-----------------+-------------------+
+//	| SubscriptionData.codeSet      | []string        | numbers, booleans |
+//	|                               |                 | as their text     |
+//	| SubscriptionData.subVersion   | int64           | decimal string    |
+//	| SubscriptionData.tagsSet      | []string        | numbers, booleans |
+//	| classFilterMode, unitMode,    | bool            | "true"/"false",   |
+//	| onlyThisBroker                |                 | 0/1, "0"/"1"      |
+//	| ConsumerData.messageModel     | string          | any letter case,  |
+//	|                               |                 | made CLUSTERING / |
+//	|                               |                 | BROADCASTING      |
+//	+-------------------------------+-----------------+-------------------+
+//
+// Everywhere, null leaves a field as it was and unknown keys are skipped,
+// as encoding/json does. Anything else of the wrong type is an error that
+// names the field and what came.
+
+// lenientBool is a bool that also takes a string or a 0/1 number.
+type lenientBool bool
+
+func (b *lenientBool) UnmarshalJSON(data []byte) error {
+	s := string(bytes.TrimSpace(data))
+	if s == "null" {
+		return nil
+	}
+	if len(s) >= 2 && s[0] == '"' {
+		var str string
+		if err := json.Unmarshal(data, &str); err != nil {
+			return err
+		}
+		s = str
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("%s is not a boolean", truncated(data))
+	}
+	*b = lenientBool(v)
+	return nil
+}
+
+// lenientInt64 is an int64 that also takes its decimal text as a string;
+// an empty string is 0.
+type lenientInt64 int64
+
+func (n *lenientInt64) UnmarshalJSON(data []byte) error {
+	s := string(bytes.TrimSpace(data))
+	if s == "null" {
+		return nil
+	}
+	if len(s) >= 2 && s[0] == '"' {
+		var str string
+		if err := json.Unmarshal(data, &str); err != nil {
+			return err
+		}
+		if s = str; s == "" {
+			*n = 0
+			return nil
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s is not an int64", truncated(data))
+	}
+	*n = lenientInt64(v)
+	return nil
+}
+
+// lenientStrings is a list of strings that also takes numbers and
+// booleans as items, kept as their JSON text; null items are skipped.
+type lenientStrings []string
+
+func (l *lenientStrings) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(data, &items); err != nil {
+		return fmt.Errorf("%s is not a list", truncated(data))
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		it = bytes.TrimSpace(it)
+		switch {
+		case len(it) == 0 || string(it) == "null":
+		case it[0] == '"':
+			var s string
+			if err := json.Unmarshal(it, &s); err != nil {
+				return err
+			}
+			out = append(out, s)
+		case it[0] == '{' || it[0] == '[':
+			return fmt.Errorf("list item %s is not a string or number", truncated(it))
+		default: // a number, true or false: json.Unmarshal has checked it
+			out = append(out, string(it))
+		}
+	}
+	*l = out
+	return nil
+}
+
+// truncated quotes at most 40 bytes of a JSON value for an error.
+func truncated(data []byte) string {
+	if len(data) > 40 {
+		return strconv.Quote(string(data[:40])) + "…"
+	}
+	return strconv.Quote(string(data))
+}
+
+// UnmarshalJSON reads a SubscriptionData as any official client writes it
+// (see the table above).
+func (s *SubscriptionData) UnmarshalJSON(data []byte) error {
+	w := struct {
+		ClassFilterMode lenientBool    `json:"classFilterMode"`
+		Topic           string         `json:"topic"`
+		SubString       string         `json:"subString"`
+		TagsSet         lenientStrings `json:"tagsSet"`
+		CodeSet         lenientStrings `json:"codeSet"`
+		SubVersion      lenientInt64   `json:"subVersion"`
+		ExpressionType  string         `json:"expressionType"`
+	}{lenientBool(s.ClassFilterMode), s.Topic, s.SubString, s.TagsSet, s.CodeSet, lenientInt64(s.SubVersion), s.ExpressionType}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return fmt.Errorf("subscription: %w", err)
+	}
+	*s = SubscriptionData{ClassFilterMode: bool(w.ClassFilterMode), Topic: w.Topic, SubString: w.SubString,
+		TagsSet: w.TagsSet, CodeSet: w.CodeSet, SubVersion: int64(w.SubVersion), ExpressionType: w.ExpressionType}
+	return nil
+}
+
+// UnmarshalJSON reads a ConsumerData as any official client writes it
+// (see the table above).
+func (c *ConsumerData) UnmarshalJSON(data []byte) error {
+	w := struct {
+		GroupName           string             `json:"groupName"`
+		ConsumeType         string             `json:"consumeType"`
+		MessageModel        string             `json:"messageModel"`
+		ConsumeFromWhere    string             `json:"consumeFromWhere"`
+		SubscriptionDataSet []SubscriptionData `json:"subscriptionDataSet"`
+		UnitMode            lenientBool        `json:"unitMode"`
+	}{c.GroupName, c.ConsumeType, c.MessageModel, c.ConsumeFromWhere, c.SubscriptionDataSet, lenientBool(c.UnitMode)}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*c = ConsumerData{GroupName: w.GroupName, ConsumeType: w.ConsumeType, MessageModel: canonicalModel(w.MessageModel),
+		ConsumeFromWhere: w.ConsumeFromWhere, SubscriptionDataSet: w.SubscriptionDataSet, UnitMode: bool(w.UnitMode)}
+	return nil
+}
+
+// canonicalModel spells a message model as Java's enum does: the Go
+// client writes "Clustering" and "BroadCasting".
+func canonicalModel(m string) string {
+	for _, name := range [...]string{"CLUSTERING", "BROADCASTING"} {
+		if strings.EqualFold(m, name) {
+			return name
+		}
+	}
+	return m
+}
+
+// UnmarshalJSON reads a lock batch as any official client writes it (see
+// the table above).
+func (b *LockBatchBody[Q]) UnmarshalJSON(data []byte) error {
+	w := struct {
+		ConsumerGroup  string      `json:"consumerGroup"`
+		ClientID       string      `json:"clientId"`
+		OnlyThisBroker lenientBool `json:"onlyThisBroker"`
+		MQSet          []Q         `json:"mqSet"`
+	}{b.ConsumerGroup, b.ClientID, lenientBool(b.OnlyThisBroker), b.MQSet}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*b = LockBatchBody[Q]{ConsumerGroup: w.ConsumerGroup, ClientID: w.ClientID, OnlyThisBroker: bool(w.OnlyThisBroker), MQSet: w.MQSet}
+	return nil
+}
