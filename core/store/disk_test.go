@@ -255,3 +255,43 @@ func TestDiskFillsWhileRunning(t *testing.T) {
 		t.Fatalf("consumer offset %d", off)
 	}
 }
+
+// TestOpenOnFullDiskWithoutReserve opens a store on a full disk with no
+// reserve file to delete (a directory from before the reserve): the
+// index's writes wait for space, without failing, and Open returns once
+// space is freed.
+func TestOpenOnFullDiskWithoutReserve(t *testing.T) {
+	fs := newSpaceFS(testReserve)
+	o := diskOptions(fs)
+	s := storetest.Open(t, o)
+	appendNumbered(t, s, 0, 5)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Remove("/d/RESERVE"); err != nil {
+		t.Fatal(err)
+	}
+	fs.fill()
+	opened := make(chan *store.Store, 1)
+	go func() {
+		s, err := store.Open(o)
+		if err != nil {
+			t.Errorf("open: %v", err)
+		}
+		opened <- s
+	}()
+	select {
+	case <-opened:
+		t.Fatal("Open returned on a full disk whose index could not write")
+	case <-time.After(2 * time.Second):
+	}
+	fs.empty()
+	select {
+	case s = <-opened:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Open did not return once space was freed")
+	}
+	defer s.Close()
+	checkBodies(t, s, 5)
+	appendNumbered(t, s, 5, 6)
+}

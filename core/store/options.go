@@ -110,7 +110,8 @@ type Options struct {
 	// segments that hold unconsumed messages; each pass that does logs an
 	// error naming the queues and counts in Stats.UnconsumedDropped.
 	// Default false: above high water the disk may fill, and appends then
-	// fail with the filesystem's error, rather than messages be lost.
+	// fail with ErrDiskFull (see DiskReserve), rather than messages be
+	// lost.
 	DiskHighWaterDropsUnconsumed bool `yaml:"diskHighWaterDropsUnconsumed"`
 	// DiskReserve is the disk space kept for the index and for a start on
 	// a full disk. A reserve file of DiskReserve bytes (<Dir>/RESERVE) is
