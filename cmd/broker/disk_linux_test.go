@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -227,6 +230,28 @@ func TestBrokerOnFullDisk(t *testing.T) {
 		t.Fatalf("query of the consumer offset on a full disk: %v offset %q", r, r.Get("offset"))
 	}
 
+	httpAddr := regexp.MustCompile(`msg="broker started" .* http=(\S+)`).FindStringSubmatch(logs.String())
+	if httpAddr == nil {
+		t.Fatalf("no HTTP address in the log:\n%s", logs.String())
+	}
+	diskFullGauge := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + httpAddr[1] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`(?m)^rmq_store_disk_full (\S+)$`).FindSubmatch(b)
+		if m == nil {
+			t.Fatal("no rmq_store_disk_full in /metrics")
+		}
+		return string(m[1])
+	}
+	if g := diskFullGauge(); g != "1" {
+		t.Fatalf("rmq_store_disk_full %s on a full disk", g)
+	}
+
 	p = newProducer(nsAddr)
 	_, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("refused")))
 	// The client reports the broker's code and remark in its error's text.
@@ -244,6 +269,9 @@ func TestBrokerOnFullDisk(t *testing.T) {
 	})
 	if recs := pull(int32(res.MessageQueue.QueueId), res.QueueOffset); len(recs) != 1 || string(recs[0].Body()) != "after" {
 		t.Fatalf("the message sent after space was freed: %d records", len(recs))
+	}
+	if g := diskFullGauge(); g != "0" {
+		t.Fatalf("rmq_store_disk_full %s once space was freed", g)
 	}
 
 	// The disk fills again under the running broker: sends are refused
