@@ -6,6 +6,7 @@
 // # Directory layout
 //
 //	<dir>/LOCK                       held while a Store is open
+//	<dir>/RESERVE                    DiskReserve bytes kept for the index (see Full disk)
 //	<dir>/commitlog/<20-digit base>  segment files, named by base offset
 //	<dir>/index/                     the pebble database
 //	<dir>/keyindex/<20-digit seq>.kidx  key-index files, numbered in order
