@@ -177,12 +177,13 @@ func (s *Store) makeReserve() (err error) {
 	return syncDir(fs, s.opts.Dir)
 }
 
-// indexDiskFull is called when a write of the index meets a full disk;
-// the write is tried once more when it returns. It deletes the reserve
-// file if there is one; otherwise it waits, measuring every
-// diskCheckInterval, until the reserve is free again or the store
-// closes, so that the retried write can succeed: pebble would otherwise
-// stop (a write of its log) or retry at once, forever (a flush).
+// indexDiskFull is called when a write of the index or the key index
+// meets a full disk; the write is tried once more when it returns. It
+// deletes the reserve file if there is one; otherwise it waits,
+// measuring every diskCheckInterval, until the reserve is free again or
+// the store closes, so that the retried write can succeed: pebble would
+// otherwise stop (a write of its log) or retry at once, forever (a
+// flush), and the key index would take no entries until a restart.
 func (s *Store) indexDiskFull() {
 	s.disk.full.Store(true)
 	s.disk.mu.Lock()

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -294,4 +295,42 @@ func TestOpenOnFullDiskWithoutReserve(t *testing.T) {
 	defer s.Close()
 	checkBodies(t, s, 5)
 	appendNumbered(t, s, 5, 6)
+}
+
+// TestKeyIndexMeetsFullDisk fills the disk under the key index alone: its
+// write gets the reserve file's space, as the index's do, instead of
+// stopping the key index until a restart.
+func TestKeyIndexMeetsFullDisk(t *testing.T) {
+	fs := newSpaceFS(testReserve)
+	s := storetest.Open(t, diskOptions(fs))
+	defer s.Close()
+	if err := s.Append([]*message.Message{keyed("T", "before", "k1", "")}); err != nil {
+		t.Fatal(err)
+	}
+	fs.refuse("/d/keyindex/")
+	fs.full.Store(true)
+	// The key index's next write (an append's entries, or its header at
+	// a checkpoint) meets the full disk.
+	err := s.Append([]*message.Message{keyed("T", "during", "k2", "")})
+	if err != nil && !errors.Is(err, store.ErrDiskFull) {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the reserve file deleted", func() bool { return fs.removed.Load() == 1 })
+	if n := s.Stats().KeyIndexFailures.Load(); n != 0 {
+		t.Fatalf("key-index failures %d", n)
+	}
+	fs.empty()
+	eventually(t, 10*time.Second, "appends taken again", func() bool { return !s.DiskFull() })
+	if err := s.Append([]*message.Message{keyed("T", "after", "k3", "")}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"k1": "before", "k3": "after"}
+	if err == nil {
+		want["k2"] = "during"
+	}
+	for key, body := range want {
+		if got := bodiesAt(t, s, query(t, s, "T", key, false, 0, math.MaxInt64, 10)); len(got) != 1 || got[0] != body {
+			t.Fatalf("query of %s: %q", key, got)
+		}
+	}
 }

@@ -198,8 +198,8 @@
 //	free ≥ need ──────────────▶ appends taken
 //	free < need ──────────────▶ appends fail with ErrDiskFull; reads,
 //	                            progress and metadata go on
-//	index write meets ENOSPC ─▶ RESERVE deleted, the write retried once
-//	                            (no RESERVE: the write waits for space)
+//	index or key-index write  ▶ RESERVE deleted, the write retried once
+//	meets ENOSPC                (no RESERVE: the write waits for space)
 //	free ≥ 2 × DiskReserve ───▶ RESERVE made again
 //
 // where need is DiskReserve with the reserve file present and twice it

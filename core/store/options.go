@@ -116,8 +116,8 @@ type Options struct {
 	// DiskReserve is the disk space kept for the index and for a start on
 	// a full disk. A reserve file of DiskReserve bytes (<Dir>/RESERVE) is
 	// kept, made whenever twice DiskReserve is free, and deleted when a
-	// write of the index meets a full disk (another process filled it),
-	// so that the index can open and keep working. Appends fail with
+	// write of the index or the key index meets a full disk (another
+	// process filled it), so that they can open and keep working. Appends fail with
 	// ErrDiskFull while the filesystem has less than DiskReserve bytes
 	// free, twice that while the reserve file is missing (measured every
 	// second and after each quarter of DiskReserve written), and succeed

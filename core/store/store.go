@@ -226,8 +226,8 @@ func Open(opts Options) (*Store, error) {
 	s.openDisk()
 	indexFS := fs
 	if s.disk.on {
-		// A write of the index that meets a full disk deletes the reserve
-		// file and is tried again (disk.go).
+		// A write of the index or the key index that meets a full disk
+		// deletes the reserve file and is tried again (disk.go).
 		indexFS = vfs.OnDiskFull(fs, s.indexDiskFull)
 	}
 	cache := pebble.NewCache(opts.IndexCacheSize)
@@ -246,7 +246,7 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	if !opts.DisableKeyIndex {
-		s.keys, err = openKeyIndex(fs, fs.PathJoin(opts.Dir, keyFileDir), opts.KeyIndexFileEntries, s.log)
+		s.keys, err = openKeyIndex(indexFS, fs.PathJoin(opts.Dir, keyFileDir), opts.KeyIndexFileEntries, s.log)
 		if err != nil {
 			return nil, err
 		}
