@@ -20,6 +20,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -131,8 +132,9 @@ func TestConfigFile(t *testing.T) {
 var startedLine = regexp.MustCompile(`msg="broker started" listen=(\S+) namesrv=(\S+)`)
 
 // startChild runs the broker command in a child process and returns it
-// with its broker and name-server addresses.
-func startChild(t *testing.T, args ...string) (*exec.Cmd, string, string, *bytes.Buffer) {
+// with its broker and name-server addresses and its log, which grows
+// while the child runs.
+func startChild(t *testing.T, args ...string) (*exec.Cmd, string, string, *storetest.LogBuffer) {
 	t.Helper()
 	args = append([]string{"--http-listen", "127.0.0.1:0"}, args...) // never the default port
 	cmd := exec.Command(os.Args[0])
@@ -145,17 +147,17 @@ func startChild(t *testing.T, args ...string) (*exec.Cmd, string, string, *bytes
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	logs := &bytes.Buffer{}
+	logs := &storetest.LogBuffer{}
 	found := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
+			logs.Write([]byte(sc.Text() + "\n"))
 			if m := startedLine.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m
 			}
 		}
-		io.Copy(io.Discard, stderr)
+		io.Copy(logs, stderr) // a line too long for the scanner, and all after it
 	}()
 	m := brokertest.Wait(t, found, 30*time.Second, "the child broker to start")
 	return cmd, m[1], m[2], logs

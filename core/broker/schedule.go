@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -41,10 +42,13 @@ const (
 	scheduleBatch     = 128
 	schedulePoll      = time.Second // wake up at least this often
 	scheduleRetryWait = time.Second // after a failed re-put
-	levelProgressName = "sched/level/"
-	timerIndexedName  = "sched/timer/indexed"
-	timerDueKey       = 't'
-	timerPendingKey   = 'u'
+	// scheduleDiskFullWait is the wait after a re-put refused for a full
+	// disk, and the least time between two logs of one.
+	scheduleDiskFullWait = 10 * time.Second
+	levelProgressName    = "sched/level/"
+	timerIndexedName     = "sched/timer/indexed"
+	timerDueKey          = 't'
+	timerPendingKey      = 'u'
 )
 
 func timerKey(due, qoff int64) []byte {
@@ -66,8 +70,9 @@ func pendingKey(qoff int64) []byte {
 func (b *Broker) scheduleLoop() {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var diskLogged time.Time
 	for {
-		next := b.runSchedule()
+		next := b.runSchedule(&diskLogged)
 		wait := schedulePoll
 		if !next.IsZero() {
 			wait = min(max(time.Until(next), time.Millisecond), schedulePoll)
@@ -86,8 +91,9 @@ func (b *Broker) scheduleLoop() {
 }
 
 // runSchedule delivers everything due and returns when the next message
-// is due (zero when nothing is pending).
-func (b *Broker) runSchedule() time.Time {
+// is due (zero when nothing is pending). diskLogged is when a step refused
+// for a full disk was last logged.
+func (b *Broker) runSchedule(diskLogged *time.Time) time.Time {
 	now := b.now()
 	var next time.Time
 	earliest := func(t time.Time) {
@@ -95,27 +101,37 @@ func (b *Broker) runSchedule() time.Time {
 			next = t
 		}
 	}
+	// failed logs a failed step and returns when to try it again; on a
+	// full disk, where every step fails alike until space is freed, at
+	// most every scheduleDiskFullWait.
+	failed := func(msg string, err error, args ...any) time.Time {
+		if errors.Is(err, store.ErrDiskFull) {
+			if now.Sub(*diskLogged) >= scheduleDiskFullWait {
+				*diskLogged = now
+				b.log.Error(msg, append(args, "err", err)...)
+			}
+			return now.Add(scheduleDiskFullWait)
+		}
+		b.log.Error(msg, append(args, "err", err)...)
+		return now.Add(scheduleRetryWait)
+	}
 	for level := 1; level <= len(b.levels); level++ {
 		t, err := b.deliverLevel(level, now)
 		if err != nil {
-			b.log.Error("delayed delivery failed; retrying", "level", level, "err", err)
-			t = now.Add(scheduleRetryWait)
+			t = failed("delayed delivery failed; retrying", err, "level", level)
 		}
 		earliest(t)
 	}
 	if err := b.indexTimers(); err != nil {
-		b.log.Error("timer index failed; retrying", "err", err)
-		earliest(now.Add(scheduleRetryWait))
+		earliest(failed("timer index failed; retrying", err))
 	}
 	t, err := b.deliverTimers(now)
 	if err != nil {
-		b.log.Error("timed delivery failed; retrying", "err", err)
-		t = now.Add(scheduleRetryWait)
+		t = failed("timed delivery failed; retrying", err)
 	}
 	earliest(t)
 	if err := b.rollRequested(); err != nil {
-		b.log.Error("moving timed messages forward for retention failed; retrying", "err", err)
-		earliest(now.Add(scheduleRetryWait))
+		earliest(failed("moving timed messages forward for retention failed; retrying", err))
 	}
 	return next
 }

@@ -276,6 +276,10 @@ func (b *Broker) storeError(req *remoting.Command, err error) *remoting.Command 
 		return response(req, remoting.MessageIllegal, "send: %v", err)
 	case errors.Is(err, store.ErrClosed):
 		return response(req, remoting.ServiceNotAvailable, "send: the broker is shutting down")
+	case errors.Is(err, store.ErrDiskFull):
+		// The store logs the full disk, rate-limited; clients retry
+		// another broker on this code.
+		return response(req, remoting.ServiceNotAvailable, "send: service not available now, the broker's disk is full: %v", err)
 	}
 	b.log.Error("append failed", "err", err)
 	return response(req, remoting.SystemError, "send: %v", err)

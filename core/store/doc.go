@@ -6,6 +6,7 @@
 // # Directory layout
 //
 //	<dir>/LOCK                       held while a Store is open
+//	<dir>/RESERVE                    DiskReserve bytes kept for the index (see Full disk)
 //	<dir>/commitlog/<20-digit base>  segment files, named by base offset
 //	<dir>/index/                     the pebble database
 //	<dir>/keyindex/<20-digit seq>.kidx  key-index files, numbered in order
@@ -189,6 +190,28 @@
 //     Stats (SegmentsHeld, HighWaterHeld). Unconsumed messages deleted
 //     above high water are logged as an error naming the queues and
 //     counted (UnconsumedDropped).
+//
+// # Full disk
+//
+// The index must always find space: pebble replays its log at Open and
+// writes it out before returning, retrying a failed flush at once and
+// forever, and a failed write of its log or manifest is fatal. The store
+// keeps it that space (disk.go):
+//
+//	free ≥ need ──────────────▶ appends taken
+//	free < need ──────────────▶ appends fail with ErrDiskFull; reads,
+//	                            progress and metadata go on
+//	index or key-index write  ▶ RESERVE deleted, the write retried once
+//	meets ENOSPC                (no RESERVE: the write waits for space)
+//	free ≥ 2 × DiskReserve ───▶ RESERVE made again
+//
+// where need is DiskReserve with the reserve file present and twice it
+// without. Free space is measured every second, after each quarter of
+// DiskReserve written, and at Open before the index opens; a commit-log
+// write that meets ENOSPC marks the disk full at once and fails its
+// round as any failed write does (invariant 5), with ErrDiskFull. A
+// filesystem that does not report its space (an in-memory one) turns all
+// of this off, as does a negative DiskReserve.
 //
 // # Deleting a topic
 //

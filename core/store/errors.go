@@ -22,6 +22,11 @@ var (
 	// could not be rolled back; the store serves reads but takes no writes
 	// until it is reopened.
 	ErrFailed = errors.New("store: failed, read-only until reopened")
+	// ErrDiskFull is returned by appends while the filesystem has less
+	// free space than Options.DiskReserve, or after a write found it full;
+	// the store serves reads meanwhile and takes appends again, without a
+	// reopen, once space is freed.
+	ErrDiskFull = errors.New("store: disk full")
 	// ErrBadName is returned for a consumer offset whose group or topic is
 	// empty or holds a NUL byte, the separator of the offset's key.
 	ErrBadName = errors.New("store: invalid group or topic name")

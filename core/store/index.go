@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -91,8 +93,32 @@ func (l pebbleLogger) Infof(format string, args ...any) {
 	l.s.log.Debug(fmt.Sprintf(format, args...), "component", "index")
 }
 
+// Errorf logs at most one error every indexErrorEvery, with the count of
+// those left out since the last: pebble repeats a failed background job
+// at once, and a disk that stays full made it log thousands a second.
 func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.s.log.Error(fmt.Sprintf(format, args...), "component", "index")
+	e := &l.s.indexErrors
+	e.Lock()
+	now := time.Now()
+	if !e.last.IsZero() && now.Sub(e.last) < indexErrorEvery {
+		e.dropped++
+		e.Unlock()
+		return
+	}
+	dropped := e.dropped
+	e.last, e.dropped = now, 0
+	e.Unlock()
+	l.s.log.Error(fmt.Sprintf(format, args...), "component", "index", "suppressed", dropped)
+}
+
+// indexErrorEvery bounds the index's error logs.
+const indexErrorEvery = 10 * time.Second
+
+// indexErrorLog is the rate limit of pebbleLogger.Errorf.
+type indexErrorLog struct {
+	sync.Mutex
+	last    time.Time // last error logged
+	dropped int       // errors left out since
 }
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {

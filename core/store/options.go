@@ -59,6 +59,7 @@ const (
 	DefaultRetention           = 72 * time.Hour
 	DefaultRetentionInterval   = time.Minute
 	DefaultDiskHighWater       = 0.90
+	DefaultDiskReserve         = 64 << 20
 	DefaultMaxPendingBytes     = 64 << 20
 	DefaultIndexCacheSize      = 64 << 20
 	DefaultIndexMemTableSize   = 32 << 20
@@ -109,8 +110,24 @@ type Options struct {
 	// segments that hold unconsumed messages; each pass that does logs an
 	// error naming the queues and counts in Stats.UnconsumedDropped.
 	// Default false: above high water the disk may fill, and appends then
-	// fail with the filesystem's error, rather than messages be lost.
+	// fail with ErrDiskFull (see DiskReserve), rather than messages be
+	// lost.
 	DiskHighWaterDropsUnconsumed bool `yaml:"diskHighWaterDropsUnconsumed"`
+	// DiskReserve is the disk space kept for the index and for a start on
+	// a full disk. A reserve file of DiskReserve bytes (<Dir>/RESERVE) is
+	// kept, made whenever twice DiskReserve is free, and deleted when a
+	// write of the index or the key index meets a full disk (another
+	// process filled it), so that they can open and keep working. Appends fail with
+	// ErrDiskFull while the filesystem has less than DiskReserve bytes
+	// free, twice that while the reserve file is missing (measured every
+	// second and after each quarter of DiskReserve written), and succeed
+	// again once it has them, without a restart; reads and consumer
+	// offsets go on meanwhile. Default 64 MiB, about twice what
+	// the index needs with its default memtable. Negative (in code; the
+	// config file takes sizes only) disables both: appends then fail with
+	// the filesystem's error, and the index, meeting a full disk, may stop
+	// the process or keep it from starting.
+	DiskReserve int64 `yaml:"diskReserve" cfg:"size"`
 	// MaxPendingBytes bounds the bytes appended but not yet written; an
 	// append waits while it is exceeded. Default 64 MiB.
 	MaxPendingBytes int `yaml:"maxPendingBytes" cfg:"size"`
@@ -183,6 +200,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxPendingBytes == 0 {
 		o.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if o.DiskReserve == 0 {
+		o.DiskReserve = DefaultDiskReserve
 	}
 	if o.KeyIndexFileEntries == 0 {
 		o.KeyIndexFileEntries = DefaultKeyIndexFileEntries

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/internal/histogram"
 )
@@ -87,6 +88,8 @@ type Store struct {
 	prealloc    *preallocator // nil when disabled
 	hooks       atomic.Pointer[RetentionHooks]
 	ret         retentionState
+	disk        diskState // free space and the reserve file (disk.go)
+	indexErrors indexErrorLog
 	arrive      atomic.Pointer[func(topic string, queueID int32, maxOffset int64)]
 	lastCkpt    atomic.Int64 // the checkpoint last persisted
 
@@ -241,10 +244,17 @@ func Open(opts Options) (*Store, error) {
 	if discarded {
 		s.log.Warn("a snapshot restore that did not complete was discarded; the store is as it was before it", "dir", opts.Dir)
 	}
+	s.openDisk()
+	indexFS := fs
+	if s.disk.on {
+		// A write of the index or the key index that meets a full disk
+		// deletes the reserve file and is tried again (disk.go).
+		indexFS = vfs.OnDiskFull(fs, s.indexDiskFull)
+	}
 	cache := pebble.NewCache(opts.IndexCacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	s.db, err = pebble.Open(fs.PathJoin(opts.Dir, "index"), &pebble.Options{
-		FS:           fs,
+		FS:           indexFS,
 		Logger:       pebbleLogger{s},
 		Cache:        cache,
 		MemTableSize: uint64(opts.IndexMemTableSize),
@@ -267,7 +277,7 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	if !opts.DisableKeyIndex {
-		s.keys, err = openKeyIndex(fs, fs.PathJoin(opts.Dir, keyFileDir), opts.KeyIndexFileEntries, s.log)
+		s.keys, err = openKeyIndex(indexFS, fs.PathJoin(opts.Dir, keyFileDir), opts.KeyIndexFileEntries, s.log)
 		if err != nil {
 			return nil, err
 		}
@@ -283,6 +293,10 @@ func Open(opts Options) (*Store, error) {
 		s.repl.openEnd = s.written.Load()
 	}
 	ok = true
+	if s.disk.on {
+		s.checkDisk(true)
+		s.goTracked(func() { s.every(diskCheckInterval, func() { s.checkDisk(true) }) })
+	}
 	if opts.Prealloc > 0 {
 		s.prealloc = newPreallocator(s, opts.Prealloc)
 		s.goTracked(s.prealloc.loop)
@@ -433,6 +447,10 @@ func (s *Store) enqueue(msgs []*message.Message, then func(error)) (*round, erro
 	if s.opts.Replicator != nil && !s.repl.writable {
 		s.mu.Unlock()
 		return nil, ErrNotLeader
+	}
+	if s.disk.full.Load() {
+		s.mu.Unlock()
+		return nil, s.diskFullError()
 	}
 	r := s.mu.pending
 	if r == nil {
@@ -608,9 +626,14 @@ func (s *Store) flushOnce() bool {
 		s.stats.FsyncBytes.Observe(r.end - r.start)
 	}
 	if err != nil {
+		if isNoSpace(err) {
+			s.disk.full.Store(true)
+			err = fmt.Errorf("%w: %w", ErrDiskFull, err)
+		}
 		s.rollback(r, err)
 		return true
 	}
+	s.wrote(r.bytes)
 	s.written.Store(r.end)
 	s.dirtyEnd = 0
 	if s.opts.Flush == FlushSync {

@@ -137,6 +137,7 @@ var (
 	storeDropped      = desc("rmq_store_unconsumed_dropped_total", "Unconsumed messages deleted above the disk high water.")
 	storeCorruptions  = desc("rmq_store_corruptions_total", "Invalid records found on read or recovery.")
 	storeKeyIndexFail = desc("rmq_store_key_index_failures_total", "Key-index writes that failed; the key index then stops until a restart.")
+	storeDiskFull     = desc("rmq_store_disk_full", "1 while sends are refused because the disk has less free space than the store keeps.")
 
 	pluginCalls    = desc("rmq_plugin_calls_total", "Calls into a WASM plugin.", "plugin", "kind")
 	pluginRecords  = desc("rmq_plugin_records_total", "Records passed to a WASM plugin.", "plugin", "kind")
@@ -168,7 +169,7 @@ var all = []*prometheus.Desc{
 	heldPulls, connections, partialFrames, queuedResp, framesDropped, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending,
 	txnPending, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
 	storeAppends, storeBytes, storeRounds, storeRoundSize, storeFsyncs, storeFsyncTime, storeFsyncBytes,
-	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail,
+	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail, storeDiskFull,
 	pluginCalls, pluginRecords, pluginErrors, pluginTraps, pluginTimeouts, pluginDisabled, pluginDuration,
 	bridgeConnected, bridgeLagEvents, bridgeLagSeconds, bridgeInFlight, bridgePublished, bridgeDuplicates,
 	bridgeFailures, bridgeDropped, bridgeResends,
@@ -352,6 +353,11 @@ func (c *Collector) collectStore(ch chan<- prometheus.Metric, s *store.Store) {
 	counter(ch, storeDropped, st.UnconsumedDropped.Load())
 	counter(ch, storeCorruptions, st.Corruptions.Load())
 	counter(ch, storeKeyIndexFail, st.KeyIndexFailures.Load())
+	full := int64(0)
+	if s.DiskFull() {
+		full = 1
+	}
+	gauge(ch, storeDiskFull, full)
 	st.RoundMessages.Snapshot(&c.hist)
 	hist(ch, storeRoundSize, &c.hist, 1)
 	st.FsyncDuration.Snapshot(&c.hist)
