@@ -157,3 +157,102 @@ func without(ms []*setMember, m *setMember) []*setMember {
 	}
 	return out
 }
+
+// TestReplicatedSetLostMajority loses two of a set's three members for
+// good (killed, their disks wiped) and brings the set back as README
+// describes: the survivor is started once with --recover-membership and
+// itself alone as --peers, leads a set of one, takes sends, and two new
+// members join it. Every acknowledged message, before and after, is on
+// every member.
+func TestReplicatedSetLostMajority(t *testing.T) {
+	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown(context.Background())
+	rs := startSet(t, "set-l", 3, []string{ns.NamesrvAddr})
+	const topic = "Majority"
+	rs.leader()
+	brokertest.Eventually(t, 30*time.Second, "the topic created", func() bool {
+		code, _, _ := runCmd("admin", "topics", "create", "--topic", topic, "--namesrv", ns.NamesrvAddr, "--cluster", "DefaultCluster",
+			"--read-queues", "2", "--write-queues", "2")
+		return code == 0
+	})
+	acked := map[string]bool{}
+	send := func(step string, n int) {
+		t.Helper()
+		p, err := producer.NewDefaultProducer(
+			producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})),
+			producer.WithInstanceName(brokertest.Name("majority-"+step)),
+			producer.WithRetry(2),
+			producer.WithSendMsgTimeout(5*time.Second),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer p.Shutdown()
+		for i := range n {
+			body := fmt.Sprintf("%s-%d", step, i)
+			brokertest.Eventually(t, 30*time.Second, "send "+body, func() bool {
+				res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(body)))
+				return err == nil && res.Status == primitive.SendOK
+			})
+			acked[body] = true
+		}
+	}
+	memberArgs := func(m *setMember, peers []*setMember, extra ...string) []string {
+		var ps []string
+		for _, o := range peers {
+			ps = append(ps, o.id+"="+o.raftAddr)
+		}
+		return append([]string{"--set-name", rs.name, "--node-id", m.id, "--peers", strings.Join(ps, ","),
+			"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+			"--namesrv", ns.NamesrvAddr, "--http-listen", "127.0.0.1:0", "--log-level", "info"}, extra...)
+	}
+
+	send("before", 100)
+	rs.converged()
+	survivor := rs.leader()
+	for _, m := range rs.members {
+		if m != survivor {
+			rs.kill(m, syscall.SIGKILL)
+		}
+	}
+	rs.kill(survivor, syscall.SIGTERM)
+	rs.members = []*setMember{survivor}
+	survivor.args = memberArgs(survivor, rs.members, "--recover-membership")
+	rs.start(survivor)
+	if rs.leader() != survivor {
+		t.Fatal("the recovered survivor does not lead")
+	}
+	send("alone", 50)
+
+	// The set grows back to three with new members; the survivor runs on
+	// without the recovery flag from its next start.
+	for i := range 2 {
+		m := &setMember{id: fmt.Sprintf("set-l-new%d", i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
+		m.args = memberArgs(m, append(rs.members, m), "--join")
+		rs.start(m)
+		st, _ := survivor.status()
+		if code, out, errs := runCmd("admin", "--broker", st.Serving, "cluster", "add-member", "--id", m.id, "--raft-addr", m.raftAddr); code != 0 {
+			t.Fatalf("add-member %s: exit %d: %s%s", m.id, code, out, errs)
+		}
+		rs.members = append(rs.members, m)
+	}
+	rs.converged()
+	send("three", 50)
+
+	got := rs.storedBodies(topic)
+	t.Logf("%d messages acknowledged, %d stored on each of %d members", len(acked), len(got), len(rs.members))
+	for body := range acked {
+		if got[body] != 1 {
+			t.Errorf("acknowledged %s is stored %d times on the members", body, got[body])
+		}
+	}
+	if len(got) != len(acked) {
+		t.Errorf("the members hold %d messages, %d were acknowledged", len(got), len(acked))
+	}
+}

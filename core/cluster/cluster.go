@@ -69,6 +69,12 @@ type Options struct {
 	// was lost, sets it: bootstrapping would give it a log of its own
 	// that could pass for the set's.
 	Join bool `yaml:"join"`
+	// Recover rewrites the member's raft membership to Peers before it
+	// starts, for a set that lost its majority for good: every surviving
+	// member is started once with it and the same Peers (the survivors),
+	// and they form the set anew. What only the lost members held is
+	// lost. It is a deliberate step, never a default.
+	Recover bool `yaml:"-"`
 	// Dir holds the raft log and snapshots. Required.
 	Dir string `yaml:"-"`
 	// Store configures the member's store; Replicator is set here.
@@ -236,6 +242,12 @@ func Open(opts Options) (*Node, error) {
 		if err := raft.BootstrapCluster(conf, n.logs, n.logs, n.snaps, n.trans, cfg); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+	if has && opts.Recover {
+		if err := n.recoverMembership(conf, files); err != nil {
+			st.Close()
+			return nil, err
 		}
 	}
 	n.raft, err = raft.NewRaft(conf, (*fsm)(n), n.logs, n.logs, n.snaps, n.trans)
