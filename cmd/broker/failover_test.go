@@ -51,12 +51,7 @@ func TestReplicatedSetFailoverKeepsTimersAndTransactions(t *testing.T) {
 	defer ns.Shutdown(context.Background())
 	rs := startSet(t, "set-f", 3, []string{ns.NamesrvAddr})
 	const topic, n = "Failover", 10
-	rs.leader()
-	brokertest.Eventually(t, 30*time.Second, "the topic created", func() bool {
-		code, _, _ := runCmd("admin", "topics", "create", "--topic", topic, "--namesrv", ns.NamesrvAddr, "--cluster", "DefaultCluster",
-			"--read-queues", "2", "--write-queues", "2")
-		return code == 0
-	})
+	createSetTopic(t, rs, ns.NamesrvAddr, topic)
 	resolver := primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})
 	want := map[string]bool{}
 

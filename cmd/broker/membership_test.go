@@ -32,33 +32,7 @@ func TestReplicatedSetMembership(t *testing.T) {
 	rs := startSet(t, "set-m", 3, []string{ns.NamesrvAddr})
 	const topic = "Members"
 	acked := map[string]bool{}
-	send := func(step string, n int) {
-		t.Helper()
-		p, err := producer.NewDefaultProducer(
-			producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})),
-			producer.WithInstanceName(brokertest.Name("members-"+step)),
-			producer.WithRetry(2),
-			producer.WithSendMsgTimeout(5*time.Second),
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer p.Shutdown()
-		for i := range n {
-			body := fmt.Sprintf("%s-%d", step, i)
-			// A route still naming a master that just stepped down fails
-			// a send or two; the producer's retries and the next route
-			// refresh carry on.
-			brokertest.Eventually(t, 30*time.Second, "send "+body, func() bool {
-				res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(body)))
-				return err == nil && res.Status == primitive.SendOK
-			})
-			acked[body] = true
-		}
-	}
+	send := func(step string, n int) { t.Helper(); sendEach(t, ns.NamesrvAddr, topic, step, n, acked) }
 	admin := func(l *setMember, args ...string) string {
 		t.Helper()
 		st, _ := l.status()
@@ -68,26 +42,12 @@ func TestReplicatedSetMembership(t *testing.T) {
 		}
 		return out
 	}
-	peersWith := func(m *setMember) string {
-		var peers []string
-		for _, o := range rs.members {
-			peers = append(peers, o.id+"="+o.raftAddr)
-		}
-		return strings.Join(append(peers, m.id+"="+m.raftAddr), ",")
-	}
 	joining := func(m *setMember) {
-		m.args = []string{"--set-name", rs.name, "--node-id", m.id, "--peers", peersWith(m), "--join",
-			"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
-			"--namesrv", ns.NamesrvAddr, "--http-listen", "127.0.0.1:0", "--log-level", "info"}
+		m.args = memberArgs(rs, m, append(rs.members, m), ns.NamesrvAddr, "--join")
 		rs.start(m)
 	}
 
-	rs.leader()
-	brokertest.Eventually(t, 30*time.Second, "the topic created", func() bool {
-		code, _, _ := runCmd("admin", "topics", "create", "--topic", topic, "--namesrv", ns.NamesrvAddr, "--cluster", "DefaultCluster",
-			"--read-queues", "2", "--write-queues", "2")
-		return code == 0
-	})
+	createSetTopic(t, rs, ns.NamesrvAddr, topic)
 	send("first", 50)
 	// A fourth member joins and catches up.
 	fourth := &setMember{id: "set-m-3", raftAddr: freeAddr(t), dataDir: t.TempDir()}
@@ -172,46 +132,9 @@ func TestReplicatedSetLostMajority(t *testing.T) {
 	defer ns.Shutdown(context.Background())
 	rs := startSet(t, "set-l", 3, []string{ns.NamesrvAddr})
 	const topic = "Majority"
-	rs.leader()
-	brokertest.Eventually(t, 30*time.Second, "the topic created", func() bool {
-		code, _, _ := runCmd("admin", "topics", "create", "--topic", topic, "--namesrv", ns.NamesrvAddr, "--cluster", "DefaultCluster",
-			"--read-queues", "2", "--write-queues", "2")
-		return code == 0
-	})
+	createSetTopic(t, rs, ns.NamesrvAddr, topic)
 	acked := map[string]bool{}
-	send := func(step string, n int) {
-		t.Helper()
-		p, err := producer.NewDefaultProducer(
-			producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})),
-			producer.WithInstanceName(brokertest.Name("majority-"+step)),
-			producer.WithRetry(2),
-			producer.WithSendMsgTimeout(5*time.Second),
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer p.Shutdown()
-		for i := range n {
-			body := fmt.Sprintf("%s-%d", step, i)
-			brokertest.Eventually(t, 30*time.Second, "send "+body, func() bool {
-				res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(body)))
-				return err == nil && res.Status == primitive.SendOK
-			})
-			acked[body] = true
-		}
-	}
-	memberArgs := func(m *setMember, peers []*setMember, extra ...string) []string {
-		var ps []string
-		for _, o := range peers {
-			ps = append(ps, o.id+"="+o.raftAddr)
-		}
-		return append([]string{"--set-name", rs.name, "--node-id", m.id, "--peers", strings.Join(ps, ","),
-			"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
-			"--namesrv", ns.NamesrvAddr, "--http-listen", "127.0.0.1:0", "--log-level", "info"}, extra...)
-	}
+	send := func(step string, n int) { t.Helper(); sendEach(t, ns.NamesrvAddr, topic, step, n, acked) }
 
 	send("before", 100)
 	rs.converged()
@@ -223,7 +146,7 @@ func TestReplicatedSetLostMajority(t *testing.T) {
 	}
 	rs.kill(survivor, syscall.SIGTERM)
 	rs.members = []*setMember{survivor}
-	survivor.args = memberArgs(survivor, rs.members, "--recover-membership")
+	survivor.args = memberArgs(rs, survivor, rs.members, ns.NamesrvAddr, "--recover-membership")
 	rs.start(survivor)
 	if rs.leader() != survivor {
 		t.Fatal("the recovered survivor does not lead")
@@ -234,7 +157,7 @@ func TestReplicatedSetLostMajority(t *testing.T) {
 	// without the recovery flag from its next start.
 	for i := range 2 {
 		m := &setMember{id: fmt.Sprintf("set-l-new%d", i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
-		m.args = memberArgs(m, append(rs.members, m), "--join")
+		m.args = memberArgs(rs, m, append(rs.members, m), ns.NamesrvAddr, "--join")
 		rs.start(m)
 		st, _ := survivor.status()
 		if code, out, errs := runCmd("admin", "--broker", st.Serving, "cluster", "add-member", "--id", m.id, "--raft-addr", m.raftAddr); code != 0 {
@@ -255,4 +178,57 @@ func TestReplicatedSetLostMajority(t *testing.T) {
 	if len(got) != len(acked) {
 		t.Errorf("the members hold %d messages, %d were acknowledged", len(got), len(acked))
 	}
+}
+
+// createSetTopic creates topic with two queues on the set's cluster once
+// the set has a master.
+func createSetTopic(t *testing.T, rs *replicatedSet, namesrv, topic string) {
+	t.Helper()
+	rs.leader()
+	brokertest.Eventually(t, 30*time.Second, "the topic created", func() bool {
+		code, _, _ := runCmd("admin", "topics", "create", "--topic", topic, "--namesrv", namesrv, "--cluster", "DefaultCluster",
+			"--read-queues", "2", "--write-queues", "2")
+		return code == 0
+	})
+}
+
+// sendEach sends n messages, step-0 to step-(n-1), to topic with an
+// official producer of its own, each tried until it is acknowledged, and
+// records them in acked. A route still naming a master that just stepped
+// down fails a send or two; the retries and the next route refresh carry
+// on.
+func sendEach(t *testing.T, namesrv, topic, step string, n int, acked map[string]bool) {
+	t.Helper()
+	p, err := producer.NewDefaultProducer(
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{namesrv})),
+		producer.WithInstanceName(brokertest.Name("send-"+step)),
+		producer.WithRetry(2),
+		producer.WithSendMsgTimeout(5*time.Second),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	for i := range n {
+		body := fmt.Sprintf("%s-%d", step, i)
+		brokertest.Eventually(t, 30*time.Second, "send "+body, func() bool {
+			res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(body)))
+			return err == nil && res.Status == primitive.SendOK
+		})
+		acked[body] = true
+	}
+}
+
+// memberArgs are the flags of member m of rs whose set is peers.
+func memberArgs(rs *replicatedSet, m *setMember, peers []*setMember, namesrv string, extra ...string) []string {
+	var ps []string
+	for _, o := range peers {
+		ps = append(ps, o.id+"="+o.raftAddr)
+	}
+	return append([]string{"--set-name", rs.name, "--node-id", m.id, "--peers", strings.Join(ps, ","),
+		"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+		"--namesrv", namesrv, "--http-listen", "127.0.0.1:0", "--log-level", "info"}, extra...)
 }
