@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -283,8 +284,20 @@ func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 			first = got
 			continue
 		}
-		if len(got) != len(first) {
-			rs.t.Fatalf("member %s holds %d messages, another %d", m.id, len(got), len(first))
+		if !maps.Equal(got, first) {
+			var differ []string
+			for body, k := range first {
+				if got[body] != k {
+					differ = append(differ, fmt.Sprintf("%s %d≠%d", body, got[body], k))
+				}
+			}
+			for body, k := range got {
+				if _, ok := first[body]; !ok {
+					differ = append(differ, fmt.Sprintf("%s %d≠0", body, k))
+				}
+			}
+			slices.Sort(differ)
+			rs.t.Fatalf("member %s holds %d messages, %s %d; they differ in %d: %v", m.id, len(got), rs.members[0].id, len(first), len(differ), differ[:min(len(differ), 10)])
 		}
 	}
 	return first

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+// faultRounds is how many kills each fault loop makes: 2 in the ordinary
+// run (CI's short form), 20 with RMQ_LONG_FAULTS=1.
+func faultRounds() int {
+	if os.Getenv("RMQ_LONG_FAULTS") == "1" {
+		return 20
+	}
+	return 2
+}
+
+// TestReplicatedSetKillLoops kills members of a set with SIGKILL while
+// eight senders of the official client send synchronously: a follower
+// each round, two members at once (the set loses its majority until they
+// are back), and all three at once. After each loop every acknowledged
+// message is stored once on every member, read back by queue offset from
+// each member's store.
+func TestReplicatedSetKillLoops(t *testing.T) {
+	for _, loop := range []struct {
+		name   string
+		victim func(rs *replicatedSet) []*setMember
+	}{
+		{"follower", func(rs *replicatedSet) []*setMember {
+			l := rs.leader()
+			for _, m := range rs.members {
+				if m != l {
+					return []*setMember{m}
+				}
+			}
+			return nil
+		}},
+		{"two", func(rs *replicatedSet) []*setMember {
+			l := rs.leader()
+			var out []*setMember
+			for _, m := range rs.members {
+				if m != l {
+					out = append(out, m)
+				}
+			}
+			return append(out[:1], l) // the leader and a follower
+		}},
+		{"all", func(rs *replicatedSet) []*setMember { return rs.members }},
+	} {
+		t.Run(loop.name, func(t *testing.T) {
+			ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ns.Shutdown(context.Background())
+			rs := startSet(t, "set-k"+loop.name, 3, []string{ns.NamesrvAddr})
+			const topic = "KillLoop"
+			createSetTopic(t, rs, ns.NamesrvAddr, topic)
+			p, err := producer.NewDefaultProducer(
+				producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})),
+				producer.WithInstanceName(brokertest.Name("kill-"+loop.name)),
+				producer.WithRetry(1),
+				producer.WithSendMsgTimeout(3*time.Second),
+			)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer p.Shutdown()
+			var (
+				mu    sync.Mutex
+				acked = map[string]bool{}
+				n     atomic.Int64
+				stop  atomic.Bool
+				wg    sync.WaitGroup
+			)
+			for w := range 8 {
+				wg.Go(func() {
+					for i := 0; !stop.Load(); i++ {
+						body := fmt.Sprintf("%s-w%d-%d", loop.name, w, i)
+						res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(body)))
+						if err == nil && res.Status == primitive.SendOK {
+							mu.Lock()
+							acked[body] = true
+							mu.Unlock()
+							n.Add(1)
+						}
+					}
+				})
+			}
+			rounds := faultRounds()
+			for round := range rounds {
+				before := n.Load()
+				brokertest.Eventually(t, 60*time.Second, fmt.Sprintf("round %d: sends acknowledged", round), func() bool { return n.Load() >= before+100 })
+				victims := loop.victim(rs)
+				for _, m := range victims {
+					rs.kill(m, syscall.SIGKILL)
+				}
+				for _, m := range victims {
+					rs.start(m)
+				}
+				rs.leader()
+			}
+			before := n.Load()
+			brokertest.Eventually(t, 60*time.Second, "sends acknowledged after the last round", func() bool { return n.Load() >= before+100 })
+			stop.Store(true)
+			wg.Wait()
+			got := rs.storedBodies(topic)
+			for body := range acked {
+				if got[body] != 1 {
+					t.Errorf("acknowledged %s is stored %d times", body, got[body])
+				}
+			}
+			for body, k := range got {
+				if k != 1 {
+					t.Errorf("%s is stored %d times", body, k)
+				}
+			}
+			t.Logf("%d rounds killing %s: %d acknowledged, %d stored on every member", rounds, loop.name, len(acked), len(got))
+		})
+	}
+}
