@@ -98,6 +98,10 @@ type Options struct {
 	// OnRestore is called, on raft's goroutine, after a snapshot from the
 	// leader replaced this member's store (Store returns the new one).
 	OnRestore func() `yaml:"-"`
+	// OnFail is called once, on a goroutine of its own, after this
+	// member's store failed and the member left the set (Failed): it
+	// takes part again only once reopened.
+	OnFail func(error) `yaml:"-"`
 	// Logger receives the node's and raft's logs.
 	Logger *slog.Logger `yaml:"-"`
 }
@@ -117,7 +121,8 @@ type Node struct {
 	waits    chan pending
 	quit     chan struct{}
 	wg       sync.WaitGroup
-	leading  atomic.Bool  // this member is the writable leader
+	leading  atomic.Bool // this member is the writable leader
+	failure  atomic.Pointer[failure]
 	restores atomic.Int64 // snapshots installed from the leader
 	closing  sync.Once
 }
@@ -245,7 +250,7 @@ func Open(opts Options) (*Node, error) {
 func (n *Node) Store() *store.Store { return n.store.Load() }
 
 // Leading reports whether this member is the set's writable leader.
-func (n *Node) Leading() bool { return n.leading.Load() }
+func (n *Node) Leading() bool { return n.leading.Load() && n.failure.Load() == nil }
 
 // Propose implements store.Replicator. It waits for room in raft's
 // pipeline rather than giving up after a while: a round that timed out
@@ -305,6 +310,9 @@ func (n *Node) leaderLoop() {
 		case <-n.notify:
 		case <-n.recheck:
 		case <-tick.C:
+			if err := n.Store().Failed(); err != nil {
+				n.failWith(err)
+			}
 		}
 		n.settle()
 	}
@@ -314,7 +322,7 @@ func (n *Node) leaderLoop() {
 // raft's state.
 func (n *Node) settle() {
 	st := n.Store()
-	isLeader := n.raft.State() == raft.Leader
+	isLeader := n.raft.State() == raft.Leader && n.failure.Load() == nil
 	switch {
 	case isLeader && !st.Writable():
 		if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
@@ -325,7 +333,7 @@ func (n *Node) settle() {
 			}
 			return
 		}
-		if n.raft.State() != raft.Leader {
+		if n.raft.State() != raft.Leader || n.failure.Load() != nil {
 			return
 		}
 		st.Promote()
@@ -401,3 +409,56 @@ func (w slogWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = slogWriter{}
+
+// failure is why a member left its set.
+type failure struct{ err error }
+
+// Failed returns why this member stopped taking part in its set (its
+// store failed to apply a committed entry, or failed on its own), or nil
+// while it takes part.
+func (n *Node) Failed() error {
+	if f := n.failure.Load(); f != nil {
+		return f.err
+	}
+	return nil
+}
+
+// failWith takes the member out of its set after its store failed: the
+// store no longer holds what the set's log says, so it must neither
+// apply, vote, lead, nor snapshot until restarted. raft is shut down
+// (a leader first hands leadership over); reopening the member recovers
+// the store to its durable state and raft replays the log from there.
+func (n *Node) failWith(cause error) {
+	if !n.failure.CompareAndSwap(nil, &failure{cause}) {
+		return
+	}
+	n.log.Error("this member's store failed: it leaves the set until restarted", "err", cause)
+	n.Store().Demote(cause)
+	select {
+	case n.recheck <- struct{}{}:
+	default:
+	}
+	n.wg.Add(1)
+	go n.leave()
+}
+
+// leave shuts raft down on a failed member.
+func (n *Node) leave() {
+	defer n.wg.Done()
+	if n.raft.State() == raft.Leader {
+		// The raft log here is sound; only the store is not. Handing
+		// leadership over spares the others an election timeout.
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("failed member could not hand leadership over", "err", err)
+		}
+	}
+	if err := n.raft.Shutdown().Error(); err != nil {
+		n.log.Warn("shutting raft down", "err", err)
+	}
+	// Peers then find the port closed at once instead of waiting out a
+	// request no one answers.
+	n.trans.Close()
+	if n.opts.OnFail != nil {
+		n.opts.OnFail(n.Failed())
+	}
+}

@@ -38,6 +38,16 @@
 // runs. Such an append may still be committed by the next leader: a
 // client that retries may then store a message twice (at least once).
 //
+// # A failing store
+//
+// A member whose store fails to apply a committed entry, or fails on its
+// own (an fsync in the background), leaves the set (Failed, OnFail): the
+// FSM applies and snapshots nothing more, the store takes no writes, a
+// leader hands leadership over, and raft shuts down, so the member
+// neither votes nor can be elected. Reopening it is the way back: the
+// store recovers to its last synced end and raft replays the log from
+// the last snapshot, or installs a newer one.
+//
 // # Snapshots
 //
 // raft takes a snapshot every SnapshotThreshold entries and then truncates
@@ -62,6 +72,9 @@
 //  4. A member restarted after a crash never serves a round it has not
 //     re-applied from the raft log: the store cuts its log back to its
 //     last synced end, a round boundary.
+//  5. A member whose store failed applies, snapshots, votes and leads
+//     no more until reopened: no snapshot of it claims more than its
+//     store holds, and the raft log keeps what it missed.
 //
 // # Security
 //

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 
@@ -18,17 +19,37 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return nil
 	}
 	n := (*Node)(f)
+	if err := n.Failed(); err != nil {
+		// Not a word more: the store may hold a partial entry, and
+		// restarting re-applies from its durable state.
+		return fmt.Errorf("%w: %v", errMemberFailed, err)
+	}
 	if err := n.Store().Apply(l.Data); err != nil {
 		n.log.Error("applying a committed entry failed", "index", l.Index, "err", err)
+		n.failWith(err)
 		return err
 	}
 	return nil
 }
 
+// errMemberFailed answers what a failed member is asked to apply or
+// capture.
+var errMemberFailed = errors.New("cluster: this member's store failed; restart it")
+
 // Snapshot syncs the commit log and captures the store's state; raft then
 // writes it out while entries go on being applied.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	snap, err := (*Node)(f).Store().TakeSnapshot()
+	n := (*Node)(f)
+	if err := n.Failed(); err != nil {
+		// A snapshot now would claim entries the store lacks, and raft
+		// would truncate the log that could still supply them.
+		return nil, fmt.Errorf("%w: %v", errMemberFailed, err)
+	}
+	if err := n.Store().Failed(); err != nil {
+		n.failWith(err)
+		return nil, fmt.Errorf("%w: %v", errMemberFailed, err)
+	}
+	snap, err := n.Store().TakeSnapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +61,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	n := (*Node)(f)
+	if err := n.Failed(); err != nil {
+		return fmt.Errorf("%w: %v", errMemberFailed, err)
+	}
 	old := n.Store()
 	n.log.Warn("installing a snapshot from the leader: this member's store is replaced")
 	if err := old.Close(); err != nil {

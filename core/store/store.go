@@ -798,6 +798,15 @@ func (s *Store) every(d time.Duration, fn func()) {
 	}
 }
 
+// Failed returns the error that stopped the store taking writes for good
+// (a write or fsync failure, a replicated entry it could not apply), or
+// nil. Only reopening the store clears it.
+func (s *Store) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.failed
+}
+
 func (s *Store) fail(err error) {
 	s.log.Error("store stopped taking writes", "err", err)
 	s.mu.Lock()

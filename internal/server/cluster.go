@@ -36,11 +36,12 @@ const (
 	roleNone role = iota
 	roleReplica
 	roleMaster
+	roleFailed // the member's store failed: it serves nothing until restarted
 )
 
 // leadership runs the member's broker in the role raft gives it.
 type leadership struct {
-	changes chan role // roleMaster, roleReplica; roleNone restarts the current role (a restored store)
+	changes chan role // roleMaster, roleReplica, roleFailed; roleNone restarts the current role (a restored store)
 	quit    chan struct{}
 	done    chan struct{}
 	serving sync.WaitGroup // the running broker's Serve
@@ -99,6 +100,11 @@ func (s *Server) openNode(so store.Options) error {
 	co.OnLeader = func() { s.lead.changes <- roleMaster }
 	co.OnFollower = func() { s.lead.changes <- roleReplica }
 	co.OnRestore = func() { s.lead.changes <- roleNone }
+	co.OnFail = func(err error) {
+		s.log.Error("this member's store failed and it left its set: it serves nothing until restarted, "+
+			"which recovers its store and catches it up from the others", "err", err)
+		s.lead.changes <- roleFailed
+	}
 	node, err := cluster.Open(co)
 	if err != nil {
 		return err
@@ -124,6 +130,9 @@ func (s *Server) startLeadership() {
 				s.stopServing()
 				return
 			case r := <-s.lead.changes:
+				if s.lead.role == roleFailed {
+					continue // for good, until the process restarts
+				}
 				if r == roleNone {
 					r = s.lead.role // the store was replaced: start again on it
 				}
@@ -148,7 +157,10 @@ func (s *Server) replicaID() int64 {
 // startServing runs the broker on the member's store in role r. A leader
 // whose broker cannot start hands leadership on.
 func (s *Server) startServing(r role) {
-	if r == roleNone {
+	if r == roleFailed {
+		s.lead.role = r
+	}
+	if r == roleNone || r == roleFailed {
 		return
 	}
 	s.Store = s.node.Store() // a snapshot may have replaced it
