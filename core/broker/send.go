@@ -274,6 +274,8 @@ func (b *Broker) storeError(req *remoting.Command, err error) *remoting.Command 
 		return response(req, remoting.MessageIllegal, "send: %v", err)
 	case errors.Is(err, store.ErrClosed):
 		return response(req, remoting.ServiceNotAvailable, "send: the broker is shutting down")
+	case errors.Is(err, store.ErrNotLeader):
+		return b.notMaster(req, "send", err)
 	}
 	b.log.Error("append failed", "err", err)
 	return response(req, remoting.SystemError, "send: %v", err)

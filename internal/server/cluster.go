@@ -274,6 +274,30 @@ func (s *Server) LeaderBrokerAddr() string {
 	return ""
 }
 
+// leaderHint names the set's leader for the broker's refusals: its node
+// id and raft address (the members know each other by those), or "".
+func (s *Server) leaderHint() string {
+	id := s.node.LeaderID()
+	if id == "" {
+		return ""
+	}
+	for _, p := range s.cfg.Cluster.Peers {
+		if p.ID == id {
+			return fmt.Sprintf("node %s, raft address %s", id, p.Addr)
+		}
+	}
+	return "node " + id
+}
+
+// ReplicaBrokerAddr returns the address the broker serves on while this
+// member follows, or "".
+func (s *Server) ReplicaBrokerAddr() string {
+	if b := s.replica.Load(); b != nil {
+		return b.Addr()
+	}
+	return ""
+}
+
 // clusterStatus is /cluster: the member's view of its set, as JSON.
 func (s *Server) clusterStatus(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
