@@ -20,9 +20,12 @@
 // re-applies the rest from the raft log (store.Options.Replicator).
 //
 // Consumer offsets and scheduler positions (progress values) are proposed
-// by the leader's checkpoint, every store CheckpointInterval; metadata
-// (topic and group configs) with each write, which returns once
-// committed; the keys components keep in the index (the timer index, POP
+// by the leader as they change, many in one entry at most every 10 ms; an
+// offset commit a client waits for (UPDATE_CONSUMER_OFFSET) is answered
+// once its entry is committed, and a member that does not lead refuses
+// it. A snapshot first writes the progress values to disk, since raft
+// replays nothing before it after a restart. Metadata (topic and group
+// configs) goes with each write, which returns once committed; the keys components keep in the index (the timer index, POP
 // state) with each batch; topic deletions at the log offset where they
 // happened.
 //

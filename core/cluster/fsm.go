@@ -49,6 +49,12 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		n.failWith(err)
 		return nil, fmt.Errorf("%w: %v", errMemberFailed, err)
 	}
+	// raft replays nothing before the snapshot after a restart: the
+	// progress values applied from those entries must be on disk, not
+	// only in memory until the next checkpoint.
+	if err := n.Store().Checkpoint(); err != nil {
+		return nil, err
+	}
 	snap, err := n.Store().TakeSnapshot()
 	if err != nil {
 		return nil, err

@@ -212,7 +212,12 @@
 // proposes it, as one entry holding the round's bytes exactly as they go
 // to the log, and every member, the proposer included, writes and
 // dispatches it when Apply is called with the committed entry. Progress
-// values changed since the last checkpoint, metadata writes, the keys
+// values (offsets, positions) are proposed by the leader as they change,
+// one entry in flight and at most one per progressWindow, the values
+// changed meanwhile gathered in the next (progressrepl.go);
+// CommitOffsetSync waits for its entry, and a store that does not lead
+// refuses offset commits (ErrNotLeader) and ignores SetProgress. Metadata
+// writes, the keys
 // components keep (PutKeys, PutValues, DeleteKeys, DeleteKeyRange) and
 // topic deletions are entries too. The commit log is then synced in the
 // background, and after each sync the offset it covers, a round boundary,
@@ -229,6 +234,9 @@
 //     store taking writes.
 //  13. At most maxInflightRounds rounds are proposed and not yet applied;
 //     appends meanwhile gather in the pending round.
+//  14. A progress value is changed only on the leader, and an offset
+//     commit that waits is answered only once the entry carrying it is
+//     committed and applied.
 //
 // # Reading a queue
 //

@@ -58,8 +58,12 @@ type replState struct {
 	// for the fsync before. A round holds a slot until applied or failed.
 	slots chan struct{}
 	// dirty are progress names changed since the last proposal (leader
-	// only); guarded by s.progress.
-	dirty map[string]struct{}
+	// only), progressWaiters the CommitOffsetSync calls waiting for the
+	// next progress entry; both guarded by s.progress. progressKick wakes
+	// progressLoop.
+	dirty           map[string]struct{}
+	progressWaiters []chan<- error
+	progressKick    chan struct{}
 }
 
 // Replicated reports whether the store was opened with a Replicator.
@@ -401,44 +405,6 @@ func (s *Store) syncReplicated() error {
 // SyncReplicated makes every applied round durable in the commit log, so
 // the replicated log may forget the entries before this point.
 func (s *Store) SyncReplicated() error { return s.syncReplicated() }
-
-// proposeProgress sends the progress values changed since the last
-// proposal (leader only; called by the checkpoint).
-func (s *Store) proposeProgress() {
-	s.progress.Lock()
-	if len(s.repl.dirty) == 0 {
-		s.progress.Unlock()
-		return
-	}
-	e := []byte{entryProgress}
-	e = binary.BigEndian.AppendUint32(e, uint32(len(s.repl.dirty)))
-	names := make([]string, 0, len(s.repl.dirty))
-	for name := range s.repl.dirty {
-		v, ok := s.progress.values[name]
-		e = binary.BigEndian.AppendUint16(e, uint16(len(name)))
-		e = append(e, name...)
-		if ok {
-			e = append(e, 1)
-		} else {
-			e = append(e, 0)
-		}
-		e = binary.BigEndian.AppendUint64(e, uint64(v))
-		names = append(names, name)
-	}
-	clear(s.repl.dirty)
-	s.progress.Unlock()
-	s.opts.Replicator.Propose(e, func(err error) {
-		if err == nil {
-			return
-		}
-		// Sent again with the next checkpoint, if still the leader.
-		s.progress.Lock()
-		for _, name := range names {
-			s.repl.dirty[name] = struct{}{}
-		}
-		s.progress.Unlock()
-	})
-}
 
 // applyProgress sets the progress values of another member's entry. The
 // leader proposed them from its own values, which may be newer by now.

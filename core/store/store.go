@@ -116,6 +116,9 @@ type Stats struct {
 	// disk, say). The index then takes no entries until a restart, which
 	// indexes the log again from where the index's files end.
 	KeyIndexFailures atomic.Int64
+	// ProgressEntries counts the entries of progress values (offsets,
+	// positions) a replicated store's leader proposed.
+	ProgressEntries atomic.Int64
 
 	// RoundMessages is the distribution of records per flush round (the
 	// group commit's size); FsyncDuration that of commit-log fsyncs, in
@@ -189,6 +192,7 @@ func Open(opts Options) (*Store, error) {
 		opts.Flush = FlushAsync
 		s.opts.Flush = FlushAsync
 		s.repl.dirty = make(map[string]struct{})
+		s.repl.progressKick = make(chan struct{}, 1)
 		s.repl.slots = make(chan struct{}, maxInflightRounds)
 		s.repl.nextID = newReplID()
 	}
@@ -258,6 +262,9 @@ func Open(opts Options) (*Store, error) {
 	s.goTracked(s.flushLoop)
 	s.goTracked(s.completeLoop)
 	s.goTracked(s.checkpointLoop)
+	if s.Replicated() {
+		s.goTracked(s.progressLoop)
+	}
 	if opts.Flush == FlushAsync {
 		s.goTracked(s.syncLoop)
 	}

@@ -180,16 +180,71 @@ func TestSetMasterLosingLeadershipAnswersRetriable(t *testing.T) {
 	if resp := sendTo(t, cl, replicaAddr(t, followers[0]), topic, "to-replica"); !retriable(resp.Code) || !strings.Contains(resp.Remark, leaderID) {
 		t.Fatalf("a send to a replica: %d %q", resp.Code, resp.Remark)
 	}
-	// The master loses its majority with a send in flight.
+	// The master loses its majority with a send and an offset commit in
+	// flight.
+	addr := l.srv.LeaderBrokerAddr()
 	for _, f := range followers {
 		f.stop()
 	}
-	resp := sendTo(t, cl, l.srv.LeaderBrokerAddr(), topic, "lost")
+	var commit *remoting.Command
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		commit = updateOffset(t, cl, addr, "cg", topic, 1)
+	}()
+	resp := sendTo(t, cl, addr, topic, "lost")
+	<-done
 	if resp.Code != remoting.ServiceNotAvailable || !strings.Contains(resp.Remark, "master") {
 		t.Fatalf("a send to a master losing its majority: %d %q", resp.Code, resp.Remark)
 	}
+	if commit.Code != remoting.ServiceNotAvailable || !strings.Contains(commit.Remark, "master") {
+		t.Fatalf("an offset commit to a master losing its majority: %d %q", commit.Code, commit.Remark)
+	}
 	if got := l.logs.find(slog.LevelWarn, "not the leader"); len(got) > 0 {
 		t.Fatalf("the refusal was logged at warning or above: %q", got)
+	}
+}
+
+// updateOffset commits a consumer offset at a broker and waits for the
+// answer.
+func updateOffset(t *testing.T, cl *remoting.Client, addr, group, topic string, off int64) *remoting.Command {
+	req := remoting.NewRequest(remoting.UpdateConsumerOffset, map[string]string{
+		"consumerGroup": group, "topic": topic, "queueId": "0", "commitOffset": strconv.FormatInt(off, 10)}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Invoke(ctx, addr, req)
+	if err != nil {
+		t.Errorf("update offset at %s: %v", addr, err)
+		return &remoting.Command{Code: -1}
+	}
+	return resp
+}
+
+// TestSetOffsetCommitSurvivesMaster commits offsets at a set's master,
+// waiting for each answer, and stops the master at once: the next master
+// answers them.
+func TestSetOffsetCommitSurvivesMaster(t *testing.T) {
+	members := startServerSet(t, 3)
+	l := serverSetLeader(t, members, nil)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	topic := brokertest.Name("Kept")
+	for i := range 5 {
+		if resp := sendTo(t, cl, l.srv.LeaderBrokerAddr(), topic, fmt.Sprint("m", i)); resp.Code != remoting.Success {
+			t.Fatalf("send: %d %s", resp.Code, resp.Remark)
+		}
+	}
+	for off := int64(1); off <= 5; off++ {
+		if resp := updateOffset(t, cl, l.srv.LeaderBrokerAddr(), "cg", topic, off); resp.Code != remoting.Success {
+			t.Fatalf("update offset: %d %s", resp.Code, resp.Remark)
+		}
+	}
+	l.stop()
+	nl := serverSetLeader(t, members, l)
+	req := remoting.NewRequest(remoting.QueryConsumerOffset, map[string]string{"consumerGroup": "cg", "topic": topic, "queueId": "0"}, nil)
+	resp, err := cl.Invoke(context.Background(), nl.srv.LeaderBrokerAddr(), req)
+	if err != nil || resp.Code != remoting.Success || resp.Get("offset") != "5" {
+		t.Fatalf("the new master's offset: %v %v", resp, err)
 	}
 }
 
