@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/store"
 )
@@ -54,5 +55,46 @@ func TestCommittedOffsetsSurviveLeaderLoss(t *testing.T) {
 				t.Fatalf("group g%d queue %d on the new leader: %d %v, want %d", g, q, off, ok, want)
 			}
 		}
+	}
+}
+
+// TestSnapshotKeepsProgress has a follower take a snapshot and then crash
+// before any checkpoint: raft replays nothing before the snapshot, so the
+// offsets it applied before must have reached its disk with it.
+func TestSnapshotKeepsProgress(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s := newSet(t, 3, func(o *cluster.Options) {
+		o.Store.CheckpointInterval = time.Hour
+		if o.NodeID == "n2" {
+			o.Store.FS, o.Store.Dir = mem, "/store"
+		}
+	})
+	l := s.leader(nil)
+	f := s.members[2]
+	if f == l {
+		l.node.StepDown()
+		l = s.leader(f)
+	}
+	if _, errs := appendN(l.node.Store(), "m", 40); errs != 0 {
+		t.Fatal("appends failed")
+	}
+	if err := l.node.Store().CommitOffsetSync("g", "T", 1, 7); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follower applies the offset", func() bool {
+		off, ok := f.node.Store().ConsumerOffset("g", "T", 1)
+		return ok && off == 7
+	})
+	if err := f.node.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	s.stop(f)
+	f.opts.Store.FS = crashed
+	s.restart(f)
+	commit := l.node.Status().CommitIndex
+	waitFor(t, "the restarted member applies the log", func() bool { return f.node.Status().AppliedIndex >= commit })
+	if off, ok := f.node.Store().ConsumerOffset("g", "T", 1); !ok || off != 7 {
+		t.Fatalf("the offset after a crash past a snapshot: %d %v", off, ok)
 	}
 }
