@@ -121,9 +121,9 @@ type Node struct {
 	waits    chan pending
 	quit     chan struct{}
 	wg       sync.WaitGroup
-	leading  atomic.Bool // this member is the writable leader
-	failure  atomic.Pointer[failure]
-	restores atomic.Int64 // snapshots installed from the leader
+	leading  atomic.Bool             // this member is the writable leader
+	failure  atomic.Pointer[failure] // why the member left its set (failWith); nil while it takes part
+	restores atomic.Int64            // snapshots installed from the leader
 	closing  sync.Once
 }
 
