@@ -8,9 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
@@ -64,8 +67,9 @@ type setServer struct {
 }
 
 // startServerSet runs a set of n members in this process on loopback,
-// with raft's timeouts short, and returns them once one leads.
-func startServerSet(t *testing.T, n int) []*setServer {
+// with raft's timeouts short, and returns them once one leads. tune, if
+// any, changes member i's config.
+func startServerSet(t *testing.T, n int, tune ...func(i int, c *server.Config)) []*setServer {
 	t.Helper()
 	var peers []cluster.Peer
 	for i := range n {
@@ -89,6 +93,9 @@ func startServerSet(t *testing.T, n int) []*setServer {
 				Cluster: &cluster.Options{SetName: name, NodeID: peers[i].ID, Peers: peers,
 					HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
 					LeaderLeaseTimeout: 200 * time.Millisecond}}
+			for _, fn := range tune {
+				fn(i, &cfg)
+			}
 			srv, err := server.Start(cfg)
 			if err != nil {
 				errs[i] = err
@@ -263,4 +270,44 @@ func replicaAddr(t *testing.T, m *setServer) string {
 		return addr != ""
 	})
 	return addr
+}
+
+// TestSetMemberWithFailingDiskStopsServing fails every commit-log write
+// of a replica: the member leaves its set and its broker stops serving,
+// reads included, while the other two go on taking sends.
+func TestSetMemberWithFailingDiskStopsServing(t *testing.T) {
+	var faults [3]atomic.Bool
+	members := startServerSet(t, 3, func(i int, c *server.Config) {
+		c.Store.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if faults[i].Load() && op.Kind == errorfs.OpFileWriteAt && strings.Contains(op.Path, "commitlog") {
+				return errorfs.ErrInjected
+			}
+			return nil
+		}))
+	})
+	l := serverSetLeader(t, members, nil)
+	fi := 0
+	for i, m := range members {
+		if m != l {
+			fi = i
+			break
+		}
+	}
+	f := members[fi]
+	replicaAddr(t, f)
+	faults[fi].Store(true)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	topic := brokertest.Name("Faulty")
+	for i := range 20 {
+		if resp := sendTo(t, cl, l.srv.LeaderBrokerAddr(), topic, fmt.Sprint("m", i)); resp.Code != remoting.Success {
+			t.Fatalf("send with one replica's disk failing: %d %s", resp.Code, resp.Remark)
+		}
+	}
+	brokertest.Eventually(t, 10*time.Second, "the failed member to stop serving", func() bool {
+		return f.srv.Node().Failed() != nil && f.srv.ReplicaBrokerAddr() == "" && f.srv.LeaderBrokerAddr() == ""
+	})
+	if got := f.logs.find(slog.LevelError, "serves nothing until restarted"); len(got) == 0 {
+		t.Fatal("the member's failure was not logged at error level")
+	}
 }
