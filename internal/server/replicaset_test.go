@@ -14,10 +14,14 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/metrics"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -309,5 +313,21 @@ func TestSetMemberWithFailingDiskStopsServing(t *testing.T) {
 	})
 	if got := f.logs.find(slog.LevelError, "serves nothing until restarted"); len(got) == 0 {
 		t.Fatal("the member's failure was not logged at error level")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.New(metrics.Options{Cluster: f.srv.Node().Status,
+		Source: func() (*store.Store, *broker.Broker) { return f.srv.Node().Store(), nil }}))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := -1.0
+	for _, mf := range families {
+		if mf.GetName() == "rmq_cluster_failed" {
+			failed = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("rmq_cluster_failed is %v on the failed member", failed)
 	}
 }
