@@ -98,3 +98,28 @@ func TestSnapshotKeepsProgress(t *testing.T) {
 		t.Fatalf("the offset after a crash past a snapshot: %d %v", off, ok)
 	}
 }
+
+// TestDemotedLeaderDropsUncommittedProgress cuts the leader off and has
+// it take an offset commit before its lease runs out: the set never
+// commits it, so once demoted the member holds the set's offset again,
+// not its own.
+func TestDemotedLeaderDropsUncommittedProgress(t *testing.T) {
+	s := newSet(t, 3, func(o *cluster.Options) { o.Store.CheckpointInterval = time.Hour })
+	old := s.leader(nil)
+	if err := old.node.Store().CommitOffsetSync("g", "T", 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	old.layer.partition(true)
+	if err := old.node.Store().CommitOffset("g", "T", 0, 9); err != nil {
+		t.Skipf("the cut-off leader was demoted before the commit: %v", err)
+	}
+	waitFor(t, "the cut-off leader is demoted", func() bool { return !old.node.Store().Writable() })
+	if off, ok := old.node.Store().ConsumerOffset("g", "T", 0); !ok || off != 5 {
+		t.Fatalf("the demoted member's offset: %d %v, the set's is 5", off, ok)
+	}
+	nl := s.leader(old)
+	old.layer.partition(false)
+	if off, ok := nl.node.Store().ConsumerOffset("g", "T", 0); !ok || off != 5 {
+		t.Fatalf("the new leader's offset: %d %v, want 5", off, ok)
+	}
+}

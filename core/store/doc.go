@@ -236,7 +236,9 @@
 //     appends meanwhile gather in the pending round.
 //  14. A progress value is changed only on the leader, and an offset
 //     commit that waits is answered only once the entry carrying it is
-//     committed and applied.
+//     committed and applied. A member keeps the committed values beside
+//     its own, writes only those to its index, and goes back to them
+//     when it stops leading: no member holds a value the set does not.
 //
 // # Reading a queue
 //

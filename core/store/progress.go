@@ -328,8 +328,14 @@ func (s *Store) checkpoint(final bool) error {
 
 	s.progress.Lock()
 	names := make([]string, 0, len(s.progress.dirty))
+	values := s.progress.values
+	if s.Replicated() {
+		// Only what the set committed: a member restarted must not hold
+		// a value of its own the set never took.
+		values = s.progress.committed
+	}
 	for name := range s.progress.dirty {
-		if v, ok := s.progress.values[name]; ok {
+		if v, ok := values[name]; ok {
 			b.Set(progressKey(name), int64Value(v), nil)
 		} else {
 			b.Delete(progressKey(name), nil)

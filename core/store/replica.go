@@ -129,6 +129,9 @@ func (s *Store) demoteLocked(cause error) {
 	if pending != nil {
 		failed = append(failed, pending)
 	}
+	if wasWritable {
+		s.revertProgress()
+	}
 	err := fmt.Errorf("%w: %v", ErrNotLeader, cause)
 	for _, r := range failed {
 		r.err = err
@@ -406,12 +409,12 @@ func (s *Store) syncReplicated() error {
 // the replicated log may forget the entries before this point.
 func (s *Store) SyncReplicated() error { return s.syncReplicated() }
 
-// applyProgress sets the progress values of another member's entry. The
-// leader proposed them from its own values, which may be newer by now.
+// applyProgress records the values of a committed progress entry as the
+// set's (progress.committed) and, on a member that does not lead, sets
+// them. The leader proposed them from its own values, which may be newer
+// by now.
 func (s *Store) applyProgress(p []byte) error {
-	if s.Writable() {
-		return nil
-	}
+	leading := s.Writable()
 	if len(p) < 4 {
 		return fmt.Errorf("%w: short progress entry", ErrCorruption)
 	}
@@ -432,13 +435,46 @@ func (s *Store) applyProgress(p []byte) error {
 		v := int64(binary.BigEndian.Uint64(p[3+l:]))
 		p = p[11+l:]
 		if set {
+			s.progress.committed[name] = v
+		} else {
+			delete(s.progress.committed, name)
+		}
+		s.progress.dirty[name] = struct{}{} // the checkpoint writes committed values
+		if leading {
+			continue
+		}
+		if set {
 			s.progress.values[name] = v
 		} else {
 			delete(s.progress.values, name)
 		}
-		s.progress.dirty[name] = struct{}{}
 	}
 	return nil
+}
+
+// revertProgress sets every progress value back to the set's committed
+// one: a member that stopped leading drops the changes no entry carried
+// (or none committed yet; an entry committed later is applied as any
+// other), so it never holds a value the set does not.
+func (s *Store) revertProgress() {
+	s.progress.Lock()
+	defer s.progress.Unlock()
+	clear(s.repl.dirty)
+	for name, v := range s.progress.values {
+		if c, ok := s.progress.committed[name]; !ok {
+			delete(s.progress.values, name)
+			s.progress.dirty[name] = struct{}{}
+		} else if c != v {
+			s.progress.values[name] = c
+			s.progress.dirty[name] = struct{}{}
+		}
+	}
+	for name, c := range s.progress.committed {
+		if _, ok := s.progress.values[name]; !ok {
+			s.progress.values[name] = c
+			s.progress.dirty[name] = struct{}{}
+		}
+	}
 }
 
 // proposeWait proposes e and waits for its commit.

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,10 @@ type Store struct {
 		sync.Mutex
 		values map[string]int64
 		dirty  map[string]struct{}
+		// committed are the values the set committed (a replicated
+		// store's, as applied); a member that stops leading goes back
+		// to them (revertProgress).
+		committed map[string]int64
 	}
 
 	flushMu     sync.Mutex // guards active against the async sync loop
@@ -253,6 +258,9 @@ func Open(opts Options) (*Store, error) {
 		if err := s.db.Set(replEndKey, int64Value(s.written.Load()), pebble.Sync); err != nil {
 			return nil, fmt.Errorf("store: record the synced end: %w", err)
 		}
+		// What a member recovers is what the set committed: values are
+		// changed only while leading, and reverted when demoted.
+		s.progress.committed = maps.Clone(s.progress.values)
 	}
 	ok = true
 	if opts.Prealloc > 0 {
