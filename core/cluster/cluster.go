@@ -124,7 +124,11 @@ type Node struct {
 	leading  atomic.Bool             // this member is the writable leader
 	failure  atomic.Pointer[failure] // why the member left its set (failWith); nil while it takes part
 	restores atomic.Int64            // snapshots installed from the leader
-	closing  sync.Once
+	// storeClosed is set while Restore has closed the store and not yet
+	// opened the restored one (for good, if that failed).
+	storeClosed atomic.Bool
+	closing     sync.Once
+	opened      chan struct{} // closed when Open returns, n.raft set or not
 }
 
 type pending struct {
@@ -139,7 +143,10 @@ func Open(opts Options) (*Node, error) {
 		return nil, errors.New("cluster: set name, node id and directory are required")
 	}
 	n := &Node{opts: opts, notify: make(chan bool, 16), recheck: make(chan struct{}, 1),
-		waits: make(chan pending, 4096), quit: make(chan struct{})}
+		waits: make(chan pending, 4096), quit: make(chan struct{}), opened: make(chan struct{})}
+	// raft may apply or restore, and so fail the member, before NewRaft
+	// returns: leave waits for this.
+	defer close(n.opened)
 	if n.opts.Logger == nil {
 		n.opts.Logger = slog.Default()
 	}
@@ -379,7 +386,9 @@ func (n *Node) Close() error {
 		close(n.quit)
 		n.wg.Wait()
 		errs = append(errs, n.trans.Close())
-		errs = append(errs, n.Store().Close())
+		if !n.storeClosed.Load() {
+			errs = append(errs, n.Store().Close())
+		}
 		errs = append(errs, n.closeFiles())
 	})
 	return errors.Join(errs...)
@@ -433,7 +442,9 @@ func (n *Node) failWith(cause error) {
 		return
 	}
 	n.log.Error("this member's store failed: it leaves the set until restarted", "err", cause)
-	n.Store().Demote(cause)
+	if !n.storeClosed.Load() {
+		n.Store().Demote(cause)
+	}
 	select {
 	case n.recheck <- struct{}{}:
 	default:
@@ -445,6 +456,10 @@ func (n *Node) failWith(cause error) {
 // leave shuts raft down on a failed member.
 func (n *Node) leave() {
 	defer n.wg.Done()
+	<-n.opened
+	if n.raft == nil {
+		return // Open failed: nothing runs
+	}
 	if n.raft.State() == raft.Leader {
 		// The raft log here is sound; only the store is not. Handing
 		// leadership over spares the others an election timeout.

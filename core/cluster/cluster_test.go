@@ -90,8 +90,9 @@ type member struct {
 	opts  cluster.Options
 	layer *faultLayer
 	node  *cluster.Node
-	// fault makes every write to the member's commit log fail while set.
-	fault atomic.Bool
+	// fault makes every write to the member's commit log fail while set,
+	// restoreFault every write of a segment a snapshot restores.
+	fault, restoreFault atomic.Bool
 }
 
 type set struct {
@@ -104,6 +105,9 @@ type set struct {
 func faultFS(m *member) vfs.FS {
 	return errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if m.fault.Load() && op.Kind == errorfs.OpFileWriteAt && strings.Contains(op.Path, "commitlog") {
+			return errorfs.ErrInjected
+		}
+		if m.restoreFault.Load() && op.Kind == errorfs.OpFileWrite && strings.Contains(op.Path, "commitlog") {
 			return errorfs.ErrInjected
 		}
 		return nil

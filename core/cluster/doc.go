@@ -49,7 +49,9 @@
 // leader hands leadership over, and raft shuts down, so the member
 // neither votes nor can be elected. Reopening it is the way back: the
 // store recovers to its last synced end and raft replays the log from
-// the last snapshot, or installs a newer one.
+// the last snapshot, or installs a newer one. A snapshot that fails to
+// install leaves the member out the same way (its store directory then
+// holds part of a snapshot, and Restore never closes a store twice).
 //
 // # Snapshots
 //

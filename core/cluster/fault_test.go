@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/message"
 )
 
@@ -128,4 +129,39 @@ func TestFollowerDiskErrorStopsIt(t *testing.T) {
 		t.Fatalf("the failed follower went on: applied %d then %d, state %s", applied, st.AppliedIndex, st.State)
 	}
 	s.catchUp(t, f, l)
+}
+
+// TestFailedRestoreLeavesTheSet has a member far behind fail to write the
+// snapshot it installs: it leaves the set instead of serving or applying
+// from a partial store, raft's retries do not close its store twice, and
+// the other two go on.
+func TestFailedRestoreLeavesTheSet(t *testing.T) {
+	s := newSet(t, 3, func(o *cluster.Options) {
+		o.SnapshotThreshold = 64
+		o.TrailingLogs = 16
+	})
+	l := s.leader(nil)
+	var behind *member
+	for _, m := range s.members {
+		if m != l {
+			behind = m
+			break
+		}
+	}
+	s.stop(behind)
+	for i := range 3 {
+		if _, errs := appendN(l.node.Store(), fmt.Sprint("late", i), 200); errs != 0 {
+			t.Fatal("appends failed")
+		}
+	}
+	if err := l.node.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	behind.restoreFault.Store(true)
+	s.restart(behind)
+	waitFor(t, "the member whose restore failed leaves the set", func() bool { return behind.node.Failed() != nil })
+	if _, errs := appendN(l.node.Store(), "after", 100); errs != 0 {
+		t.Fatal("appends failed with one member out")
+	}
+	s.stop(behind) // closes nothing twice
 }

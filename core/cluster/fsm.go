@@ -72,19 +72,26 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	old := n.Store()
 	n.log.Warn("installing a snapshot from the leader: this member's store is replaced")
+	n.storeClosed.Store(true)
 	if err := old.Close(); err != nil {
 		n.log.Warn("closing the store before a restore", "err", err)
 	}
 	so := n.opts.Store
 	so.Replicator = n
 	if err := store.RestoreDir(so.FS, so.Dir, rc); err != nil {
+		// The directory holds part of the snapshot: nothing to serve or
+		// apply from. Restarting the member installs one again.
+		n.failWith(err)
 		return err
 	}
 	st, err := store.Open(so)
 	if err != nil {
-		return fmt.Errorf("cluster: open the restored store: %w", err)
+		err = fmt.Errorf("cluster: open the restored store: %w", err)
+		n.failWith(err)
+		return err
 	}
 	n.store.Store(st)
+	n.storeClosed.Store(false)
 	n.restores.Add(1)
 	if n.opts.OnRestore != nil {
 		n.opts.OnRestore()
