@@ -60,6 +60,11 @@ type Options struct {
 	// refuses every write, and runs none of the services that write. Its
 	// store is kept by the set's leader through replication.
 	ReplicaID int64 `yaml:"-"`
+	// Leader says where a replicated set's leader is ("node n1, raft
+	// address 10.0.0.1:7000"), or "" while none is known; a member that
+	// refuses a write because it does not lead names it in the remark.
+	// Nil outside a replicated set.
+	Leader func() string `yaml:"-"`
 	// ClusterName is the cluster this broker belongs to. Default
 	// "DefaultCluster".
 	ClusterName string `yaml:"clusterName"`
@@ -455,6 +460,7 @@ type Broker struct {
 	unconfiguredLog limitLog
 	heartbeatLog    limitLog
 	groupQuotaLog   limitLog // group configs not auto-created at the quota
+	notMasterLog    limitLog // writes refused by a member that stopped leading
 
 	// groupN counts the stored group configs and serialises their
 	// creation and deletion (retry.go).

@@ -271,5 +271,12 @@
 //     group config at a heartbeat and no topic at startup, and runs none
 //     of the services that write (delays, timers, transaction checks,
 //     pre-filtering, subscription snapshots, the outbox). Its topic table
-//     is read again from the store before each registration.
+//     is read again from the store before each registration. Its
+//     refusals name the set's leader (Options.Leader).
+//  24. A master whose store stopped leading its set (store.ErrNotLeader:
+//     the member lost its majority or another member was elected, and
+//     the broker has not switched to replica yet) answers writes with
+//     SERVICE_NOT_AVAILABLE, which the official clients retry on another
+//     broker, naming the leader, logged at debug level and rate-limited:
+//     a failover is routine, not a system error.
 package broker

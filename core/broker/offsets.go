@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store"
 )
 
 func offsetResponse(req *remoting.Command, off int64) *remoting.Command {
@@ -51,7 +52,13 @@ func (b *Broker) handleUpdateOffset(c *remoting.Conn, req *remoting.Command) *re
 	if err != nil || oerr != nil || group == "" {
 		return response(req, remoting.SystemError, "update consumer offset: consumerGroup, topic, queueId and commitOffset are required")
 	}
-	if code, err := b.commitOffset(group, topic, qid, off); err != nil {
+	// A client that waits for the answer is told of the commit once it
+	// is durable (on a replicated set, committed by the set); a oneway
+	// commit, like one carried by a pull, does not hold the connection.
+	if code, err := b.commitOffset(group, topic, qid, off, !req.IsOneway()); err != nil {
+		if errors.Is(err, store.ErrNotLeader) {
+			return b.notMaster(req, "update consumer offset", err)
+		}
 		return response(req, code, "update consumer offset: %v", err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
@@ -61,8 +68,9 @@ func (b *Broker) handleUpdateOffset(c *remoting.Conn, req *remoting.Command) *re
 // it: a valid group name (configured, with Options.DisableAutoCreateGroup),
 // a topic that exists, one of its queues, and an offset within [0, the
 // queue's max offset]. Offsets persist and are loaded at every start, so
-// anything else a client sends would be kept for good.
-func (b *Broker) commitOffset(group, topic string, qid int32, off int64) (int16, error) {
+// anything else a client sends would be kept for good. sync waits until
+// the offset is durable (store.CommitOffsetSync).
+func (b *Broker) commitOffset(group, topic string, qid int32, off int64, sync bool) (int16, error) {
 	if err := checkGroup(group); err != nil {
 		return remoting.SubscriptionGroupNotExist, err
 	}
@@ -79,7 +87,14 @@ func (b *Broker) commitOffset(group, topic string, qid int32, off int64) (int16,
 	if maxOff := b.store.MaxOffset(topic, qid); off < 0 || off > maxOff {
 		return remoting.SystemError, fmt.Errorf("offset %d is outside the queue's 0..%d", off, maxOff)
 	}
-	if err := b.store.CommitOffset(group, topic, qid, off); err != nil {
+	commit := b.store.CommitOffset
+	if sync {
+		commit = b.store.CommitOffsetSync
+	}
+	if err := commit(group, topic, qid, off); err != nil {
+		if errors.Is(err, store.ErrNotLeader) {
+			return remoting.ServiceNotAvailable, err
+		}
 		return remoting.SystemError, err
 	}
 	return remoting.Success, nil

@@ -99,7 +99,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if p.sysFlag&pullCommitOffset != 0 && b.opts.ReplicaID == 0 {
 		// A commit the broker refuses does not fail the pull: the client
 		// still gets its messages, and commits again with the next one.
-		if _, err := b.commitOffset(p.group, p.topic, p.queueID, commit); err != nil {
+		if _, err := b.commitOffset(p.group, p.topic, p.queueID, commit, false); err != nil {
 			b.log.Debug("pull: commit offset refused", "group", logName(p.group), "topic", p.topic, "queue", p.queueID, "err", err)
 		}
 	}

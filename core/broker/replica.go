@@ -2,6 +2,7 @@ package broker
 
 import (
 	"slices"
+	"time"
 
 	"github.com/rmq-go/rmq/core/remoting"
 )
@@ -36,5 +37,29 @@ func (b *Broker) handle(code int16, fn remoting.Handler) {
 
 func (b *Broker) refuseWrite(_ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	return response(req, remoting.NoPermission,
-		"broker %s is a replica (brokerId %d) of its set: writes go to the master, brokerId 0", b.opts.BrokerName, b.opts.ReplicaID)
+		"broker %s is a replica (brokerId %d) of its set: writes go to the master, brokerId 0 (%s)", b.opts.BrokerName, b.opts.ReplicaID, b.leaderHint())
+}
+
+// notMaster answers a write the store refused because this member stopped
+// leading its set (store.ErrNotLeader) while the broker still served as
+// its master: SERVICE_NOT_AVAILABLE, what RocketMQ's slave store answers
+// a put with, and which the official clients retry on another broker.
+// It is routine during a failover, so it is logged at debug level, at
+// most once per limitLogGap.
+func (b *Broker) notMaster(req *remoting.Command, what string, err error) *remoting.Command {
+	if b.notMasterLog.allow(time.Now()) {
+		b.log.Debug("write refused: this member no longer leads its set", "request", what, "err", err)
+	}
+	return response(req, remoting.ServiceNotAvailable,
+		"%s: broker %s is not its set's master now: retry on the master (%s)", what, b.opts.BrokerName, b.leaderHint())
+}
+
+// leaderHint names the set's leader for a refusal's remark.
+func (b *Broker) leaderHint() string {
+	if b.opts.Leader != nil {
+		if l := b.opts.Leader(); l != "" {
+			return "the set's leader is " + l
+		}
+	}
+	return "no leader is known yet"
 }

@@ -280,6 +280,8 @@ func (b *Broker) storeError(req *remoting.Command, err error) *remoting.Command 
 		// The store logs the full disk, rate-limited; clients retry
 		// another broker on this code.
 		return response(req, remoting.ServiceNotAvailable, "send: service not available now, the broker's disk is full: %v", err)
+	case errors.Is(err, store.ErrNotLeader):
+		return b.notMaster(req, "send", err)
 	}
 	b.log.Error("append failed", "err", err)
 	return response(req, remoting.SystemError, "send: %v", err)

@@ -111,6 +111,10 @@ type Options struct {
 	// OnRestore is called, on raft's goroutine, after a snapshot from the
 	// leader replaced this member's store (Store returns the new one).
 	OnRestore func() `yaml:"-"`
+	// OnFail is called once, on a goroutine of its own, after this
+	// member's store failed and the member left the set (Failed): it
+	// takes part again only once reopened.
+	OnFail func(error) `yaml:"-"`
 	// Logger receives the node's and raft's logs.
 	Logger *slog.Logger `yaml:"-"`
 }
@@ -130,9 +134,14 @@ type Node struct {
 	waits    chan pending
 	quit     chan struct{}
 	wg       sync.WaitGroup
-	leading  atomic.Bool  // this member is the writable leader
-	restores atomic.Int64 // snapshots installed from the leader
-	closing  sync.Once
+	leading  atomic.Bool             // this member is the writable leader
+	failure  atomic.Pointer[failure] // why the member left its set (failWith); nil while it takes part
+	restores atomic.Int64            // snapshots installed from the leader
+	// storeClosed is set while Restore has closed the store and not yet
+	// opened the restored one (for good, if that failed).
+	storeClosed atomic.Bool
+	closing     sync.Once
+	opened      chan struct{} // closed when Open returns, n.raft set or not
 }
 
 type pending struct {
@@ -147,7 +156,10 @@ func Open(opts Options) (*Node, error) {
 		return nil, errors.New("cluster: set name, node id and directory are required")
 	}
 	n := &Node{opts: opts, notify: make(chan bool, 16), recheck: make(chan struct{}, 1),
-		waits: make(chan pending, 4096), quit: make(chan struct{})}
+		waits: make(chan pending, 4096), quit: make(chan struct{}), opened: make(chan struct{})}
+	// raft may apply or restore, and so fail the member, before NewRaft
+	// returns: leave waits for this.
+	defer close(n.opened)
 	if n.opts.Logger == nil {
 		n.opts.Logger = slog.Default()
 	}
@@ -267,7 +279,7 @@ func Open(opts Options) (*Node, error) {
 func (n *Node) Store() *store.Store { return n.store.Load() }
 
 // Leading reports whether this member is the set's writable leader.
-func (n *Node) Leading() bool { return n.leading.Load() }
+func (n *Node) Leading() bool { return n.leading.Load() && n.failure.Load() == nil }
 
 // Propose implements store.Replicator. It waits for room in raft's
 // pipeline rather than giving up after a while: a round that timed out
@@ -327,6 +339,9 @@ func (n *Node) leaderLoop() {
 		case <-n.notify:
 		case <-n.recheck:
 		case <-tick.C:
+			if err := n.Store().Failed(); err != nil {
+				n.failWith(err)
+			}
 		}
 		n.settle()
 	}
@@ -336,7 +351,7 @@ func (n *Node) leaderLoop() {
 // raft's state.
 func (n *Node) settle() {
 	st := n.Store()
-	isLeader := n.raft.State() == raft.Leader
+	isLeader := n.raft.State() == raft.Leader && n.failure.Load() == nil
 	switch {
 	case isLeader && !st.Writable():
 		if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
@@ -347,7 +362,7 @@ func (n *Node) settle() {
 			}
 			return
 		}
-		if n.raft.State() != raft.Leader {
+		if n.raft.State() != raft.Leader || n.failure.Load() != nil {
 			return
 		}
 		st.Promote()
@@ -393,7 +408,9 @@ func (n *Node) Close() error {
 		close(n.quit)
 		n.wg.Wait()
 		errs = append(errs, n.trans.Close())
-		errs = append(errs, n.Store().Close())
+		if !n.storeClosed.Load() {
+			errs = append(errs, n.Store().Close())
+		}
 		errs = append(errs, n.closeFiles())
 	})
 	return errors.Join(errs...)
@@ -423,3 +440,62 @@ func (w slogWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = slogWriter{}
+
+// failure is why a member left its set.
+type failure struct{ err error }
+
+// Failed returns why this member stopped taking part in its set (its
+// store failed to apply a committed entry, or failed on its own), or nil
+// while it takes part.
+func (n *Node) Failed() error {
+	if f := n.failure.Load(); f != nil {
+		return f.err
+	}
+	return nil
+}
+
+// failWith takes the member out of its set after its store failed: the
+// store no longer holds what the set's log says, so it must neither
+// apply, vote, lead, nor snapshot until restarted. raft is shut down
+// (a leader first hands leadership over); reopening the member recovers
+// the store to its durable state and raft replays the log from there.
+func (n *Node) failWith(cause error) {
+	if !n.failure.CompareAndSwap(nil, &failure{cause}) {
+		return
+	}
+	n.log.Error("this member's store failed: it leaves the set until restarted", "err", cause)
+	if !n.storeClosed.Load() {
+		n.Store().Demote(cause)
+	}
+	select {
+	case n.recheck <- struct{}{}:
+	default:
+	}
+	n.wg.Add(1)
+	go n.leave()
+}
+
+// leave shuts raft down on a failed member.
+func (n *Node) leave() {
+	defer n.wg.Done()
+	<-n.opened
+	if n.raft == nil {
+		return // Open failed: nothing runs
+	}
+	if n.raft.State() == raft.Leader {
+		// The raft log here is sound; only the store is not. Handing
+		// leadership over spares the others an election timeout.
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("failed member could not hand leadership over", "err", err)
+		}
+	}
+	if err := n.raft.Shutdown().Error(); err != nil {
+		n.log.Warn("shutting raft down", "err", err)
+	}
+	// Peers then find the port closed at once instead of waiting out a
+	// request no one answers.
+	n.trans.Close()
+	if n.opts.OnFail != nil {
+		n.opts.OnFail(n.Failed())
+	}
+}

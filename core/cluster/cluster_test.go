@@ -9,11 +9,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/hashicorp/raft"
 	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/message"
@@ -87,11 +90,28 @@ type member struct {
 	opts  cluster.Options
 	layer *faultLayer
 	node  *cluster.Node
+	// fault makes every write to the member's commit log fail while set,
+	// restoreFault every write of a segment a snapshot restores.
+	fault, restoreFault atomic.Bool
 }
 
 type set struct {
 	t       testing.TB
 	members []*member
+}
+
+// faultFS is the OS filesystem, with the member's commit-log writes
+// failing while m.fault is set.
+func faultFS(m *member) vfs.FS {
+	return errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if m.fault.Load() && op.Kind == errorfs.OpFileWriteAt && strings.Contains(op.Path, "commitlog") {
+			return errorfs.ErrInjected
+		}
+		if m.restoreFault.Load() && op.Kind == errorfs.OpFileWrite && strings.Contains(op.Path, "commitlog") {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -113,7 +133,7 @@ func newSet(t testing.TB, n int, tune func(*cluster.Options)) *set {
 	for i, m := range s.members {
 		dir := t.TempDir()
 		m.opts = cluster.Options{SetName: "set-a", NodeID: peers[i].ID, Peers: peers, Dir: dir + "/raft",
-			Store: store.Options{Dir: dir + "/store", SegmentSize: 1 << 20, Logger: quiet()}, Logger: quiet()}
+			Store: store.Options{Dir: dir + "/store", SegmentSize: 1 << 20, Logger: quiet(), FS: faultFS(m)}, Logger: quiet()}
 		fastOptions(&m.opts)
 		if tune != nil {
 			tune(&m.opts)

@@ -20,9 +20,12 @@
 // re-applies the rest from the raft log (store.Options.Replicator).
 //
 // Consumer offsets and scheduler positions (progress values) are proposed
-// by the leader's checkpoint, every store CheckpointInterval; metadata
-// (topic and group configs) with each write, which returns once
-// committed; the keys components keep in the index (the timer index, POP
+// by the leader as they change, many in one entry at most every 10 ms; an
+// offset commit a client waits for (UPDATE_CONSUMER_OFFSET) is answered
+// once its entry is committed, and a member that does not lead refuses
+// it. A snapshot first writes the progress values to disk, since raft
+// replays nothing before it after a restart. Metadata (topic and group
+// configs) goes with each write, which returns once committed; the keys components keep in the index (the timer index, POP
 // state) with each batch; topic deletions at the log offset where they
 // happened.
 //
@@ -37,6 +40,18 @@
 // (store.Demote) and fails every append not yet committed, and OnFollower
 // runs. Such an append may still be committed by the next leader: a
 // client that retries may then store a message twice (at least once).
+//
+// # A failing store
+//
+// A member whose store fails to apply a committed entry, or fails on its
+// own (an fsync in the background), leaves the set (Failed, OnFail): the
+// FSM applies and snapshots nothing more, the store takes no writes, a
+// leader hands leadership over, and raft shuts down, so the member
+// neither votes nor can be elected. Reopening it is the way back: the
+// store recovers to its last synced end and raft replays the log from
+// the last snapshot, or installs a newer one. A snapshot that fails to
+// install leaves the member out the same way (its store directory then
+// holds part of a snapshot, and Restore never closes a store twice).
 //
 // # Snapshots
 //
@@ -64,6 +79,9 @@
 //  4. A member restarted after a crash never serves a round it has not
 //     re-applied from the raft log: the store cuts its log back to its
 //     last synced end, a round boundary.
+//  5. A member whose store failed applies, snapshots, votes and leads
+//     no more until reopened: no snapshot of it claims more than its
+//     store holds, and the raft log keeps what it missed.
 //
 // # Security
 //

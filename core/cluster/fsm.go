@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 
@@ -18,17 +19,43 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return nil
 	}
 	n := (*Node)(f)
+	if err := n.Failed(); err != nil {
+		// Not a word more: the store may hold a partial entry, and
+		// restarting re-applies from its durable state.
+		return fmt.Errorf("%w: %v", errMemberFailed, err)
+	}
 	if err := n.Store().Apply(l.Data); err != nil {
 		n.log.Error("applying a committed entry failed", "index", l.Index, "err", err)
+		n.failWith(err)
 		return err
 	}
 	return nil
 }
 
+// errMemberFailed answers what a failed member is asked to apply or
+// capture.
+var errMemberFailed = errors.New("cluster: this member's store failed; restart it")
+
 // Snapshot syncs the commit log and captures the store's state; raft then
 // writes it out while entries go on being applied.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	snap, err := (*Node)(f).Store().TakeSnapshot()
+	n := (*Node)(f)
+	if err := n.Failed(); err != nil {
+		// A snapshot now would claim entries the store lacks, and raft
+		// would truncate the log that could still supply them.
+		return nil, fmt.Errorf("%w: %v", errMemberFailed, err)
+	}
+	if err := n.Store().Failed(); err != nil {
+		n.failWith(err)
+		return nil, fmt.Errorf("%w: %v", errMemberFailed, err)
+	}
+	// raft replays nothing before the snapshot after a restart: the
+	// progress values applied from those entries must be on disk, not
+	// only in memory until the next checkpoint.
+	if err := n.Store().Checkpoint(); err != nil {
+		return nil, err
+	}
+	snap, err := n.Store().TakeSnapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +67,12 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	n := (*Node)(f)
+	if err := n.Failed(); err != nil {
+		return fmt.Errorf("%w: %v", errMemberFailed, err)
+	}
 	old := n.Store()
 	n.log.Warn("installing a snapshot from the leader: this member's store is replaced")
+	n.storeClosed.Store(true)
 	if err := old.Close(); err != nil {
 		n.log.Warn("closing the store before a restore", "err", err)
 	}
@@ -49,20 +80,27 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	so.Replicator = n
 	if err := store.RestoreDir(so.FS, so.Dir, rc); err != nil {
 		// RestoreDir is atomic: the directory holds the old store still
-		// (or, had it got past its commit point, the new one), so the
-		// member goes on serving it rather than a closed store.
+		// (or, had it got past its commit point, the new one). It is
+		// opened again, so nothing is left closed for a later Close,
+		// and the member leaves the set: a write that failed here is
+		// a disk that fails, and a restart installs a snapshot anew.
 		if st, oerr := store.Open(so); oerr != nil {
 			n.log.Error("reopening the store after a failed restore", "err", oerr)
 		} else {
 			n.store.Store(st)
+			n.storeClosed.Store(false)
 		}
+		n.failWith(err)
 		return err
 	}
 	st, err := store.Open(so)
 	if err != nil {
-		return fmt.Errorf("cluster: open the restored store: %w", err)
+		err = fmt.Errorf("cluster: open the restored store: %w", err)
+		n.failWith(err)
+		return err
 	}
 	n.store.Store(st)
+	n.storeClosed.Store(false)
 	n.restores.Add(1)
 	if n.opts.OnRestore != nil {
 		n.opts.OnRestore()

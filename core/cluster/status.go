@@ -34,6 +34,9 @@ type Status struct {
 	// SnapshotsInstalled counts snapshots this member installed from the
 	// leader since it started.
 	SnapshotsInstalled int64 `json:"snapshotsInstalled"`
+	// Failed says why this member left the set (its store failed); it
+	// takes part again once restarted.
+	Failed string `json:"failed,omitempty"`
 }
 
 // Member is one entry of the set's membership.
@@ -49,6 +52,9 @@ func (n *Node) Status() Status {
 		State: n.raft.State().String(), Leader: n.LeaderID(),
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex(),
 		Writable: n.Store().Writable(), SnapshotsInstalled: n.restores.Load()}
+	if err := n.Failed(); err != nil {
+		st.Failed = err.Error()
+	}
 	if st.CommitIndex > st.AppliedIndex {
 		st.Lag = st.CommitIndex - st.AppliedIndex
 	}

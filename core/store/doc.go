@@ -238,7 +238,12 @@
 // proposes it, as one entry holding the round's bytes exactly as they go
 // to the log, and every member, the proposer included, writes and
 // dispatches it when Apply is called with the committed entry. Progress
-// values changed since the last checkpoint, metadata writes, the keys
+// values (offsets, positions) are proposed by the leader as they change,
+// one entry in flight and at most one per progressWindow, the values
+// changed meanwhile gathered in the next (progressrepl.go);
+// CommitOffsetSync waits for its entry, and a store that does not lead
+// refuses offset commits (ErrNotLeader) and ignores SetProgress. Metadata
+// writes, the keys
 // components keep (PutKeys, PutValues, DeleteKeys, DeleteKeyRange) and
 // topic deletions are entries too. The commit log is then synced in the
 // background, and after each sync the offset it covers, a round boundary,
@@ -275,6 +280,11 @@
 //     the mark and rolls one with it forward, in steps it can redo after
 //     a crash (snapshot.go). A snapshot carries the keys components keep
 //     with the progress values that count on them.
+//  16. A progress value is changed only on the leader, and an offset
+//     commit that waits is answered only once the entry carrying it is
+//     committed and applied. A member keeps the committed values beside
+//     its own, writes only those to its index, and goes back to them
+//     when it stops leading: no member holds a value the set does not.
 //
 // # Reading a queue
 //

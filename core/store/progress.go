@@ -12,17 +12,28 @@ import (
 
 // SetProgress records a progress value (a consumer offset, a scheduler
 // position). Values are kept in memory and written with fsync every
-// CheckpointInterval, so a crash loses at most that much of them.
+// CheckpointInterval, so a crash loses at most that much of them. A
+// replicated store's leader proposes a changed value to its set at once
+// (progressLoop), a store that does not lead ignores it: its values are
+// the leader's.
 func (s *Store) SetProgress(name string, v int64) {
+	if s.Replicated() && !s.Writable() {
+		return
+	}
 	s.progress.Lock()
+	changed := false
 	if old, ok := s.progress.values[name]; !ok || old != v {
 		s.progress.values[name] = v
 		s.progress.dirty[name] = struct{}{}
 		if s.repl.dirty != nil {
 			s.repl.dirty[name] = struct{}{}
+			changed = true
 		}
 	}
 	s.progress.Unlock()
+	if changed {
+		s.kickProgress()
+	}
 }
 
 // Progress returns a progress value.
@@ -34,8 +45,12 @@ func (s *Store) Progress(name string) (int64, bool) {
 }
 
 // DeleteProgress removes every progress value whose name starts with
-// prefix.
+// prefix (on a replicated store, only while it leads, as SetProgress).
 func (s *Store) DeleteProgress(prefix string) {
+	if s.Replicated() && !s.Writable() {
+		return
+	}
+	defer s.kickProgress()
 	s.progress.Lock()
 	defer s.progress.Unlock()
 	for name := range s.progress.values {
@@ -76,13 +91,53 @@ func consumerOffsetName(group, topic string, queueID int32) string {
 
 // CommitOffset records a consumer group's next offset for a queue. It
 // refuses, with ErrBadName, a group or topic that is empty or holds the
-// key separator (NUL): such names would let two pairs share one key.
+// key separator (NUL): such names would let two pairs share one key. A
+// replicated store that does not lead its set refuses it with
+// ErrNotLeader; its leader proposes it to the set without waiting.
 func (s *Store) CommitOffset(group, topic string, queueID int32, off int64) error {
 	if group == "" || topic == "" || strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
 		return ErrBadName
 	}
+	if s.Replicated() && !s.Writable() {
+		return ErrNotLeader
+	}
 	s.SetProgress(consumerOffsetName(group, topic, queueID), off)
 	return nil
+}
+
+// CommitOffsetSync is CommitOffset for a client that waits for the
+// answer: a replicated store returns once its set committed the offset
+// (with the other values changed meanwhile, in one entry), or with
+// ErrNotLeader if it stopped leading first. An unreplicated store returns
+// at once, as CommitOffset.
+func (s *Store) CommitOffsetSync(group, topic string, queueID int32, off int64) error {
+	if !s.Replicated() {
+		return s.CommitOffset(group, topic, queueID, off)
+	}
+	if group == "" || topic == "" || strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
+		return ErrBadName
+	}
+	if !s.Writable() {
+		return ErrNotLeader
+	}
+	name := consumerOffsetName(group, topic, queueID)
+	done := make(chan error, 1)
+	s.progress.Lock()
+	if old, ok := s.progress.values[name]; !ok || old != off {
+		s.progress.values[name] = off
+		s.progress.dirty[name] = struct{}{}
+	}
+	// Proposed again even if unchanged: the next entry then carries it.
+	s.repl.dirty[name] = struct{}{}
+	s.repl.progressWaiters = append(s.repl.progressWaiters, done)
+	s.progress.Unlock()
+	s.kickProgress()
+	select {
+	case err := <-done:
+		return err
+	case <-s.quit:
+		return ErrClosed
+	}
 }
 
 // ConsumerOffset returns a consumer group's committed offset for a queue.
@@ -233,7 +288,7 @@ func (s *Store) checkpointLoop() {
 // crash in both the log and the index.
 func (s *Store) checkpoint(final bool) error {
 	if s.Replicated() && !final && s.Writable() {
-		s.proposeProgress()
+		s.kickProgress() // values a failed entry left behind
 	}
 	if s.keys != nil {
 		// Its own end goes into its own header: it need not keep up
@@ -273,8 +328,14 @@ func (s *Store) checkpoint(final bool) error {
 
 	s.progress.Lock()
 	names := make([]string, 0, len(s.progress.dirty))
+	values := s.progress.values
+	if s.Replicated() {
+		// Only what the set committed: a member restarted must not hold
+		// a value of its own the set never took.
+		values = s.progress.committed
+	}
 	for name := range s.progress.dirty {
-		if v, ok := s.progress.values[name]; ok {
+		if v, ok := values[name]; ok {
 			b.Set(progressKey(name), int64Value(v), nil)
 		} else {
 			b.Delete(progressKey(name), nil)

@@ -59,8 +59,12 @@ type replState struct {
 	// for the fsync before. A round holds a slot until applied or failed.
 	slots chan struct{}
 	// dirty are progress names changed since the last proposal (leader
-	// only); guarded by s.progress.
-	dirty map[string]struct{}
+	// only), progressWaiters the CommitOffsetSync calls waiting for the
+	// next progress entry; both guarded by s.progress. progressKick wakes
+	// progressLoop.
+	dirty           map[string]struct{}
+	progressWaiters []chan<- error
+	progressKick    chan struct{}
 	// openEnd is where the log ended when the store opened: a topic
 	// deletion before it is a replay (see Apply). Set by Open.
 	openEnd int64
@@ -128,6 +132,9 @@ func (s *Store) demoteLocked(cause error) {
 	s.releaseSlots(len(failed))
 	if pending != nil {
 		failed = append(failed, pending)
+	}
+	if wasWritable {
+		s.revertProgress()
 	}
 	err := fmt.Errorf("%w: %v", ErrNotLeader, cause)
 	for _, r := range failed {
@@ -419,50 +426,12 @@ func (s *Store) syncReplicated() error {
 // the replicated log may forget the entries before this point.
 func (s *Store) SyncReplicated() error { return s.syncReplicated() }
 
-// proposeProgress sends the progress values changed since the last
-// proposal (leader only; called by the checkpoint).
-func (s *Store) proposeProgress() {
-	s.progress.Lock()
-	if len(s.repl.dirty) == 0 {
-		s.progress.Unlock()
-		return
-	}
-	e := []byte{entryProgress}
-	e = binary.BigEndian.AppendUint32(e, uint32(len(s.repl.dirty)))
-	names := make([]string, 0, len(s.repl.dirty))
-	for name := range s.repl.dirty {
-		v, ok := s.progress.values[name]
-		e = binary.BigEndian.AppendUint16(e, uint16(len(name)))
-		e = append(e, name...)
-		if ok {
-			e = append(e, 1)
-		} else {
-			e = append(e, 0)
-		}
-		e = binary.BigEndian.AppendUint64(e, uint64(v))
-		names = append(names, name)
-	}
-	clear(s.repl.dirty)
-	s.progress.Unlock()
-	s.opts.Replicator.Propose(e, func(err error) {
-		if err == nil {
-			return
-		}
-		// Sent again with the next checkpoint, if still the leader.
-		s.progress.Lock()
-		for _, name := range names {
-			s.repl.dirty[name] = struct{}{}
-		}
-		s.progress.Unlock()
-	})
-}
-
-// applyProgress sets the progress values of another member's entry. The
-// leader proposed them from its own values, which may be newer by now.
+// applyProgress records the values of a committed progress entry as the
+// set's (progress.committed) and, on a member that does not lead, sets
+// them. The leader proposed them from its own values, which may be newer
+// by now.
 func (s *Store) applyProgress(p []byte) error {
-	if s.Writable() {
-		return nil
-	}
+	leading := s.Writable()
 	if len(p) < 4 {
 		return fmt.Errorf("%w: short progress entry", ErrCorruption)
 	}
@@ -483,13 +452,46 @@ func (s *Store) applyProgress(p []byte) error {
 		v := int64(binary.BigEndian.Uint64(p[3+l:]))
 		p = p[11+l:]
 		if set {
+			s.progress.committed[name] = v
+		} else {
+			delete(s.progress.committed, name)
+		}
+		s.progress.dirty[name] = struct{}{} // the checkpoint writes committed values
+		if leading {
+			continue
+		}
+		if set {
 			s.progress.values[name] = v
 		} else {
 			delete(s.progress.values, name)
 		}
-		s.progress.dirty[name] = struct{}{}
 	}
 	return nil
+}
+
+// revertProgress sets every progress value back to the set's committed
+// one: a member that stopped leading drops the changes no entry carried
+// (or none committed yet; an entry committed later is applied as any
+// other), so it never holds a value the set does not.
+func (s *Store) revertProgress() {
+	s.progress.Lock()
+	defer s.progress.Unlock()
+	clear(s.repl.dirty)
+	for name, v := range s.progress.values {
+		if c, ok := s.progress.committed[name]; !ok {
+			delete(s.progress.values, name)
+			s.progress.dirty[name] = struct{}{}
+		} else if c != v {
+			s.progress.values[name] = c
+			s.progress.dirty[name] = struct{}{}
+		}
+	}
+	for name, c := range s.progress.committed {
+		if _, ok := s.progress.values[name]; !ok {
+			s.progress.values[name] = c
+			s.progress.dirty[name] = struct{}{}
+		}
+	}
 }
 
 // proposeWait proposes e and waits for its commit.

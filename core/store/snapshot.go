@@ -73,8 +73,14 @@ func (s *Store) TakeSnapshot() (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A replicated store's snapshot carries the values the set
+	// committed, not a leader's that are still on their way to raft.
 	s.progress.Lock()
-	for name, v := range s.progress.values {
+	values := s.progress.values
+	if s.Replicated() {
+		values = s.progress.committed
+	}
+	for name, v := range values {
 		snap.index[string(progressKey(name))] = int64Value(v)
 	}
 	s.progress.Unlock()

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,10 @@ type Store struct {
 		sync.Mutex
 		values map[string]int64
 		dirty  map[string]struct{}
+		// committed are the values the set committed (a replicated
+		// store's, as applied); a member that stops leading goes back
+		// to them (revertProgress).
+		committed map[string]int64
 	}
 
 	flushMu     sync.Mutex // guards active against the async sync loop
@@ -126,6 +131,9 @@ type Stats struct {
 	// disk, say). The index then takes no entries until a restart, which
 	// indexes the log again from where the index's files end.
 	KeyIndexFailures atomic.Int64
+	// ProgressEntries counts the entries of progress values (offsets,
+	// positions) a replicated store's leader proposed.
+	ProgressEntries atomic.Int64
 
 	// RoundMessages is the distribution of records per flush round (the
 	// group commit's size); FsyncDuration that of commit-log fsyncs, in
@@ -203,6 +211,7 @@ func Open(opts Options) (*Store, error) {
 		opts.Flush = FlushAsync
 		s.opts.Flush = FlushAsync
 		s.repl.dirty = make(map[string]struct{})
+		s.repl.progressKick = make(chan struct{}, 1)
 		s.repl.slots = make(chan struct{}, maxInflightRounds)
 		s.repl.nextID = newReplID()
 	}
@@ -291,6 +300,9 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("store: record the synced end: %w", err)
 		}
 		s.repl.openEnd = s.written.Load()
+		// What a member recovers is what the set committed: values are
+		// changed only while leading, and reverted when demoted.
+		s.progress.committed = maps.Clone(s.progress.values)
 	}
 	ok = true
 	if s.disk.on {
@@ -304,6 +316,9 @@ func Open(opts Options) (*Store, error) {
 	s.goTracked(s.flushLoop)
 	s.goTracked(s.completeLoop)
 	s.goTracked(s.checkpointLoop)
+	if s.Replicated() {
+		s.goTracked(s.progressLoop)
+	}
 	if opts.Flush == FlushAsync {
 		s.goTracked(s.syncLoop)
 	}
@@ -859,6 +874,15 @@ func (s *Store) every(d time.Duration, fn func()) {
 			fn()
 		}
 	}
+}
+
+// Failed returns the error that stopped the store taking writes for good
+// (a write or fsync failure, a replicated entry it could not apply), or
+// nil. Only reopening the store clears it.
+func (s *Store) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.failed
 }
 
 func (s *Store) fail(err error) {

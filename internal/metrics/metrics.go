@@ -162,6 +162,7 @@ var (
 	descClusterCommit    = desc("rmq_cluster_commit_index", "The last raft entry this member knows committed.", "set", "node")
 	descClusterApplied   = desc("rmq_cluster_applied_index", "The last raft entry this member's store applied.", "set", "node")
 	descClusterSnapshots = desc("rmq_cluster_snapshots_installed_total", "Snapshots this member installed from the leader.", "set", "node")
+	descClusterFailed    = desc("rmq_cluster_failed", "1 once this member's store failed and it left its set, until restarted.", "set", "node")
 )
 
 var all = []*prometheus.Desc{
@@ -173,7 +174,7 @@ var all = []*prometheus.Desc{
 	pluginCalls, pluginRecords, pluginErrors, pluginTraps, pluginTimeouts, pluginDisabled, pluginDuration,
 	bridgeConnected, bridgeLagEvents, bridgeLagSeconds, bridgeInFlight, bridgePublished, bridgeDuplicates,
 	bridgeFailures, bridgeDropped, bridgeResends,
-	descClusterLeader, descClusterTerm, descClusterCommit, descClusterApplied, descClusterSnapshots,
+	descClusterLeader, descClusterTerm, descClusterCommit, descClusterApplied, descClusterSnapshots, descClusterFailed,
 }
 
 // Describe sends every series' description.
@@ -215,6 +216,11 @@ func (c *Collector) collectCluster(ch chan<- prometheus.Metric) {
 	gauge(ch, descClusterCommit, int64(s.CommitIndex), s.Set, s.Node)
 	gauge(ch, descClusterApplied, int64(s.AppliedIndex), s.Set, s.Node)
 	counter(ch, descClusterSnapshots, s.SnapshotsInstalled, s.Set, s.Node)
+	failed := int64(0)
+	if s.Failed != "" {
+		failed = 1
+	}
+	gauge(ch, descClusterFailed, failed, s.Set, s.Node)
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v int64, labels ...string) {

@@ -37,11 +37,12 @@ const (
 	roleNone role = iota
 	roleReplica
 	roleMaster
+	roleFailed // the member's store failed: it serves nothing until restarted
 )
 
 // leadership runs the member's broker in the role raft gives it.
 type leadership struct {
-	changes chan role // roleMaster, roleReplica; roleNone restarts the current role (a restored store)
+	changes chan role // roleMaster, roleReplica, roleFailed; roleNone restarts the current role (a restored store)
 	quit    chan struct{}
 	done    chan struct{}
 	serving sync.WaitGroup // the running broker's Serve
@@ -100,6 +101,11 @@ func (s *Server) openNode(so store.Options) error {
 	co.OnLeader = func() { s.lead.changes <- roleMaster }
 	co.OnFollower = func() { s.lead.changes <- roleReplica }
 	co.OnRestore = func() { s.lead.changes <- roleNone }
+	co.OnFail = func(err error) {
+		s.log.Error("this member's store failed and it left its set: it serves nothing until restarted, "+
+			"which recovers its store and catches it up from the others", "err", err)
+		s.lead.changes <- roleFailed
+	}
 	node, err := cluster.Open(co)
 	if err != nil {
 		return err
@@ -125,6 +131,9 @@ func (s *Server) startLeadership() {
 				s.stopServing()
 				return
 			case r := <-s.lead.changes:
+				if s.lead.role == roleFailed {
+					continue // for good, until the process restarts
+				}
 				if r == roleNone {
 					r = s.lead.role // the store was replaced: start again on it
 				}
@@ -149,7 +158,10 @@ func (s *Server) replicaID() int64 {
 // startServing runs the broker on the member's store in role r. A leader
 // whose broker cannot start hands leadership on.
 func (s *Server) startServing(r role) {
-	if r == roleNone {
+	if r == roleFailed {
+		s.lead.role = r
+	}
+	if r == roleNone || r == roleFailed {
 		return
 	}
 	s.Store = s.node.Store() // a snapshot may have replaced it
@@ -258,6 +270,30 @@ func (s *Server) closeStore() error {
 // member leads, or "".
 func (s *Server) LeaderBrokerAddr() string {
 	if b := s.broker.Load(); b != nil {
+		return b.Addr()
+	}
+	return ""
+}
+
+// leaderHint names the set's leader for the broker's refusals: its node
+// id and raft address (the members know each other by those), or "".
+func (s *Server) leaderHint() string {
+	id := s.node.LeaderID()
+	if id == "" {
+		return ""
+	}
+	for _, p := range s.cfg.Cluster.Peers {
+		if p.ID == id {
+			return fmt.Sprintf("node %s, raft address %s", id, p.Addr)
+		}
+	}
+	return "node " + id
+}
+
+// ReplicaBrokerAddr returns the address the broker serves on while this
+// member follows, or "".
+func (s *Server) ReplicaBrokerAddr() string {
+	if b := s.replica.Load(); b != nil {
 		return b.Addr()
 	}
 	return ""

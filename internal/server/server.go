@@ -362,6 +362,7 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 	if s.node != nil {
 		bo.BrokerName = cfg.Cluster.SetName
 		bo.ReplicaID = replicaID
+		bo.Leader = s.leaderHint
 	}
 	b, err := broker.New(bo)
 	if err == nil && s.node != nil {
