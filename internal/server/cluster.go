@@ -216,11 +216,13 @@ func (s *Server) stopServing() {
 	if r == roleMaster && s.http != nil && s.cfg.Console == nil {
 		s.SetConsole(http.HandlerFunc(s.replicaConsole))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.stopBridge(ctx); err != nil { // before its source, the broker
+	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer bcancel()
+	if err := s.stopBridge(bctx); err != nil { // before its source, the broker
 		s.log.Warn("stopping the NATS bridge", "err", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	if err := b.Shutdown(ctx); err != nil {
 		s.log.Warn("stopping the broker", "err", err)
 	}
