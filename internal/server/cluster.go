@@ -190,6 +190,9 @@ func (s *Server) startServing(r role) {
 			// Retrying cannot fix what stops it (New checked the options
 			// when the member opened): another leader would fail alike.
 			s.log.Error("leading the set but the NATS bridge cannot start", "err", err)
+			b.HandleAdmin(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
+				return nil, fmt.Errorf("the NATS bridge did not start on this leader: %w", err)
+			})
 		}
 		s.broker.Store(b)
 		if s.http != nil && s.cfg.Console == nil {
