@@ -65,6 +65,15 @@ func (t *adminTable) names() []string {
 // replaces the handler.
 func (b *Broker) HandleAdmin(name string, h AdminHandler) { b.admin.set(name, h) }
 
+// HandleReplicaAdmin registers an admin command that a replica
+// (Options.ReplicaID) serves too: one that only reads, or that answers
+// where to go instead. A replica refuses every other admin command as a
+// write; a master serves both kinds alike.
+func (b *Broker) HandleReplicaAdmin(name string, h AdminHandler) {
+	b.admin.set(name, h)
+	b.replAdmin.set(name, h)
+}
+
 // AdminCommands lists the registered admin commands.
 func (b *Broker) AdminCommands() []string { return b.admin.names() }
 
@@ -78,6 +87,9 @@ func (b *Broker) RunAdmin(ctx context.Context, name string, args json.RawMessage
 }
 
 func (b *Broker) handleAdmin(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	if b.opts.ReplicaID > 0 && b.replAdmin.get(req.Get("command")) == nil {
+		return b.refuseWrite(c, req)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	res, err := b.RunAdmin(ctx, req.Get("command"), req.Body)

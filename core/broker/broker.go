@@ -452,6 +452,7 @@ type Broker struct {
 	locks      *lockTable
 	txn        *txnService
 	admin      adminTable
+	replAdmin  adminTable   // the admin commands a replica serves too (HandleReplicaAdmin)
 	assigned   assignments  // last good assignment per client (assignment.go)
 	relays     *relayLimits // bounds of the relays to clients (relays.go)
 

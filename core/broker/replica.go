@@ -14,6 +14,8 @@ import (
 // and when a master suggests it; every pull it answers suggests the master
 // again. Writes go to the master: a replica refuses them, naming why, with
 // NO_PERMISSION, on which the official client's sends retry elsewhere.
+// Of this broker's own admin commands it serves only those registered
+// with HandleReplicaAdmin.
 
 // replicaWrites are the request codes a replica refuses.
 var replicaWrites = []int16{
@@ -23,7 +25,7 @@ var replicaWrites = []int16{
 	remoting.UpdateAndCreateTopic, remoting.DeleteTopicInBroker,
 	remoting.UpdateAndCreateSubscriptionGroup, remoting.DeleteSubscriptionGroup,
 	remoting.LockBatchMQ, remoting.UnlockBatchMQ,
-	remoting.InvokeBrokerToResetOffset, AdminCode,
+	remoting.InvokeBrokerToResetOffset,
 }
 
 // handle registers fn for code, or, on a replica, a refusal when code

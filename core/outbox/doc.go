@@ -40,4 +40,8 @@
 //  2. Event offsets (positions in the events queue) only grow; events the
 //     broker drops to bound the queue's size leave a gap below the first
 //     retained offset, never a hole inside the retained range.
+//  3. On a replicated broker set the events queue replicates with the
+//     commit log (core/cluster): an event has the same offset on every
+//     member, so a reader's position (the NATS bridge's cursor) means the
+//     same on the next leader.
 package outbox

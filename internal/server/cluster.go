@@ -26,9 +26,15 @@ import (
 // Each change of role stops one broker, which unregisters, and starts the
 // other. /readyz is 200 on the master only; /cluster is every member's
 // view of the set; the console at / is the master's, and a replica's
-// answers 503 naming the leader. The gRPC endpoint and the NATS bridge
-// are not run by a set's members yet: the first is turned off with a
-// warning, the second refused.
+// answers 503 naming the leader. The NATS bridge (natsbridge.go) runs
+// on the master only: it starts after the master's broker and stops
+// before it, so it moves with leadership; its cursor and epoch are the
+// store's and replicate with the set, and a new leader's bridge resumes
+// from the cursor it applied (never past what was published: the cursor
+// moves only over acknowledged events, and a member applies the round
+// holding an event before any cursor entry past it). A replica's broker
+// answers the bridge's commands by naming the leader. The gRPC endpoint
+// is not run by a set's members yet: it is turned off with a warning.
 
 // role is what a member's broker serves as.
 type role int
@@ -52,13 +58,6 @@ type leadership struct {
 
 // clusterRefusals says which parts of cfg a set's member cannot run.
 func (c Config) clusterRefusals() error {
-	var errs []error
-	if c.NATSBridge != nil {
-		errs = append(errs, errors.New("natsBridge"))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("cluster: not yet supported on a replicated set's member: %w", errors.Join(errs...))
-	}
 	if c.Cluster.SetName == "" || c.Cluster.NodeID == "" || len(c.Cluster.Peers) == 0 {
 		return errors.New("cluster: setName, nodeId and peers are all required")
 	}
@@ -82,6 +81,9 @@ func (c Config) clusterRefusals() error {
 // openNode opens the member's raft state and its store.
 func (s *Server) openNode(so store.Options) error {
 	if err := s.cfg.clusterRefusals(); err != nil {
+		return err
+	}
+	if err := s.checkBridge(); err != nil { // natsbridge.go
 		return err
 	}
 	if s.cfg.GRPCListen != "" {
@@ -196,12 +198,21 @@ func (s *Server) startServing(r role) {
 		}
 	}()
 	if r == roleMaster {
+		if err := s.startBridge(b); err != nil { // natsbridge.go
+			// Retrying cannot fix what stops it (New checked the options
+			// when the member opened): another leader would fail alike.
+			s.log.Error("leading the set but the NATS bridge cannot start", "err", err)
+			b.HandleAdmin(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
+				return nil, fmt.Errorf("the NATS bridge did not start on this leader: %w", err)
+			})
+		}
 		s.broker.Store(b)
 		if s.http != nil && s.cfg.Console == nil {
 			s.SetConsole(s.consoleFor(s.HTTPAddr(), b, s.Store))
 		}
 		s.log.Info("serving as the set's master", "set", s.cfg.Cluster.SetName, "listen", b.Addr())
 	} else {
+		s.attachReplicaBridge(b) // natsbridge.go
 		s.replica.Store(b)
 		s.log.Info("serving as a replica", "set", s.cfg.Cluster.SetName, "broker_id", id, "listen", b.Addr())
 	}
@@ -219,6 +230,11 @@ func (s *Server) stopServing() {
 	s.replica.Store(nil)
 	if r == roleMaster && s.http != nil && s.cfg.Console == nil {
 		s.SetConsole(http.HandlerFunc(s.replicaConsole))
+	}
+	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer bcancel()
+	if err := s.stopBridge(bctx); err != nil { // before its source, the broker
+		s.log.Warn("stopping the NATS bridge", "err", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -11,7 +11,8 @@ import (
 )
 
 // TestClusterRefusals: a set's member refuses an unauthenticated raft
-// port off loopback, and the parts it cannot run yet.
+// port off loopback, and a natsBridge section the bridge would refuse
+// (its bridge starts only when it leads, so the start checks it).
 func TestClusterRefusals(t *testing.T) {
 	base := func() server.Config {
 		return server.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: brokertest.Logger(),
@@ -22,9 +23,9 @@ func TestClusterRefusals(t *testing.T) {
 	}
 	c := base()
 	c.Cluster.Peers[0].Addr = "127.0.0.1:0"
-	c.NATSBridge = &server.BridgeOptions{}
-	if _, err := server.Start(c); err == nil || !strings.Contains(err.Error(), "natsBridge") {
-		t.Fatalf("a NATS bridge on a member: %v", err)
+	c.NATSBridge = &server.BridgeOptions{Mode: "pigeon"}
+	if _, err := server.Start(c); err == nil || !strings.Contains(err.Error(), `mode "pigeon"`) || !strings.Contains(err.Error(), "URL is required") {
+		t.Fatalf("a bad natsBridge section on a member: %v", err)
 	}
 	c = base()
 	c.Cluster.Peers = nil

@@ -159,7 +159,7 @@ func (c consoleSource) Overview() console.Overview {
 		BrokerName: name, Cluster: cluster, Addr: c.b.Addr(), Version: "RocketMQ 4.x protocol",
 		Started: b.BootTime(), Topics: len(b.Topics()), Groups: len(groups), OnlineGroups: len(b.OnlineConsumerGroups()),
 		Connections: b.ConnCount(), Stored: st.Stats().Appends.Load(), CommitLogBytes: maxOff - minOff,
-		ACL: c.s.ACLEnabled(), TLS: c.s.tls != nil, Plugins: len(c.s.plugins.list()), Bridge: c.s.bridge != nil,
+		ACL: c.s.ACLEnabled(), TLS: c.s.tls != nil, Plugins: len(c.s.plugins.list()), Bridge: c.s.bridge.Load() != nil,
 	}
 	if used, total, err := st.FilesystemUsage(); err == nil {
 		ov.DiskUsed, ov.DiskTotal = int64(used), int64(total)
@@ -462,10 +462,11 @@ func (c consoleSource) ReloadPlugins(ctx context.Context) (string, error) {
 }
 
 func (c consoleSource) Bridge() ([]console.Field, bool) {
-	if c.s.bridge == nil {
+	br := c.s.bridge.Load()
+	if br == nil {
 		return nil, false
 	}
-	st := c.s.bridge.Status()
+	st := br.Status()
 	conn := st.Connection
 	if st.URL != "" {
 		conn += " to " + st.URL

@@ -18,7 +18,6 @@ import (
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/metrics"
-	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
 
 // The HTTP endpoint serves operators, not clients:
@@ -155,7 +154,7 @@ func (s *Server) registerMetrics() {
 		Store:     s.Store,
 		Broker:    s.Broker,
 		Plugins:   s.plugins.reg,
-		Bridge:    func() *natsbridge.Bridge { return s.bridge },
+		Bridge:    s.Bridge,
 		MaxTopics: s.cfg.MetricsMaxTopics,
 		MaxGroups: s.cfg.MetricsMaxGroups,
 	}

@@ -48,15 +48,11 @@ func (cfg *Config) bridgeBrokerOptions(bo *broker.Options) {
 	}
 }
 
-// startBridge starts the NATS bridge on the broker, if configured, and
-// registers its status command. The bridge connects in the background, so
-// an unreachable NATS server does not hold the broker up.
-func (s *Server) startBridge() error {
-	if s.cfg.NATSBridge == nil {
-		return nil
-	}
+// bridgeOptions are the configured bridge's options, wired to broker b
+// (nil only to validate them) and its store.
+func (s *Server) bridgeOptions(b *broker.Broker) BridgeOptions {
 	o := *s.cfg.NATSBridge
-	src := &BridgeSource{Broker: s.Broker, Store: s.Store}
+	src := &BridgeSource{Broker: b, Store: s.Store}
 	o.Source, o.Resender = src, src
 	if o.Cluster == "" {
 		o.Cluster = s.cfg.Broker.ClusterName
@@ -66,6 +62,11 @@ func (s *Server) startBridge() error {
 	}
 	if o.Broker == "" {
 		o.Broker = s.cfg.Broker.BrokerName
+		if s.cfg.Cluster != nil {
+			// Every member's master serves under the set's name: the
+			// message ids of a new leader's bridge are its predecessor's.
+			o.Broker = s.cfg.Cluster.SetName
+		}
 		if o.Broker == "" {
 			o.Broker = broker.DefaultBrokerName
 		}
@@ -73,18 +74,39 @@ func (s *Server) startBridge() error {
 	if o.Logger == nil {
 		o.Logger = s.log
 	}
-	b, err := natsbridge.New(o)
+	return o
+}
+
+// checkBridge refuses bridge options the bridge would refuse, before a
+// set's member starts: its bridge starts only when it leads.
+func (s *Server) checkBridge() error {
+	if s.cfg.NATSBridge == nil {
+		return nil
+	}
+	_, err := natsbridge.New(s.bridgeOptions(nil))
+	return err
+}
+
+// startBridge starts the NATS bridge on broker b, if configured, and
+// registers its commands with b. The bridge connects in the background, so
+// an unreachable NATS server does not hold the broker up. A set's member
+// runs it while it leads (cluster.go).
+func (s *Server) startBridge(b *broker.Broker) error {
+	if s.cfg.NATSBridge == nil {
+		return nil
+	}
+	br, err := natsbridge.New(s.bridgeOptions(b))
 	if err != nil {
 		return err
 	}
-	if err := b.Start(); err != nil {
+	if err := br.Start(); err != nil {
 		return err
 	}
-	s.bridge = b
-	s.Broker.HandleAdmin(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
-		return b.Status(), nil
+	s.bridge.Store(br)
+	b.HandleAdmin(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
+		return br.Status(), nil
 	})
-	s.Broker.HandleAdmin(BridgeSubjectCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+	b.HandleAdmin(BridgeSubjectCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
 		var a BridgeSubjectArgs
 		if len(raw) > 0 {
 			if err := json.Unmarshal(raw, &a); err != nil {
@@ -95,22 +117,46 @@ func (s *Server) startBridge() error {
 			return nil, fmt.Errorf("bridge subject: kind %q: want %q or %q", a.Kind, outbox.KindRetry, outbox.KindDLQ)
 		}
 		var ans BridgeSubjects
-		ans.Subject, ans.Resend = b.Subjects(a.Kind, a.Group, a.Topic)
+		ans.Subject, ans.Resend = br.Subjects(a.Kind, a.Group, a.Topic)
 		return ans, nil
 	})
 	return nil
 }
 
-// stopBridge stops the bridge, writing its cursor, before the store closes.
-func (s *Server) stopBridge(ctx context.Context) error {
-	if s.bridge == nil {
-		return nil
+// ErrBridgeOnLeader answers the bridge's commands on a replicated set's
+// member that does not lead: the bridge runs on the leader.
+var ErrBridgeOnLeader = errors.New("the NATS bridge runs on the set's leader")
+
+// attachReplicaBridge registers the bridge's commands with a replica's
+// broker b, answering where the bridge runs.
+func (s *Server) attachReplicaBridge(b *broker.Broker) {
+	if s.cfg.NATSBridge == nil {
+		return
 	}
-	return s.bridge.Shutdown(ctx)
+	where := func(context.Context, json.RawMessage) (any, error) {
+		leader := s.node.LeaderID()
+		if leader == "" {
+			return nil, fmt.Errorf("%w, and set %s has none now", ErrBridgeOnLeader, s.cfg.Cluster.SetName)
+		}
+		return nil, fmt.Errorf("%w: this member is a replica of set %s; ask node %q", ErrBridgeOnLeader, s.cfg.Cluster.SetName, leader)
+	}
+	b.HandleReplicaAdmin(BridgeStatusCommand, where)
+	b.HandleReplicaAdmin(BridgeSubjectCommand, where)
 }
 
-// Bridge returns the running NATS bridge, or nil.
-func (s *Server) Bridge() *natsbridge.Bridge { return s.bridge }
+// stopBridge stops the bridge, writing its cursor, before the store closes
+// (or, on a set's member, before the master's broker stops).
+func (s *Server) stopBridge(ctx context.Context) error {
+	br := s.bridge.Swap(nil)
+	if br == nil {
+		return nil
+	}
+	return br.Shutdown(ctx)
+}
+
+// Bridge returns the running NATS bridge, or nil (on a replicated set's
+// member, nil unless it leads).
+func (s *Server) Bridge() *natsbridge.Bridge { return s.bridge.Load() }
 
 // BridgeSource adapts the broker and its store to what the NATS bridge
 // consumes (natsbridge.Source and natsbridge.Resender): the broker's

@@ -163,9 +163,9 @@ type Server struct {
 	// nsLocal is the embedded name server's in-process listener
 	// (inproc.go), which the broker registers through; nil without one.
 	nsLocal *inProcListener
-	GRPC    *grpcserver.Server // nil unless GRPCListen is set
-	bridge  *natsBridge
-	node    *cluster.Node // a replicated set's member (cluster.go); nil otherwise
+	GRPC    *grpcserver.Server         // nil unless GRPCListen is set
+	bridge  atomic.Pointer[natsBridge] // the running NATS bridge (natsbridge.go); a set's member runs it while it leads
+	node    *cluster.Node              // a replicated set's member (cluster.go); nil otherwise
 	lead    *leadership
 
 	plugins *pluginHost
@@ -284,7 +284,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		s.closeStore()
 		return nil, err
 	}
-	if err := s.startBridge(); err != nil {
+	if err := s.startBridge(s.Broker); err != nil {
 		s.stopNamesrv()
 		s.plugins.close(context.Background())
 		s.closeStore()

@@ -188,14 +188,40 @@ func (b *Bridge) Start() error {
 
 // loadEpoch returns the store's epoch, creating it on first use. It tells
 // message ids of a recreated store apart from the old store's.
+//
+// With a Resender, a new epoch is written as a record first: a record is
+// durable everywhere the store is (on a replicated set, committed by the
+// set) when PutRecord returns, while a progress value reaches the other
+// members only with a later checkpoint. So a leader that dies right after
+// creating the epoch leaves it to its successor, whose ids then match the
+// ones already published and the stream's deduplication holds.
 func (b *Bridge) loadEpoch() (string, error) {
 	v, ok := b.src.Progress(epochName)
-	if !ok || v <= 0 {
-		v = rand.Int64N(1<<62) + 1
-		b.src.SetProgress(epochName, v)
-		if err := b.src.FlushProgress(); err != nil {
-			return "", fmt.Errorf("natsbridge: write epoch: %w", err)
+	if ok && v > 0 {
+		return strconv.FormatInt(v, 36), nil
+	}
+	v = 0
+	if r := b.opts.Resender; r != nil {
+		raw, found, err := r.Record(epochName)
+		if err != nil {
+			return "", fmt.Errorf("natsbridge: read epoch: %w", err)
 		}
+		if found {
+			v, _ = strconv.ParseInt(string(raw), 36, 64)
+		}
+		if v <= 0 {
+			v = rand.Int64N(1<<62) + 1
+			if err := r.PutRecord(epochName, []byte(strconv.FormatInt(v, 36))); err != nil {
+				return "", fmt.Errorf("natsbridge: write epoch: %w", err)
+			}
+		}
+	}
+	if v <= 0 {
+		v = rand.Int64N(1<<62) + 1
+	}
+	b.src.SetProgress(epochName, v)
+	if err := b.src.FlushProgress(); err != nil {
+		return "", fmt.Errorf("natsbridge: write epoch: %w", err)
 	}
 	return strconv.FormatInt(v, 36), nil
 }

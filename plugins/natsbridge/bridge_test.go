@@ -521,3 +521,24 @@ func TestSubjectsSubscribedAsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestEpochOutlivesLostCounters starts a bridge on a source that lost its
+// counters but kept its records, as the next leader of a replicated set
+// finds them when the leader that created the epoch died before its
+// checkpoint reached the others: the epoch, kept as a record, is the same,
+// so republished events keep their message ids.
+func TestEpochOutlivesLostCounters(t *testing.T) {
+	ns := runNATS(t)
+	res := newFakeResender()
+	opts := testOptions(ns, newFakeSource())
+	opts.Resender = res
+	b1 := startBridge(t, opts)
+	epoch := b1.Status().Epoch
+	stopBridge(t, b1)
+
+	opts.Source = newFakeSource() // no counters: neither cursor nor epoch
+	b2 := startBridge(t, opts)
+	if got := b2.Status().Epoch; got != epoch {
+		t.Fatalf("epoch %s after the counters were lost, want %s", got, epoch)
+	}
+}

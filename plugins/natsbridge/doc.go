@@ -64,7 +64,21 @@
 // The epoch is a random number created once per store and kept as a
 // durable counter: a store recreated from scratch restarts outbox offsets
 // at 0 under a new epoch, so its ids never collide with the old store's
-// within the dedupe window.
+// within the dedupe window. With a Resender it is written as a record
+// first, which is durable on every member of a replicated store when
+// PutRecord returns, so the bridge of the set's next leader finds the same
+// epoch even if the counter had not reached it.
+//
+// # Replicated sets
+//
+// On a replicated broker set the wiring (internal/server) runs the bridge
+// on the leader only, starting it with the master's broker and shutting
+// it down before that broker stops. The cursor, a durable counter in the
+// replicated store, reaches the other members with the leader's
+// checkpoint; invariants 1 and 3 below make the copy a new leader reads
+// never ahead of what was acknowledged, so after a failover it republishes
+// at most what was in flight and what was acknowledged since the last
+// checkpoint, under the same ids.
 //
 // # At least once
 //
