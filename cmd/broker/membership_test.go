@@ -84,12 +84,12 @@ func TestReplicatedSetMembership(t *testing.T) {
 	rs.members = append(rs.members, wiped)
 	send("replaced", 50)
 
-	// A member that does not lead refuses, naming where writes go.
+	// A member that does not lead refuses, naming the leader.
 	for _, m := range rs.members {
 		if m != rs.leader() {
 			st, _ := m.status()
 			code, _, errs := runCmd("admin", "--broker", st.Replica, "cluster", "remove-member", "--id", fourth.id)
-			if code == 0 || !strings.Contains(errs, "replica") {
+			if code == 0 || !strings.Contains(errs, "not the leader") || !strings.Contains(errs, rs.leader().id) {
 				t.Errorf("remove-member asked of a follower: exit %d, %q", code, errs)
 			}
 			break

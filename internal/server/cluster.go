@@ -362,7 +362,7 @@ func (s *Server) attachMembership(b *broker.Broker) {
 		err := dec.Decode(&a)
 		return a, err
 	}
-	b.HandleAdmin(AddMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+	b.HandleReplicaAdmin(AddMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode(raw)
 		if err != nil {
 			return nil, err
@@ -372,7 +372,7 @@ func (s *Server) attachMembership(b *broker.Broker) {
 		}
 		return s.node.Status(), nil
 	})
-	b.HandleAdmin(RemoveMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+	b.HandleReplicaAdmin(RemoveMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode(raw)
 		if err != nil {
 			return nil, err
@@ -382,7 +382,7 @@ func (s *Server) attachMembership(b *broker.Broker) {
 		}
 		return s.node.Status(), nil
 	})
-	b.HandleAdmin(TransferLeaderCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+	b.HandleReplicaAdmin(TransferLeaderCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode(raw)
 		if err != nil {
 			return nil, err
