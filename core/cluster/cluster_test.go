@@ -517,7 +517,9 @@ func TestRestartedReplicaCatchesUpFromLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if moved := l.node.Status().LastIndex - first; moved < 16*4 {
+	// raft alone would have compacted the log to TrailingLogs behind its
+	// end, past where the stopped replica's log ends.
+	if moved := l.node.Status().LastIndex - first; moved < 2*16 {
 		t.Fatalf("the log moved %d entries, not past TrailingLogs", moved)
 	}
 	_, end := l.node.Store().CommitLogOffsets()

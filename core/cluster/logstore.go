@@ -19,7 +19,7 @@ import (
 //	's' key       → value
 //
 // Raft compacts its log after each snapshot down to TrailingLogs entries;
-// the store keeps more than raft asks for (keep): entries appended within
+// the store keeps more than raft would (keep): every entry appended within
 // keep.age, as long as those from there to the end take at most
 // keep.bytes on disk. A member that was away that long thus catches up
 // from the log instead of by a snapshot.
@@ -180,8 +180,11 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 			return true
 		}
 		v, err := it.ValueAndErr()
-		if err != nil || len(v) < 17 {
-			ferr = errors.Join(ferr, err, fmt.Errorf("cluster: raft log entry at %d is %d bytes", i, len(v)))
+		if err == nil && len(v) < 17 {
+			err = fmt.Errorf("cluster: raft log entry at %d is %d bytes", i, len(v))
+		}
+		if err != nil {
+			ferr = errors.Join(ferr, err)
 			return true
 		}
 		return int64(binary.BigEndian.Uint64(v[9:])) >= horizon
