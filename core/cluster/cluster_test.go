@@ -535,6 +535,37 @@ func TestRestartedReplicaCatchesUpFromLog(t *testing.T) {
 	}
 }
 
+// TestRollingRestartInstallsNoSnapshot restarts each member in turn, the
+// leader included, while the set takes writes and snapshots: no member
+// installs a snapshot, each catches up from the log.
+func TestRollingRestartInstallsNoSnapshot(t *testing.T) {
+	s := newSet(t, 3, func(o *cluster.Options) {
+		o.SnapshotThreshold = 64
+		o.TrailingLogs = 16
+		o.Store.SegmentSize = 16 << 10
+	})
+	for i, m := range s.members {
+		s.stop(m)
+		l := s.leader(m)
+		if _, errs := appendN(l.node.Store(), fmt.Sprintf("r%d", i), 200); errs != 0 {
+			t.Fatal("appends failed")
+		}
+		if err := l.node.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		s.restart(m)
+		s.waitSame(l.node.Store())
+	}
+	for _, m := range s.members {
+		if n := m.node.Status().SnapshotsInstalled; n != 0 {
+			t.Fatalf("%s installed %d snapshots", m.opts.NodeID, n)
+		}
+	}
+	if got := bodies(t, s.leader(nil).node.Store()); len(got) != 600 {
+		t.Fatalf("%d messages after the restarts", len(got))
+	}
+}
+
 // TestDeleteTopicReplicates deletes a topic on the leader and writes it
 // again: every member drops the old queues and holds the new ones, and a
 // member restarted afterwards, which replays the raft log, keeps them.

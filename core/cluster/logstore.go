@@ -90,7 +90,10 @@ func (s *logStore) GetLog(index uint64, l *raft.Log) error {
 	l.Index = index
 	l.Term = binary.BigEndian.Uint64(v)
 	l.Type = raft.LogType(v[8])
-	l.AppendedAt = time.Unix(0, int64(binary.BigEndian.Uint64(v[9:])))
+	l.AppendedAt = time.Time{}
+	if at := int64(binary.BigEndian.Uint64(v[9:])); at > 0 {
+		l.AppendedAt = time.Unix(0, at)
+	}
 	dl := int(binary.BigEndian.Uint32(v[17:]))
 	if len(v) < 21+dl {
 		return fmt.Errorf("cluster: raft log entry %d is cut short", index)
@@ -112,7 +115,11 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		v := make([]byte, 0, 21+len(l.Data)+len(l.Extensions))
 		v = binary.BigEndian.AppendUint64(v, l.Term)
 		v = append(v, byte(l.Type))
-		v = binary.BigEndian.AppendUint64(v, uint64(l.AppendedAt.UnixNano()))
+		var at int64 // 0 for none: the zero time's UnixNano is undefined
+		if !l.AppendedAt.IsZero() {
+			at = l.AppendedAt.UnixNano()
+		}
+		v = binary.BigEndian.AppendUint64(v, uint64(at))
 		v = binary.BigEndian.AppendUint32(v, uint32(len(l.Data)))
 		v = append(v, l.Data...)
 		v = append(v, l.Extensions...)
@@ -174,20 +181,25 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 	horizon := s.now().Add(-s.keep.age).UnixNano()
 	var ferr error
 	// young reports whether the entry at i, or the next one stored, was
-	// appended within the retention's age.
+	// appended within the retention's age. An entry without a time (the
+	// configuration BootstrapCluster writes; stored as 0, or negative by
+	// older versions) is as old as the next one with a time, so a member
+	// stopped right after bootstrapping finds its entry still there.
 	young := func(i uint64) bool {
-		if !it.SeekGE(logKey(i)) {
-			return true
+		for ok := it.SeekGE(logKey(i)); ok; ok = it.Next() {
+			v, err := it.ValueAndErr()
+			if err == nil && len(v) < 17 {
+				err = fmt.Errorf("cluster: raft log entry %d is %d bytes", binary.BigEndian.Uint64(it.Key()[1:]), len(v))
+			}
+			if err != nil {
+				ferr = errors.Join(ferr, err)
+				return true
+			}
+			if at := int64(binary.BigEndian.Uint64(v[9:])); at > 0 {
+				return at >= horizon
+			}
 		}
-		v, err := it.ValueAndErr()
-		if err == nil && len(v) < 17 {
-			err = fmt.Errorf("cluster: raft log entry at %d is %d bytes", i, len(v))
-		}
-		if err != nil {
-			ferr = errors.Join(ferr, err)
-			return true
-		}
-		return int64(binary.BigEndian.Uint64(v[9:])) >= horizon
+		return true
 	}
 	lo, hi := first, last+1
 	for lo < hi {

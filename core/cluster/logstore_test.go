@@ -70,6 +70,30 @@ func TestLogStoreRetention(t *testing.T) {
 	if kept := last - first + 1; first <= 61 || kept < 10 || kept > 20 {
 		t.Fatalf("with 20 KiB kept entries %d..%d", first, last)
 	}
+	// An entry without a time is as old as the next one with a time.
+	t0, err := openLogStore(t.TempDir(), retention{age: time.Minute, bytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer t0.Close()
+	t0.now = func() time.Time { return now }
+	boot := []*raft.Log{{Index: 1, Term: 1, Type: raft.LogConfiguration}}
+	for i := uint64(2); i <= 5; i++ {
+		boot = append(boot, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, AppendedAt: now.Add(-time.Second)})
+	}
+	if err := t0.StoreLogs(boot); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := t0.GetLog(1, &l); err != nil || !l.AppendedAt.IsZero() {
+		t.Fatalf("entry without a time read back as %v (%v)", l.AppendedAt, err)
+	}
+	if err := t0.DeleteRange(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := t0.FirstIndex(); first != 1 {
+		t.Fatalf("the bootstrap entry was compacted with young entries after it (first %d)", first)
+	}
 	// After a snapshot install raft removes everything, up to the last.
 	if err := s.DeleteRange(first, last); err != nil {
 		t.Fatal(err)
