@@ -94,6 +94,15 @@ type Options struct {
 	SnapshotThreshold uint64        `yaml:"snapshotThreshold"`
 	TrailingLogs      uint64        `yaml:"trailingLogs"`
 	SnapshotInterval  time.Duration `yaml:"snapshotInterval"`
+	// TrailingDuration and TrailingBytes are how much of the raft log a
+	// snapshot leaves besides TrailingLogs: the entries of the last
+	// TrailingDuration (default 10 min), as far back as they take at most
+	// TrailingBytes of disk (default 16 GiB, 10 minutes at 27 MB/s). A
+	// member stopped or cut off for less catches up from the log; one
+	// away longer installs a snapshot, which copies the leader's whole
+	// commit log. A negative TrailingDuration keeps only TrailingLogs.
+	TrailingDuration time.Duration `yaml:"trailingDuration"`
+	TrailingBytes    int64         `yaml:"trailingBytes" cfg:"size"`
 	// StreamLayer carries raft's traffic; nil listens on this member's
 	// peer address with TCP (ListenTCP), with TLS when TLS and DialTLS
 	// are set.
@@ -118,6 +127,12 @@ type Options struct {
 	// Logger receives the node's and raft's logs.
 	Logger *slog.Logger `yaml:"-"`
 }
+
+// Defaults of Options.TrailingDuration and TrailingBytes.
+const (
+	DefaultTrailingDuration = 10 * time.Minute
+	DefaultTrailingBytes    = 16 << 30
+)
 
 // Node is a member of a replicated broker set.
 type Node struct {
@@ -179,7 +194,14 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	var err error
-	n.logs, err = openLogStore(filepath.Join(opts.Dir, "log"))
+	keep := retention{age: opts.TrailingDuration, bytes: opts.TrailingBytes}
+	if keep.age == 0 {
+		keep.age = DefaultTrailingDuration
+	}
+	if keep.bytes <= 0 {
+		keep.bytes = DefaultTrailingBytes
+	}
+	n.logs, err = openLogStore(filepath.Join(opts.Dir, "log"), keep)
 	if err != nil {
 		return nil, err
 	}

@@ -28,9 +28,22 @@ import (
 // both ways, as a network partition would.
 type faultLayer struct {
 	net.Listener
-	cut   atomic.Bool
-	mu    sync.Mutex
-	conns []net.Conn
+	cut      atomic.Bool
+	received atomic.Int64 // bytes read from connections the member accepted
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+// countConn counts the bytes read from a connection.
+type countConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countConn) Read(p []byte) (int, error) {
+	k, err := c.Conn.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 func newFaultLayer(t testing.TB) *faultLayer {
@@ -58,7 +71,7 @@ func (l *faultLayer) Accept() (net.Conn, error) {
 			continue
 		}
 		l.track(c)
-		return c, nil
+		return countConn{c, &l.received}, nil
 	}
 }
 
@@ -436,7 +449,8 @@ func TestFarBehindReplicaInstallsSnapshot(t *testing.T) {
 	s := newSet(t, 3, func(o *cluster.Options) {
 		o.SnapshotThreshold = 64
 		o.TrailingLogs = 16
-		o.Store.SegmentSize = 16 << 10 // the log spans several segments
+		o.TrailingDuration = time.Nanosecond // the replica is away longer
+		o.Store.SegmentSize = 16 << 10       // the log spans several segments
 	})
 	l := s.leader(nil)
 	var behind *member
@@ -485,6 +499,89 @@ func TestFarBehindReplicaInstallsSnapshot(t *testing.T) {
 	}
 	if off, ok := behind.node.Store().ConsumerOffset("g", "T", 2); !ok || off != 7 {
 		t.Fatalf("offset after the snapshot: %d %v", off, ok)
+	}
+}
+
+// TestRestartedReplicaCatchesUpFromLog stops a replica while the others
+// take writes and snapshots, far past raft's TrailingLogs but within the
+// retention, and restarts it: it catches up from the leader's log,
+// receiving about what it missed rather than the whole commit log.
+func TestRestartedReplicaCatchesUpFromLog(t *testing.T) {
+	s := newSet(t, 3, func(o *cluster.Options) {
+		o.SnapshotThreshold = 64
+		o.TrailingLogs = 16
+		o.Store.SegmentSize = 16 << 10
+	})
+	l := s.leader(nil)
+	var behind *member
+	for _, m := range s.members {
+		if m != l {
+			behind = m
+			break
+		}
+	}
+	body := strings.Repeat("x", 400)
+	if _, errs := appendN(l.node.Store(), "early"+body, 400); errs != 0 {
+		t.Fatal("appends failed")
+	}
+	s.waitSame(l.node.Store())
+	_, stopped := l.node.Store().CommitLogOffsets()
+	s.stop(behind)
+	first := l.node.Status().LastIndex
+	for i := range 4 {
+		if _, errs := appendN(l.node.Store(), fmt.Sprintf("late%d%s", i, body), 100); errs != 0 {
+			t.Fatal("appends failed")
+		}
+		if err := l.node.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// raft alone would have compacted the log to TrailingLogs behind its
+	// end, past where the stopped replica's log ends.
+	if moved := l.node.Status().LastIndex - first; moved < 2*16 {
+		t.Fatalf("the log moved %d entries, not past TrailingLogs", moved)
+	}
+	_, end := l.node.Store().CommitLogOffsets()
+	s.restart(behind)
+	s.waitSame(l.node.Store())
+	if n := behind.node.Status().SnapshotsInstalled; n != 0 {
+		t.Fatalf("the replica installed %d snapshots", n)
+	}
+	got, missed := behind.layer.received.Load(), end-stopped
+	t.Logf("missed %d bytes of a %d-byte commit log, received %d over raft", missed, end, got)
+	if got > missed+missed/2+64<<10 || got >= end {
+		t.Fatalf("received %d bytes for %d missed (commit log %d)", got, missed, end)
+	}
+}
+
+// TestRollingRestartInstallsNoSnapshot restarts each member in turn, the
+// leader included, while the set takes writes and snapshots: no member
+// installs a snapshot, each catches up from the log.
+func TestRollingRestartInstallsNoSnapshot(t *testing.T) {
+	s := newSet(t, 3, func(o *cluster.Options) {
+		o.SnapshotThreshold = 64
+		o.TrailingLogs = 16
+		o.Store.SegmentSize = 16 << 10
+	})
+	for i, m := range s.members {
+		s.stop(m)
+		l := s.leader(m)
+		if _, errs := appendN(l.node.Store(), fmt.Sprintf("r%d", i), 200); errs != 0 {
+			t.Fatal("appends failed")
+		}
+		if err := l.node.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		s.restart(m)
+		s.waitSame(l.node.Store())
+	}
+	for _, m := range s.members {
+		if n := m.node.Status().SnapshotsInstalled; n != 0 {
+			t.Fatalf("%s installed %d snapshots", m.opts.NodeID, n)
+		}
+	}
+	if got := bodies(t, s.leader(nil).node.Store()); len(got) != 600 {
+		t.Fatalf("%d messages after the restarts", len(got))
 	}
 }
 

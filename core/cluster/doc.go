@@ -56,7 +56,17 @@
 // # Snapshots
 //
 // raft takes a snapshot every SnapshotThreshold entries and then truncates
-// its log. A member keeps a snapshot as a manifest: the store's index
+// its log, leaving TrailingLogs entries; the log store leaves more (its
+// DeleteRange stops short): every entry appended in the last
+// TrailingDuration (10 min), as far back as they take at most
+// TrailingBytes (16 GiB) on disk. A member restarted, or cut off, for
+// less than that catches up from the leader's log, receiving what it
+// missed and no more; only one away longer, or one whose disk was lost,
+// needs a snapshot. A conflicting tail raft cuts goes in full, and so
+// does the whole log once a member installed a snapshot (the store says
+// it is monotonic), so entries the leader replaced are never kept.
+//
+// A member keeps a snapshot as a manifest: the store's index
 // state the log does not derive (metadata, progress values, the keys
 // components keep such as the timer index, queue registrations, topic
 // deletions) and the offset it ends at, after an fsync covering it

@@ -38,7 +38,7 @@ func FuzzParsePeers(f *testing.F) {
 func FuzzLogStore(f *testing.F) {
 	f.Add(uint64(1), uint64(2), uint8(raft.LogCommand), []byte("data"), []byte(nil))
 	f.Add(uint64(1<<63), uint64(0), uint8(255), []byte{}, []byte{1, 2})
-	s, err := openLogStore(f.TempDir())
+	s, err := openLogStore(f.TempDir(), retention{})
 	if err != nil {
 		f.Fatal(err)
 	}
