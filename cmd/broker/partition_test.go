@@ -52,20 +52,20 @@ import (
 // connection. Connections dialed during a cut are accepted and held the
 // same way.
 
-// gate passes or holds one direction of a link's bytes.
-type gate struct {
+// cutGate passes or holds one direction of a link's bytes.
+type cutGate struct {
 	mu   sync.Mutex
 	pass bool
 	wake chan struct{} // closed while pass
 }
 
-func newGate() *gate {
-	g := &gate{pass: true, wake: make(chan struct{})}
+func newCutGate() *cutGate {
+	g := &cutGate{pass: true, wake: make(chan struct{})}
 	close(g.wake)
 	return g
 }
 
-func (g *gate) set(pass bool) {
+func (g *cutGate) set(pass bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if pass == g.pass {
@@ -80,7 +80,7 @@ func (g *gate) set(pass bool) {
 }
 
 // wait returns true once bytes may pass, false if done closes first.
-func (g *gate) wait(done <-chan struct{}) bool {
+func (g *cutGate) wait(done <-chan struct{}) bool {
 	g.mu.Lock()
 	w := g.wake
 	g.mu.Unlock()
@@ -96,8 +96,8 @@ func (g *gate) wait(done <-chan struct{}) bool {
 type raftLink struct {
 	ln     net.Listener
 	target string
-	fwd    *gate // bytes from the dialer (from) to to
-	back   *gate // bytes from to back to the dialer
+	fwd    *cutGate // bytes from the dialer (from) to to
+	back   *cutGate // bytes from to back to the dialer
 	mu     struct {
 		sync.Mutex
 		conns map[net.Conn]bool
@@ -111,7 +111,7 @@ func newRaftLink(t *testing.T, target string) *raftLink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &raftLink{ln: ln, target: target, fwd: newGate(), back: newGate()}
+	l := &raftLink{ln: ln, target: target, fwd: newCutGate(), back: newCutGate()}
 	l.mu.conns = map[net.Conn]bool{}
 	l.wg.Add(1)
 	go l.accept()
@@ -177,14 +177,14 @@ func (l *raftLink) serve(in net.Conn) {
 	}
 	var pipes sync.WaitGroup
 	pipes.Add(2)
-	go func() { defer pipes.Done(); pipe(out, in, l.fwd, done, stop) }()
-	go func() { defer pipes.Done(); pipe(in, out, l.back, done, stop) }()
+	go func() { defer pipes.Done(); copyThrough(out, in, l.fwd, done, stop) }()
+	go func() { defer pipes.Done(); copyThrough(in, out, l.back, done, stop) }()
 	pipes.Wait()
 }
 
-// pipe copies src to dst while g passes; a chunk read before a cut is
+// copyThrough copies src to dst while g passes; a chunk read before a cut is
 // held until it heals.
-func pipe(dst, src net.Conn, g *gate, done <-chan struct{}, stop func()) {
+func copyThrough(dst, src net.Conn, g *cutGate, done <-chan struct{}, stop func()) {
 	defer stop()
 	buf := make([]byte, 64<<10)
 	for {
@@ -290,11 +290,11 @@ func partitionedSet(t *testing.T, name string, n int, namesrv string) (*replicat
 	}
 }
 
-// leaderLease is raft's LeaderLeaseTimeout as the members run it (the
+// raftLeaderLease is raft's LeaderLeaseTimeout as the members run it (the
 // default; core/cluster.Options): a leader that has heard from no
 // majority for this long steps down, failing every proposal it has not
 // committed.
-const leaderLease = 500 * time.Millisecond
+const raftLeaderLease = 500 * time.Millisecond
 
 // partitionAck is a send the set acknowledged.
 type partitionAck struct {
@@ -308,13 +308,16 @@ type partitionAck struct {
 // goroutines: both directions, only its outgoing raft traffic, and only
 // its incoming. In each case:
 //
-//   - the old leader acknowledges nothing later than leaderLease after
-//     the cut. Nothing it proposes after the cut can commit (no majority
-//     hears it or answers it), and it steps down, failing what it has
-//     not committed, at most leaderLease after the last answer reached
-//     it, which is before the cut. What it acknowledges after the cut
-//     was committed before, and the lease bounds the time from that
-//     commit to the client as well;
+//   - the old leader acknowledges nothing later than raftLeaderLease after
+//     the cut. An entry commits only on answers from a majority, and
+//     after the cut none reach the old leader: what it acknowledges after
+//     the cut was committed on answers it had before, and it acknowledges
+//     an entry as soon as it applies it. Raft steps it down, failing what
+//     it has not committed, once no majority answered for the lease: at
+//     most raftLeaderLease after the cut. An acknowledgement later than
+//     that would be of an entry committed without a majority, or one that
+//     spent more than the lease between its commit and the client on
+//     loopback;
 //   - the other two elect a leader, and the client's sends are
 //     acknowledged by it within partitionFailoverBound of the cut: an
 //     election timeout, the new master's registration, and the client's
@@ -451,6 +454,19 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 		}
 	}
 	cutAt := time.Now()
+	// The old leader's own view: it steps down once no majority answered
+	// for raftLeaderLease. The bound leaves room for polling /cluster on a
+	// loaded machine; the acknowledgement times below are the precise
+	// check.
+	var steppedDown time.Duration
+	brokertest.Eventually(t, 5*time.Second, "the cut-off leader stepping down", func() bool {
+		v, ok := old.partitionView()
+		steppedDown = time.Since(cutAt)
+		return ok && v.State != "Leader"
+	})
+	if steppedDown > raftLeaderLease+1500*time.Millisecond {
+		t.Errorf("the cut-off leader stepped down %v after the cut", steppedDown)
+	}
 	var elected time.Duration
 	var newLeader *setMember
 	brokertest.Eventually(t, partitionFailoverBound, "the majority's leader serving", func() bool {
@@ -481,12 +497,12 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 	healAt := time.Now()
 	// Rejoined: the old leader follows the majority's leader and has
 	// caught up with what it had committed at the heal.
-	lv, ok := newLeader.raftView()
+	lv, ok := newLeader.partitionView()
 	if !ok {
 		t.Fatalf("%s does not answer", newLeader.id)
 	}
 	brokertest.Eventually(t, 30*time.Second, "the old leader following", func() bool {
-		v, ok := old.raftView()
+		v, ok := old.partitionView()
 		return ok && v.State == "Follower" && v.Leader != "" && v.Leader != old.id && v.AppliedIndex >= lv.CommitIndex
 	})
 	rejoin := time.Since(healAt)
@@ -504,7 +520,7 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 		d := a.at.Sub(cutAt)
 		if a.host == oldHost {
 			lastOld = max(lastOld, d)
-			if d > leaderLease {
+			if d > raftLeaderLease {
 				lateOld++
 			}
 		} else if d > 0 && (firstMajority < 0 || d < firstMajority) {
@@ -512,12 +528,19 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 		}
 	}
 	if lateOld > 0 {
-		t.Errorf("the cut-off leader acknowledged %d sends more than %v after the cut (the last %v after)", lateOld, leaderLease, lastOld)
+		t.Errorf("the cut-off leader acknowledged %d sends more than %v after the cut (the last %v after)", lateOld, raftLeaderLease, lastOld)
 	}
 	if firstMajority < 0 || firstMajority > partitionFailoverBound {
 		t.Errorf("the majority first acknowledged a send %v after the cut, want within %v", firstMajority, partitionFailoverBound)
 	}
 
+	// The members' address books are their own only while none installs
+	// a snapshot from the leader (see raftLink).
+	for _, m := range rs.members {
+		if v, ok := m.partitionView(); !ok || v.SnapshotsInstalled != 0 {
+			t.Errorf("%s installed %d snapshots (answering: %v)", m.id, v.SnapshotsInstalled, ok)
+		}
+	}
 	got := rs.storedBodies(topic)
 	for _, a := range acks {
 		if got[a.body] != 1 {
@@ -530,21 +553,23 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 		}
 	}
 	t.Logf("%d sends, %d acknowledged, %d stored on every member; after the cut: the old leader's last ack %v, "+
-		"the majority's leader serving %v, its first ack %v; the old leader followed it %v after the heal",
-		sends.Load(), len(acks), len(got), lastOld.Round(time.Millisecond), elected.Round(time.Millisecond),
+		"it stepped down by %v, the majority's leader serving %v, its first ack %v; the old leader followed it %v after the heal",
+		sends.Load(), len(acks), len(got), lastOld.Round(time.Millisecond), steppedDown.Round(time.Millisecond), elected.Round(time.Millisecond),
 		firstMajority.Round(time.Millisecond), rejoin.Round(time.Millisecond))
 }
 
-// raftView is a member's own view of its set, from its /cluster.
-type raftView struct {
+// partitionView is a member's own view of its set, from its /cluster.
+type partitionView struct {
 	State        string `json:"state"`
 	Leader       string `json:"leader"`
 	CommitIndex  uint64 `json:"commitIndex"`
 	AppliedIndex uint64 `json:"appliedIndex"`
+	// SnapshotsInstalled counts the snapshots installed from a leader.
+	SnapshotsInstalled int64 `json:"snapshotsInstalled"`
 }
 
-func (m *setMember) raftView() (raftView, bool) {
-	var v raftView
+func (m *setMember) partitionView() (partitionView, bool) {
+	var v partitionView
 	if m.cmd == nil {
 		return v, false
 	}
