@@ -39,8 +39,10 @@ import (
 // server's id and suffrage, which is what raft's quorums are counted
 // from, and differ only in the addresses, which raft uses for dialing
 // alone: each member's bootstrap entry is its own address book. The
-// address a member puts in its RPC headers is its real listen address,
-// used by the others only to name the leader. A snapshot installed from
+// address a member puts in its RPC headers is its real listen address
+// (the stream layer's), which the others use to name the leader and the
+// candidate they voted for, and compare only with each other. A
+// snapshot installed from
 // the leader would carry the leader's address book (and so bypass the
 // proxies); the set here never installs one, its raft log keeping the
 // last ten minutes.
