@@ -194,13 +194,17 @@ func (rs *replicatedSet) kill(m *setMember, sig syscall.Signal) {
 	m.cmd = nil
 }
 
+// memberStatus is a member's own view of its set, from its /cluster.
 type memberStatus struct {
 	State        string `json:"state"`
+	Leader       string `json:"leader"`
 	Serving      string `json:"serving"`
 	Replica      string `json:"replica"`
 	CommitIndex  uint64 `json:"commitIndex"`
 	AppliedIndex uint64 `json:"appliedIndex"`
 	CommitLogEnd int64  `json:"commitLogEnd"`
+	// SnapshotsInstalled counts the snapshots installed from a leader.
+	SnapshotsInstalled int64 `json:"snapshotsInstalled"`
 }
 
 func (m *setMember) status() (memberStatus, bool) {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -68,18 +67,7 @@ func TestReplicatedSetKillLoops(t *testing.T) {
 			rs := startSet(t, "set-k"+loop.name, 3, []string{ns.NamesrvAddr})
 			const topic = "KillLoop"
 			createSetTopic(t, rs, ns.NamesrvAddr, topic)
-			p, err := producer.NewDefaultProducer(
-				producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})),
-				producer.WithInstanceName(brokertest.Name("kill-"+loop.name)),
-				producer.WithRetry(1),
-				producer.WithSendMsgTimeout(3*time.Second),
-			)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Start(); err != nil {
-				t.Fatal(err)
-			}
+			p := startSetProducer(t, ns.NamesrvAddr, "kill-"+loop.name, 1, 3*time.Second)
 			defer p.Shutdown()
 			var (
 				mu    sync.Mutex

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
@@ -199,18 +200,7 @@ func createSetTopic(t *testing.T, rs *replicatedSet, namesrv, topic string) {
 // on.
 func sendEach(t *testing.T, namesrv, topic, step string, n int, acked map[string]bool) {
 	t.Helper()
-	p, err := producer.NewDefaultProducer(
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{namesrv})),
-		producer.WithInstanceName(brokertest.Name("send-"+step)),
-		producer.WithRetry(2),
-		producer.WithSendMsgTimeout(5*time.Second),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := startSetProducer(t, namesrv, "send-"+step, 2, 5*time.Second)
 	defer p.Shutdown()
 	for i := range n {
 		body := fmt.Sprintf("%s-%d", step, i)
@@ -231,4 +221,24 @@ func memberArgs(rs *replicatedSet, m *setMember, peers []*setMember, namesrv str
 	return append([]string{"--set-name", rs.name, "--node-id", m.id, "--peers", strings.Join(ps, ","),
 		"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
 		"--namesrv", namesrv, "--http-listen", "127.0.0.1:0", "--log-level", "info"}, extra...)
+}
+
+// startSetProducer starts an official producer on namesrv, named after
+// instance, with retry retries and timeout per send; the caller shuts it
+// down.
+func startSetProducer(t *testing.T, namesrv, instance string, retry int, timeout time.Duration) rocketmq.Producer {
+	t.Helper()
+	p, err := producer.NewDefaultProducer(
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{namesrv})),
+		producer.WithInstanceName(brokertest.Name(instance)),
+		producer.WithRetry(retry),
+		producer.WithSendMsgTimeout(timeout),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

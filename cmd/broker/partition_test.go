@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/internal/brokertest"
@@ -376,18 +373,7 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 		}
 	}
 
-	p, err := producer.NewDefaultProducer(
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.NamesrvAddr})),
-		producer.WithInstanceName(brokertest.Name(name)),
-		producer.WithRetry(0), // a retry could store a message twice
-		producer.WithSendMsgTimeout(3*time.Second),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := startSetProducer(t, ns.NamesrvAddr, name, 0, 3*time.Second) // a retry could store a message twice
 	var (
 		mu    sync.Mutex
 		acks  []partitionAck
@@ -462,7 +448,7 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 	// check.
 	var steppedDown time.Duration
 	brokertest.Eventually(t, 5*time.Second, "the cut-off leader stepping down", func() bool {
-		v, ok := old.partitionView()
+		v, ok := old.status()
 		steppedDown = time.Since(cutAt)
 		return ok && v.State != "Leader"
 	})
@@ -499,12 +485,12 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 	healAt := time.Now()
 	// Rejoined: the old leader follows the majority's leader and has
 	// caught up with what it had committed at the heal.
-	lv, ok := newLeader.partitionView()
+	lv, ok := newLeader.status()
 	if !ok {
 		t.Fatalf("%s does not answer", newLeader.id)
 	}
 	brokertest.Eventually(t, 30*time.Second, "the old leader following", func() bool {
-		v, ok := old.partitionView()
+		v, ok := old.status()
 		return ok && v.State == "Follower" && v.Leader != "" && v.Leader != old.id && v.AppliedIndex >= lv.CommitIndex
 	})
 	rejoin := time.Since(healAt)
@@ -539,7 +525,7 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 	// The members' address books are their own only while none installs
 	// a snapshot from the leader (see raftLink).
 	for _, m := range rs.members {
-		if v, ok := m.partitionView(); !ok || v.SnapshotsInstalled != 0 {
+		if v, ok := m.status(); !ok || v.SnapshotsInstalled != 0 {
 			t.Errorf("%s installed %d snapshots (answering: %v)", m.id, v.SnapshotsInstalled, ok)
 		}
 	}
@@ -558,28 +544,4 @@ func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, ot
 		"it stepped down by %v, the majority's leader serving %v, its first ack %v; the old leader followed it %v after the heal",
 		sends.Load(), len(acks), len(got), lastOld.Round(time.Millisecond), steppedDown.Round(time.Millisecond), elected.Round(time.Millisecond),
 		firstMajority.Round(time.Millisecond), rejoin.Round(time.Millisecond))
-}
-
-// partitionView is a member's own view of its set, from its /cluster.
-type partitionView struct {
-	State        string `json:"state"`
-	Leader       string `json:"leader"`
-	CommitIndex  uint64 `json:"commitIndex"`
-	AppliedIndex uint64 `json:"appliedIndex"`
-	// SnapshotsInstalled counts the snapshots installed from a leader.
-	SnapshotsInstalled int64 `json:"snapshotsInstalled"`
-}
-
-func (m *setMember) partitionView() (partitionView, bool) {
-	var v partitionView
-	if m.cmd == nil {
-		return v, false
-	}
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + m.http + "/cluster")
-	if err != nil {
-		return v, false
-	}
-	defer resp.Body.Close()
-	return v, json.NewDecoder(resp.Body).Decode(&v) == nil
 }
