@@ -98,7 +98,7 @@ func (b *frameBudget) reserve(c *Conn, n int64) error {
 		b.mu.Unlock()
 		if victim != nil {
 			b.dropped.Add(1)
-			c.ep.limits.warn("frameBudget", "remoting: closing a connection whose partial frame stalled, to make room for others",
+			c.ep.limits.Warn("frameBudget", "remoting: closing a connection whose partial frame stalled, to make room for others",
 				"peer", victim.remote.String(), "conn", victim.id, "limit_bytes", b.max)
 			victim.closeWith(errFrameBudget)
 			continue
@@ -287,7 +287,7 @@ func (c *Conn) ReserveResponse(want int) Reservation {
 	}
 	n := max(min(want, avail), 0)
 	if n == 0 {
-		c.ep.limits.info("responseBudget", "remoting: a large response was cut to nothing: the budget for unwritten responses is spent",
+		c.ep.limits.Info("responseBudget", "remoting: a large response was cut to nothing: the budget for unwritten responses is spent",
 			"conn", c.id, "peer", c.remote.String(), "conn_bytes", o.queued+o.inWrite+o.reserved, "conn_limit", c.ep.maxQueued,
 			"total_limit", c.ep.maxQueuedTotal)
 		return Reservation{}

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rmq-go/rmq/internal/ratelog"
 )
 
 const (
@@ -92,7 +94,7 @@ type endpoint struct {
 	queuedTotal    *atomic.Int64
 	maxQueuedTotal int64
 	// limits logs limit hits at most once per interval per kind.
-	limits    *limitLog
+	limits    *ratelog.Log
 	onConnect func(*Conn)
 	onClose   func(*Conn)
 	// drain is closed when the owner shuts down gracefully: readers stop
@@ -757,17 +759,17 @@ func (c *Conn) logReadEnd(err error) {
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrFrameTooLarge):
 		// Warn at a bounded rate, so a flood of bad frames cannot flood
 		// the log; each one is still there at Debug.
-		c.ep.limits.warn("badFrame", "remoting: closing connection after a bad frame",
+		c.ep.limits.Warn("badFrame", "remoting: closing connection after a bad frame",
 			"conn", c.id, "peer", c.remote.String(), "err", err)
 		c.log().Debug("remoting: bad frame", "err", err)
 	case errors.Is(err, errTLSOnPlainPort):
-		c.ep.limits.warn("tlsOnPlain", "remoting: TLS client on a plain port; closing (connect without TLS, or turn tls on for this port)",
+		c.ep.limits.Warn("tlsOnPlain", "remoting: TLS client on a plain port; closing (connect without TLS, or turn tls on for this port)",
 			"conn", c.id, "peer", c.remote.String())
 	case errors.Is(err, errIdle):
-		c.ep.limits.info("idle", "remoting: closing idle connection",
+		c.ep.limits.Info("idle", "remoting: closing idle connection",
 			"conn", c.id, "peer", c.remote.String(), "idle_timeout", c.ep.idleTimeout)
 	case errors.Is(err, errFrameTimeout):
-		c.ep.limits.warn("frameTimeout", "remoting: closing connection whose frame arrives too slowly",
+		c.ep.limits.Warn("frameTimeout", "remoting: closing connection whose frame arrives too slowly",
 			"conn", c.id, "peer", c.remote.String(), "timeout", c.ep.frameTimeout)
 	case errors.Is(err, io.EOF):
 		c.log().Debug("remoting: connection closed by peer")
@@ -919,7 +921,7 @@ func (c *Conn) waitForWriter() error {
 	if unwritten < c.ep.maxQueued {
 		return nil
 	}
-	c.ep.limits.warn("queued", "remoting: peer is not reading its responses; reading its requests paused",
+	c.ep.limits.Warn("queued", "remoting: peer is not reading its responses; reading its requests paused",
 		"conn", c.id, "peer", c.remote.String(), "queued_bytes", unwritten, "limit", c.ep.maxQueued)
 	o.Lock()
 	defer o.Unlock()
@@ -1075,7 +1077,7 @@ func (c *Conn) flushBatched() {
 // clients do not retry, instead of leaving the peer to time out and
 // resend.
 func (c *Conn) notEncodable(req *Command, err error, mode sendMode) {
-	c.ep.limits.warn("encode", "remoting: response cannot be sent",
+	c.ep.limits.Warn("encode", "remoting: response cannot be sent",
 		"conn", c.id, "peer", c.remote.String(), "code", RequestCode(req.Code), "err", err)
 	resp := NewResponse(req, ResponseNotEncodable,
 		fmt.Sprintf("remoting: the response to %s cannot be sent (%v); the request was carried out, do not retry it",

@@ -440,10 +440,10 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 			_ = nc.Close()
 			if total >= s.opts.MaxConns {
-				s.ep.limits.warn("conns", "remoting: connection limit reached, refusing new connections",
+				s.ep.limits.Warn("conns", "remoting: connection limit reached, refusing new connections",
 					"peer", remote.String(), "conns", total, "limit", s.opts.MaxConns)
 			} else {
-				s.ep.limits.warn("connsPerAddr", "remoting: per-address connection limit reached, refusing new connections",
+				s.ep.limits.Warn("connsPerAddr", "remoting: per-address connection limit reached, refusing new connections",
 					"peer", remote.String(), "conns_from_addr", fromHost, "limit", s.opts.MaxConnsPerAddr)
 			}
 			continue

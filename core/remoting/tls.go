@@ -61,7 +61,7 @@ func (s *Server) accept(nc net.Conn) (_ net.Conn, ok bool) {
 		first, conn = b[0], &prefixConn{Conn: nc, prefix: b[:]}
 	}
 	if err != nil {
-		s.ep.limits.info("tlsFirstByte", "remoting: connection closed or silent before its TLS handshake",
+		s.ep.limits.Info("tlsFirstByte", "remoting: connection closed or silent before its TLS handshake",
 			"peer", nc.RemoteAddr().String(), "err", err)
 		_ = nc.Close()
 		return nil, false
@@ -75,7 +75,7 @@ func (s *Server) accept(nc net.Conn) (_ net.Conn, ok bool) {
 			_ = nc.SetDeadline(time.Time{})
 			return conn, true
 		}
-		s.ep.limits.warn("plainOnTLS", "remoting: plain client on a TLS-only port; closing (connect with TLS, or set tls mode permissive)",
+		s.ep.limits.Warn("plainOnTLS", "remoting: plain client on a TLS-only port; closing (connect with TLS, or set tls mode permissive)",
 			"peer", nc.RemoteAddr().String())
 		stop() // lingerClose sets its own deadline
 		lingerClose(nc)
@@ -83,7 +83,7 @@ func (s *Server) accept(nc net.Conn) (_ net.Conn, ok bool) {
 	}
 	tc := tls.Server(conn, s.opts.TLS)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		s.ep.limits.warn("tlsHandshake", "remoting: TLS handshake failed; closing",
+		s.ep.limits.Warn("tlsHandshake", "remoting: TLS handshake failed; closing",
 			"peer", nc.RemoteAddr().String(), "err", err)
 		_ = nc.Close()
 		return nil, false

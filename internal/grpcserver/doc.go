@@ -39,7 +39,11 @@
 // except for broken streams. Every request needs x-mq-client-id (else
 // 40017); with the broker's ACL on, its authorization metadata must sign
 // x-mq-date-time with an account's secret (acl.CheckSigned) holding the
-// topics and groups the request names.
+// topics and groups the request names. Every refused request (a Status
+// of 40000 and up but MESSAGE_NOT_FOUND) is logged with the method, the
+// client's address, the code and its message, at most once per 10 s for
+// each pair of method and code (refusals.go); 5xxxx at Warn, the rest at
+// Info.
 //
 // # POP state
 //

@@ -182,7 +182,10 @@ func New(opts Options) (*Server, error) {
 		}
 		return nil
 	})
+	refused := newRefusals(opts.Logger)
 	so := []grpc.ServerOption{
+		grpc.UnaryInterceptor(refused.unary),
+		grpc.StreamInterceptor(refused.stream),
 		grpc.MaxConcurrentStreams(uint32(opts.MaxStreams)),
 		grpc.MaxRecvMsgSize(opts.MaxBodySize + 1<<20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
