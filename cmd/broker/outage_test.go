@@ -37,8 +37,8 @@ func outageLength() time.Duration {
 // again. The members snapshot every second or so, leaving 16 entries
 // beside the retention: only trailingDuration keeps what the member
 // missed in the leader's log. It installs no snapshot, converges, and
-// every acknowledged message is stored once on every member; the test
-// reports what the member read while catching up against what it missed.
+// every acknowledged message is on every member; it receives on its raft
+// port about what it missed, far less than the whole commit log.
 func TestReplicatedSetMemberOutageCatchesUpFromLog(t *testing.T) {
 	outage := outageLength()
 	// The retention outlasts the outage with room for the restart.
@@ -81,7 +81,7 @@ type outageResult struct {
 // the raft log of the last keep, sends for warm, kills a follower with
 // SIGKILL, sends on for outage, stops the load and restarts the follower.
 // It waits for the set to converge and checks every acknowledged message
-// is stored once on every member.
+// is stored on every member, once per try at most.
 //
 // What the member received is raftReceived in its /cluster: the bytes it
 // read, since it started, from connections to its raft port (entries,
