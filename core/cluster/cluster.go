@@ -152,6 +152,7 @@ type Node struct {
 	leading  atomic.Bool             // this member is the writable leader
 	failure  atomic.Pointer[failure] // why the member left its set (failWith); nil while it takes part
 	restores atomic.Int64            // snapshots installed from the leader
+	received atomic.Int64            // bytes read from connections to the raft port
 	// storeClosed is set while Restore has closed the store and not yet
 	// opened the restored one (for good, if that failed).
 	storeClosed atomic.Bool
@@ -233,6 +234,7 @@ func Open(opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
+	layer = receivedLayer{layer, &n.received}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})
 
 	conf := raft.DefaultConfig()

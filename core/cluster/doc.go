@@ -62,7 +62,8 @@
 // TrailingBytes (16 GiB) on disk. A member restarted, or cut off, for
 // less than that catches up from the leader's log, receiving what it
 // missed and no more; only one away longer, or one whose disk was lost,
-// needs a snapshot. A conflicting tail raft cuts goes in full, and so
+// needs a snapshot. Status.RaftReceived, the bytes a member read from its
+// raft port, tells the two apart. A conflicting tail raft cuts goes in full, and so
 // does the whole log once a member installed a snapshot (the store says
 // it is monotonic), so entries the leader replaced are never kept.
 //

@@ -34,6 +34,10 @@ type Status struct {
 	// SnapshotsInstalled counts snapshots this member installed from the
 	// leader since it started.
 	SnapshotsInstalled int64 `json:"snapshotsInstalled"`
+	// RaftReceived counts the bytes this member read since it started
+	// from connections other members opened to its raft port: the log
+	// entries, heartbeats and snapshots leaders sent it.
+	RaftReceived int64 `json:"raftReceived"`
 	// Failed says why this member left the set (its store failed); it
 	// takes part again once restarted.
 	Failed string `json:"failed,omitempty"`
@@ -51,7 +55,8 @@ func (n *Node) Status() Status {
 	st := Status{Set: n.opts.SetName, Node: n.opts.NodeID, Addr: n.self.Addr,
 		State: n.raft.State().String(), Leader: n.LeaderID(),
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex(),
-		Writable: n.Store().Writable(), SnapshotsInstalled: n.restores.Load()}
+		Writable: n.Store().Writable(), SnapshotsInstalled: n.restores.Load(),
+		RaftReceived: n.received.Load()}
 	if err := n.Failed(); err != nil {
 		st.Failed = err.Error()
 	}
