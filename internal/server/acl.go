@@ -17,6 +17,7 @@ import (
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/internal/ratelog"
 )
 
 // Access control (core/acl) wired into the broker and the embedded name
@@ -195,52 +196,20 @@ const refusalLogInterval = 10 * time.Second
 // refusalLog logs refused requests at most once per refusalLogInterval
 // per reason, with how many were not logged since, so a client hammering
 // with a bad secret cannot flood the log.
-type refusalLog struct {
-	logger *slog.Logger
-	mu     struct {
-		sync.Mutex
-		kinds map[acl.Reason]*refusalKind
-	}
-}
-
-type refusalKind struct {
-	last       time.Time
-	suppressed int
-}
+type refusalLog struct{ rl *ratelog.Log }
 
 func newRefusalLog(logger *slog.Logger) *refusalLog {
-	l := &refusalLog{logger: logger}
-	l.mu.kinds = make(map[acl.Reason]*refusalKind)
-	return l
+	return &refusalLog{rl: ratelog.New(logger, refusalLogInterval)}
 }
 
 func (l *refusalLog) log(err error) {
 	var d *acl.Denied
 	if !errors.As(err, &d) {
-		l.logger.Warn("acl: request refused", "err", err)
+		l.rl.Warn("other", "acl: request refused", "err", err)
 		return
 	}
-	now := time.Now()
-	l.mu.Lock()
-	k := l.mu.kinds[d.Reason]
-	if k == nil {
-		k = new(refusalKind)
-		l.mu.kinds[d.Reason] = k
-	}
-	if !k.last.IsZero() && now.Sub(k.last) < refusalLogInterval {
-		k.suppressed++
-		l.mu.Unlock()
-		return
-	}
-	k.last = now
-	suppressed := k.suppressed
-	k.suppressed = 0
-	l.mu.Unlock()
-	args := []any{"code", remoting.RequestCode(d.Code).String(), "account", d.AccessKey, "peer", d.Remote.String(), "err", err.Error()}
-	if suppressed > 0 {
-		args = append(args, "similar_not_logged", suppressed)
-	}
-	l.logger.Warn("acl: request refused", args...)
+	l.rl.Warn(strconv.Itoa(int(d.Reason)), "acl: request refused",
+		"code", remoting.RequestCode(d.Code).String(), "account", d.AccessKey, "peer", d.Remote.String(), "err", err.Error())
 }
 
 // checkExposure refuses a configuration that would serve a non-loopback
