@@ -82,6 +82,7 @@ const usage = `Usage:
   broker bench produce|consume [flags]  load-generate against a broker
   broker bench compare [flags]          this broker against NATS JetStream on this machine
   broker bench memory [flags]           this broker's resident memory: idle, connections, backlog, long-polls
+  broker bench hostile [flags]          this broker's peak memory under hostile clients, and a client's latency meanwhile
   broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
 
 Run "broker <command> -h" for the flags of a command.
