@@ -216,6 +216,11 @@ func TestSnapshotCarriesComponentKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.SetProgress("sched/timer/indexed", 20)
+	// A snapshot carries the values the set committed: wait for the
+	// progress entry, which a commit that waits rides along with.
+	if err := src.CommitOffsetSync("g", "T", 0, 1); err != nil {
+		t.Fatal(err)
+	}
 	snap, err := src.TakeSnapshot()
 	if err != nil {
 		t.Fatal(err)
