@@ -262,3 +262,65 @@ func TestSnapshotCarriesComponentKeys(t *testing.T) {
 		t.Fatalf("%d records after the install, want 10", len(got))
 	}
 }
+
+// TestSnapshotCarriesCommittedProgress takes a snapshot on a leader while
+// an offset it took is still on its way to the log: the snapshot carries
+// the offset the set committed, not the leader's newer one, so a member
+// that installs it never holds a value the set does not.
+func TestSnapshotCarriesCommittedProgress(t *testing.T) {
+	l := newMemberLog()
+	var holding atomic.Bool
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	l.hold = func([]byte) {
+		if holding.Load() {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+	}
+	src := storetest.Open(t, store.Options{Dir: "/src", FS: vfs.NewMem(), SegmentSize: 4 << 10, Replicator: l, Logger: quietLogger(),
+		CheckpointInterval: time.Hour})
+	l.join(src)
+	src.Promote()
+	if err := src.CommitOffsetSync("g", "T", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	holding.Store(true)
+	if err := src.CommitOffset("g", "T", 0, 9); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the offset was never proposed")
+	}
+	if off, _ := src.ConsumerOffset("g", "T", 0); off != 9 {
+		t.Fatalf("the leader reads %d, want its own 9", off)
+	}
+	snap, err := src.TakeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest bytes.Buffer
+	if _, err := snap.WriteTo(&manifest); err != nil {
+		t.Fatal(err)
+	}
+	_, stream, err := src.SnapshotStream(&manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := vfs.NewMem()
+	if err := store.RestoreDir(fs, "/d", stream); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	l.stop()
+	src.Close()
+	s := storetest.Open(t, store.Options{Dir: "/d", FS: fs, SegmentSize: 4 << 10, Replicator: refuseAll{}, Logger: quietLogger()})
+	defer s.Close()
+	if off, ok := s.ConsumerOffset("g", "T", 0); !ok || off != 1 {
+		t.Fatalf("the snapshot carries offset %d (%v), want the committed 1", off, ok)
+	}
+}
