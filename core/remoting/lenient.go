@@ -35,17 +35,23 @@ import (
 // lenientBool is a bool that also takes a string or a 0/1 number.
 type lenientBool bool
 
-func (b *lenientBool) UnmarshalJSON(data []byte) error {
-	s := string(bytes.TrimSpace(data))
+// scalarText is a JSON scalar as text: a string's contents, or a number's
+// or a literal's own text; null reports null.
+func scalarText(data []byte) (s string, null bool, err error) {
+	s = string(bytes.TrimSpace(data))
 	if s == "null" {
-		return nil
+		return "", true, nil
 	}
 	if len(s) >= 2 && s[0] == '"' {
-		var str string
-		if err := json.Unmarshal(data, &str); err != nil {
-			return err
-		}
-		s = str
+		err = json.Unmarshal(data, &s)
+	}
+	return s, false, err
+}
+
+func (b *lenientBool) UnmarshalJSON(data []byte) error {
+	s, null, err := scalarText(data)
+	if null || err != nil {
+		return err
 	}
 	v, err := strconv.ParseBool(s)
 	if err != nil {
@@ -60,19 +66,13 @@ func (b *lenientBool) UnmarshalJSON(data []byte) error {
 type lenientInt64 int64
 
 func (n *lenientInt64) UnmarshalJSON(data []byte) error {
-	s := string(bytes.TrimSpace(data))
-	if s == "null" {
-		return nil
+	s, null, err := scalarText(data)
+	if null || err != nil {
+		return err
 	}
-	if len(s) >= 2 && s[0] == '"' {
-		var str string
-		if err := json.Unmarshal(data, &str); err != nil {
-			return err
-		}
-		if s = str; s == "" {
-			*n = 0
-			return nil
-		}
+	if s == "" {
+		*n = 0
+		return nil
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {

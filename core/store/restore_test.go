@@ -221,22 +221,7 @@ func TestSnapshotCarriesComponentKeys(t *testing.T) {
 	if err := src.CommitOffsetSync("g", "T", 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := src.TakeSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var manifest bytes.Buffer
-	if _, err := snap.WriteTo(&manifest); err != nil {
-		t.Fatal(err)
-	}
-	_, stream, err := src.SnapshotStream(&manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := vfs.NewMem()
-	if err := store.RestoreDir(fs, "/d", stream); err != nil {
-		t.Fatal(err)
-	}
+	fs := snapshotInto(t, src, "/d")
 	l.stop()
 	src.Close()
 
@@ -299,6 +284,21 @@ func TestSnapshotCarriesCommittedProgress(t *testing.T) {
 	if off, _ := src.ConsumerOffset("g", "T", 0); off != 9 {
 		t.Fatalf("the leader reads %d, want its own 9", off)
 	}
+	fs := snapshotInto(t, src, "/d")
+	close(release)
+	l.stop()
+	src.Close()
+	s := storetest.Open(t, store.Options{Dir: "/d", FS: fs, SegmentSize: 4 << 10, Replicator: refuseAll{}, Logger: quietLogger()})
+	defer s.Close()
+	if off, ok := s.ConsumerOffset("g", "T", 0); !ok || off != 1 {
+		t.Fatalf("the snapshot carries offset %d (%v), want the committed 1", off, ok)
+	}
+}
+
+// snapshotInto takes a snapshot of src and restores it, as a member that
+// installs it from the leader would, into dir of a new filesystem.
+func snapshotInto(t *testing.T, src *store.Store, dir string) vfs.FS {
+	t.Helper()
 	snap, err := src.TakeSnapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -312,15 +312,8 @@ func TestSnapshotCarriesCommittedProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs := vfs.NewMem()
-	if err := store.RestoreDir(fs, "/d", stream); err != nil {
+	if err := store.RestoreDir(fs, dir, stream); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
-	l.stop()
-	src.Close()
-	s := storetest.Open(t, store.Options{Dir: "/d", FS: fs, SegmentSize: 4 << 10, Replicator: refuseAll{}, Logger: quietLogger()})
-	defer s.Close()
-	if off, ok := s.ConsumerOffset("g", "T", 0); !ok || off != 1 {
-		t.Fatalf("the snapshot carries offset %d (%v), want the committed 1", off, ok)
-	}
+	return fs
 }
