@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/rmq-go/rmq/internal/sniff"
 )
 
 // tlsRecordHandshake is the first byte of a TLS connection: the content
@@ -53,7 +55,7 @@ func (s *Server) accept(nc net.Conn) (_ net.Conn, ok bool) {
 	// Peek at the first byte where the platform allows, so a plain
 	// connection in permissive mode is served unwrapped; else read it and
 	// put it back in front.
-	first, peeked, err := peekFirstByte(nc)
+	first, peeked, err := sniff.FirstByte(nc)
 	conn := nc
 	if err == nil && !peeked {
 		var b [1]byte

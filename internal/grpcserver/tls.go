@@ -8,6 +8,8 @@ import (
 	"net"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/rmq-go/rmq/internal/sniff"
 )
 
 // tlsRecordHandshake is the first byte of a TLS connection (the record
@@ -17,6 +19,11 @@ const tlsRecordHandshake = 0x16
 
 // permissiveCreds serves TLS and plain h2c on one port: each connection's
 // first byte says which, and a TLS one is handed to the TLS credentials.
+// The byte is peeked (internal/sniff), so a plain connection reaches gRPC
+// as the *net.TCPConn it is: wrapped to put the byte back, the official
+// Node client's connections stalled at startup when the machine was
+// loaded (TestNodeProducerAndSimpleConsumer under four busy loops, one
+// run in four).
 // gRPC runs ServerHandshake on a goroutine of the connection's own, under
 // the ConnectionTimeout deadline it sets on the raw connection, so a
 // silent client holds nothing but itself and for no longer than that.
@@ -34,12 +41,19 @@ type plainInfo struct{ credentials.CommonAuthInfo }
 func (plainInfo) AuthType() string { return "insecure" }
 
 func (c permissiveCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	var b [1]byte
-	if _, err := io.ReadFull(raw, b[:]); err != nil {
+	// Peek where the platform allows, so a plain connection is served as
+	// the connection it is; else read the byte and put it back in front.
+	first, peeked, err := sniff.FirstByte(raw)
+	conn := raw
+	if err == nil && !peeked {
+		var b [1]byte
+		_, err = io.ReadFull(raw, b[:])
+		first, conn = b[0], &prefixConn{Conn: raw, prefix: b[:]}
+	}
+	if err != nil {
 		return nil, nil, err
 	}
-	conn := &prefixConn{Conn: raw, prefix: b[:]}
-	if b[0] == tlsRecordHandshake {
+	if first == tlsRecordHandshake {
 		return c.tls.ServerHandshake(conn)
 	}
 	return conn, plainInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}, nil

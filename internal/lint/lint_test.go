@@ -42,14 +42,15 @@ var rules = []rule{
 	{from: "internal/cputime", only: []string{}},
 	{from: "core/allocate", only: []string{}},
 	{from: "core/outbox", only: []string{"core/message", "internal/properties"}},
-	{from: "core/remoting", only: []string{"core/message", "internal/properties", "internal/ratelog"}},
+	{from: "core/remoting", only: []string{"core/message", "internal/properties", "internal/ratelog", "internal/sniff"}},
+	{from: "internal/sniff", only: []string{}},
 	{from: "internal/ratelog", only: []string{}},
-	{from: "core/acl", only: []string{"core/remoting", "core/message", "internal/properties", "internal/ratelog", "go.yaml.in/yaml/v3"}},
-	{from: "internal/bench", only: []string{"core/remoting", "core/message", "internal/properties", "internal/ratelog"}},
+	{from: "core/acl", only: []string{"core/remoting", "core/message", "internal/properties", "internal/ratelog", "internal/sniff", "go.yaml.in/yaml/v3"}},
+	{from: "internal/bench", only: []string{"core/remoting", "core/message", "internal/properties", "internal/ratelog", "internal/sniff"}},
 	// The scale simulation drives a real name server over the remoting
 	// protocol and runs the allocation strategies; it reaches no broker or
 	// store.
-	{from: "internal/scalesim", only: []string{"core/namesrv", "core/remoting", "core/allocate", "core/message", "internal/properties", "internal/ratelog", "internal/cputime"}},
+	{from: "internal/scalesim", only: []string{"core/namesrv", "core/remoting", "core/allocate", "core/message", "internal/properties", "internal/ratelog", "internal/sniff", "internal/cputime"}},
 	{from: "core/store", deny: []string{"core/remoting", "core/broker", "core/namesrv", "plugins", "filters", "github.com/hashicorp/raft"}},
 	// Replication knows the store and raft, never what runs on them.
 	{from: "core/cluster", deny: []string{"core/broker", "core/remoting", "core/namesrv", "plugins", "filters", "internal/server"}},
@@ -64,7 +65,7 @@ var rules = []rule{
 	// the remoting port, and loads no plugin itself.
 	{from: "internal/rmqpb", only: []string{"google.golang.org/grpc", "google.golang.org/protobuf"}, via: []string{"google.golang.org/grpc", "google.golang.org/protobuf"}},
 	{from: "internal/grpcserver", deny: []string{"plugins", "filters", "cmd", "internal/server", "core/namesrv", "github.com/tetratelabs/wazero", "github.com/nats-io"}},
-	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate", "internal/properties", "internal/ratelog"}},
+	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate", "internal/properties", "internal/ratelog", "internal/sniff"}},
 	// Guests may use the filters, which are built over core/message views
 	// and compile into WASM; the host-side plugin checker loads guests
 	// through plugins/wasm, whose API is core/message records.

@@ -1,6 +1,6 @@
 //go:build unix
 
-package remoting
+package sniff
 
 import (
 	"errors"
@@ -9,11 +9,11 @@ import (
 	"syscall"
 )
 
-// peekFirstByte returns the first byte nc will read without consuming it,
+// FirstByte returns the first byte nc will read without consuming it,
 // so a plain connection can be served as the *net.TCPConn it is (keeping
 // vectored writes); ok is false when nc cannot peek, and the caller reads
 // the byte instead. It honours nc's read deadline.
-func peekFirstByte(nc net.Conn) (b byte, ok bool, err error) {
+func FirstByte(nc net.Conn) (b byte, ok bool, err error) {
 	sc, isSys := nc.(syscall.Conn)
 	if !isSys {
 		return 0, false, nil
