@@ -31,8 +31,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "hostile" {
 		return runBenchHostile(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "replication" {
+		return runBenchReplication(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory|hostile [flags]\n")
+		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory|hostile|replication [flags]\n")
 		return 2
 	}
 	mode := args[0]
@@ -147,6 +150,28 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
 	return runChild(fs, args, "broker bench compare", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
 		return compare.Run(ctx, o, stderr)
+	})
+}
+
+func runBenchReplication(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("broker bench replication", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker bench replication [flags]\n\n"+
+			"Runs one broker and a replicated set side by side on this machine under the\n"+
+			"same synchronous loads (1 request/response 64 × 1, 2 pipelined 4 × 128) and\n"+
+			"prints one table: acknowledged msgs/s, p99, bytes written to disk per body\n"+
+			"byte and CPU per message (progress to stderr, the table to stdout).\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	var o compare.ReplicationOptions
+	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("runs of each side per load (default %d)", compare.DefaultRounds))
+	fs.DurationVar(&o.Duration, "duration", 0, fmt.Sprintf("length of each run (default %v)", compare.DefaultDuration))
+	fs.IntVar(&o.Size, "size", compare.DefaultSize, "message body bytes")
+	fs.IntVar(&o.Members, "members", 3, "members of the set")
+	fs.IntSliceVar(&o.Loads, "loads", nil, "loads to run, e.g. 1 (default 1,2)")
+	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
+	return runChild(fs, args, "broker bench replication", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
+		return compare.RunReplication(ctx, o, stderr)
 	})
 }
 

@@ -152,3 +152,18 @@ func TestProduceBrokerCPU(t *testing.T) {
 		t.Fatalf("broker CPU %v and %v per message over %d messages", sum.BrokerCPU, sum.BrokerCPUPerMsg, sum.Messages)
 	}
 }
+
+func TestParseProcIO(t *testing.T) {
+	n, err := parseProcIO([]byte("rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 5\nwrite_bytes: 123456\ncancelled_write_bytes: 7\n"))
+	if err != nil || n != 123456 {
+		t.Fatalf("got %d, %v; want 123456", n, err)
+	}
+	for _, bad := range []string{"", "read_bytes: 5\n", "write_bytes: x\n", "write_bytes: -1\n"} {
+		if _, err := parseProcIO([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if n, err := ProcessWriteBytes(os.Getpid()); err != nil || n < 0 {
+		t.Errorf("this process: %d, %v", n, err)
+	}
+}
