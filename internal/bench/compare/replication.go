@@ -328,7 +328,9 @@ func (r ReplicationReport) String() string {
 	for _, row := range r.Rows {
 		one, set := row.Single, row.Set
 		rate := func(ms []SetMeasure) []float64 { return field(ms, func(m SetMeasure) float64 { return m.MsgsPerSec }) }
-		p99 := func(ms []SetMeasure) []float64 { return field(ms, func(m SetMeasure) float64 { return float64(m.P99) }) }
+		p99 := func(ms []SetMeasure) []float64 {
+			return field(ms, func(m SetMeasure) float64 { return float64(m.P99) })
+		}
 		disk := func(ms []SetMeasure) []float64 { return field(ms, func(m SetMeasure) float64 { return m.DiskPerByte }) }
 		all := func(ms []SetMeasure) []float64 {
 			return field(ms, func(m SetMeasure) float64 { return micros(m.AllCPUPerMsg) })
@@ -362,4 +364,3 @@ func field(ms []SetMeasure, f func(SetMeasure) float64) []float64 {
 	}
 	return v
 }
-
