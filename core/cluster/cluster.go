@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,7 +201,8 @@ func Open(opts Options) (*Node, error) {
 	if keep.bytes <= 0 {
 		keep.bytes = DefaultTrailingBytes
 	}
-	n.logs, err = openLogStore(filepath.Join(opts.Dir, "log"), keep)
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: slogWriter{n.log}})
+	n.logs, err = openLogStore(opts.Dir, keep, 0, hlog)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,6 @@ func Open(opts Options) (*Node, error) {
 			n.closeFiles()
 		}
 	}()
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: slogWriter{n.log}})
 	files, err := raft.NewFileSnapshotStoreWithLogger(opts.Dir, 2, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshots: %w", err)

@@ -1,30 +1,38 @@
 package cluster
 
 import (
-	"encoding/binary"
+	"cmp"
 	"errors"
 	"fmt"
-	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 )
 
-// logStore keeps raft's log and its stable values in a pebble database
-// of their own, written with fsync: an entry a member reports stored is
-// on its disk.
-//
-//	'l' index(8)  → term(8) type(1) appendedAt(8) dataLen(4) data extensions
-//	's' key       → value
+// logStore keeps raft's log and its stable values in raft-wal
+// (github.com/hashicorp/raft-wal): append-only segment files, one write
+// and one fsync per StoreLogs, and whole segments deleted as the log is
+// compacted, so an entry is written to disk once and never rewritten.
+// The stable values live in the WAL's bolt metadata file. An entry a
+// member reports stored is on its disk.
 //
 // Raft compacts its log after each snapshot down to TrailingLogs entries;
 // the store keeps more than raft would (keep): every entry appended within
 // keep.age, as long as those from there to the end take at most
 // keep.bytes on disk. A member that was away that long thus catches up
 // from the log instead of by a snapshot.
+//
+// A data directory from before raft-wal holds the log in pebble under
+// log/; openLogStore moves it into the WAL once (migrateLog).
 type logStore struct {
-	db   *pebble.DB
+	*wal.WAL
+	dir  string
 	keep retention
 	now  func() time.Time
 }
@@ -37,97 +45,41 @@ type retention struct {
 	bytes int64
 }
 
-var errKeyNotFound = errors.New("not found") // the text raft looks for
-
-func openLogStore(dir string, keep retention) (*logStore, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+// openLogStore opens the log in dir/wal, first moving a pebble log in
+// dir/log into it. segment is the WAL's segment size; 0 means raft-wal's
+// default (64 MiB).
+func openLogStore(dir string, keep retention, segment int, hlog hclog.Logger) (*logStore, error) {
+	walDir := filepath.Join(dir, "wal")
+	if err := migrateLog(filepath.Join(dir, "log"), walDir, hlog); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(walDir, 0o755); err != nil {
+		return nil, err
+	}
+	if segment <= 0 {
+		segment = wal.DefaultSegmentSize
+	}
+	w, err := wal.Open(walDir, wal.WithLogger(hlog.Named("wal")), wal.WithSegmentSize(segment))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft log: %w", err)
 	}
-	return &logStore{db: db, keep: keep, now: time.Now}, nil
+	return &logStore{WAL: w, dir: walDir, keep: keep, now: time.Now}, nil
 }
 
-func (s *logStore) Close() error { return s.db.Close() }
-
-func logKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte{'l'}, i) }
-
-var (
-	logLo = []byte{'l'}
-	logHi = []byte{'l' + 1}
-)
-
-func (s *logStore) edge(last bool) (uint64, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logLo, UpperBound: logHi})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	ok := it.First()
-	if last {
-		ok = it.Last()
-	}
-	if !ok {
-		return 0, it.Error()
-	}
-	return binary.BigEndian.Uint64(it.Key()[1:]), nil
-}
-
-func (s *logStore) FirstIndex() (uint64, error) { return s.edge(false) }
-func (s *logStore) LastIndex() (uint64, error)  { return s.edge(true) }
-
+// GetLog reads an entry, answering raft's ErrLogNotFound for one before
+// the first index. The WAL removes whole segment files, so a compacted
+// entry may still be in one; served, it would let a replica catch up on
+// entries raft compacted, which the retention's bounds and a snapshot's
+// install decide instead.
 func (s *logStore) GetLog(index uint64, l *raft.Log) error {
-	v, closer, err := s.db.Get(logKey(index))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return raft.ErrLogNotFound
-	}
+	first, err := s.FirstIndex()
 	if err != nil {
 		return err
 	}
-	defer closer.Close()
-	if len(v) < 21 {
-		return fmt.Errorf("cluster: raft log entry %d is %d bytes", index, len(v))
+	if index < first {
+		return raft.ErrLogNotFound
 	}
-	l.Index = index
-	l.Term = binary.BigEndian.Uint64(v)
-	l.Type = raft.LogType(v[8])
-	l.AppendedAt = time.Time{}
-	if at := int64(binary.BigEndian.Uint64(v[9:])); at > 0 {
-		l.AppendedAt = time.Unix(0, at)
-	}
-	dl := int(binary.BigEndian.Uint32(v[17:]))
-	if len(v) < 21+dl {
-		return fmt.Errorf("cluster: raft log entry %d is cut short", index)
-	}
-	l.Data = append([]byte(nil), v[21:21+dl]...)
-	l.Extensions = nil
-	if ext := v[21+dl:]; len(ext) > 0 {
-		l.Extensions = append([]byte(nil), ext...)
-	}
-	return nil
-}
-
-func (s *logStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
-
-func (s *logStore) StoreLogs(logs []*raft.Log) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	for _, l := range logs {
-		v := make([]byte, 0, 21+len(l.Data)+len(l.Extensions))
-		v = binary.BigEndian.AppendUint64(v, l.Term)
-		v = append(v, byte(l.Type))
-		var at int64 // 0 for none: the zero time's UnixNano is undefined
-		if !l.AppendedAt.IsZero() {
-			at = l.AppendedAt.UnixNano()
-		}
-		v = binary.BigEndian.AppendUint64(v, uint64(at))
-		v = binary.BigEndian.AppendUint32(v, uint32(len(l.Data)))
-		v = append(v, l.Data...)
-		v = append(v, l.Extensions...)
-		if err := b.Set(logKey(l.Index), v, nil); err != nil {
-			return err
-		}
-	}
-	return b.Commit(pebble.Sync)
+	return s.WAL.GetLog(index, l)
 }
 
 // DeleteRange removes the entries min to max. Raft calls it for two
@@ -160,43 +112,30 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 			}
 		}
 	}
-	return s.db.DeleteRange(logKey(min), logKey(max+1), pebble.Sync)
+	return s.WAL.DeleteRange(min, max)
 }
-
-// IsMonotonic tells raft to remove the whole log after installing a
-// snapshot rather than keep its tail: entries kept past a snapshot
-// installed over them could be ones the leader's log replaced.
-func (s *logStore) IsMonotonic() bool { return true }
 
 // keptFrom returns the first entry of first..last the retention keeps
 // (last+1 for none): the first appended within keep.age, or a later one
-// where the entries from it to the end take keep.bytes on disk. Entries
+// where the segments from it to the end take keep.bytes on disk. Entries
 // are in the order they were appended, so both are found by bisection.
 func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logLo, UpperBound: logHi})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	horizon := s.now().Add(-s.keep.age).UnixNano()
+	horizon := s.now().Add(-s.keep.age)
 	var ferr error
 	// young reports whether the entry at i, or the next one stored, was
 	// appended within the retention's age. An entry without a time (the
-	// configuration BootstrapCluster writes; stored as 0, or negative by
-	// older versions) is as old as the next one with a time, so a member
-	// stopped right after bootstrapping finds its entry still there.
+	// configuration BootstrapCluster writes) is as old as the next one
+	// with a time, so a member stopped right after bootstrapping finds its
+	// entry still there.
 	young := func(i uint64) bool {
-		for ok := it.SeekGE(logKey(i)); ok; ok = it.Next() {
-			v, err := it.ValueAndErr()
-			if err == nil && len(v) < 17 {
-				err = fmt.Errorf("cluster: raft log entry %d is %d bytes", binary.BigEndian.Uint64(it.Key()[1:]), len(v))
-			}
-			if err != nil {
+		var l raft.Log
+		for ; i <= last; i++ {
+			if err := s.GetLog(i, &l); err != nil {
 				ferr = errors.Join(ferr, err)
 				return true
 			}
-			if at := int64(binary.BigEndian.Uint64(v[9:])); at > 0 {
-				return at >= horizon
+			if !l.AppendedAt.IsZero() && l.AppendedAt.UnixNano() > 0 {
+				return !l.AppendedAt.Before(horizon)
 			}
 		}
 		return true
@@ -213,14 +152,20 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 	if ferr != nil {
 		return 0, ferr
 	}
-	// The on-disk size from i to the end shrinks as i grows.
+	segs, err := s.segments()
+	if err != nil {
+		return 0, err
+	}
+	// The size on disk from i to the end, counting the segment that holds
+	// i in full, shrinks as i grows.
 	small := func(i uint64) bool {
-		n, err := s.db.EstimateDiskUsage(logKey(i), logHi)
-		if err != nil {
-			ferr = errors.Join(ferr, err)
-			return true
+		var n int64
+		for _, sg := range segs {
+			if sg.next > i {
+				n += sg.size
+			}
 		}
-		return n <= uint64(s.keep.bytes)
+		return n <= s.keep.bytes
 	}
 	hi = last + 1
 	for lo < hi {
@@ -231,41 +176,49 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 			lo = mid + 1
 		}
 	}
-	return lo, ferr
+	return lo, nil
 }
 
-func stableKey(k []byte) []byte { return append([]byte{'s'}, k...) }
+// segmentSpan is a WAL segment file: its size and the base index of the
+// next segment (max uint64 for the last), which bounds the entries it
+// can hold.
+type segmentSpan struct {
+	size int64
+	next uint64
+}
 
-func (s *logStore) Set(k, v []byte) error { return s.db.Set(stableKey(k), v, pebble.Sync) }
-
-func (s *logStore) Get(k []byte) ([]byte, error) {
-	v, closer, err := s.db.Get(stableKey(k))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, errKeyNotFound
-	}
+// segments lists the WAL's segment files, named by raft-wal
+// <base index, 20 digits>-<id, 16 hex>.wal, in index order.
+func (s *logStore) segments() ([]segmentSpan, error) {
+	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, err
 	}
-	defer closer.Close()
-	return append([]byte(nil), v...), nil
-}
-
-func (s *logStore) SetUint64(k []byte, v uint64) error {
-	return s.Set(k, binary.BigEndian.AppendUint64(nil, v))
-}
-
-func (s *logStore) GetUint64(k []byte) (uint64, error) {
-	v, err := s.Get(k)
-	if errors.Is(err, errKeyNotFound) {
-		return 0, nil
+	type seg struct {
+		base uint64
+		size int64
 	}
-	if err != nil {
-		return 0, err
+	var found []seg
+	for _, e := range ents {
+		var base, id uint64
+		if n, _ := fmt.Sscanf(e.Name(), "%020d-%016x.wal", &base, &id); n != 2 {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // deleted by a compaction meanwhile
+		}
+		found = append(found, seg{base, fi.Size()})
 	}
-	if len(v) != 8 {
-		return 0, fmt.Errorf("cluster: stable value %q is %d bytes", k, len(v))
+	slices.SortFunc(found, func(a, b seg) int { return cmp.Compare(a.base, b.base) })
+	spans := make([]segmentSpan, len(found))
+	for i, f := range found {
+		spans[i] = segmentSpan{size: f.size, next: math.MaxUint64}
+		if i+1 < len(found) {
+			spans[i].next = found[i+1].base
+		}
 	}
-	return binary.BigEndian.Uint64(v), nil
+	return spans, nil
 }
 
 var (
@@ -273,13 +226,3 @@ var (
 	_ raft.StableStore       = (*logStore)(nil)
 	_ raft.MonotonicLogStore = (*logStore)(nil)
 )
-
-// quietPebble drops pebble's informational lines; errors still surface
-// through the calls that fail.
-type quietPebble struct{}
-
-func (quietPebble) Infof(string, ...any) {}
-func (quietPebble) Errorf(format string, a ...any) {
-	slog.Error(fmt.Sprintf(format, a...), "component", "raft-log")
-}
-func (quietPebble) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
