@@ -153,17 +153,20 @@ func TestProduceBrokerCPU(t *testing.T) {
 	}
 }
 
-func TestParseProcIO(t *testing.T) {
-	n, err := parseProcIO([]byte("rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 5\nwrite_bytes: 123456\ncancelled_write_bytes: 7\n"))
-	if err != nil || n != 123456 {
-		t.Fatalf("got %d, %v; want 123456", n, err)
+func TestParseDiskstats(t *testing.T) {
+	stats := []byte(" 254       0 vda 1577844 124556 33536946 1452185 6816828 1034975 195756688 1228269 0 587384\n" +
+		" 253       0 zram0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+	n, err := parseDiskstats(stats, 254, 0)
+	if err != nil || n != 195756688*512 {
+		t.Fatalf("got %d, %v; want %d", n, err, 195756688*512)
 	}
-	for _, bad := range []string{"", "read_bytes: 5\n", "write_bytes: x\n", "write_bytes: -1\n"} {
-		if _, err := parseProcIO([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
+	if _, err := parseDiskstats(stats, 8, 0); !errors.Is(err, ErrNoProc) {
+		t.Errorf("a device not listed: %v", err)
 	}
-	if n, err := ProcessWriteBytes(os.Getpid()); err != nil || n < 0 {
-		t.Errorf("this process: %d, %v", n, err)
+	if _, err := parseDiskstats([]byte("254 0 vda 1 2 3 4 5 6 x 8\n"), 254, 0); err == nil {
+		t.Error("a bad count: no error")
+	}
+	if n, err := DeviceWriteBytes(t.TempDir()); err != nil && !errors.Is(err, ErrNoProc) || n < 0 {
+		t.Errorf("the temporary directory's device: %d, %v", n, err)
 	}
 }

@@ -57,9 +57,10 @@ var replicationLoads = []replicationLoad{
 // SetMeasure is one run of one side of RunReplication.
 type SetMeasure struct {
 	Measure
-	// DiskPerByte is the bytes the broker wrote to storage per body byte
-	// acknowledged (for a set, the mean over its members), from
-	// write_bytes in /proc/<pid>/io; 0 when /proc cannot tell.
+	// DiskPerByte is the bytes written to the data directories' device per
+	// body byte acknowledged, over the run and the writeback it left (for a
+	// set, divided by its members; bench.DeviceWriteBytes); 0 when /proc
+	// cannot tell.
 	DiskPerByte float64
 	// AllCPUPerMsg is the CPU of every process of the side per message:
 	// the broker's, or the members' together.
@@ -210,7 +211,7 @@ func runReplicationSide(ctx context.Context, o ReplicationOptions, l replication
 		pids[i] = s.PID()
 	}
 	cpu0, cpuErr := sumCPU(pids)
-	io0, ioErr := sumWriteBytes(pids)
+	io0, ioErr := bench.DeviceWriteBytes(o.TempDir)
 	sum, err := bench.Produce(ctx, bench.Options{Broker: target, Size: o.Size, Conns: l.conns, InFlight: l.inflight,
 		Batch: 1, Duration: o.Duration, BrokerPID: leaderPID}, nil)
 	if err != nil {
@@ -224,7 +225,7 @@ func runReplicationSide(ctx context.Context, o ReplicationOptions, l replication
 	if cpu1, err := sumCPU(pids); err == nil && cpuErr == nil {
 		m.AllCPUPerMsg = (cpu1 - cpu0) / time.Duration(sum.Messages)
 	}
-	if io1, err := sumWriteBytes(pids); err == nil && ioErr == nil && sum.Bytes > 0 {
+	if io1, err := bench.DeviceWriteBytes(o.TempDir); err == nil && ioErr == nil && sum.Bytes > 0 {
 		m.DiskPerByte = float64(io1-io0) / float64(len(pids)) / float64(sum.Bytes)
 	}
 	return m, nil
@@ -307,18 +308,6 @@ func sumCPU(pids []int) (time.Duration, error) {
 	return t, nil
 }
 
-func sumWriteBytes(pids []int) (int64, error) {
-	var n int64
-	for _, pid := range pids {
-		b, err := bench.ProcessWriteBytes(pid)
-		if err != nil {
-			return 0, err
-		}
-		n += b
-	}
-	return n, nil
-}
-
 // String tabulates r: per load, each side's median with its range, and
 // the ratios the set's goals are stated in.
 func (r ReplicationReport) String() string {
@@ -348,7 +337,7 @@ func (r ReplicationReport) String() string {
 	b.WriteString("\n")
 	b.WriteString(bench.Wrap(fmt.Sprintf("Median (min–max) of %d round%s, each run on fresh processes with empty data directories; "+
 		"%d-byte messages, synchronous sends for %v from this process to the single broker (--flush sync) or to the leader of a set of %d. "+
-		"Disk: write_bytes from /proc per body byte acknowledged, per broker (the mean over the members). "+
+		"Disk: bytes written to the data directories' device (/proc/diskstats, after a sync) per body byte acknowledged, per broker (divided by the members); the machine should be quiet. "+
 		"CPU: user+system time of every broker process per message.",
 		r.Rounds, plural(r.Rounds), r.Size, r.Duration, r.Members), 80, ""))
 	return b.String()
