@@ -384,3 +384,72 @@ func TestCheckCommandCatches(t *testing.T) {
 		t.Fatalf("shell commands %+v", cmds)
 	}
 }
+
+// flagRow matches a row of a flag table: | `--name` | ….
+var flagRow = regexp.MustCompile("(?m)^\\| `--([\\w-]+)` \\|")
+
+// TestFlagTablesMatchFlags checks the flag tables of docs/operations.md
+// against the flags the broker and "broker namesrv" define: every flag has
+// a row, and every row a flag.
+func TestFlagTablesMatchFlags(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := usageCache{}
+	for _, c := range []struct {
+		heading string
+		command []string
+	}{
+		{"## Flags of the broker\n", nil},
+		{"## Flags of a name server alone\n", []string{"namesrv"}},
+	} {
+		_, section, ok := strings.Cut(string(doc), c.heading)
+		if !ok {
+			t.Fatalf("docs/operations.md has no %q", strings.TrimSpace(c.heading))
+		}
+		if i := strings.Index(section, "\n## "); i >= 0 {
+			section = section[:i]
+		}
+		fs, err := u.flags(c.command...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range flagTableProblems(fs, section) {
+			t.Errorf("docs/operations.md %s: %s", strings.TrimSpace(c.heading), p)
+		}
+	}
+}
+
+// flagTableProblems lists the flags of fs without a row in section and
+// the rows naming no flag of fs.
+func flagTableProblems(fs *pflag.FlagSet, section string) []string {
+	var problems []string
+	rows := map[string]bool{}
+	for _, m := range flagRow.FindAllStringSubmatch(section, -1) {
+		rows[m[1]] = true
+		if fs.Lookup(m[1]) == nil {
+			problems = append(problems, "row --"+m[1]+" names no flag")
+		}
+	}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !rows[f.Name] {
+			problems = append(problems, "flag --"+f.Name+" has no row")
+		}
+	})
+	return problems
+}
+
+// TestFlagTableProblemsCatches proves a missing row and a stale row are
+// both reported.
+func TestFlagTableProblemsCatches(t *testing.T) {
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.String("listen", "", "")
+	fs.String("grpc-listen", "", "")
+	if p := flagTableProblems(fs, "| `--listen` | a |\n| `--grpc-listen` | b |\n"); len(p) != 0 {
+		t.Fatalf("complete table reported: %q", p)
+	}
+	if p := flagTableProblems(fs, "| `--listen` | a |\n| `--namesrv-listen` | b |\n"); len(p) != 2 {
+		t.Fatalf("got %q, want a stale row and a missing flag", p)
+	}
+}
