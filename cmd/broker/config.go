@@ -97,7 +97,7 @@ func (f *setFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.name, "set-name", "", "run as a member of this replicated broker set (its brokerName in routes); needs --node-id and --peers")
 	fs.StringVar(&f.node, "node-id", "", "this member's id among --peers")
 	fs.StringVar(&f.peers, "peers", "", "every member of the set, this one included: id=host:port of raft's port, comma-separated (keep it on a private network)")
-	fs.BoolVar(&f.recover, "recover-membership", false, "rewrite this member's raft membership to --peers before starting: for a set that lost its majority for good (see README)")
+	fs.BoolVar(&f.recover, "recover-membership", false, "rewrite this member's raft membership to --peers before starting: for a set that lost its majority for good (see docs/replication.md)")
 	fs.BoolVar(&f.join, "join", false, "with no raft state yet, wait to be added to the running set (broker admin cluster add-member) instead of bootstrapping it")
 }
 

@@ -111,7 +111,7 @@ func without(ms []*setMember, m *setMember) []*setMember {
 }
 
 // TestReplicatedSetLostMajority loses two of a set's three members for
-// good (killed, their disks wiped) and brings the set back as README
+// good (killed, their disks wiped) and brings the set back as docs/replication.md
 // describes: the survivor is started once with --recover-membership and
 // itself alone as --peers, leads a set of one, takes sends, and two new
 // members join it. Every acknowledged message, before and after, is on

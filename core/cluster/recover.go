@@ -14,7 +14,7 @@ import (
 // for good, and is run on each surviving member, stopped, with the same
 // Peers. Entries that only the lost members held are gone; the surviving
 // member with the longest log should lead, which is why the procedure in
-// README starts it first.
+// docs/replication.md starts it first.
 //
 // The store on disk is already at or past the newest snapshot (raft is
 // told not to restore snapshots at start for the same reason), so the

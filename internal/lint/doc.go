@@ -1,5 +1,9 @@
 // Package lint holds the module's architecture test: the import rules of
-// DESIGN.md §1 (which package may import which). It has no code of its own.
+// docs/architecture.md ("Import rules": which package may import which),
+// and the tests that keep the documents true: every package go list finds
+// appears in docs/architecture.md, and every relative link in README.md,
+// the root's other Markdown files and docs/ leads to a file and heading
+// that exist. It has no code of its own.
 //
 // Each rule is checked twice:
 //

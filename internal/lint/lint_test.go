@@ -33,7 +33,8 @@ type rule struct {
 	direct bool
 }
 
-// rules are DESIGN.md §1's table. internal/properties is the properties
+// rules are the import rules of docs/architecture.md, whose table must
+// change with them. internal/properties is the properties
 // codec, a leaf shared by core/message and the sdk (which may not import
 // core), so every package that reads messages may reach it.
 var rules = []rule{

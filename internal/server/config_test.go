@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -11,33 +12,46 @@ import (
 	"github.com/rmq-go/rmq/core/store"
 )
 
-// TestReadmeConfig decodes the YAML examples of the README: every key they
-// document still reads.
+// TestReadmeConfig decodes the YAML examples of the README and of docs/:
+// every key they document still reads.
 func TestReadmeConfig(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	files, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(readme, -1)
-	if len(blocks) < 3 {
-		t.Fatalf("%d yaml blocks in the README", len(blocks))
+	files = append([]string{"../../README.md"}, files...)
+	yamlBlock := regexp.MustCompile("(?s)```yaml\n(.*?)```")
+	var blocks int
+	var reference []byte // the configuration file's example in docs/operations.md
+	for _, f := range files {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range yamlBlock.FindAllSubmatch(doc, -1) {
+			if bytes.HasPrefix(b[1], []byte("scrape_configs:")) {
+				continue // Prometheus's config, not the broker's
+			}
+			blocks++
+			if reference == nil && filepath.Base(f) == "operations.md" {
+				reference = b[1]
+			}
+			var c Config
+			if err := c.decode(b[1], "/etc/rmq"); err != nil {
+				t.Errorf("%s yaml block %d: %v\n%s", filepath.Base(f), i, err, b[1])
+			}
+		}
 	}
-	for i, b := range blocks {
-		if bytes.HasPrefix(b[1], []byte("scrape_configs:")) {
-			continue // Prometheus's config, not the broker's
-		}
-		var c Config
-		if err := c.decode(b[1], "/etc/rmq"); err != nil {
-			t.Errorf("README yaml block %d: %v\n%s", i, err, b[1])
-		}
+	if blocks < 3 || reference == nil {
+		t.Fatalf("%d yaml blocks in the README and docs/, none in docs/operations.md", blocks)
 	}
 	var c Config
-	if err := c.decode(blocks[0][1], "/etc/rmq"); err != nil {
+	if err := c.decode(reference, "/etc/rmq"); err != nil {
 		t.Fatal(err)
 	}
 	if c.Store.Flush != store.FlushSync || c.Store.FlushInterval != 500*time.Millisecond || c.Broker.MaxMessageSize != 4<<20 ||
 		c.Broker.DisableAutoCreateTopic || c.Broker.DisablePropertyFilter || len(c.Broker.Topics) != 1 || c.Plugins[0].Path != "/etc/rmq/jsonfield.wasm" {
-		t.Fatalf("README config %+v", c)
+		t.Fatalf("docs/operations.md config %+v", c)
 	}
 }
 

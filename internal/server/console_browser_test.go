@@ -300,7 +300,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("reload result %q, %v", result, err)
 	}
 
-	// The README's picture: the dead-letter page, viewport only.
+	// The picture in docs/operations.md: the dead-letter page, viewport only.
 	if out := os.Getenv("RMQ_CONSOLE_README_SHOT"); out != "" {
 		if err := chromedp.Do(tctx, chromedp.EmulateViewport(1100, 520), chromedp.Navigate(srv.URL+"/dlq?group="+group), chromedp.WaitVisible(chromedp.CSS("main h1"))); err != nil {
 			t.Fatal(err)
@@ -312,7 +312,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err := os.WriteFile(out, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("README screenshot written to %s", out)
+		t.Logf("console screenshot written to %s", out)
 	}
 
 	var errs []string
