@@ -13,6 +13,10 @@
 //	                            ask a running broker and name server, as
 //	                            mqadmin does (cluster list, topics status,
 //	                            consumers progress, messages by-key, ...)
+//	broker config defaults [--markdown]
+//	                            the config file with every key at its default
+//	broker config check FILE...
+//	                            every problem of a config file
 //
 // Run "broker -h" or "broker <command> -h" for the flags. SIGHUP makes a
 // running broker reload the plugin list of its config file.
@@ -37,7 +41,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin") {
+	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin" && os.Args[1] != "config") {
 		setGCPercent() // servers only: the load generator and tools keep Go's default
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -68,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runBench(args[1:], stdout, stderr)
 		case "admin":
 			return runAdmin(args[1:], stdout, stderr)
+		case "config":
+			return runConfig(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -84,6 +90,8 @@ const usage = `Usage:
   broker bench memory [flags]           this broker's resident memory: idle, connections, backlog, long-polls
   broker bench hostile [flags]          this broker's peak memory under hostile clients, and a client's latency meanwhile
   broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
+  broker config defaults [--markdown]   print the config file with every key at its default and a comment
+  broker config check FILE...           report every problem of a config file
 
 Run "broker <command> -h" for the flags of a command.
 `
