@@ -102,14 +102,6 @@ const shutdownTimeout = 30 * time.Second
 // reloadTimeout bounds a plugin reload started by SIGHUP.
 const reloadTimeout = 2 * time.Minute
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
 func runBroker(args []string, stdout, stderr io.Writer) int {
 	cfg, pprofAddr, code := brokerConfig(args, stderr)
 	if code >= 0 {
@@ -126,12 +118,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		go http.Serve(ln, nil) // the default mux carries net/http/pprof
 		log.Info("serving profiles", "addr", ln.Addr().String())
 	}
-	// Catch SIGHUP before starting, so one sent as soon as the broker says
-	// it started reloads instead of killing the process; a reload asked
-	// for during startup waits for it.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	// Catch the signals before starting, so one sent as soon as the broker
+	// says it started reloads or stops it gracefully instead of killing
+	// the process; one sent during startup waits for it.
+	hup, stop := catchSignals()
 	defer signal.Stop(hup)
+	defer signal.Stop(stop)
 	srv, err := server.Start(cfg)
 	if err != nil {
 		log.Error("broker failed to start", "err", err)
@@ -148,7 +140,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
 		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String(), "tls", srv.TLSMode())
 
-	return serveUntilSignal(srv, log, hup, "listener failed", func() {
+	return serveUntilSignal(srv, log, hup, stop, "listener failed", func() {
 		// Each reload logs its outcome; a refused one leaves the current
 		// plugins, access control or certificates in force.
 		ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
@@ -159,13 +151,19 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// serveUntilSignal runs srv until SIGINT or SIGTERM (a graceful shutdown)
-// or a listener failure (logged as failed), calling reload at each SIGHUP
-// from hup; it returns the exit code.
-func serveUntilSignal(srv *server.Server, log *slog.Logger, hup <-chan os.Signal, failed string, reload func()) int {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+// catchSignals starts catching SIGHUP on hup, and SIGINT and SIGTERM on
+// stop; the caller stops them with signal.Stop.
+func catchSignals() (hup, stop chan os.Signal) {
+	hup, stop = make(chan os.Signal, 1), make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	return hup, stop
+}
+
+// serveUntilSignal runs srv until SIGINT or SIGTERM from sigs (a graceful
+// shutdown) or a listener failure (logged as failed), calling reload at
+// each SIGHUP from hup; it returns the exit code.
+func serveUntilSignal(srv *server.Server, log *slog.Logger, hup, sigs <-chan os.Signal, failed string, reload func()) int {
 	for {
 		select {
 		case <-hup:
@@ -201,16 +199,16 @@ func runNamesrv(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	log := cfg.Logger
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	hup, stop := catchSignals()
 	defer signal.Stop(hup)
+	defer signal.Stop(stop)
 	srv, err := server.StartNamesrv(cfg)
 	if err != nil {
 		log.Error("name server failed to start", "err", err)
 		return 1
 	}
 	log.Info("name server started", "listen", srv.NamesrvAddr, "acl", srv.ACLEnabled(), "tls", srv.TLSMode())
-	return serveUntilSignal(srv, log, hup, "name server failed", func() {
+	return serveUntilSignal(srv, log, hup, stop, "name server failed", func() {
 		srv.ReloadACL()
 		srv.ReloadTLS()
 	})

@@ -204,4 +204,5 @@ var configDocs = map[string]string{
 	"metricsMaxGroups": "consumer groups with series of their own on /metrics",
 	"pluginCacheDir":   "where compiled plugins are kept; empty: dataDir/plugin-cache",
 	"logLevel":         "debug, info, warn or error",
+	"logFormat":        "text (key=value) or json (one object a line)",
 }

@@ -130,6 +130,7 @@ func CommandDefaults() Config {
 		MetricsMaxTopics: 1000,
 		MetricsMaxGroups: 1000,
 		LogLevel:         slog.LevelInfo,
+		LogFormat:        LogText,
 	}
 }
 
@@ -531,12 +532,16 @@ func dropUndecodable(n *yaml.Node, t reflect.Type) []error {
 // Check returns every value of c out of range, as the components report
 // them when they start.
 func (c Config) Check() error {
+	c.Logger = slog.New(slog.DiscardHandler)
 	c = c.withDefaults()
 	var errs []error
 	so := c.Store
 	so.Dir = c.DataDir
 	errs = append(errs, so.Check())
 	errs = append(errs, c.Broker.Check())
+	if _, err := NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := tlsMode(c.TLS.Mode); err != nil {
 		errs = append(errs, err)
 	}
