@@ -147,6 +147,15 @@ type textFlag struct {
 
 func (f textFlag) Set(s string) error { return f.v.UnmarshalText([]byte(s)) }
 
+func (f textFlag) Type() string { return "string" }
+
+func (f textFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return f.v.String()
+}
+
 // logFormatFlag is --log-format: text or json.
 type logFormatFlag struct{ v *string }
 
@@ -165,14 +174,6 @@ func (f logFormatFlag) String() string {
 		return server.LogText
 	}
 	return *f.v
-}
-func (f textFlag) Type() string       { return "string" }
-
-func (f textFlag) String() string {
-	if f.v == nil {
-		return ""
-	}
-	return f.v.String()
 }
 
 // namesrvConfig works out what "broker namesrv" runs with, as brokerConfig
