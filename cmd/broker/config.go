@@ -179,7 +179,7 @@ func (f logFormatFlag) String() string {
 // namesrvConfig works out what "broker namesrv" runs with, as brokerConfig
 // does for the broker: flags over the config file over defaults. The file
 // is the broker's: a name server alone uses its namesrvListen,
-// embeddedNamesrv, remoting, tls, acl, insecure and logLevel.
+// embeddedNamesrv, remoting, tls, acl, insecure, logLevel and logFormat.
 func namesrvConfig(args []string, stderr io.Writer) (cfg server.Config, code int) {
 	cfg = server.Config{NamesrvListen: server.DefaultNamesrvListen}
 	var configPath string
