@@ -17,6 +17,7 @@
 //	                            the config file with every key at its default
 //	broker config check FILE...
 //	                            every problem of a config file
+//	broker healthcheck [flags]  exit 0 if a broker's /readyz answers 200
 //
 // Run "broker -h" or "broker <command> -h" for the flags. SIGHUP makes a
 // running broker reload the plugin list of its config file.
@@ -41,7 +42,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin" && os.Args[1] != "config") {
+	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin" && os.Args[1] != "config" && os.Args[1] != "healthcheck") {
 		setGCPercent() // servers only: the load generator and tools keep Go's default
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -74,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runAdmin(args[1:], stdout, stderr)
 		case "config":
 			return runConfig(args[1:], stdout, stderr)
+		case "healthcheck":
+			return runHealthcheck(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -92,6 +95,7 @@ const usage = `Usage:
   broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
   broker config defaults [--markdown]   print the config file with every key at its default and a comment
   broker config check FILE...           report every problem of a config file
+  broker healthcheck [flags]            exit 0 if a broker's /readyz answers 200 (a container's health check)
 
 Run "broker <command> -h" for the flags of a command.
 `
