@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/spf13/pflag"
 
@@ -57,7 +56,11 @@ func brokerConfig(args []string, stderr io.Writer) (cfg server.Config, pprofAddr
 		fmt.Fprintln(stderr, "broker:", err)
 		return cfg, "", 2
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	var err error
+	if cfg.Logger, err = server.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel); err != nil {
+		fmt.Fprintln(stderr, "broker:", err)
+		return cfg, "", 2
+	}
 	return cfg, pprofAddr, -1
 }
 
@@ -77,6 +80,7 @@ func brokerFlags(c *server.Config, configPath, pprofAddr *string, stderr io.Writ
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory (default "+server.DefaultDataDir+")")
 	fs.Var(textFlag{&c.Store.Flush}, "flush", "flush mode: sync (ack after fsync, group commit) or async (fsync on an interval)")
 	fs.Var(textFlag{&c.LogLevel}, "log-level", "log level: debug, info, warn or error")
+	fs.Var(logFormatFlag{&c.LogFormat}, "log-format", "log format: text (key=value lines) or json (one JSON object a line)")
 	fs.Var(textFlag{&c.Broker.DelayLevels}, "delay-levels", "delay of each level, space-separated, units s, m, h or d (default \""+broker.DefaultDelayLevels+"\")")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow listening on a non-loopback address with access control (acl:) off")
 	fs.StringVar(configPath, "config", *configPath, "YAML config file; flags override it")
@@ -142,7 +146,8 @@ type textFlag struct {
 }
 
 func (f textFlag) Set(s string) error { return f.v.UnmarshalText([]byte(s)) }
-func (f textFlag) Type() string       { return "string" }
+
+func (f textFlag) Type() string { return "string" }
 
 func (f textFlag) String() string {
 	if f.v == nil {
@@ -151,10 +156,30 @@ func (f textFlag) String() string {
 	return f.v.String()
 }
 
+// logFormatFlag is --log-format: text or json.
+type logFormatFlag struct{ v *string }
+
+func (f logFormatFlag) Set(s string) error {
+	if _, err := server.NewLogger(io.Discard, s, nil); err != nil {
+		return err
+	}
+	*f.v = s
+	return nil
+}
+
+func (f logFormatFlag) Type() string { return "string" }
+
+func (f logFormatFlag) String() string {
+	if f.v == nil || *f.v == "" {
+		return server.LogText
+	}
+	return *f.v
+}
+
 // namesrvConfig works out what "broker namesrv" runs with, as brokerConfig
 // does for the broker: flags over the config file over defaults. The file
 // is the broker's: a name server alone uses its namesrvListen,
-// embeddedNamesrv, remoting, tls, acl, insecure and logLevel.
+// embeddedNamesrv, remoting, tls, acl, insecure, logLevel and logFormat.
 func namesrvConfig(args []string, stderr io.Writer) (cfg server.Config, code int) {
 	cfg = server.Config{NamesrvListen: server.DefaultNamesrvListen}
 	var configPath string
@@ -181,7 +206,11 @@ func namesrvConfig(args []string, stderr io.Writer) (cfg server.Config, code int
 		cfg.ACLSource = server.ACLFile(configPath)
 		namesrvFlags(&cfg, &configPath, io.Discard).Parse(args)
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	var err error
+	if cfg.Logger, err = server.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel); err != nil {
+		fmt.Fprintln(stderr, "broker namesrv:", err)
+		return cfg, 2
+	}
 	return cfg, -1
 }
 
@@ -195,6 +224,7 @@ func namesrvFlags(c *server.Config, configPath *string, stderr io.Writer) *pflag
 	fs.StringVar(&c.NamesrvListen, "listen", c.NamesrvListen, "name server listen address")
 	fs.DurationVar(&c.EmbeddedNamesrv.BrokerExpiry, "broker-expiry", c.EmbeddedNamesrv.BrokerExpiry, "drop a broker that has not registered for this long (default 2m0s)")
 	fs.Var(textFlag{&c.LogLevel}, "log-level", "log level: debug, info, warn or error")
+	fs.Var(logFormatFlag{&c.LogFormat}, "log-format", "log format: text (key=value lines) or json (one JSON object a line)")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow listening on a non-loopback address with access control (acl:) off")
 	fs.StringVar(&c.HTTPListen, "http-listen", c.HTTPListen, "HTTP endpoint (/metrics, /healthz, /readyz) address; empty (the default) disables it")
 	fs.StringVar(configPath, "config", *configPath, "YAML config file (the broker's format); flags override it")

@@ -13,6 +13,11 @@
 //	                            ask a running broker and name server, as
 //	                            mqadmin does (cluster list, topics status,
 //	                            consumers progress, messages by-key, ...)
+//	broker config defaults [--markdown]
+//	                            the config file with every key at its default
+//	broker config check FILE...
+//	                            every problem of a config file
+//	broker healthcheck [flags]  exit 0 if a broker's /readyz answers 200
 //
 // Run "broker -h" or "broker <command> -h" for the flags. SIGHUP makes a
 // running broker reload the plugin list of its config file.
@@ -37,7 +42,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin") {
+	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin" && os.Args[1] != "config" && os.Args[1] != "healthcheck") {
 		setGCPercent() // servers only: the load generator and tools keep Go's default
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -68,6 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runBench(args[1:], stdout, stderr)
 		case "admin":
 			return runAdmin(args[1:], stdout, stderr)
+		case "config":
+			return runConfig(args[1:], stdout, stderr)
+		case "healthcheck":
+			return runHealthcheck(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -84,6 +93,9 @@ const usage = `Usage:
   broker bench memory [flags]           this broker's resident memory: idle, connections, backlog, long-polls
   broker bench hostile [flags]          this broker's peak memory under hostile clients, and a client's latency meanwhile
   broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
+  broker config defaults [--markdown]   print the config file with every key at its default and a comment
+  broker config check FILE...           report every problem of a config file
+  broker healthcheck [flags]            exit 0 if a broker's /readyz answers 200 (a container's health check)
 
 Run "broker <command> -h" for the flags of a command.
 `
@@ -93,14 +105,6 @@ const shutdownTimeout = 30 * time.Second
 
 // reloadTimeout bounds a plugin reload started by SIGHUP.
 const reloadTimeout = 2 * time.Minute
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
 
 func runBroker(args []string, stdout, stderr io.Writer) int {
 	cfg, pprofAddr, code := brokerConfig(args, stderr)
@@ -118,12 +122,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		go http.Serve(ln, nil) // the default mux carries net/http/pprof
 		log.Info("serving profiles", "addr", ln.Addr().String())
 	}
-	// Catch SIGHUP before starting, so one sent as soon as the broker says
-	// it started reloads instead of killing the process; a reload asked
-	// for during startup waits for it.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	// Catch the signals before starting, so one sent as soon as the broker
+	// says it started reloads or stops it gracefully instead of killing
+	// the process; one sent during startup waits for it.
+	hup, stop := catchSignals()
 	defer signal.Stop(hup)
+	defer signal.Stop(stop)
 	srv, err := server.Start(cfg)
 	if err != nil {
 		log.Error("broker failed to start", "err", err)
@@ -140,7 +144,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
 		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String(), "tls", srv.TLSMode())
 
-	return serveUntilSignal(srv, log, hup, "listener failed", func() {
+	return serveUntilSignal(srv, log, hup, stop, "listener failed", func() {
 		// Each reload logs its outcome; a refused one leaves the current
 		// plugins, access control or certificates in force.
 		ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
@@ -151,13 +155,19 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// serveUntilSignal runs srv until SIGINT or SIGTERM (a graceful shutdown)
-// or a listener failure (logged as failed), calling reload at each SIGHUP
-// from hup; it returns the exit code.
-func serveUntilSignal(srv *server.Server, log *slog.Logger, hup <-chan os.Signal, failed string, reload func()) int {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+// catchSignals starts catching SIGHUP on hup, and SIGINT and SIGTERM on
+// stop; the caller stops them with signal.Stop.
+func catchSignals() (hup, stop chan os.Signal) {
+	hup, stop = make(chan os.Signal, 1), make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	return hup, stop
+}
+
+// serveUntilSignal runs srv until SIGINT or SIGTERM from sigs (a graceful
+// shutdown) or a listener failure (logged as failed), calling reload at
+// each SIGHUP from hup; it returns the exit code.
+func serveUntilSignal(srv *server.Server, log *slog.Logger, hup, sigs <-chan os.Signal, failed string, reload func()) int {
 	for {
 		select {
 		case <-hup:
@@ -193,16 +203,16 @@ func runNamesrv(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	log := cfg.Logger
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	hup, stop := catchSignals()
 	defer signal.Stop(hup)
+	defer signal.Stop(stop)
 	srv, err := server.StartNamesrv(cfg)
 	if err != nil {
 		log.Error("name server failed to start", "err", err)
 		return 1
 	}
 	log.Info("name server started", "listen", srv.NamesrvAddr, "acl", srv.ACLEnabled(), "tls", srv.TLSMode())
-	return serveUntilSignal(srv, log, hup, "name server failed", func() {
+	return serveUntilSignal(srv, log, hup, stop, "name server failed", func() {
 		srv.ReloadACL()
 		srv.ReloadTLS()
 	})

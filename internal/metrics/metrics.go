@@ -138,6 +138,8 @@ var (
 	storeCorruptions  = desc("rmq_store_corruptions_total", "Invalid records found on read or recovery.")
 	storeKeyIndexFail = desc("rmq_store_key_index_failures_total", "Key-index writes that failed; the key index then stops until a restart.")
 	storeDiskFull     = desc("rmq_store_disk_full", "1 while sends are refused because the disk has less free space than the store keeps.")
+	storeDiskUsed     = desc("rmq_store_disk_used_ratio", "Fraction of the data directory's filesystem in use, read at the scrape.")
+	storeHighWater    = desc("rmq_store_disk_high_water_ratio", "The store's diskHighWater: above it, retention deletes the oldest segments early (0 or less: never).")
 
 	pluginCalls    = desc("rmq_plugin_calls_total", "Calls into a WASM plugin.", "plugin", "kind")
 	pluginRecords  = desc("rmq_plugin_records_total", "Records passed to a WASM plugin.", "plugin", "kind")
@@ -170,7 +172,7 @@ var all = []*prometheus.Desc{
 	heldPulls, connections, partialFrames, queuedResp, framesDropped, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending,
 	txnPending, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
 	storeAppends, storeBytes, storeRounds, storeRoundSize, storeFsyncs, storeFsyncTime, storeFsyncBytes,
-	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail, storeDiskFull,
+	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail, storeDiskFull, storeDiskUsed, storeHighWater,
 	pluginCalls, pluginRecords, pluginErrors, pluginTraps, pluginTimeouts, pluginDisabled, pluginDuration,
 	bridgeConnected, bridgeLagEvents, bridgeLagSeconds, bridgeInFlight, bridgePublished, bridgeDuplicates,
 	bridgeFailures, bridgeDropped, bridgeResends,
@@ -364,6 +366,10 @@ func (c *Collector) collectStore(ch chan<- prometheus.Metric, s *store.Store) {
 		full = 1
 	}
 	gauge(ch, storeDiskFull, full)
+	if used, high, err := s.DiskFill(); err == nil {
+		ch <- prometheus.MustNewConstMetric(storeDiskUsed, prometheus.GaugeValue, used)
+		ch <- prometheus.MustNewConstMetric(storeHighWater, prometheus.GaugeValue, high)
+	}
 	st.RoundMessages.Snapshot(&c.hist)
 	hist(ch, storeRoundSize, &c.hist, 1)
 	st.FsyncDuration.Snapshot(&c.hist)

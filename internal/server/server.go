@@ -133,16 +133,29 @@ type Config struct {
 	PluginCacheDir string `yaml:"pluginCacheDir"`
 	// LogLevel is the level of the default Logger. Default info.
 	LogLevel slog.Level `yaml:"logLevel"`
-	// Logger receives every component's logs. Default: text on standard
-	// error at LogLevel.
+	// LogFormat is the format of the default Logger: LogText (the
+	// default) or LogJSON.
+	LogFormat string `yaml:"logFormat"`
+	// Logger receives every component's logs. Default: LogFormat on
+	// standard error at LogLevel.
 	Logger *slog.Logger `yaml:"-"`
+}
+
+// defaultLogger is the Logger of a Config without one: LogFormat on
+// standard error, text if LogFormat is not one (Check reports it).
+func (c Config) defaultLogger() *slog.Logger {
+	l, err := NewLogger(os.Stderr, c.LogFormat, c.LogLevel)
+	if err != nil {
+		l, _ = NewLogger(os.Stderr, LogText, c.LogLevel)
+	}
+	return l
 }
 
 // withDefaults returns a copy of c with its own defaults filled in; the
 // components fill theirs.
 func (c Config) withDefaults() Config {
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
+		c.Logger = c.defaultLogger()
 	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
@@ -383,7 +396,7 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 // broker process.
 func StartNamesrv(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+		cfg.Logger = cfg.defaultLogger()
 	}
 	if cfg.NamesrvListen == "" {
 		return nil, errors.New("name server: no listen address")
