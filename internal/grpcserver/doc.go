@@ -121,7 +121,9 @@
 //     each redelivery; the message due for attempt retryMaxTimes+2 is
 //     stored in %DLQ%<group> (with its outbox event) and its flight ends.
 //  4. A waiting receive is answered when a message arrives on its topic,
-//     when a flight's deadline passes, when its long-polling time or
+//     when a flight's deadline passes (a ChangeInvisibleDuration that
+//     moves a deadline of its group before the receive's wake-up wakes it
+//     to sleep until the new one), when its long-polling time or
 //     (200 ms before) its deadline ends, or when the server stops; at most
 //     MaxWaiting receives wait at once, and at most MaxSessions sessions
 //     exist.

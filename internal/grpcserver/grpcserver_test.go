@@ -313,6 +313,46 @@ func TestRedeliveryAfterInvisibleTime(t *testing.T) {
 	}
 }
 
+// TestChangeInvisibleReschedulesWaitingReceive: a receive waiting on a
+// long poll of 20 s while a message is in flight for 30 s gets that
+// message when ChangeInvisibleDuration shortens its invisible time to
+// 1 s: at 1 s, not when the long poll ends.
+func TestChangeInvisibleReschedulesWaitingReceive(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.GRPC.LongPolling = 20 * time.Second })
+	topic, group := brokertest.Name("Resched"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	e.send(t, msg(topic, "id", "t", "x"))
+	_, first := e.receive(t, group, topic, nil, 32, 30*time.Second, time.Second)
+	if len(first) != 1 {
+		t.Fatalf("%d messages", len(first))
+	}
+	type result struct {
+		msgs []*pb.Message
+		at   time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 20*time.Second)
+		done <- result{msgs, time.Now()}
+	}()
+	// Change once the receive sleeps on its timer, set by the 30 s
+	// deadline (a change before its first look is found by that look).
+	waitFor(t, func() bool { return e.GRPC.Parked() > 0 })
+	changed := time.Now()
+	if st, _ := e.change(t, group, topic, first[0].SystemProperties.GetReceiptHandle(), time.Second); st.GetCode() != pb.Code_OK {
+		t.Fatalf("change: %v", st)
+	}
+	r := <-done
+	took := r.at.Sub(changed)
+	if len(r.msgs) != 1 || r.msgs[0].SystemProperties.GetDeliveryAttempt() != 2 {
+		t.Fatalf("after %v: %v", took, r.msgs)
+	}
+	if took < time.Second-10*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("redelivered %v after the change to 1 s", took)
+	}
+	t.Logf("redelivered %v after the change to 1 s", took)
+}
+
 func TestLongPollWakesOnArrival(t *testing.T) {
 	e := start(t)
 	topic, group := brokertest.Name("Wake"), brokertest.Name("g")

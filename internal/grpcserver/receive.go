@@ -102,9 +102,10 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		// A retry of a receive whose answer was lost: the same messages.
 		return s.deliver(stream, r, got)
 	}
-	arrivals, stop := s.pop.watch(topic)
+	w, stop := s.pop.watch(group, topic)
 	defer stop()
 	for {
+		w.looking()
 		got, next, err := s.pop.receive(r, s.opts.Now())
 		if err != nil {
 			return end(err)
@@ -121,17 +122,23 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		if !now.Before(until) {
 			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "no new message"))
 		}
-		t := time.NewTimer(max(wait, time.Millisecond))
+		wait = max(wait, time.Millisecond)
+		w.sleepUntil(now.Add(wait))
+		t := time.NewTimer(wait)
+		s.pop.parked.Add(1)
 		select {
-		case <-arrivals:
+		case <-w.ch:
 		case <-t.C:
 		case <-ctx.Done():
+			s.pop.parked.Add(-1)
 			t.Stop()
 			return ctx.Err()
 		case <-s.quit:
+			s.pop.parked.Add(-1)
 			t.Stop()
 			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "the broker is shutting down"))
 		}
+		s.pop.parked.Add(-1)
 		t.Stop()
 	}
 }
