@@ -67,6 +67,18 @@
 // Sessions are not durable, so after a restart such flights end at their
 // stored deadline.
 //
+// # Retry policy
+//
+// A consumer's Settings answer carries its group's retry policy as
+// Apache's proxy sends it: max_attempts retryMaxTimes+1, and the broker's
+// delay levels (1s 5s 10s 30s 1m … 2h by default, --delay-levels) as a
+// CUSTOMIZED backoff, or the group's own groupRetryPolicy (its ladder, or
+// EXPONENTIAL). A push consumer's delivery given up with
+// ChangeInvisibleDuration is a failed attempt: it comes back no earlier
+// than the policy's delay for its attempt (the ladder's attempt-th step),
+// whatever shorter time the client asked for; a simple consumer's comes
+// back when it asked.
+//
 // A push consumer retries a receive whose answer it lost with the same
 // attempt_id; the last 4096 attempts are remembered (positions, not
 // bodies) and a retry gets those of its messages still current again,

@@ -635,8 +635,10 @@ func (p *popState) ack(group, topic string, nq int, handle string, now time.Time
 }
 
 // changeInvisible makes the message a handle names deliverable again
-// after d and returns its new handle; the old one stops working.
-func (p *popState) changeInvisible(group, topic string, nq int, handle string, d time.Duration, now time.Time) (string, error) {
+// after d and returns its new handle; the old one stops working. A push
+// consumer's delivery (auto-renewed) given up this way is a failed
+// attempt: it waits at least what retry says for its attempt.
+func (p *popState) changeInvisible(group, topic string, nq int, handle string, d time.Duration, retry broker.RetryPolicy, now time.Time) (string, error) {
 	k := popKey{group, topic}
 	h, err := p.parseHandle(k, handle)
 	if err != nil {
@@ -647,6 +649,9 @@ func (p *popState) changeInvisible(group, topic string, nq int, handle string, d
 	_, f, err := p.currentLocked(pt, k, h, nq, now)
 	if err != nil {
 		return "", err
+	}
+	if f.owner != "" {
+		d = max(d, retry.Delay(int(f.attempt)))
 	}
 	old := f.deadline
 	f.delivery = p.nextID.Add(1)

@@ -284,7 +284,8 @@ func (s *Server) AckMessage(ctx context.Context, req *pb.AckMessageRequest) (*pb
 }
 
 // ChangeInvisibleDuration makes a message deliverable again after the
-// duration (0: now) and answers a new receipt handle.
+// duration (0: now) and answers a new receipt handle. A push consumer's
+// message waits at least its group's retry delay for the attempt.
 func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvisibleDurationRequest) (*pb.ChangeInvisibleDurationResponse, error) {
 	group, topic := resource(req.GetGroup()), resource(req.GetTopic())
 	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Sub), acl.GroupRes(group, acl.Sub)); err != nil {
@@ -298,7 +299,8 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvi
 	if d < 0 || d > 12*time.Hour {
 		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is outside 0..12h", d))}, nil
 	}
-	h, err := s.pop.changeInvisible(group, topic, nq, req.GetReceiptHandle(), d, s.opts.Now())
+	gc, _ := s.b.GroupConfig(group)
+	h, err := s.pop.changeInvisible(group, topic, nq, req.GetReceiptHandle(), d, gc.RetryPolicy(s.b.DelayLevels()), s.opts.Now())
 	return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err), ReceiptHandle: h}, nil
 }
 
