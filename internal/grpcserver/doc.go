@@ -21,7 +21,10 @@
 //	| Heartbeat               | refreshes a session (none: 40015)           |
 //	| NotifyClientTermination | drops the session                           |
 //	| SendMessage             | NORMAL, FIFO (queue = hash(message_group)), |
-//	|                         | DELAY (the timer), TRANSACTION (half)       |
+//	|                         | DELAY (the timer), TRANSACTION (half); the  |
+//	|                         | request's messages share a group-commit     |
+//	|                         | round, each answered once stored (fsync'd   |
+//	|                         | under the sync flush mode)                  |
 //	| EndTransaction          | commit or roll back by transaction id       |
 //	| QueryAssignment         | one queue, id -1 (FIFO group: every queue)  |
 //	| ReceiveMessage          | POP across every queue, long-polling        |
