@@ -66,9 +66,11 @@
 // transactions) from memory when an exporter asks.
 //
 // local.go is the face for in-process front ends of another protocol (the
-// gRPC endpoint of RocketMQ 5 clients, internal/grpcserver): SendLocal and
-// EndLocalTransaction take the send and END_TRANSACTION paths without a
-// connection, DeadLetter the send-back's dead-letter move, CompileFilter
+// gRPC endpoint of RocketMQ 5 clients, internal/grpcserver): SendLocal,
+// SendLocalBatch and EndLocalTransaction take the send and END_TRANSACTION
+// paths without a connection (a batch's messages queued on the store
+// together, so they share a group-commit round, as the remoting port's
+// fast sends do), DeadLetter the send-back's dead-letter move, CompileFilter
 // the filter cache; OnArrival, OnTransactionCheck, OnPull and
 // OnTopicDeleted let the front end wake its long polls, ask its producers
 // for transaction states, keep a group consumed one way, and drop a

@@ -40,14 +40,57 @@ type LocalSent struct {
 // checks and auto-creation, size limits, properties, and the transforms
 // of delayed, timed and half messages (invariants 1 and 3).
 func (b *Broker) SendLocal(s LocalSend) LocalSent {
+	return b.SendLocalBatch([]LocalSend{s})[0]
+}
+
+// SendLocalBatch stores several messages, each as SendLocal does and
+// answered on its own, in the order given. All of them are queued on the
+// store before any is waited for, so messages that arrive together share
+// a group-commit round (one write, and one fsync under FlushSync), as the
+// remoting port's fast sends do; each is answered once its round is
+// stored as Store.Append returns (after the fsync under FlushSync).
+func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
+	out := make([]LocalSent, len(ss))
+	var wg sync.WaitGroup
+	for i := range ss {
+		req, msgs, refused := b.localMessages(ss[i])
+		if msgs == nil {
+			out[i] = refused
+			continue
+		}
+		m := msgs[0]
+		wg.Add(1)
+		err := b.store.AppendAsync(msgs, func(err error) {
+			// On the store's completion goroutine: quick, no waiting.
+			if err != nil {
+				r := b.storeError(req, err)
+				out[i] = LocalSent{Code: r.Code, Remark: r.Remark}
+			} else {
+				out[i] = LocalSent{Code: remoting.Success, QueueID: sentQueue(m), QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset, Topic: m.Topic}
+			}
+			wg.Done()
+		})
+		if err != nil {
+			r := b.storeError(req, err)
+			out[i] = LocalSent{Code: r.Code, Remark: r.Remark}
+			wg.Done()
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+// localMessages builds what a LocalSend stores: its message, then any of
+// the broker's own (outbox events); or nil and the answer refusing it.
+func (b *Broker) localMessages(s LocalSend) (*remoting.Command, []*message.Message, LocalSent) {
 	h := s.Header
 	req := remoting.NewRequest(remoting.SendMessageV2, nil, nil)
 	qid, resp := b.sendQueue(req, &h, true)
 	if resp != nil {
-		return LocalSent{Code: resp.Code, Remark: resp.Remark}
+		return req, nil, LocalSent{Code: resp.Code, Remark: resp.Remark}
 	}
 	if len(s.Body) > b.opts.MaxMessageSize {
-		return LocalSent{Code: remoting.MessageIllegal, Remark: "send: body of " + strconv.Itoa(len(s.Body)) + " bytes exceeds the " + strconv.Itoa(b.opts.MaxMessageSize) + "-byte limit"}
+		return req, nil, LocalSent{Code: remoting.MessageIllegal, Remark: "send: body of " + strconv.Itoa(len(s.Body)) + " bytes exceeds the " + strconv.Itoa(b.opts.MaxMessageSize) + "-byte limit"}
 	}
 	m := &message.Message{
 		Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
@@ -55,20 +98,16 @@ func (b *Broker) SendLocal(s LocalSend) LocalSent {
 	}
 	var err error
 	if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
-		return LocalSent{Code: remoting.MessageIllegal, Remark: "send: " + err.Error()}
+		return req, nil, LocalSent{Code: remoting.MessageIllegal, Remark: "send: " + err.Error()}
 	}
 	if m.Properties.Has(message.PropertyReplyToClient) {
-		return LocalSent{Code: remoting.MessageIllegal, Remark: "send: REPLY_TO_CLIENT needs a remoting connection"}
+		return req, nil, LocalSent{Code: remoting.MessageIllegal, Remark: "send: REPLY_TO_CLIENT needs a remoting connection"}
 	}
 	extra, code, err := b.transform(nil, m, &h)
 	if err != nil {
-		return LocalSent{Code: code, Remark: "send: " + err.Error()}
+		return req, nil, LocalSent{Code: code, Remark: "send: " + err.Error()}
 	}
-	if err := b.store.Append(append([]*message.Message{m}, extra...)); err != nil {
-		r := b.storeError(req, err)
-		return LocalSent{Code: r.Code, Remark: r.Remark}
-	}
-	return LocalSent{Code: remoting.Success, QueueID: sentQueue(m), QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset, Topic: m.Topic}
+	return req, append([]*message.Message{m}, extra...), LocalSent{}
 }
 
 // EndLocalTransaction commits (commit true) or rolls back the half message

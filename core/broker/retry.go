@@ -50,6 +50,9 @@ type SubscriptionGroupConfig struct {
 	// consumers over gRPC get nothing more from a queue while an earlier
 	// message of it is in flight.
 	ConsumeMessageOrderly bool `json:"consumeMessageOrderly,omitempty"`
+	// GroupRetryPolicy spaces the retries of the group's RocketMQ 5
+	// consumers (RocketMQ 5's field); nil is the delay levels' ladder.
+	GroupRetryPolicy *GroupRetryPolicy `json:"groupRetryPolicy,omitempty"`
 }
 
 const groupMetaKey = "group/"
@@ -113,7 +116,7 @@ func checkGroupConfig(gc SubscriptionGroupConfig) error {
 	if gc.RetryMaxTimes < 0 {
 		return fmt.Errorf("broker: group %s: retryMaxTimes must not be negative", gc.GroupName)
 	}
-	return nil
+	return checkRetryPolicy(gc.GroupName, gc.GroupRetryPolicy)
 }
 
 // PutGroupConfig creates or replaces a group's configuration durably.

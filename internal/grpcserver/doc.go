@@ -21,7 +21,10 @@
 //	| Heartbeat               | refreshes a session (none: 40015)           |
 //	| NotifyClientTermination | drops the session                           |
 //	| SendMessage             | NORMAL, FIFO (queue = hash(message_group)), |
-//	|                         | DELAY (the timer), TRANSACTION (half)       |
+//	|                         | DELAY (the timer), TRANSACTION (half); the  |
+//	|                         | request's messages share a group-commit     |
+//	|                         | round, each answered once stored (fsync'd   |
+//	|                         | under the sync flush mode)                  |
 //	| EndTransaction          | commit or roll back by transaction id       |
 //	| QueryAssignment         | one queue, id -1 (FIFO group: every queue)  |
 //	| ReceiveMessage          | POP across every queue, long-polling        |
@@ -66,6 +69,18 @@
 // at most an hour; an explicit ChangeInvisibleDuration ends the renewal.
 // Sessions are not durable, so after a restart such flights end at their
 // stored deadline.
+//
+// # Retry policy
+//
+// A consumer's Settings answer carries its group's retry policy as
+// Apache's proxy sends it: max_attempts retryMaxTimes+1, and the broker's
+// delay levels (1s 5s 10s 30s 1m … 2h by default, --delay-levels) as a
+// CUSTOMIZED backoff, or the group's own groupRetryPolicy (its ladder, or
+// EXPONENTIAL). A push consumer's delivery given up with
+// ChangeInvisibleDuration is a failed attempt: it comes back no earlier
+// than the policy's delay for its attempt (the ladder's attempt-th step),
+// whatever shorter time the client asked for; a simple consumer's comes
+// back when it asked.
 //
 // A push consumer retries a receive whose answer it lost with the same
 // attempt_id; the last 4096 attempts are remembered (positions, not
@@ -121,7 +136,9 @@
 //     each redelivery; the message due for attempt retryMaxTimes+2 is
 //     stored in %DLQ%<group> (with its outbox event) and its flight ends.
 //  4. A waiting receive is answered when a message arrives on its topic,
-//     when a flight's deadline passes, when its long-polling time or
+//     when a flight's deadline passes (a ChangeInvisibleDuration that
+//     moves a deadline of its group before the receive's wake-up wakes it
+//     to sleep until the new one), when its long-polling time or
 //     (200 ms before) its deadline ends, or when the server stops; at most
 //     MaxWaiting receives wait at once, and at most MaxSessions sessions
 //     exist.

@@ -5,3 +5,6 @@ func (s *Server) Waiting() int64 { return s.pop.waiting.Load() }
 
 // Sessions returns the client sessions.
 func (s *Server) Sessions() int { return s.sessions.len() }
+
+// Parked returns the waiting receives asleep until their next wake-up.
+func (s *Server) Parked() int64 { return s.pop.parked.Load() }

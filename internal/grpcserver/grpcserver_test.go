@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -149,6 +150,59 @@ func TestTelemetrySettings(t *testing.T) {
 	}
 	if h, _ := e.cl.Heartbeat(c, &pb.HeartbeatRequest{}); h.Status.GetCode() != pb.Code_UNRECOGNIZED_CLIENT_TYPE {
 		t.Fatalf("heartbeat after termination: %v", h.Status)
+	}
+}
+
+// TestSettingsRetryPolicy: a consumer's settings carry its group's retry
+// policy as Apache's proxy sends it: the ladder of the broker's delay
+// levels (CUSTOMIZED) unless the group is EXPONENTIAL, with
+// retryMaxTimes+1 attempts.
+func TestSettingsRetryPolicy(t *testing.T) {
+	levels := broker.DelayLevels{2 * time.Second, 7 * time.Second, time.Minute}
+	e := start(t, func(c *server.Config) { c.Broker.DelayLevels = levels })
+	ladder, exp, capped := brokertest.Name("ladder"), brokertest.Name("exp"), brokertest.Name("capped")
+	for _, gc := range []broker.SubscriptionGroupConfig{
+		{GroupName: exp, ConsumeEnable: true, RetryQueueNums: 1, RetryMaxTimes: 16,
+			GroupRetryPolicy: &broker.GroupRetryPolicy{Type: broker.RetryPolicyExponential, ExponentialRetryPolicy: &broker.ExponentialRetryPolicy{Initial: 1000, Max: 60000, Multiplier: 3}}},
+		{GroupName: capped, ConsumeEnable: true, RetryQueueNums: 1, RetryMaxTimes: 2,
+			GroupRetryPolicy: &broker.GroupRetryPolicy{Type: broker.RetryPolicyCustomized, CustomizedRetryPolicy: &broker.CustomizedRetryPolicy{Next: []int64{500, 1500}}}},
+	} {
+		if err := e.Broker.PutGroupConfig(gc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy := func(group string) *pb.RetryPolicy {
+		t.Helper()
+		c := metadata.NewOutgoingContext(ctx(t), metadata.Pairs("x-mq-client-id", "c-"+group))
+		r := telemetry(t, e, c, &pb.Settings{ClientType: pb.ClientType_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}})
+		if r.Status.GetCode() != pb.Code_OK {
+			t.Fatalf("settings of %s: %v", group, r.Status)
+		}
+		return r.GetSettings().GetBackoffPolicy()
+	}
+	durations := func(ds []*durationpb.Duration) []time.Duration {
+		var out []time.Duration
+		for _, d := range ds {
+			out = append(out, d.AsDuration())
+		}
+		return out
+	}
+
+	p := policy(ladder)
+	if p.GetMaxAttempts() != broker.DefaultMaxReconsumeTimes+1 || p.GetCustomizedBackoff() == nil {
+		t.Fatalf("default group: %v", p)
+	}
+	if got := durations(p.GetCustomizedBackoff().GetNext()); !slices.Equal(got, []time.Duration(levels)) {
+		t.Fatalf("default group's ladder %v, want the delay levels %v", got, levels)
+	}
+	p = policy(capped)
+	if got := durations(p.GetCustomizedBackoff().GetNext()); p.GetMaxAttempts() != 3 || !slices.Equal(got, []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond}) {
+		t.Fatalf("group with its own ladder: %v", p)
+	}
+	p = policy(exp)
+	x := p.GetExponentialBackoff()
+	if p.GetMaxAttempts() != 17 || x.GetInitial().AsDuration() != time.Second || x.GetMax().AsDuration() != time.Minute || x.GetMultiplier() != 3 {
+		t.Fatalf("exponential group: %v", p)
 	}
 }
 
@@ -311,6 +365,46 @@ func TestRedeliveryAfterInvisibleTime(t *testing.T) {
 	if code := e.ack(t, group, topic, first[0], first[0].SystemProperties.GetReceiptHandle()); code != pb.Code_INVALID_RECEIPT_HANDLE {
 		t.Fatalf("expired handle: %v", code)
 	}
+}
+
+// TestChangeInvisibleReschedulesWaitingReceive: a receive waiting on a
+// long poll of 20 s while a message is in flight for 30 s gets that
+// message when ChangeInvisibleDuration shortens its invisible time to
+// 1 s: at 1 s, not when the long poll ends.
+func TestChangeInvisibleReschedulesWaitingReceive(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.GRPC.LongPolling = 20 * time.Second })
+	topic, group := brokertest.Name("Resched"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	e.send(t, msg(topic, "id", "t", "x"))
+	_, first := e.receive(t, group, topic, nil, 32, 30*time.Second, time.Second)
+	if len(first) != 1 {
+		t.Fatalf("%d messages", len(first))
+	}
+	type result struct {
+		msgs []*pb.Message
+		at   time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, msgs := e.receive(t, group, topic, nil, 32, 30*time.Second, 20*time.Second)
+		done <- result{msgs, time.Now()}
+	}()
+	// Change once the receive sleeps on its timer, set by the 30 s
+	// deadline (a change before its first look is found by that look).
+	waitFor(t, func() bool { return e.GRPC.Parked() > 0 })
+	changed := time.Now()
+	if st, _ := e.change(t, group, topic, first[0].SystemProperties.GetReceiptHandle(), time.Second); st.GetCode() != pb.Code_OK {
+		t.Fatalf("change: %v", st)
+	}
+	r := <-done
+	took := r.at.Sub(changed)
+	if len(r.msgs) != 1 || r.msgs[0].SystemProperties.GetDeliveryAttempt() != 2 {
+		t.Fatalf("after %v: %v", took, r.msgs)
+	}
+	if took < time.Second-10*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("redelivered %v after the change to 1 s", took)
+	}
+	t.Logf("redelivered %v after the change to 1 s", took)
 }
 
 func TestLongPollWakesOnArrival(t *testing.T) {
@@ -737,6 +831,63 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// TestPushNackFollowsRetryPolicy: a push consumer's message given up with
+// ChangeInvisibleDuration comes back no earlier than its group's retry
+// policy says for the attempt (1 s, then 5 s on the default ladder), even
+// when the client asks for less, as the Node client, which reads no
+// ladder, does.
+func TestPushNackFollowsRetryPolicy(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	e := start(t, func(c *server.Config) { c.GRPC.Now = clk.Now })
+	topic, group := brokertest.Name("Nack"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	c := ctx(t)
+	st := &pb.Settings{ClientType: pb.ClientType_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}}
+	if r := telemetry(t, e, c, st); r.Status.GetCode() != pb.Code_OK {
+		t.Fatal(r.Status)
+	}
+	receive := func() []*pb.Message {
+		s, err := e.cl.ReceiveMessage(c, &pb.ReceiveMessageRequest{Group: res(group), MessageQueue: &pb.MessageQueue{Topic: res(topic), Id: -1},
+			BatchSize: 1, AutoRenew: true, LongPollingTimeout: durationpb.New(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []*pb.Message
+		for {
+			r, err := s.Recv()
+			if err != nil {
+				return msgs
+			}
+			if m := r.GetMessage(); m != nil {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	e.send(t, msg(topic, "n1", "t", "failing"))
+	got := receive()
+	for _, step := range []struct {
+		ask     time.Duration // what the client asks for
+		ladder  time.Duration // the ladder's step for the attempt
+		attempt int32
+	}{{0, time.Second, 2}, {time.Millisecond, 5 * time.Second, 3}, {20 * time.Second, 10 * time.Second, 4}} {
+		if len(got) != 1 {
+			t.Fatalf("before attempt %d: %d messages", step.attempt, len(got))
+		}
+		if st, _ := e.change(t, group, topic, got[0].SystemProperties.GetReceiptHandle(), step.ask); st.GetCode() != pb.Code_OK {
+			t.Fatalf("nack: %v", st)
+		}
+		wait := max(step.ask, step.ladder)
+		clk.Add(wait - time.Millisecond)
+		if early := receive(); len(early) != 0 {
+			t.Fatalf("attempt %d came before %v: %v", step.attempt, wait, early)
+		}
+		clk.Add(time.Millisecond)
+		if got = receive(); len(got) != 1 || got[0].SystemProperties.GetDeliveryAttempt() != step.attempt {
+			t.Fatalf("attempt %d after %v: %v", step.attempt, wait, got)
+		}
+	}
 }
 
 func TestAutoRenewWhileSessionLives(t *testing.T) {

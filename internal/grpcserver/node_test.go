@@ -2,9 +2,11 @@ package grpcserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +73,40 @@ func TestNodePushConsumer(t *testing.T) {
 	if !strings.Contains(out, `"bodies":["push-0","push-1","push-2","push-3","push-4"]`) {
 		t.Fatalf("node output: %s", out)
 	}
+}
+
+// TestNodePushConsumerRetry: a message the Node push consumer fails
+// comes back after the first step of its group's retry ladder (1 s, to
+// within 0.5 s), not when the 10 s long poll the consumer waits on ends.
+// The client reads no CUSTOMIZED backoff and asks for no delay: the
+// broker holds the message for the ladder's step.
+func TestNodePushConsumerRetry(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.GRPC.LongPolling = 10 * time.Second })
+	topic, group := brokertest.Name("NodeRetry"), brokertest.Name("noderetry")
+	e.createTopic(t, topic, 2)
+	for i := range 2 {
+		e.send(t, msg(topic, "retry-"+itoa(int32(i)), "t", "retry-"+itoa(int32(i))))
+	}
+	out := runNode(t, e, "push-retry", "RMQ_TOPIC="+topic, "RMQ_GROUP="+group, "RMQ_N=2")
+	var res struct {
+		OK       bool               `json:"ok"`
+		Gaps     map[string]int64   `json:"gaps"`
+		Attempts map[string][]int32 `json:"attempts"`
+	}
+	line := out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]
+	if err := json.Unmarshal([]byte(line), &res); err != nil || !res.OK || len(res.Gaps) != 2 {
+		t.Fatalf("node output (%v): %s", err, out)
+	}
+	for body, ms := range res.Gaps {
+		gap := time.Duration(ms) * time.Millisecond
+		if gap < time.Second || gap > 1500*time.Millisecond {
+			t.Errorf("%s came back %v after its failed delivery, want 1 s to 1.5 s", body, gap)
+		}
+		if a := res.Attempts[body]; !slices.Equal(a, []int32{1, 2}) {
+			t.Errorf("%s delivery attempts %v, want [1 2]", body, a)
+		}
+	}
+	t.Logf("failed messages came back after %v ms", res.Gaps)
 }
 
 func TestNodeTransactionChecker(t *testing.T) {

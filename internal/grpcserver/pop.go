@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -90,8 +91,10 @@ type popState struct {
 		topics map[popKey]*popTopic
 	}
 	waitMu  sync.Mutex
-	waiters map[string]map[chan struct{}]struct{} // by topic
+	waiters map[string]map[*waiter]struct{} // by topic
 	waiting atomic.Int64
+	// parked counts the waiting receives asleep until their wake-up.
+	parked atomic.Int64
 
 	attempts struct {
 		sync.Mutex
@@ -178,7 +181,7 @@ func (p *popState) replayAttempt(client, attempt string, r popRequest, now time.
 }
 
 func newPopState(st *store.Store, b *broker.Broker, log *slog.Logger) (*popState, error) {
-	p := &popState{st: st, b: b, log: log, waiters: map[string]map[chan struct{}]struct{}{}}
+	p := &popState{st: st, b: b, log: log, waiters: map[string]map[*waiter]struct{}{}}
 	p.mu.topics = map[popKey]*popTopic{}
 	secret, err := st.Meta(secretMeta)
 	if errors.Is(err, store.ErrNotFound) {
@@ -632,8 +635,10 @@ func (p *popState) ack(group, topic string, nq int, handle string, now time.Time
 }
 
 // changeInvisible makes the message a handle names deliverable again
-// after d and returns its new handle; the old one stops working.
-func (p *popState) changeInvisible(group, topic string, nq int, handle string, d time.Duration, now time.Time) (string, error) {
+// after d and returns its new handle; the old one stops working. A push
+// consumer's delivery (auto-renewed) given up this way is a failed
+// attempt: it waits at least what retry says for its attempt.
+func (p *popState) changeInvisible(group, topic string, nq int, handle string, d time.Duration, retry broker.RetryPolicy, now time.Time) (string, error) {
 	k := popKey{group, topic}
 	h, err := p.parseHandle(k, handle)
 	if err != nil {
@@ -645,14 +650,19 @@ func (p *popState) changeInvisible(group, topic string, nq int, handle string, d
 	if err != nil {
 		return "", err
 	}
+	if f.owner != "" {
+		d = max(d, retry.Delay(int(f.attempt)))
+	}
+	old := f.deadline
 	f.delivery = p.nextID.Add(1)
 	f.deadline = now.Add(d).UnixMilli()
 	f.owner, f.renewUntil = "", 0 // the client chose when it comes back
 	if err := p.st.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
 		return "", err
 	}
-	if d == 0 {
-		p.wake(topic)
+	if f.deadline < old {
+		// Receives that sleep past the new deadline look again.
+		p.wakeBefore(k, f.deadline)
 	}
 	return p.handle(k, h.queue, h.offset, f), nil
 }
@@ -746,22 +756,40 @@ func (p *popState) dropTopic(topic string) {
 	}
 }
 
-// watch returns a channel told when messages arrive on topic; stop
-// unregisters it.
-func (p *popState) watch(topic string) (ch chan struct{}, stop func()) {
-	ch = make(chan struct{}, 1)
+// waiter is a receive waiting on a topic for messages of its group.
+type waiter struct {
+	group string
+	// ch is told when the receive should look again; it holds one signal.
+	ch chan struct{}
+	// wakeAt is when the receive wakes by itself (Unix ms); math.MaxInt64
+	// while it is looking, so that a change meanwhile is not missed.
+	wakeAt atomic.Int64
+}
+
+// sleepUntil notes that the receive sleeps until t; it is woken earlier
+// by an arrival or by a flight of its group made visible before t.
+func (w *waiter) sleepUntil(t time.Time) { w.wakeAt.Store(t.UnixMilli()) }
+
+// looking notes that the receive looks at the queues.
+func (w *waiter) looking() { w.wakeAt.Store(math.MaxInt64) }
+
+// watch registers a receive of group waiting on topic; stop unregisters
+// it.
+func (p *popState) watch(group, topic string) (w *waiter, stop func()) {
+	w = &waiter{group: group, ch: make(chan struct{}, 1)}
+	w.looking()
 	p.waitMu.Lock()
 	m := p.waiters[topic]
 	if m == nil {
-		m = map[chan struct{}]struct{}{}
+		m = map[*waiter]struct{}{}
 		p.waiters[topic] = m
 	}
-	m[ch] = struct{}{}
+	m[w] = struct{}{}
 	p.waitMu.Unlock()
-	return ch, func() {
+	return w, func() {
 		p.waitMu.Lock()
 		defer p.waitMu.Unlock()
-		delete(m, ch)
+		delete(m, w)
 		if len(m) == 0 && p.waiters[topic] != nil && len(p.waiters[topic]) == 0 {
 			delete(p.waiters, topic)
 		}
@@ -771,13 +799,30 @@ func (p *popState) watch(topic string) (ch chan struct{}, stop func()) {
 // arrived is the broker's arrival callback; it must not block.
 func (p *popState) arrived(topic string, _ int32) { p.wake(topic) }
 
+// wake tells every receive waiting on topic to look again.
 func (p *popState) wake(topic string) {
 	p.waitMu.Lock()
 	defer p.waitMu.Unlock()
-	for ch := range p.waiters[topic] {
-		select {
-		case ch <- struct{}{}:
-		default:
+	for w := range p.waiters[topic] {
+		w.signal()
+	}
+}
+
+// wakeBefore tells the receives of k's group waiting on its topic that
+// would sleep past deadline (Unix ms) to look again.
+func (p *popState) wakeBefore(k popKey, deadline int64) {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	for w := range p.waiters[k.topic] {
+		if w.group == k.group && w.wakeAt.Load() > deadline {
+			w.signal()
 		}
+	}
+}
+
+func (w *waiter) signal() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
 	}
 }

@@ -102,9 +102,10 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		// A retry of a receive whose answer was lost: the same messages.
 		return s.deliver(stream, r, got)
 	}
-	arrivals, stop := s.pop.watch(topic)
+	w, stop := s.pop.watch(group, topic)
 	defer stop()
 	for {
+		w.looking()
 		got, next, err := s.pop.receive(r, s.opts.Now())
 		if err != nil {
 			return end(err)
@@ -121,17 +122,23 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		if !now.Before(until) {
 			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "no new message"))
 		}
-		t := time.NewTimer(max(wait, time.Millisecond))
+		wait = max(wait, time.Millisecond)
+		w.sleepUntil(now.Add(wait))
+		t := time.NewTimer(wait)
+		s.pop.parked.Add(1)
 		select {
-		case <-arrivals:
+		case <-w.ch:
 		case <-t.C:
 		case <-ctx.Done():
+			s.pop.parked.Add(-1)
 			t.Stop()
 			return ctx.Err()
 		case <-s.quit:
+			s.pop.parked.Add(-1)
 			t.Stop()
 			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "the broker is shutting down"))
 		}
+		s.pop.parked.Add(-1)
 		t.Stop()
 	}
 }
@@ -277,7 +284,8 @@ func (s *Server) AckMessage(ctx context.Context, req *pb.AckMessageRequest) (*pb
 }
 
 // ChangeInvisibleDuration makes a message deliverable again after the
-// duration (0: now) and answers a new receipt handle.
+// duration (0: now) and answers a new receipt handle. A push consumer's
+// message waits at least its group's retry delay for the attempt.
 func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvisibleDurationRequest) (*pb.ChangeInvisibleDurationResponse, error) {
 	group, topic := resource(req.GetGroup()), resource(req.GetTopic())
 	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Sub), acl.GroupRes(group, acl.Sub)); err != nil {
@@ -291,7 +299,8 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvi
 	if d < 0 || d > 12*time.Hour {
 		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is outside 0..12h", d))}, nil
 	}
-	h, err := s.pop.changeInvisible(group, topic, nq, req.GetReceiptHandle(), d, s.opts.Now())
+	gc, _ := s.b.GroupConfig(group)
+	h, err := s.pop.changeInvisible(group, topic, nq, req.GetReceiptHandle(), d, gc.RetryPolicy(s.b.DelayLevels()), s.opts.Now())
 	return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err), ReceiptHandle: h}, nil
 }
 

@@ -48,7 +48,9 @@ func init() {
 
 // SendMessage stores each message on the broker's send path: the server
 // picks the queue (FIFO: by message group), DELAY parks in the timer,
-// TRANSACTION writes a half message.
+// TRANSACTION writes a half message. The messages of one request are
+// queued together, so they share the store's group commit, and each is
+// answered on its own.
 func (s *Server) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
 	msgs := req.GetMessages()
 	if len(msgs) == 0 {
@@ -59,11 +61,22 @@ func (s *Server) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (*
 	if err != nil {
 		return &pb.SendMessageResponse{Status: statusOf(err)}, nil
 	}
-	resp := &pb.SendMessageResponse{}
+	resp := &pb.SendMessageResponse{Entries: make([]*pb.SendResultEntry, len(msgs))}
+	sends := make([]broker.LocalSend, 0, len(msgs))
+	at := make([]int, 0, len(msgs)) // the entry of each send
+	for i, m := range msgs {
+		ls, entry := s.localSend(ctx, c, topic, m)
+		resp.Entries[i] = entry
+		if entry.Status == nil {
+			sends = append(sends, ls)
+			at = append(at, i)
+		}
+	}
+	for j, r := range s.b.SendLocalBatch(sends) {
+		s.sent(topic, msgs[at[j]], resp.Entries[at[j]], r)
+	}
 	var common *pb.Status
-	for _, m := range msgs {
-		entry := s.sendOne(ctx, c, topic, m)
-		resp.Entries = append(resp.Entries, entry)
+	for _, entry := range resp.Entries {
 		switch {
 		case common == nil:
 			common = entry.Status
@@ -75,10 +88,15 @@ func (s *Server) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (*
 	return resp, nil
 }
 
-func (s *Server) sendOne(ctx context.Context, c call, topic string, m *pb.Message) *pb.SendResultEntry {
+// localSend checks a message and builds its send; an entry with a
+// Status is the message refused.
+func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Message) (broker.LocalSend, *pb.SendResultEntry) {
 	sp := m.GetSystemProperties()
 	entry := &pb.SendResultEntry{MessageId: sp.GetMessageId()}
-	fail := func(err error) *pb.SendResultEntry { entry.Status = statusOf(err); return entry }
+	fail := func(err error) (broker.LocalSend, *pb.SendResultEntry) {
+		entry.Status = statusOf(err)
+		return broker.LocalSend{}, entry
+	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
@@ -145,19 +163,23 @@ func (s *Server) sendOne(ctx context.Context, c call, topic string, m *pb.Messag
 		return fail(refuse(pb.Code_BAD_REQUEST, "message type %v is not served", sp.GetMessageType()))
 	}
 	h.Properties = string(message.EncodeProperties(props))
-	r := s.b.SendLocal(broker.LocalSend{Header: h, Body: body, BornHost: c.remote})
+	return broker.LocalSend{Header: h, Body: body, BornHost: c.remote}, entry
+}
+
+// sent fills the entry of a message from the broker's answer.
+func (s *Server) sent(topic string, m *pb.Message, entry *pb.SendResultEntry, r broker.LocalSent) {
 	if r.Code != remoting.Success {
 		code := remotingCode(r.Code)
 		if r.Code == remoting.MessageIllegal && strings.Contains(r.Remark, "exceeds") {
 			code = pb.Code_MESSAGE_BODY_TOO_LARGE
 		}
-		return fail(refuse(code, "%s", r.Remark))
+		entry.Status = statusOf(refuse(code, "%s", r.Remark))
+		return
 	}
 	entry.Status, entry.Offset = okStatus(), r.QueueOffset
-	if sp.GetMessageType() == pb.MessageType_TRANSACTION {
+	if m.GetSystemProperties().GetMessageType() == pb.MessageType_TRANSACTION {
 		entry.TransactionId = s.pop.txnID(topic, r.CommitLogOffset)
 	}
-	return entry
 }
 
 // groupQueue is the queue of a FIFO message group: a hash of the group

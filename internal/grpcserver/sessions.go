@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/broker"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
@@ -283,12 +284,7 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, push cha
 			return st, refuse(pb.Code_ILLEGAL_CONSUMER_GROUP, "%v", err)
 		}
 		gc, _ := s.b.GroupConfig(group)
-		out.BackoffPolicy = &pb.RetryPolicy{
-			MaxAttempts: int32(gc.RetryMaxTimes + 1),
-			Strategy: &pb.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &pb.ExponentialBackoff{
-				Initial: durationpb.New(time.Second), Max: durationpb.New(2 * time.Hour), Multiplier: 2,
-			}},
-		}
+		out.BackoffPolicy = retryPolicyPB(gc.RetryPolicy(s.b.DelayLevels()))
 		// The client's own long-polling time when it asks for one within
 		// the server's bound (the Node push consumer's longPollingTimeout).
 		poll := s.opts.LongPolling
@@ -307,6 +303,24 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, push cha
 		return out, err
 	}
 	return out, nil
+}
+
+// retryPolicyPB is a group's retry policy as Apache's proxy sends it: the
+// ladder as a CUSTOMIZED backoff, else the EXPONENTIAL one.
+func retryPolicyPB(p broker.RetryPolicy) *pb.RetryPolicy {
+	out := &pb.RetryPolicy{MaxAttempts: int32(p.MaxAttempts)}
+	if p.Exponential {
+		out.Strategy = &pb.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &pb.ExponentialBackoff{
+			Initial: durationpb.New(p.Initial), Max: durationpb.New(p.Max), Multiplier: float32(p.Multiplier),
+		}}
+		return out
+	}
+	next := make([]*durationpb.Duration, len(p.Next))
+	for i, d := range p.Next {
+		next[i] = durationpb.New(d)
+	}
+	out.Strategy = &pb.RetryPolicy_CustomizedBackoff{CustomizedBackoff: &pb.CustomizedBackoff{Next: next}}
+	return out
 }
 
 // Heartbeat refreshes a client's session.

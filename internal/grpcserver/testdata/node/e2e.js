@@ -143,6 +143,43 @@ async function push() {
   console.log(JSON.stringify({ ok: true, bodies: [ ...bodies ].sort() }));
 }
 
+// push-retry: a PushConsumer fails the first delivery of each message
+// and consumes the second; it prints, for each message, the milliseconds
+// between the two deliveries and the delivery attempts it saw.
+async function pushRetry() {
+  const topic = env('RMQ_TOPIC');
+  const want = Number(env('RMQ_N'));
+  const first = new Map(); // body -> when the failed delivery came
+  const gaps = {};
+  const attempts = {};
+  let done;
+  const finished = new Promise(resolve => { done = resolve; });
+  const consumer = new PushConsumer({
+    ...base, consumerGroup: env('RMQ_GROUP'),
+    subscriptions: new Map([[ topic, '*' ]]),
+    messageListener: {
+      async consume(mv) {
+        const body = mv.body.toString();
+        (attempts[body] ??= []).push(mv.deliveryAttempt);
+        if (!first.has(body)) {
+          first.set(body, Date.now());
+          return ConsumeResult.FAILURE;
+        }
+        if (!(body in gaps)) gaps[body] = Date.now() - first.get(body);
+        if (Object.keys(gaps).length >= want) done();
+        return ConsumeResult.SUCCESS;
+      },
+    },
+  });
+  await consumer.startup();
+  const timer = setTimeout(() => done(), 30000);
+  await finished;
+  clearTimeout(timer);
+  await consumer.shutdown();
+  assert.equal(Object.keys(gaps).length, want, `consumed ${Object.keys(gaps).length} of ${want} again: ${JSON.stringify(attempts)}`);
+  console.log(JSON.stringify({ ok: true, gaps, attempts }));
+}
+
 // txn-check: a transaction left open is recovered by the broker over
 // Telemetry; the producer's checker commits it and a SimpleConsumer gets it.
 async function txnCheck() {
@@ -186,7 +223,7 @@ async function produce() {
   console.log(JSON.stringify({ ok: true, ids }));
 }
 
-const cases = { 'producer-simple': producerSimple, push, produce, 'txn-check': txnCheck };
+const cases = { 'producer-simple': producerSimple, push, 'push-retry': pushRetry, produce, 'txn-check': txnCheck };
 const run = cases[process.argv[2]];
 if (!run) {
   console.error(`unknown case ${process.argv[2]}; cases: ${Object.keys(cases).join(', ')}`);
