@@ -48,7 +48,11 @@ func runConfig(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "check":
 		files := args[1:]
-		if len(files) == 0 || files[0] == "-h" || files[0] == "--help" {
+		if len(files) > 0 && (files[0] == "-h" || files[0] == "--help") {
+			fmt.Fprint(stdout, configUsage)
+			return 0
+		}
+		if len(files) == 0 {
 			fmt.Fprint(stderr, configUsage)
 			return 2
 		}

@@ -117,7 +117,8 @@ func shellCommands(file string, first int, block string) []docCommand {
 }
 
 // commandSeparator separates the commands of a shell list or pipeline.
-var commandSeparator = regexp.MustCompile(`&&|\|\||[|;&]`)
+// A redirection ends a command's arguments too.
+var commandSeparator = regexp.MustCompile(`&&|\|\||[|;&]|\d?>>?`)
 
 // inlineCommands returns the broker commands of doc's inline code that
 // hold no placeholder (brackets, alternatives, ellipses, angle brackets),
@@ -308,9 +309,13 @@ func resolveCommand(u usageCache, args []string, strict bool) (command, rest []s
 		return nil, nil, nil
 	case len(args) > 0 && args[0] == "namesrv":
 		return args[:1], args[1:], nil
-	case len(args) > 0 && args[0] == "bench":
+	case len(args) > 0 && args[0] == "healthcheck":
+		return args[:1], args[1:], nil
+	case len(args) > 1 && args[0] == "config" && args[1] == "check":
+		return args[:2], nil, nil // its arguments are files
+	case len(args) > 0 && (args[0] == "bench" || args[0] == "config"):
 		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
-			return incomplete("bench mode")
+			return incomplete(args[0] + " mode")
 		}
 		return args[:2], args[2:], nil
 	case len(args) > 0 && args[0] == "admin":

@@ -219,6 +219,9 @@ func Open(opts Options) (*Node, error) {
 	n.snaps = snapshotStore{files, n}
 	so := opts.Store
 	so.Replicator = n
+	if err := n.finishInstall(files, so); err != nil {
+		return nil, err
+	}
 	st, err := store.Open(so)
 	if err != nil {
 		return nil, err

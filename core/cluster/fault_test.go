@@ -134,7 +134,9 @@ func TestFollowerDiskErrorStopsIt(t *testing.T) {
 // TestFailedRestoreLeavesTheSet has a member far behind fail to write the
 // snapshot it installs: it leaves the set instead of serving or applying
 // from a partial store, raft's retries do not close its store twice, and
-// the other two go on.
+// the other two go on. Restarted with the disk mended, as after a crash
+// in the middle of an install, it finishes the install from the snapshot
+// raft kept before it opens its store.
 func TestFailedRestoreLeavesTheSet(t *testing.T) {
 	s := newSet(t, 3, func(o *cluster.Options) {
 		o.SnapshotThreshold = 64
@@ -158,6 +160,7 @@ func TestFailedRestoreLeavesTheSet(t *testing.T) {
 	if err := l.node.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
+	_, snapEnd := l.node.Store().CommitLogOffsets()
 	behind.restoreFault.Store(true)
 	s.restart(behind)
 	waitFor(t, "the member whose restore failed leaves the set", func() bool { return behind.node.Failed() != nil })
@@ -165,4 +168,24 @@ func TestFailedRestoreLeavesTheSet(t *testing.T) {
 		t.Fatal("appends failed with one member out")
 	}
 	s.stop(behind) // closes nothing twice
+	// Restarted with the disk mended, it installs the snapshot it had
+	// received (raft's own store kept it, and counts it applied) and
+	// catches up: as after a crash in the middle of an install.
+	behind.restoreFault.Store(false)
+	s.restart(behind)
+	if _, end := behind.node.Store().CommitLogOffsets(); end < snapEnd {
+		t.Fatalf("restarted, the member's commit log ends at %d, before the snapshot raft counts applied (%d)", end, snapEnd)
+	}
+	if err := behind.node.Failed(); err != nil {
+		t.Fatalf("restarted member failed again: %v", err)
+	}
+	if _, errs := appendN(l.node.Store(), "after-restart", 40); errs != 0 {
+		t.Fatal("appends after the restart failed")
+	}
+	s.waitSame(l.node.Store())
+	commit := l.node.Status().CommitIndex
+	waitFor(t, "the restarted member applies the log", func() bool {
+		return behind.node.Failed() == nil && behind.node.Status().AppliedIndex >= commit
+	})
+	sameCommitLog(t, l, behind)
 }

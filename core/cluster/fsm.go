@@ -101,6 +101,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	n.store.Store(st)
 	n.storeClosed.Store(false)
+	if err := n.installDone(); err != nil {
+		n.failWith(err)
+		return err
+	}
 	n.restores.Add(1)
 	if n.opts.OnRestore != nil {
 		n.opts.OnRestore()

@@ -11,14 +11,6 @@ import (
 	"testing"
 )
 
-// docsNotYetWritten are documents the README and docs/ link to that are
-// written elsewhere and may be missing from a checkout for now. Nothing
-// else may be.
-var docsNotYetWritten = map[string]bool{
-	"docs/config.md": true,
-	"docs/deploy.md": true,
-}
-
 // moduleRoot returns the module's root directory.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
@@ -145,9 +137,7 @@ func checkLinks(root, f string, doc []byte) []string {
 			if info, serr := os.Stat(abs); serr == nil && info.IsDir() {
 				continue
 			}
-			if !docsNotYetWritten[rel] {
-				problems = append(problems, relf+": link "+target+": "+rel+" does not exist")
-			}
+			problems = append(problems, relf+": link "+target+": "+rel+" does not exist")
 			continue
 		}
 		if frag != "" && strings.HasSuffix(rel, ".md") && !headingAnchors(body)[frag] {
@@ -196,8 +186,7 @@ func headingAnchors(doc []byte) map[string]bool {
 }
 
 // TestCheckLinksCatches proves the link check fails on a missing file and
-// on a missing heading, and passes on good links and the documents allowed
-// to be missing.
+// on a missing heading, and passes on good links.
 func TestCheckLinksCatches(t *testing.T) {
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "docs"), 0o755); err != nil {
@@ -207,7 +196,7 @@ func TestCheckLinksCatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := filepath.Join(root, "README.md")
-	good := "[a](docs/a.md) [b](docs/a.md#how-bench-compare-runs) [c](docs/a.md#rocketmq-5-clients-grpc) [d](docs/config.md) [e](https://example.com/x)\n```\n[not](a/link)\n```\n"
+	good := "[a](docs/a.md) [b](docs/a.md#how-bench-compare-runs) [c](docs/a.md#rocketmq-5-clients-grpc) [e](https://example.com/x)\n```\n[not](a/link)\n```\n"
 	if p := checkLinks(root, f, []byte(good)); len(p) != 0 {
 		t.Fatalf("good links reported: %q", p)
 	}

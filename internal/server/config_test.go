@@ -29,7 +29,7 @@ func TestReadmeConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, b := range yamlBlock.FindAllSubmatch(doc, -1) {
-			if bytes.HasPrefix(b[1], []byte("scrape_configs:")) {
+			if bytes.HasPrefix(b[1], []byte("scrape_configs:")) || bytes.HasPrefix(b[1], []byte("# prometheus.yml")) {
 				continue // Prometheus's config, not the broker's
 			}
 			blocks++
