@@ -309,7 +309,7 @@ func resolveCommand(u usageCache, args []string, strict bool) (command, rest []s
 		return nil, nil, nil
 	case len(args) > 0 && args[0] == "namesrv":
 		return args[:1], args[1:], nil
-	case len(args) > 0 && args[0] == "healthcheck":
+	case len(args) > 0 && (args[0] == "healthcheck" || args[0] == "import"):
 		return args[:1], args[1:], nil
 	case len(args) > 1 && args[0] == "config" && args[1] == "check":
 		return args[:2], nil, nil // its arguments are files
