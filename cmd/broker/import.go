@@ -44,7 +44,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		from       = fs.String("from", "", "an Apache broker's config directory, or its store root holding config/ (required)")
 		brokerConf = fs.String("broker-conf", "", "the Apache broker's broker.conf, to map onto this broker's config")
 		out        = fs.String("out", "", "write the mapped config to this YAML file (needs --broker-conf)")
-		addr       = fs.String("broker", "127.0.0.1:10911", "the running broker to create the topics and groups on and set the offsets of")
+		addr       = fs.String("broker", "127.0.0.1:10911", `the running broker to create the topics and groups on and set the offsets of; "" for none (only --out is written)`)
 		dryRun     = fs.Bool("dry-run", false, "print the plan; change nothing and write nothing, and do not contact the broker")
 		timeout    = fs.Duration("timeout", 5*time.Minute, "give up after this long")
 		ak         = fs.String("access-key", os.Getenv("RMQ_ACCESS_KEY"), "an admin account's access key, when the broker checks access (env RMQ_ACCESS_KEY)")
@@ -67,6 +67,9 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *out != "" && *brokerConf == "":
 		fmt.Fprintln(stderr, "broker import: --out needs --broker-conf")
+		return 2
+	case *addr == "" && *out == "" && !*dryRun:
+		fmt.Fprintln(stderr, `broker import: --broker "" has nothing to do without --out`)
 		return 2
 	}
 	src, err := apacheimport.ReadDir(*from, *brokerConf)
@@ -111,6 +114,12 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if *addr == "" {
+		printConfig(stdout, plan.Config, *brokerConf, *out)
+		fmt.Fprintf(stdout, "\nNo broker (--broker \"\"): %d topics, %d groups and %d offsets are left for a run against the broker once it runs.\n",
+			len(plan.Topics), len(plan.Groups), len(plan.Offsets))
+		return 0
+	}
 	if *ak != "" && *sk == "" {
 		*sk = os.Getenv("RMQ_SECRET_KEY")
 	}

@@ -190,3 +190,55 @@ func TestImportUnreadable(t *testing.T) {
 		t.Errorf("-h: exit %d", code)
 	}
 }
+
+// TestImportDocRuns runs the commands of docs/operations.md's "Coming
+// from Apache RocketMQ" as written, with the fixture's files in place of
+// /opt/rocketmq's, a temporary broker.yaml and a test broker's address.
+func TestImportDocRuns(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Coming from Apache RocketMQ\n")
+	if !ok {
+		t.Fatal(`docs/operations.md has no "Coming from Apache RocketMQ"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "```sh\n")
+	if !ok {
+		t.Fatal("the section has no shell block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+
+	env := brokertest.Start(t)
+	yamlFile := filepath.Join(t.TempDir(), "broker.yaml")
+	fixture, _ := filepath.Abs(apacheFixture)
+	repl := strings.NewReplacer("/opt/rocketmq/store/config", filepath.Join(fixture, "config"),
+		"/opt/rocketmq/conf/broker.conf", filepath.Join(fixture, "broker.conf"), "127.0.0.1:10911", env.BrokerAddr)
+	ran := 0
+	for _, line := range strings.Split(block, "\n") {
+		if !strings.HasPrefix(line, "broker ") {
+			continue
+		}
+		var args []string
+		for _, f := range strings.Fields(repl.Replace(line))[1:] {
+			switch f {
+			case `""`:
+				f = ""
+			case "broker.yaml":
+				f = yamlFile
+			}
+			args = append(args, f)
+		}
+		if code, out, errs := runCmd(args...); code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", line, code, out, errs)
+		}
+		ran++
+	}
+	if ran != 4 {
+		t.Fatalf("ran %d commands of the section, want 4", ran)
+	}
+	if _, ok := env.Broker.Topics()["OrderTopic"]; !ok {
+		t.Fatal("the documented import did not create OrderTopic")
+	}
+}
