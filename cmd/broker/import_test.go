@@ -242,3 +242,34 @@ func TestImportDocRuns(t *testing.T) {
 		t.Fatal("the documented import did not create OrderTopic")
 	}
 }
+
+// TestImportWithACL: under access control an unsigned import is refused
+// before anything is changed, and one signed with an admin account
+// imports.
+func TestImportWithACL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "broker.yaml")
+	yml := "acl:\n  enabled: true\n  accounts:\n    - {accessKey: importAdmin, secretKey: importAdminSecret, admin: true}\n"
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := brokertest.Start(t, func(c *server.Config) {
+		if err := c.ReadFile(path); err != nil {
+			t.Fatal(err)
+		}
+		c.ACLSource = server.ACLFile(path)
+	})
+	code, _, errs := runCmd("import", "--from", apacheFixture, "--broker", env.BrokerAddr)
+	if code != 1 || !strings.Contains(errs, "NO_PERMISSION") || !strings.Contains(errs, "nothing was changed on the broker") {
+		t.Fatalf("unsigned: exit %d: %s", code, errs)
+	}
+	if _, ok := env.Broker.Topics()["OrderTopic"]; ok {
+		t.Fatal("an unsigned import created OrderTopic")
+	}
+	code, out, errs := runCmd("import", "--from", apacheFixture, "--broker", env.BrokerAddr, "--access-key", "importAdmin", "--secret-key", "importAdminSecret")
+	if code != 0 {
+		t.Fatalf("signed: exit %d\n%s%s", code, out, errs)
+	}
+	if _, ok := env.Broker.Topics()["OrderTopic"]; !ok {
+		t.Fatal("a signed import did not create OrderTopic")
+	}
+}
