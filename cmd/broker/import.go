@@ -208,8 +208,11 @@ func (im *importer) topic(ctx context.Context, t apacheimport.TopicStep, held ma
 		"perm": strconv.Itoa(want.Perm), "topicFilterType": want.TopicFilterType,
 		"topicSysFlag": strconv.Itoa(want.TopicSysFlag), "order": strconv.FormatBool(want.Order),
 	}
-	if want.MessageType != "" {
+	switch {
+	case want.MessageType != "":
 		ext["attributes"] = "+message.type=" + want.MessageType
+	case exists && old.MessageType != "":
+		ext["attributes"] = "-message.type" // an update without attributes would keep it
 	}
 	if _, err := im.s.invoke(ctx, im.s.broker, remoting.UpdateAndCreateTopic, ext, nil); err != nil {
 		im.fail("topic", c.TopicName, err)

@@ -67,6 +67,7 @@ func NewPlan(src *Source) *Plan {
 	if src.Topics != nil {
 		for _, name := range slices.Sorted(maps.Keys(src.Topics.TopicConfigTable)) {
 			tc := src.Topics.TopicConfigTable[name]
+			tc.TopicName = name // the table's key is what Apache looks topics up by
 			if reason := systemTopic(name, tc, cluster, brokerName); reason != "" {
 				p.skip("topic", name, reason)
 				continue
@@ -98,7 +99,9 @@ func NewPlan(src *Source) *Plan {
 				p.skip("group", name, "not a valid group name (letters, digits, %, |, - and _, at most 255)")
 				continue
 			}
-			p.Groups = append(p.Groups, GroupStep{Config: withGroupDefaults(src.Groups.SubscriptionGroupTable[name])})
+			gc := withGroupDefaults(src.Groups.SubscriptionGroupTable[name])
+			gc.GroupName = name
+			p.Groups = append(p.Groups, GroupStep{Config: gc})
 		}
 		for _, group := range slices.Sorted(maps.Keys(src.Groups.ForbiddenTable)) {
 			p.skip("forbidden", group, "forbidden topics of a group have no equivalent in this broker (use acl)")
