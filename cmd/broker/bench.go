@@ -42,18 +42,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("broker bench "+mode, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o bench.Options
-	fs.StringVar(&o.Broker, "broker", bench.DefaultBroker, "broker address")
+	fs.StringVar(&o.Protocol, "protocol", bench.ProtocolRemoting, "remoting (RocketMQ 4.x) or grpc (RocketMQ 5: SendMessage; POP receive and ack)")
+	fs.StringVar(&o.Broker, "broker", "", fmt.Sprintf("broker address (default %s, with --protocol grpc %s)", bench.DefaultBroker, bench.DefaultGRPCBroker))
+	fs.StringVar(&o.Admin, "admin", "", fmt.Sprintf("with --protocol grpc, the broker's remoting address, where produce creates the topic (default --broker's host, port %s)", bench.DefaultAdminPort))
 	fs.StringVar(&o.Topic, "topic", bench.DefaultTopic, "topic (produce creates it)")
 	fs.IntVar(&o.Queues, "queues", bench.DefaultQueues, "queues of the topic")
 	fs.StringVar(&o.Group, "group", bench.DefaultGroup, "producer or consumer group")
-	fs.IntVar(&o.Conns, "conns", bench.DefaultConns, "TCP connections")
-	fs.IntVar(&o.InFlight, "inflight", bench.DefaultInFlight, "requests in flight per connection")
+	fs.IntVar(&o.Conns, "conns", bench.DefaultConns, "TCP connections (gRPC: clients)")
+	fs.IntVar(&o.InFlight, "inflight", bench.DefaultInFlight, "requests in flight per connection (gRPC consume: receives)")
 	fs.IntVar(&o.Size, "size", bench.DefaultSize, "message body bytes")
 	fs.IntVar(&o.Batch, "batch", bench.DefaultBatch, "messages per send request (>1 sends batches)")
 	fs.IntVar(&o.Rate, "rate", 0, "target msgs/s over all connections; 0 = as fast as possible")
 	fs.DurationVar(&o.Duration, "duration", 0, "run time (produce default 10s)")
 	fs.Int64Var(&o.Count, "count", 0, "stop after this many messages")
-	fs.IntVar(&o.PullBatch, "pull-batch", bench.DefaultPullBatch, "messages per pull (consume)")
+	fs.IntVar(&o.PullBatch, "pull-batch", bench.DefaultPullBatch, "messages per pull, or per gRPC receive (consume)")
 	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "progress line interval; 0 disables")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file")
 	brokerPID := fs.Int("broker-pid", 0, "broker process id, to report its CPU per message (Linux); 0 finds the process listening on a loopback --broker, -1 reports none")
@@ -63,6 +65,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "broker bench %s: unexpected argument %q\n", mode, fs.Arg(0))
+		return 2
+	}
+	if o.Protocol != bench.ProtocolRemoting && o.Protocol != bench.ProtocolGRPC {
+		fmt.Fprintf(stderr, "broker bench %s: --protocol %q: want %s or %s\n", mode, o.Protocol, bench.ProtocolRemoting, bench.ProtocolGRPC)
+		return 2
+	}
+	if o.Broker == "" {
+		o.Broker = bench.DefaultBroker
+		if o.Protocol == bench.ProtocolGRPC {
+			o.Broker = bench.DefaultGRPCBroker
+		}
 	}
 	switch {
 	case *brokerPID > 0:
