@@ -34,8 +34,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "replication" {
 		return runBenchReplication(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "protocols" {
+		return runBenchProtocols(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory|hostile|replication [flags]\n")
+		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory|hostile|replication|protocols [flags]\n")
 		return 2
 	}
 	mode := args[0]
@@ -188,6 +191,29 @@ func runBenchReplication(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
 	return runChild(fs, args, "broker bench replication", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
 		return compare.RunReplication(ctx, o, stderr)
+	})
+}
+
+func runBenchProtocols(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("broker bench protocols", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker bench protocols [flags]\n\n"+
+			"Runs the same loads over the remoting protocol (RocketMQ 4.x) and over gRPC\n"+
+			"(RocketMQ 5) against this broker on this machine, a fresh broker per run, and\n"+
+			"prints one table: 1 sends, 64 × 1; 2 catch-up pull against POP receive and\n"+
+			"ack, 8 × batch 32. msgs/s, broker CPU per message and p99, with gRPC's ratio\n"+
+			"to remoting (progress to stderr, the table to stdout).\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	var o compare.ProtocolsOptions
+	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("runs of each protocol per load (default %d)", compare.DefaultRounds))
+	fs.DurationVar(&o.Duration, "duration", 0, fmt.Sprintf("length of each send run (default %v)", compare.DefaultDuration))
+	fs.IntVar(&o.Size, "size", compare.DefaultSize, "message body bytes")
+	fs.Int64Var(&o.ConsumeCount, "consume-count", 0, fmt.Sprintf("messages written and read back in each consume run (default %d)", compare.DefaultConsumeCount))
+	fs.IntSliceVar(&o.Loads, "loads", nil, "loads to run, e.g. 1 (default 1,2)")
+	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
+	return runChild(fs, args, "broker bench protocols", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
+		return compare.RunProtocols(ctx, o, stderr)
 	})
 }
 

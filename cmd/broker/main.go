@@ -141,7 +141,11 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	if a := srv.HTTPAddr(); a != "" {
 		httpInfo = a
 	}
-	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
+	grpcInfo := "off"
+	if srv.GRPCAddr != "" {
+		grpcInfo = srv.GRPCAddr
+	}
+	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "grpc", grpcInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
 		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String(), "tls", srv.TLSMode())
 
 	return serveUntilSignal(srv, log, hup, stop, "listener failed", func() {
