@@ -187,9 +187,15 @@ func runProtocolSide(ctx context.Context, o ProtocolsOptions, l protocolLoad, pr
 		opts.Broker = grpcAddr
 	}
 	var sum bench.Summary
+	// The load generator's CPU, this process's over the measured call.
+	var (
+		cpu0   time.Duration
+		cpuErr error
+	)
 	switch l.kind {
 	case sendLoad:
 		opts.Batch, opts.Duration = l.batch, o.Duration
+		cpu0, cpuErr = bench.ProcessCPU(os.Getpid())
 		sum, err = bench.Produce(ctx, opts, nil)
 	case consumeLoad:
 		// The backlog goes in over remoting, the same way for both.
@@ -202,16 +208,22 @@ func runProtocolSide(ctx context.Context, o ProtocolsOptions, l protocolLoad, pr
 			return Measure{}, err
 		}
 		opts.Count, opts.PullBatch = o.ConsumeCount, l.batch
+		cpu0, cpuErr = bench.ProcessCPU(os.Getpid())
 		sum, err = bench.Consume(ctx, opts, nil)
 	}
 	if err != nil {
 		return Measure{}, err
 	}
+	cpu1, cpuErr1 := bench.ProcessCPU(os.Getpid())
 	if sum.Messages == 0 {
 		return Measure{}, fmt.Errorf("%w: no message moved; %d errors: %v", ErrRun, sum.Errors, sum.ErrorSamples)
 	}
-	return Measure{MsgsPerSec: sum.MsgsPerSec, Messages: sum.Messages, Elapsed: sum.Elapsed,
-		CPUPerMsg: sum.BrokerCPUPerMsg, P50: sum.P50, P99: sum.P99, Errors: sum.Errors}, nil
+	res := Measure{MsgsPerSec: sum.MsgsPerSec, Messages: sum.Messages, Elapsed: sum.Elapsed,
+		CPUPerMsg: sum.BrokerCPUPerMsg, P50: sum.P50, P99: sum.P99, Errors: sum.Errors}
+	if cpuErr == nil && cpuErr1 == nil {
+		res.ClientCPUPerMsg = (cpu1 - cpu0) / time.Duration(sum.Messages)
+	}
+	return res, nil
 }
 
 // command describes l over protocol as the bench commands that make it.
@@ -231,7 +243,7 @@ func (l protocolLoad) command(o ProtocolsOptions, protocol string) string {
 // and gRPC's over remoting's.
 func (r ProtocolsReport) String() string {
 	header := []string{"load", "remoting msgs/s", "gRPC msgs/s", "ratio", "remoting CPU µs/msg", "gRPC CPU µs/msg", "ratio",
-		"remoting p99 ms", "gRPC p99 ms"}
+		"remoting p99 ms", "gRPC p99 ms", "bench CPU µs/msg"}
 	rows := [][]string{header}
 	p99s := func(ms []Measure) []float64 {
 		v := make([]float64, len(ms))
@@ -247,6 +259,7 @@ func (r ProtocolsReport) String() string {
 			spread(rates(rem), fmtRate), spread(rates(grpc), fmtRate), medianRatio(rates(grpc), rates(rem)),
 			spread(cpus(rem), fmtMicros), spread(cpus(grpc), fmtMicros), medianRatio(cpus(grpc), cpus(rem)),
 			"–", "–",
+			clientCPUs(rem) + " / " + clientCPUs(grpc),
 		}
 		// A pull and a receive with its ack are different requests; only
 		// single sends time the same thing on both sides.
@@ -261,7 +274,8 @@ func (r ProtocolsReport) String() string {
 	b.WriteString(bench.Wrap(fmt.Sprintf("Median (min–max) of %d round%s, each run on a fresh broker process (--flush sync, "+
 		"remoting and gRPC ports open) with an empty data directory, the protocol going first alternating by round; "+
 		"%d-byte messages, send runs of %v, consume runs reading back %d messages written over remoting. "+
-		"CPU: the broker process's user+system time over the measured run, from /proc, per message. Ratios: gRPC over remoting.",
+		"CPU: the broker process's user+system time over the measured run, from /proc, per message; "+
+		"bench CPU: the load generator's, this process's, remoting / gRPC. Ratios: gRPC over remoting.",
 		r.Rounds, plural(r.Rounds), r.Size, r.Duration, r.ConsumeCount), 80, ""))
 	for _, row := range r.Rows {
 		b.WriteString("\n")
@@ -287,4 +301,17 @@ func medianRatio(a, b []float64) string {
 		return "n/a"
 	}
 	return fmtRatio(median(a), median(b))
+}
+
+// clientCPUs is the median load generator CPU per message of the runs in
+// microseconds, or n/a when a run lacks it.
+func clientCPUs(ms []Measure) string {
+	v := make([]float64, len(ms))
+	for i, m := range ms {
+		if m.ClientCPUPerMsg <= 0 {
+			return "n/a"
+		}
+		v[i] = micros(m.ClientCPUPerMsg)
+	}
+	return fmtMicros(median(v))
 }

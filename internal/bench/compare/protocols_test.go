@@ -10,7 +10,8 @@ import (
 
 func TestProtocolsReport(t *testing.T) {
 	run := func(rate, cpuUS float64, p99 time.Duration) Measure {
-		return Measure{MsgsPerSec: rate, CPUPerMsg: time.Duration(cpuUS * float64(time.Microsecond)), P99: p99}
+		us := time.Duration(cpuUS * float64(time.Microsecond))
+		return Measure{MsgsPerSec: rate, CPUPerMsg: us, ClientCPUPerMsg: 2 * us, P99: p99}
 	}
 	ms := time.Millisecond
 	o := ProtocolsOptions{ConsumeCount: 500_000}
@@ -24,11 +25,11 @@ func TestProtocolsReport(t *testing.T) {
 	}}
 	got := rep.String()
 	for _, want := range []string{
-		"| load                     | remoting msgs/s     | gRPC msgs/s         | ratio | remoting CPU µs/msg | gRPC CPU µs/msg  | ratio | remoting p99 ms  | gRPC p99 ms      |\n",
-		"| 1. send, 64 × 1          | 31.0k (30.0k–32.0k) | 25.0k (24.0k–26.0k) | 0.81× | 31.0 (30.0–32.0)    | 45.0 (45.0–45.0) | 1.45× | 5.00 (4.00–6.00) | 9.00 (8.00–10.0) |\n",
+		"| load                     | remoting msgs/s     | gRPC msgs/s         | ratio | remoting CPU µs/msg | gRPC CPU µs/msg  | ratio | remoting p99 ms  | gRPC p99 ms      | bench CPU µs/msg |\n",
+		"| 1. send, 64 × 1          | 31.0k (30.0k–32.0k) | 25.0k (24.0k–26.0k) | 0.81× | 31.0 (30.0–32.0)    | 45.0 (45.0–45.0) | 1.45× | 5.00 (4.00–6.00) | 9.00 (8.00–10.0) | 62.0 / 90.0      |\n",
 		// A run without a CPU figure makes the cell n/a; pulls and
 		// receives do not time the same thing.
-		"| 2. consume, 8 × batch 32 | 200k (200k–200k)    | 100k (100k–100k)    | 0.50× | 5.00 (5.00–5.00)    | n/a              | n/a   | –                | –                |\n",
+		"| 2. consume, 8 × batch 32 | 200k (200k–200k)    | 100k (100k–100k)    | 0.50× | 5.00 (5.00–5.00)    | n/a              | n/a   | –                | –                | 10.0 / n/a       |\n",
 		"Median (min–max) of 2 rounds,",
 		"1. remoting: broker bench produce --conns 64 --inflight 1 --batch 1.\n   gRPC: broker bench produce --protocol grpc --conns 64 --inflight 1 --batch 1.\n",
 	} {
