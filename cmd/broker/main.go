@@ -4,9 +4,12 @@
 //	broker [flags]              run a broker (and a name server)
 //	broker namesrv [flags]      run a name server alone
 //	broker bench produce|consume [flags]
-//	                            load-generate against a broker
+//	                            load-generate against a broker, over
+//	                            remoting or gRPC (--protocol)
 //	broker bench compare [flags]
 //	                            this broker against NATS JetStream, one table
+//	broker bench protocols [flags]
+//	                            gRPC against remoting on this broker
 //	broker bench memory [flags]
 //	                            this broker's resident memory under load
 //	broker admin [--broker addr] <group> <verb> [flags]
@@ -88,8 +91,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 const usage = `Usage:
   broker [flags]                        run a broker with an embedded name server
   broker namesrv [flags]                run a name server alone
-  broker bench produce|consume [flags]  load-generate against a broker
+  broker bench produce|consume [flags]  load-generate against a broker (--protocol remoting|grpc)
   broker bench compare [flags]          this broker against NATS JetStream on this machine
+  broker bench protocols [flags]        RocketMQ 5 (gRPC) against 4.x (remoting) clients on this broker
   broker bench memory [flags]           this broker's resident memory: idle, connections, backlog, long-polls
   broker bench hostile [flags]          this broker's peak memory under hostile clients, and a client's latency meanwhile
   broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
