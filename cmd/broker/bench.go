@@ -34,26 +34,31 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "replication" {
 		return runBenchReplication(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "protocols" {
+		return runBenchProtocols(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
-		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory|hostile|replication [flags]\n")
+		fmt.Fprint(stderr, "Usage: broker bench produce|consume|compare|memory|hostile|replication|protocols [flags]\n")
 		return 2
 	}
 	mode := args[0]
 	fs := pflag.NewFlagSet("broker bench "+mode, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o bench.Options
-	fs.StringVar(&o.Broker, "broker", bench.DefaultBroker, "broker address")
+	fs.StringVar(&o.Protocol, "protocol", bench.ProtocolRemoting, "remoting (RocketMQ 4.x) or grpc (RocketMQ 5: SendMessage; POP receive and ack)")
+	fs.StringVar(&o.Broker, "broker", "", fmt.Sprintf("broker address (default %s, with --protocol grpc %s)", bench.DefaultBroker, bench.DefaultGRPCBroker))
+	fs.StringVar(&o.Admin, "admin", "", fmt.Sprintf("with --protocol grpc, the broker's remoting address, where produce creates the topic (default --broker's host, port %s)", bench.DefaultAdminPort))
 	fs.StringVar(&o.Topic, "topic", bench.DefaultTopic, "topic (produce creates it)")
 	fs.IntVar(&o.Queues, "queues", bench.DefaultQueues, "queues of the topic")
 	fs.StringVar(&o.Group, "group", bench.DefaultGroup, "producer or consumer group")
-	fs.IntVar(&o.Conns, "conns", bench.DefaultConns, "TCP connections")
-	fs.IntVar(&o.InFlight, "inflight", bench.DefaultInFlight, "requests in flight per connection")
+	fs.IntVar(&o.Conns, "conns", bench.DefaultConns, "TCP connections (gRPC: clients)")
+	fs.IntVar(&o.InFlight, "inflight", bench.DefaultInFlight, "requests in flight per connection (gRPC consume: receives)")
 	fs.IntVar(&o.Size, "size", bench.DefaultSize, "message body bytes")
 	fs.IntVar(&o.Batch, "batch", bench.DefaultBatch, "messages per send request (>1 sends batches)")
 	fs.IntVar(&o.Rate, "rate", 0, "target msgs/s over all connections; 0 = as fast as possible")
 	fs.DurationVar(&o.Duration, "duration", 0, "run time (produce default 10s)")
 	fs.Int64Var(&o.Count, "count", 0, "stop after this many messages")
-	fs.IntVar(&o.PullBatch, "pull-batch", bench.DefaultPullBatch, "messages per pull (consume)")
+	fs.IntVar(&o.PullBatch, "pull-batch", bench.DefaultPullBatch, "messages per pull, or per gRPC receive (consume)")
 	fs.DurationVar(&o.Progress, "progress", bench.DefaultProgress, "progress line interval; 0 disables")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file")
 	brokerPID := fs.Int("broker-pid", 0, "broker process id, to report its CPU per message (Linux); 0 finds the process listening on a loopback --broker, -1 reports none")
@@ -63,6 +68,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "broker bench %s: unexpected argument %q\n", mode, fs.Arg(0))
+		return 2
+	}
+	if o.Protocol != bench.ProtocolRemoting && o.Protocol != bench.ProtocolGRPC {
+		fmt.Fprintf(stderr, "broker bench %s: --protocol %q: want %s or %s\n", mode, o.Protocol, bench.ProtocolRemoting, bench.ProtocolGRPC)
+		return 2
+	}
+	if o.Broker == "" {
+		o.Broker = bench.DefaultBroker
+		if o.Protocol == bench.ProtocolGRPC {
+			o.Broker = bench.DefaultGRPCBroker
+		}
 	}
 	switch {
 	case *brokerPID > 0:
@@ -172,6 +191,29 @@ func runBenchReplication(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
 	return runChild(fs, args, "broker bench replication", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
 		return compare.RunReplication(ctx, o, stderr)
+	})
+}
+
+func runBenchProtocols(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("broker bench protocols", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: broker bench protocols [flags]\n\n"+
+			"Runs the same loads over the remoting protocol (RocketMQ 4.x) and over gRPC\n"+
+			"(RocketMQ 5) against this broker on this machine, a fresh broker per run, and\n"+
+			"prints one table: 1 sends, 64 × 1; 2 catch-up pull against POP receive and\n"+
+			"ack, 8 × batch 32. msgs/s, broker CPU per message and p99, with gRPC's ratio\n"+
+			"to remoting (progress to stderr, the table to stdout).\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	var o compare.ProtocolsOptions
+	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("runs of each protocol per load (default %d)", compare.DefaultRounds))
+	fs.DurationVar(&o.Duration, "duration", 0, fmt.Sprintf("length of each send run (default %v)", compare.DefaultDuration))
+	fs.IntVar(&o.Size, "size", compare.DefaultSize, "message body bytes")
+	fs.Int64Var(&o.ConsumeCount, "consume-count", 0, fmt.Sprintf("messages written and read back in each consume run (default %d)", compare.DefaultConsumeCount))
+	fs.IntSliceVar(&o.Loads, "loads", nil, "loads to run, e.g. 1 (default 1,2)")
+	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
+	return runChild(fs, args, "broker bench protocols", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
+		return compare.RunProtocols(ctx, o, stderr)
 	})
 }
 

@@ -4,9 +4,12 @@
 //	broker [flags]              run a broker (and a name server)
 //	broker namesrv [flags]      run a name server alone
 //	broker bench produce|consume [flags]
-//	                            load-generate against a broker
+//	                            load-generate against a broker, over
+//	                            remoting or gRPC (--protocol)
 //	broker bench compare [flags]
 //	                            this broker against NATS JetStream, one table
+//	broker bench protocols [flags]
+//	                            gRPC against remoting on this broker
 //	broker bench memory [flags]
 //	                            this broker's resident memory under load
 //	broker admin [--broker addr] <group> <verb> [flags]
@@ -93,8 +96,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 const usage = `Usage:
   broker [flags]                        run a broker with an embedded name server
   broker namesrv [flags]                run a name server alone
-  broker bench produce|consume [flags]  load-generate against a broker
+  broker bench produce|consume [flags]  load-generate against a broker (--protocol remoting|grpc)
   broker bench compare [flags]          this broker against NATS JetStream on this machine
+  broker bench protocols [flags]        RocketMQ 5 (gRPC) against 4.x (remoting) clients on this broker
   broker bench memory [flags]           this broker's resident memory: idle, connections, backlog, long-polls
   broker bench hostile [flags]          this broker's peak memory under hostile clients, and a client's latency meanwhile
   broker admin <group> <verb> [flags]   ask a running broker (run "broker admin" for the list)
@@ -147,7 +151,11 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	if a := srv.HTTPAddr(); a != "" {
 		httpInfo = a
 	}
-	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
+	grpcInfo := "off"
+	if srv.GRPCAddr != "" {
+		grpcInfo = srv.GRPCAddr
+	}
+	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "grpc", grpcInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
 		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String(), "tls", srv.TLSMode())
 
 	return serveUntilSignal(srv, log, hup, stop, "listener failed", func() {

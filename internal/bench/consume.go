@@ -36,6 +36,9 @@ func consume(ctx context.Context, opts Options, out io.Writer, clk clock) (Summa
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
 	}
+	if opts.Protocol == ProtocolGRPC {
+		return consumeGRPC(ctx, opts, out, clk)
+	}
 	nworkers := min(opts.Conns*opts.InFlight, opts.Queues)
 	s := newSession(ctx, opts, out, clk, min(opts.Conns, nworkers), nworkers)
 	defer s.close()

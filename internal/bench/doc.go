@@ -1,9 +1,10 @@
 // Package bench is the load generator behind `broker bench produce` and
 // `broker bench consume`. It drives a broker only over the wire, with
-// core/remoting clients, exactly as RocketMQ clients do, so it measures
-// any broker that speaks the protocol: this one, a Java broker, or a build
-// of this one under test. It never imports the broker, the store or the
-// name server.
+// core/remoting clients, exactly as RocketMQ clients do, or under
+// ProtocolGRPC with RocketMQ 5's gRPC client (internal/rmqpb), so it
+// measures any broker that speaks the protocol: this one, a Java broker
+// (or Apache's proxy), or a build of this one under test. It never
+// imports the broker, the store or the name server.
 //
 // [Produce] creates a topic and sends messages to it from many connections
 // at once, optionally paced to a rate; [Consume] reads a topic back from
@@ -68,6 +69,34 @@
 // message.DecodeRecords; the next pull starts at nextBeginOffset.
 // PULL_NOT_FOUND ends the queue, PULL_RETRY_IMMEDIATELY moves on to
 // nextBeginOffset, PULL_OFFSET_MOVED counts as an error and moves on too.
+//
+// # gRPC (RocketMQ 5)
+//
+// Under ProtocolGRPC each of Conns connections is a grpc.ClientConn of its
+// own with a client id of its own (x-mq-client-id, x-mq-protocol v2), and
+// does before the clock starts what a 5.x client does before its first
+// request: it opens the Telemetry stream, sends Settings (PRODUCER of the
+// topic, or SIMPLE_CONSUMER of the group with the subscription *), waits
+// for the answer, and keeps the stream open for the run; then it asks
+// QueryRoute for the topic. gRPC has no request that creates a topic, so
+// Produce first creates it over remoting at Options.Admin (by default
+// Broker's host, port 10911), as above.
+//
+// Produce keeps Conns×InFlight SendMessage calls outstanding, a goroutine
+// per call (gRPC's unary calls block), each carrying Batch NORMAL messages
+// with the tag bench, a fresh message_id each, born_timestamp and
+// born_host; the broker picks the queue. A message counts when its entry's
+// status is OK.
+//
+// Consume is POP: Conns×InFlight receivers, each looping ReceiveMessage
+// (the whole topic, filter TAG *, batch_size PullBatch, invisible 30 s,
+// long polling 0, so a group with nothing left is answered
+// MESSAGE_NOT_FOUND at once) and one AckMessage of everything received.
+// A receive and its ack are one request of the summary; a message counts
+// once its ack is OK. A receiver stops at MESSAGE_NOT_FOUND: the group
+// has caught up. POP consumption is the group's: what a run acknowledged
+// a later run of the group does not get, so give each run a new Group to
+// read the topic from its start. Timeouts are each call's deadline.
 //
 // # Measurement
 //

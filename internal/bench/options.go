@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -37,6 +38,23 @@ const (
 	DefaultPullBatch = 32
 	DefaultProgress  = time.Second // the CLI's; a zero Options.Progress means none
 	DefaultTimeout   = 3 * time.Second
+	// DefaultGRPCBroker is Broker's default under ProtocolGRPC: the
+	// broker command's gRPC address.
+	DefaultGRPCBroker = "127.0.0.1:8081"
+	// DefaultAdminPort is the port of Admin's default: the broker
+	// command's remoting port, on Broker's host.
+	DefaultAdminPort = "10911"
+)
+
+// Protocols a run speaks.
+const (
+	// ProtocolRemoting is RocketMQ 4.x's remoting protocol: SEND_MESSAGE,
+	// SEND_BATCH_MESSAGE and PULL_MESSAGE on core/remoting clients.
+	ProtocolRemoting = "remoting"
+	// ProtocolGRPC is RocketMQ 5's gRPC protocol (apache.rocketmq.v2):
+	// SendMessage, and POP consumption with ReceiveMessage and
+	// AckMessage.
+	ProtocolGRPC = "grpc"
 )
 
 // Broker limits the options are checked against.
@@ -44,13 +62,25 @@ const (
 	// maxMessageSize is RocketMQ's default maxMessageSize: the largest body
 	// of one message, and of one batch request.
 	maxMessageSize = 4 << 20
+	// maxReceiveBatch is the largest batch_size the broker's gRPC receive
+	// honours.
+	maxReceiveBatch = 1024
 )
 
 // Options configures a run of Produce or Consume. The zero value of each
 // field means its default, so Options{} benchmarks the local broker.
 type Options struct {
-	// Broker is the broker's address; default "127.0.0.1:10911".
+	// Protocol is what the run speaks to Broker: ProtocolRemoting (the
+	// default) or ProtocolGRPC.
+	Protocol string
+	// Broker is the broker's address; default "127.0.0.1:10911", or
+	// DefaultGRPCBroker under ProtocolGRPC.
 	Broker string
+	// Admin is the broker's remoting address under ProtocolGRPC, which
+	// has no request that creates a topic: Produce creates Topic there
+	// first. Default Broker's host with port DefaultAdminPort. Unused
+	// under ProtocolRemoting and by Consume.
+	Admin string
 	// Topic is the topic to write and read; default "BenchTopic". Produce
 	// first creates it (or updates it) with Queues read and write queues.
 	Topic string
@@ -61,18 +91,22 @@ type Options struct {
 	// default "bench".
 	Group string
 	// Conns is the number of TCP connections; default 64. Each has its own
-	// remoting.Client, since a Client keeps one connection per address.
+	// remoting.Client, since a Client keeps one connection per address,
+	// or its own gRPC ClientConn and client id.
 	Conns int
 	// InFlight is the number of requests outstanding on each connection;
 	// default 1. Produce keeps Conns×InFlight requests in flight. Consume
-	// pulls each queue one request at a time, so at most Queues.
+	// pulls each queue one request at a time, so at most Queues; over
+	// gRPC it keeps Conns×InFlight receives going, each across every
+	// queue.
 	InFlight int
 	// Size is the body length of each message in bytes; default 1024, at
 	// most 4 MiB.
 	Size int
 	// Batch is the number of messages per send request; default 1. One is
-	// sent as SEND_MESSAGE (10), more as SEND_BATCH_MESSAGE (320). A batch
-	// body may not exceed 4 MiB.
+	// sent as SEND_MESSAGE (10), more as SEND_BATCH_MESSAGE (320); over
+	// gRPC each SendMessage carries Batch messages. A batch body may not
+	// exceed 4 MiB.
 	Batch int
 	// Rate is the target number of messages per second over all
 	// connections; 0 (the default) sends as fast as responses come back.
@@ -85,7 +119,8 @@ type Options struct {
 	// or failed) and Consume after this many have been read; 0 means no
 	// count limit.
 	Count int64
-	// PullBatch is the maxMsgNums of each pull; default 32.
+	// PullBatch is the maxMsgNums of each pull, or the batch_size of each
+	// gRPC receive (at most 1024, the broker's largest); default 32.
 	PullBatch int
 	// Progress is the interval between progress lines; 0 means none.
 	// Unlike the other fields its zero turns the feature off: a program
@@ -106,8 +141,21 @@ type Options struct {
 // withDefaults returns a copy of o with zero fields set to their defaults
 // for Produce (consume false) or Consume.
 func (o Options) withDefaults(consume bool) Options {
+	if o.Protocol == "" {
+		o.Protocol = ProtocolRemoting
+	}
 	if o.Broker == "" {
 		o.Broker = DefaultBroker
+		if o.Protocol == ProtocolGRPC {
+			o.Broker = DefaultGRPCBroker
+		}
+	}
+	if o.Admin == "" && o.Protocol == ProtocolGRPC {
+		host, _, err := net.SplitHostPort(o.Broker)
+		if err != nil {
+			host = "127.0.0.1" // validate reports the bad Broker
+		}
+		o.Admin = net.JoinHostPort(host, DefaultAdminPort)
 	}
 	if o.Topic == "" {
 		o.Topic = DefaultTopic
@@ -147,6 +195,15 @@ func (o Options) withDefaults(consume bool) Options {
 func (o *Options) validate() error {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if o.Protocol != ProtocolRemoting && o.Protocol != ProtocolGRPC {
+		bad("Protocol %q is neither %q nor %q", o.Protocol, ProtocolRemoting, ProtocolGRPC)
+	}
+	if _, _, err := net.SplitHostPort(o.Broker); err != nil {
+		bad("Broker %q is not host:port: %v", o.Broker, err)
+	}
+	if o.Protocol == ProtocolGRPC && o.PullBatch > maxReceiveBatch {
+		bad("PullBatch %d exceeds %d, the most a gRPC receive returns", o.PullBatch, maxReceiveBatch)
+	}
 	if err := remoting.ValidateTopicName(o.Topic); err != nil {
 		bad("Topic: %v", err)
 	}

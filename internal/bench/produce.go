@@ -51,6 +51,9 @@ func produce(ctx context.Context, opts Options, out io.Writer, clk clock) (Summa
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
 	}
+	if opts.Protocol == ProtocolGRPC {
+		return produceGRPC(ctx, opts, out, clk)
+	}
 	// One worker per connection keeps its InFlight requests outstanding.
 	s := newSession(ctx, opts, out, clk, opts.Conns, opts.Conns)
 	defer s.close()
@@ -129,8 +132,12 @@ func produceHeader(o *Options) string {
 	default:
 		until = o.Duration.String()
 	}
-	return fmt.Sprintf("produce to %s topic %s (%d queues): %d conns × %d in flight, %d-byte messages, batch %d, rate %s, for %s",
-		o.Broker, o.Topic, o.Queues, o.Conns, o.InFlight, o.Size, o.Batch, rate, until)
+	over := ""
+	if o.Protocol == ProtocolGRPC {
+		over = " over gRPC"
+	}
+	return fmt.Sprintf("produce to %s%s topic %s (%d queues): %d conns × %d in flight, %d-byte messages, batch %d, rate %s, for %s",
+		o.Broker, over, o.Topic, o.Queues, o.Conns, o.InFlight, o.Size, o.Batch, rate, until)
 }
 
 // producer is the shared state of a Produce run's workers.

@@ -35,7 +35,9 @@ type session struct {
 	clk     clock
 	ctx     context.Context // the caller's; ends the run early when done
 	clients []*remoting.Client
+	admin   string // the address setup requests go to
 	workers []*worker
+	grpc    []*grpcConn        // under ProtocolGRPC, one per connection
 	hists   []*lockedHistogram // send-to-response latency of answered requests
 
 	// origin is the wall time request ages are measured from by the
@@ -67,16 +69,17 @@ func newSession(ctx context.Context, opts Options, out io.Writer, clk clock, ncl
 	if out == nil {
 		out = io.Discard
 	}
-	s := &session{opts: opts, out: out, clk: clk, ctx: ctx, origin: time.Now()}
+	s := &session{opts: opts, out: out, clk: clk, ctx: ctx, origin: time.Now(), admin: opts.Broker}
+	if opts.Protocol == ProtocolGRPC {
+		s.admin = opts.Admin
+	}
 	// Failures are counted and sampled into the summary; the clients' own
 	// logs would only repeat them.
 	quiet := slog.New(slog.DiscardHandler)
 	for range nclients {
 		s.clients = append(s.clients, remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.Timeout, Logger: quiet}))
 	}
-	for range min(nworkers, maxHistograms) {
-		s.hists = append(s.hists, new(lockedHistogram))
-	}
+	s.addHistograms(nworkers)
 	for i := range nworkers {
 		w := &worker{s: s, client: s.clients[i%nclients], hist: s.hists[i%len(s.hists)]}
 		w.renew()
@@ -85,8 +88,19 @@ func newSession(ctx context.Context, opts Options, out io.Writer, clk clock, ncl
 	return s
 }
 
+// addHistograms gives the session the histograms of n request streams,
+// at most maxHistograms in all.
+func (s *session) addHistograms(n int) {
+	for len(s.hists) < min(n, maxHistograms) {
+		s.hists = append(s.hists, new(lockedHistogram))
+	}
+}
+
 // close releases the workers' contexts and closes the clients.
 func (s *session) close() {
+	for _, c := range s.grpc {
+		c.close()
+	}
 	for _, w := range s.workers {
 		w.mu.Lock()
 		w.mu.cancel()
@@ -103,7 +117,7 @@ func (s *session) close() {
 func (s *session) setup(cl *remoting.Client, code int16, ext map[string]string) (*remoting.Command, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Timeout)
 	defer cancel()
-	resp, err := cl.Invoke(ctx, s.opts.Broker, remoting.NewRequest(code, ext, nil))
+	resp, err := cl.Invoke(ctx, s.admin, remoting.NewRequest(code, ext, nil))
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", remoting.RequestCode(code), err)
 	}
@@ -117,6 +131,12 @@ func (s *session) setup(cl *remoting.Client, code int16, ext map[string]string) 
 // worker has returned and the watching goroutines have stopped. prepare,
 // if not nil, runs once the start time is known and before any worker.
 func (s *session) run(prepare func(), loop func(w *worker)) {
+	s.runLoops(prepare, len(s.workers), func(i int) { loop(s.workers[i]) })
+}
+
+// runLoops is run with n loops that are not workers: loop(i) for each i
+// below n, each on a goroutine of its own.
+func (s *session) runLoops(prepare func(), n int, loop func(i int)) {
 	cpu0, cpuErr := s.brokerCPU()
 	defer func() {
 		if cpu1, err := s.brokerCPU(); err == nil && cpuErr == nil {
@@ -134,8 +154,8 @@ func (s *session) run(prepare func(), loop func(w *worker)) {
 		s.aux.Go(s.report)
 	}
 	var workers sync.WaitGroup
-	for _, w := range s.workers {
-		workers.Go(func() { loop(w) })
+	for i := range n {
+		workers.Go(func() { loop(i) })
 	}
 	workers.Wait()
 	s.elapsed = s.clk.now() - s.start

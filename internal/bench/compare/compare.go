@@ -126,6 +126,9 @@ type Measure struct {
 	// P50 and P99 are per message, send to acknowledgement; 0 when the
 	// run does not time single messages.
 	P50, P99 time.Duration
+	// ClientCPUPerMsg is the load generator's CPU per message, where it
+	// runs in this process (RunProtocols); 0 elsewhere.
+	ClientCPUPerMsg time.Duration
 	// Errors counts failed requests (this broker's runs); a JetStream run
 	// with a failure ends the comparison instead.
 	Errors int64

@@ -62,6 +62,18 @@
 //   - The table gives the median of the rounds with the minimum and
 //     maximum, and the ratio of the medians, rmq-go over JetStream.
 //
+// # Protocols
+//
+// RunProtocols (`broker bench protocols`) pairs this broker with itself:
+// the same load over the remoting protocol and over gRPC, each run on a
+// fresh broker with both ports open (--flush sync), the protocol going
+// first alternating by round. Load 1 is sends, 64 connections × 1 in
+// flight, one message a request; load 2 reads back ConsumeCount messages
+// written over remoting, by catch-up pulls (one puller per queue, 8) or
+// by 8 POP receivers, each receive of 32 acknowledged in one AckMessage.
+// The table gives msgs/s and broker CPU per message with gRPC's ratio to
+// remoting, and p99 for the sends.
+//
 // # Invariants
 //
 //  1. Every measured run starts its server on an empty directory and stops
