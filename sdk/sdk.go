@@ -153,6 +153,7 @@ func infoBlock() []byte {
 	}
 	state.info = abi.AppendInfo(state.info[:0], abi.Info{
 		Version:       abi.Version,
+		Minor:         abi.Minor,
 		Kinds:         kinds(),
 		Flags:         flags,
 		PluginVersion: state.version,

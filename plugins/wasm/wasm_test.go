@@ -365,6 +365,12 @@ func TestFailures(t *testing.T) {
 			!strings.Contains(err.Error(), "built for ABI v2") {
 			t.Fatalf("err = %v", err)
 		}
+		// Same major, a later minor: refused by name too.
+		_, err = wasm.Load(ctx(t), wasm.Options{Name: "newer", Kind: wasm.KindFilter, Path: guest(t, "abiminor"), CacheDir: cacheDir})
+		if !errors.Is(err, wasm.ErrABIVersion) || !strings.Contains(err.Error(), `"newer"`) ||
+			!strings.Contains(err.Error(), "built for ABI v1.999") {
+			t.Fatalf("err = %v", err)
+		}
 		checkHealthy()
 	})
 

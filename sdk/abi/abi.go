@@ -5,9 +5,14 @@ import (
 	"errors"
 )
 
-// Version is the ABI version this package defines. A module speaks it when
-// it exports ExportMarker.
-const Version = 1
+// Version is the major ABI version this package defines. A module speaks
+// it when it exports ExportMarker. Minor is the revision within it; a host
+// accepts a guest of its own major whose minor is at most its own (see the
+// package doc, "Versions").
+const (
+	Version = 1
+	Minor   = 0
+)
 
 // Names a module exports. Every function listed here is optional except
 // ExportMarker, ExportBuffer, ExportInit and the function of each kind the
@@ -208,6 +213,9 @@ type Info struct {
 	Flags Flags
 	// PluginVersion is the plugin's own version label, free-form.
 	PluginVersion string
+	// Minor is the ABI minor the module was built for: 0 when the block
+	// ends at the label, as blocks of guests older than the field do.
+	Minor uint16
 }
 
 // infoFixedLen is the fixed part of an info block.
@@ -222,7 +230,8 @@ func AppendInfo(dst []byte, i Info) []byte {
 	dst = le.AppendUint16(dst, i.Version)
 	dst = append(dst, byte(i.Kinds), byte(i.Flags))
 	dst = le.AppendUint16(dst, uint16(len(v)))
-	return append(dst, v...)
+	dst = append(dst, v...)
+	return le.AppendUint16(dst, i.Minor)
 }
 
 // ReadInfo decodes an info block. Bytes after the fields it knows are
@@ -235,10 +244,14 @@ func ReadInfo(b []byte) (Info, error) {
 	if infoFixedLen+n > len(b) {
 		return Info{}, ErrLayout
 	}
-	return Info{
+	i := Info{
 		Version:       le.Uint16(b),
 		Kinds:         Kinds(b[2]),
 		Flags:         Flags(b[3]),
 		PluginVersion: string(b[infoFixedLen : infoFixedLen+n]),
-	}, nil
+	}
+	if rest := b[infoFixedLen+n:]; len(rest) >= 2 {
+		i.Minor = le.Uint16(rest)
+	}
+	return i, nil
 }
