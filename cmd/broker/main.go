@@ -18,6 +18,9 @@
 //	broker config check FILE...
 //	                            every problem of a config file
 //	broker healthcheck [flags]  exit 0 if a broker's /readyz answers 200
+//	broker plugin new|build|test ...
+//	                            write a WebAssembly plugin's Go module, build
+//	                            it, and run it on sample messages
 //
 // Run "broker -h" or "broker <command> -h" for the flags. SIGHUP makes a
 // running broker reload the plugin list of its config file.
@@ -42,7 +45,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin" && os.Args[1] != "config" && os.Args[1] != "healthcheck") {
+	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin" && os.Args[1] != "config" && os.Args[1] != "healthcheck" && os.Args[1] != "plugin") {
 		setGCPercent() // servers only: the load generator and tools keep Go's default
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -77,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runConfig(args[1:], stdout, stderr)
 		case "healthcheck":
 			return runHealthcheck(args[1:], stdout, stderr)
+		case "plugin":
+			return runPlugin(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -96,6 +101,7 @@ const usage = `Usage:
   broker config defaults [--markdown]   print the config file with every key at its default and a comment
   broker config check FILE...           report every problem of a config file
   broker healthcheck [flags]            exit 0 if a broker's /readyz answers 200 (a container's health check)
+  broker plugin new|build|test ...      write, build and try a WebAssembly plugin (run "broker plugin" for more)
 
 Run "broker <command> -h" for the flags of a command.
 `
