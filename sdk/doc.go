@@ -36,6 +36,11 @@
 // and imports nothing of the broker's), and a differential test in the
 // broker's module holds it to the broker's codec.
 //
+// A filter sees message bodies only if it asks: BodyFilterFunc (or a
+// Filter implementing BodyInflater) gets them inflated by the broker when
+// producers compressed them, and LookupJSON or Message.JSONField read one
+// field of a JSON body in place, without decoding the document.
+//
 // A filter's Matcher that implements PropertyReader names the properties
 // its expression reads; the broker then sends only those, which saves the
 // guest most of its work on messages with many properties.
@@ -60,7 +65,7 @@
 // # ABI versions and compatibility
 //
 // The ABI has a major and a minor version, abi.Version and abi.Minor (today
-// v1.0). The major is in the name of the marker a module exports
+// v1.1). The major is in the name of the marker a module exports
 // (broker_abi_v1) and in the sdk's module path: this module speaks v1, and
 // an ABI v2 would come as the module github.com/rmq-go/rmq/sdk/v2. The minor
 // is in the module's info block. The rule a broker applies when it loads a

@@ -34,8 +34,10 @@ func (m *Message) Property(key string) (string, bool) { return Properties(m.r.Pr
 // that implements BodyFilter.
 func (m *Message) HasBody() bool { return m.r.HasBody }
 
-// Body returns the body as stored (zlib-compressed if Compressed), or nil if
-// it was not sent.
+// Body returns the body, or nil if it was not sent: as stored
+// (zlib-compressed if Compressed) for a BodyFilter, inflated by the broker
+// for a BodyInflater (see there for a body it could not inflate). JSONField
+// reads a field of it.
 func (m *Message) Body() []byte { return m.r.Body }
 
 // Compressed reports whether the body is zlib-compressed, as RocketMQ

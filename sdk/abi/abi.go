@@ -11,7 +11,7 @@ import (
 // package doc, "Versions").
 const (
 	Version = 1
-	Minor   = 0
+	Minor   = 1 // 1: FlagFilterBodyInflated
 )
 
 // Names a module exports. Every function listed here is optional except
@@ -111,7 +111,15 @@ type Flags uint8
 const (
 	// FlagFilterBody asks for message bodies in filter batches.
 	FlagFilterBody Flags = 1 << iota
+	// FlagFilterBodyInflated (with FlagFilterBody; ABI v1.1) asks the host
+	// to inflate zlib-compressed bodies before it sends them, clearing the
+	// record's compressed SysFlag bit. A body that does not inflate, or
+	// inflates past the host's limit, is sent as stored with the bit set.
+	FlagFilterBodyInflated
 )
+
+// Has reports whether f includes all of o.
+func (f Flags) Has(o Flags) bool { return f&o == o }
 
 // Status is the i32 a guest function returns. Any value but StatusOK leaves
 // an error message in the guest buffer (see PutError).
