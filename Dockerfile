@@ -12,6 +12,8 @@ ARG GO_VERSION=1.26
 FROM docker.io/library/golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# The plugin SDK is a module of its own that go.mod replaces with ./sdk.
+COPY sdk/go.mod sdk/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/broker ./cmd/broker \

@@ -14,6 +14,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
+	github.com/rmq-go/rmq/sdk v0.0.0-00010101000000-000000000000
 	github.com/rogpeppe/go-internal v1.11.0
 	github.com/spf13/pflag v1.1.0
 	github.com/tetratelabs/wazero v1.12.0
@@ -90,3 +91,7 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 	stathat.com/c/consistent v1.0.0 // indirect
 )
+
+// The plugin SDK is a module of its own, so a plugin's module needs nothing
+// but it; the broker builds against the copy in this repository.
+replace github.com/rmq-go/rmq/sdk => ./sdk

@@ -15,6 +15,10 @@
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm .
 //
+// The sdk is a Go module of its own, github.com/rmq-go/rmq/sdk, that needs
+// only the standard library, so a plugin's module requires it and nothing
+// else. `broker plugin new` writes such a module.
+//
 // Importing the package adds every export of ABI v1 (package sdk/abi) to the
 // module. Which kinds the module serves is what it registers: broker_info
 // reports them, and the function of a kind nobody registered answers "not
@@ -27,10 +31,15 @@
 // SDK's own path reads records in place and allocates nothing per message;
 // a plugin that keeps a value past the call copies it.
 //
-// Properties reads with the broker's own codec (internal/properties, a leaf
-// of this module shared with core/message, which the sdk may not import), so
-// a guest sees a message's properties exactly as the broker's native
-// filters do.
+// Properties reads the properties string exactly as the broker's native
+// filters do: the sdk keeps its own small reader (it is a module of its own
+// and imports nothing of the broker's), and a differential test in the
+// broker's module holds it to the broker's codec.
+//
+// A filter sees message bodies only if it asks: BodyFilterFunc (or a
+// Filter implementing BodyInflater) gets them inflated by the broker when
+// producers compressed them, and LookupJSON or Message.JSONField read one
+// field of a JSON body in place, without decoding the document.
 //
 // A filter's Matcher that implements PropertyReader names the properties
 // its expression reads; the broker then sends only those, which saves the
@@ -52,6 +61,25 @@
 // previous assignment). A panic is not recovered: the Go runtime prints it
 // to stderr and exits, the broker discards the instance, reports the panic
 // with the tail of its stderr, and starts a fresh instance.
+//
+// # ABI versions and compatibility
+//
+// The ABI has a major and a minor version, abi.Version and abi.Minor (today
+// v1.1). The major is in the name of the marker a module exports
+// (broker_abi_v1) and in the sdk's module path: this module speaks v1, and
+// an ABI v2 would come as the module github.com/rmq-go/rmq/sdk/v2. The minor
+// is in the module's info block. The rule a broker applies when it loads a
+// module:
+//
+//   - a broker speaking vM.N loads a module built for vM.K when K ≤ N;
+//   - it refuses a module of another major, or of a later minor (K > N: the
+//     module may count on what this broker does not do), with an error that
+//     names both versions (plugins/wasm's ErrABIVersion).
+//
+// So a module keeps working across broker upgrades within a major, and a
+// broker upgrade never has to wait for its plugins. Within a major only
+// additions are made, each raising the minor: an optional export, an info
+// flag, an import. Removing or changing anything takes a new major.
 //
 // # Self-tests
 //

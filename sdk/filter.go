@@ -21,6 +21,30 @@ type BodyFilter interface {
 	NeedsBody() bool
 }
 
+// BodyInflater is a BodyFilter that wants compressed bodies inflated by
+// the broker: when InflateBodies reports true (asked after Init, with
+// NeedsBody), Message.Body is the body as the producer wrote it and
+// Compressed is false, unless the broker could not inflate it (corrupt, or
+// larger than it inflates: 4 MiB), in which case the body comes as stored
+// and Compressed is true. It needs a broker of ABI v1.1 or later.
+type BodyInflater interface {
+	BodyFilter
+	InflateBodies() bool
+}
+
+// BodyFilterFunc adapts a function to a Filter that reads bodies, inflated
+// by the broker (a BodyInflater): the simplest way to write a body filter.
+type BodyFilterFunc func(expression string) (Matcher, error)
+
+// Compile calls f.
+func (f BodyFilterFunc) Compile(expression string) (Matcher, error) { return f(expression) }
+
+// NeedsBody reports true: batches carry bodies.
+func (BodyFilterFunc) NeedsBody() bool { return true }
+
+// InflateBodies reports true: the broker inflates compressed bodies.
+func (BodyFilterFunc) InflateBodies() bool { return true }
+
 // Matcher is a compiled expression.
 type Matcher interface {
 	// Match reports whether m matches. An error stops the batch and the

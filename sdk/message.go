@@ -3,7 +3,6 @@ package sdk
 import (
 	"unsafe"
 
-	"github.com/rmq-go/rmq/internal/properties"
 	"github.com/rmq-go/rmq/sdk/abi"
 )
 
@@ -35,8 +34,10 @@ func (m *Message) Property(key string) (string, bool) { return Properties(m.r.Pr
 // that implements BodyFilter.
 func (m *Message) HasBody() bool { return m.r.HasBody }
 
-// Body returns the body as stored (zlib-compressed if Compressed), or nil if
-// it was not sent.
+// Body returns the body, or nil if it was not sent: as stored
+// (zlib-compressed if Compressed) for a BodyFilter, inflated by the broker
+// for a BodyInflater (see there for a body it could not inflate). JSONField
+// reads a field of it.
 func (m *Message) Body() []byte { return m.r.Body }
 
 // Compressed reports whether the body is zlib-compressed, as RocketMQ
@@ -63,15 +64,15 @@ func (m *Message) SysFlag() int32 { return m.r.SysFlag }
 
 // Properties is an encoded properties string (key 0x01 value 0x02 ...),
 // read in place. Like Message, it is valid only during the call. It reads
-// with the broker's own codec (internal/properties), so a guest sees the
-// properties exactly as the broker's native filters do.
+// the format exactly as the broker's native filters do (a differential test
+// in the broker's module holds the two readers to the same answers).
 type Properties []byte
 
 // Lookup returns the value of key without allocating. A key that appears
 // twice yields its last value; pieces that are not one key and one value are
 // ignored, as the clients ignore them.
 func (p Properties) Lookup(key string) (string, bool) {
-	v, ok := properties.Lookup(p, key)
+	v, ok := lookupProperty(p, key)
 	return view(v), ok
 }
 
@@ -86,7 +87,7 @@ func (p Properties) Each(fn func(key, value string) bool) {
 	for rest := []byte(p); len(rest) > 0; {
 		var k, v []byte
 		var ok bool
-		k, v, rest, ok = properties.Next(rest)
+		k, v, rest, ok = nextProperty(rest)
 		if ok && !fn(view(k), view(v)) {
 			return
 		}

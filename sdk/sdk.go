@@ -72,6 +72,12 @@ func filterBody() bool {
 	return ok && b.NeedsBody()
 }
 
+// filterInflate reports whether the registered filter wants bodies inflated.
+func filterInflate() bool {
+	b, ok := state.filter.(BodyInflater)
+	return ok && b.NeedsBody() && b.InflateBodies()
+}
+
 // RegisterAllocator makes a the module's allocation strategy. Call it from
 // an init function. Registering a second one panics.
 func RegisterAllocator(a Allocator) {
@@ -151,8 +157,12 @@ func infoBlock() []byte {
 	if filterBody() {
 		flags |= abi.FlagFilterBody
 	}
+	if filterInflate() {
+		flags |= abi.FlagFilterBodyInflated
+	}
 	state.info = abi.AppendInfo(state.info[:0], abi.Info{
 		Version:       abi.Version,
+		Minor:         abi.Minor,
 		Kinds:         kinds(),
 		Flags:         flags,
 		PluginVersion: state.version,

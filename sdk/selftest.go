@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/rmq-go/rmq/internal/properties"
 	"github.com/rmq-go/rmq/sdk/abi"
 )
 
@@ -82,7 +81,7 @@ func encodeProperties(m map[string]string, tags, keys string) []byte {
 		all["KEYS"] = keys
 	}
 	maps.Copy(all, m)
-	return properties.Encode(all)
+	return encodePropertyMap(all)
 }
 
 // vectors encodes every registered test as the call the host would make.

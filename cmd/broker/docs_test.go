@@ -318,6 +318,25 @@ func resolveCommand(u usageCache, args []string, strict bool) (command, rest []s
 			return incomplete(args[0] + " mode")
 		}
 		return args[:2], args[2:], nil
+	case len(args) > 0 && args[0] == "plugin":
+		// A verb, then its arguments (files and a kind) among its flags.
+		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+			return incomplete("plugin verb")
+		}
+		if !strict {
+			return args[:2], args[2:], nil
+		}
+		fs, err := u.flags(args[:2]...)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := fs.Parse(args[2:]); err != nil {
+			return nil, nil, err
+		}
+		if want := map[string]int{"new": 2, "build": 1, "test": 1}[args[1]]; fs.NArg() != want {
+			return nil, nil, fmt.Errorf("broker plugin %s takes %d argument(s), got %q", args[1], want, fs.Args())
+		}
+		return args[:2], nil, nil
 	case len(args) > 0 && args[0] == "admin":
 		// The global flags come first and end at the group and verb.
 		global, err := u.flags("admin")

@@ -24,6 +24,9 @@
 //	broker import --from DIR [flags]
 //	                            bring an Apache RocketMQ broker's topics,
 //	                            groups, offsets and broker.conf across
+//	broker plugin new|build|test ...
+//	                            write a WebAssembly plugin's Go module, build
+//	                            it, and run it on sample messages
 //
 // Run "broker -h" or "broker <command> -h" for the flags. SIGHUP makes a
 // running broker reload the plugin list of its config file.
@@ -48,7 +51,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin" && os.Args[1] != "config" && os.Args[1] != "healthcheck" && os.Args[1] != "import") {
+	if len(os.Args) < 2 || (os.Args[1] != "bench" && os.Args[1] != "admin" && os.Args[1] != "config" && os.Args[1] != "healthcheck" && os.Args[1] != "import" && os.Args[1] != "plugin") {
 		setGCPercent() // servers only: the load generator and tools keep Go's default
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -85,6 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runHealthcheck(args[1:], stdout, stderr)
 		case "import":
 			return runImport(args[1:], stdout, stderr)
+		case "plugin":
+			return runPlugin(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -106,6 +111,7 @@ const usage = `Usage:
   broker config check FILE...           report every problem of a config file
   broker healthcheck [flags]            exit 0 if a broker's /readyz answers 200 (a container's health check)
   broker import --from DIR [flags]      bring an Apache RocketMQ broker's topics, groups, offsets and broker.conf across
+  broker plugin new|build|test ...      write, build and try a WebAssembly plugin (run "broker plugin" for more)
 
 Run "broker <command> -h" for the flags of a command.
 `

@@ -4,8 +4,8 @@
 // the tag hash.
 //
 // It imports no other package of this module but the leaf
-// internal/properties, which holds the properties codec it shares with the
-// sdk; every other package builds on it.
+// internal/properties, which holds the properties codec; every other package
+// builds on it.
 //
 // # Properties string
 //
@@ -17,9 +17,9 @@
 // piece that does not split into exactly one key and one value is ignored when
 // reading. The whole string is at most 32767 bytes, because the stored layout
 // keeps its length in an int16. [Properties] and [EncodeProperties] are this
-// package's face of the codec in internal/properties, which also serves the
-// sdk's Properties, so the broker and WASM guests read the same bytes the
-// same way.
+// package's face of the codec in internal/properties. The sdk (a module of
+// its own) reads with a copy that a differential test holds to the codec, so
+// the broker and WASM guests read the same bytes the same way.
 //
 // # Stored-message record
 //

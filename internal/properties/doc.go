@@ -1,9 +1,9 @@
-// Package properties is the codec of the RocketMQ properties string, the one
-// implementation behind both faces of it: core/message's Properties (for the
-// broker, the filters and the client) and the sdk's Properties (for WASM
-// guests, which may not import core). It is a leaf: it imports only the
-// standard library, so the broker and guests compile the same bytes-level
-// code.
+// Package properties is the codec of the RocketMQ properties string behind
+// core/message's Properties (for the broker, the filters and the client). It
+// is a leaf: it imports only the standard library, so the filters that
+// build on it compile into WASM guests too. The sdk, a module of its own
+// that cannot import this one, keeps a copy of the reader; this package's
+// tests (TestLookup, FuzzProperties) hold the copy to the same answers.
 //
 // # Format
 //

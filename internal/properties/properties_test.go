@@ -3,10 +3,38 @@ package properties_test
 import (
 	"bytes"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/rmq-go/rmq/internal/properties"
+	"github.com/rmq-go/rmq/sdk"
 )
+
+// sdkAgrees fails t unless the sdk's reader (a copy in its own module, which
+// cannot import this package) reads in as this codec does: the same value
+// for key and the same pairs in the same order.
+func sdkAgrees(t *testing.T, in []byte, key string) {
+	t.Helper()
+	v, ok := properties.Lookup(in, key)
+	if sv, sok := sdk.Properties(in).Lookup(key); sv != string(v) || sok != ok {
+		t.Fatalf("Lookup(%q, %q): codec %q, %v; sdk %q, %v", in, key, v, ok, sv, sok)
+	}
+	var want, got []string
+	for rest := in; len(rest) > 0; {
+		var k, v []byte
+		var ok bool
+		if k, v, rest, ok = properties.Next(rest); ok {
+			want = append(want, string(k), string(v))
+		}
+	}
+	sdk.Properties(in).Each(func(k, v string) bool {
+		got = append(got, k, v)
+		return true
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("pairs of %q: codec %q, sdk %q", in, want, got)
+	}
+}
 
 func TestLookup(t *testing.T) {
 	for _, c := range []struct {
@@ -23,6 +51,7 @@ func TestLookup(t *testing.T) {
 		{"\x02\x02", "", "", false},
 		{"", "a", "", false},
 	} {
+		sdkAgrees(t, []byte(c.in), c.key)
 		v, ok := properties.Lookup([]byte(c.in), c.key)
 		if string(v) != c.want || ok != c.found {
 			t.Errorf("Lookup(%q, %q) = %q, %v; want %q, %v", c.in, c.key, v, ok, c.want, c.found)
@@ -41,12 +70,14 @@ func TestEncode(t *testing.T) {
 	}
 }
 
-// FuzzProperties checks that reading never fails on any input, that what
+// FuzzProperties checks that the sdk's reader agrees with this codec, that
+// reading never fails on any input, that what
 // Next yields holds no separator, and that what Encode writes reads back.
 func FuzzProperties(f *testing.F) {
 	f.Add([]byte("a\x01b\x02c\x01d\x02"), "a")
 	f.Add([]byte("\x01\x02\x01\x01\x02"), "")
 	f.Fuzz(func(t *testing.T, in []byte, key string) {
+		sdkAgrees(t, in, key)
 		m := map[string]string{}
 		for rest := in; len(rest) > 0; {
 			k, v, tail, ok := properties.Next(rest)

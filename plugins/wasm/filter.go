@@ -109,7 +109,13 @@ func (f *Filter) Match(batch []message.Record, out []bool) error {
 			}
 			f.proj.Store(pr)
 		}
-		body := g.info.Flags&abi.FlagFilterBody != 0
+		body := bodyNone
+		switch {
+		case g.info.Flags.Has(abi.FlagFilterBody | abi.FlagFilterBodyInflated):
+			body = bodyInflated
+		case g.info.Flags.Has(abi.FlagFilterBody):
+			body = bodyStored
+		}
 		for done < len(batch) {
 			n, err := matchCall(g, inst, f.expr, pr, batch[done:], out[done:], body)
 			if err != nil {
@@ -134,9 +140,18 @@ func (p *Plugin) failOpen() bool {
 	return g != nil && g.opts.FailurePolicy == PolicyOpen
 }
 
+// bodyMode is what a filter module gets of message bodies.
+type bodyMode uint8
+
+const (
+	bodyNone     bodyMode = iota // no bodies
+	bodyStored                   // bodies as stored
+	bodyInflated                 // bodies inflated when compressed (and they inflate)
+)
+
 // fill describes r for the guest. The slices alias r, except projected
-// properties, which are appended to scratch.
-func fill(fr *abi.FilterRecord, r message.Record, body bool, pr *projection, scratch []byte) []byte {
+// properties and inflated bodies, which are appended to scratch.
+func fill(inst *instance, fr *abi.FilterRecord, r message.Record, body bodyMode, pr *projection, scratch []byte) []byte {
 	props := r.Properties()
 	tags, keys := tagsAndKeys(props)
 	*fr = abi.FilterRecord{
@@ -156,8 +171,16 @@ func fill(fr *abi.FilterRecord, r message.Record, body bool, pr *projection, scr
 		scratch = project(scratch, props, pr.keys)
 		fr.Properties = scratch[start:len(scratch):len(scratch)]
 	}
-	if body {
+	if body != bodyNone {
 		fr.Body, fr.HasBody = r.Body(), true
+	}
+	if body == bodyInflated && fr.SysFlag&message.SysFlagCompressed != 0 {
+		start := len(scratch)
+		var ok bool
+		if scratch, ok = inst.inflate(scratch, fr.Body); ok {
+			fr.Body = scratch[start:len(scratch):len(scratch)]
+			fr.SysFlag &^= message.SysFlagCompressed
+		}
 	}
 	return scratch
 }
@@ -219,14 +242,14 @@ func project(dst []byte, p message.Properties, keys [][]byte) []byte {
 
 // matchCall runs one broker_filter call over a prefix of batch and returns
 // how many records it covered.
-func matchCall(g *generation, inst *instance, expr string, pr *projection, batch []message.Record, out []bool, body bool) (int, error) {
+func matchCall(g *generation, inst *instance, expr string, pr *projection, batch []message.Record, out []bool, body bodyMode) (int, error) {
 	inLen := abi.FilterHeaderLen(len(expr))
 	count := 0
 	scratch := inst.props[:0]
 	for count < len(batch) && count < abi.MaxBatchRecords {
 		fr := &inst.records[count]
 		before := scratch
-		scratch = fill(fr, batch[count], body, pr, scratch)
+		scratch = fill(inst, fr, batch[count], body, pr, scratch)
 		n := fr.EncodedLen()
 		if n < 0 {
 			return 0, wrapf(ErrFailed, "record at queue offset %d does not fit the filter layout", batch[count].QueueOffset())

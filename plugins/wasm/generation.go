@@ -274,10 +274,24 @@ func (g *generation) readInfo(ctx context.Context, inst *instance) error {
 	if err != nil {
 		return wrapf(ErrOutput, "broker_info: %v", err)
 	}
-	if info.Version != abi.Version {
-		return wrapf(ErrABIVersion, "module reports ABI v%d; this broker speaks v%d", info.Version, abi.Version)
+	if err := checkABI(info); err != nil {
+		return err
 	}
 	g.info = info
+	return nil
+}
+
+// checkABI applies the ABI's compatibility rule to a module's info block:
+// the host's major, and a minor no later than the host's (a newer guest may
+// count on what this host does not do).
+func checkABI(info abi.Info) error {
+	switch {
+	case info.Version != abi.Version:
+		return wrapf(ErrABIVersion, "module reports ABI v%d; this broker speaks v%d", info.Version, abi.Version)
+	case info.Minor > abi.Minor:
+		return wrapf(ErrABIVersion, "module is built for ABI v%d.%d, newer than this broker's v%d.%d: upgrade the broker, or build the module with an sdk of ABI v%d.%d",
+			info.Version, info.Minor, abi.Version, abi.Minor, abi.Version, abi.Minor)
+	}
 	return nil
 }
 

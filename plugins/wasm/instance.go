@@ -1,9 +1,12 @@
 package wasm
 
 import (
+	"bytes"
+	"compress/zlib"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -40,7 +43,47 @@ type instance struct {
 	timer    *time.Timer
 
 	records []abi.FilterRecord // scratch for one filter batch
-	props   []byte             // scratch for the batch's projected properties
+	props   []byte             // scratch for the batch's projected properties and inflated bodies
+
+	zr   io.ReadCloser // inflates bodies for filters that ask; reset per body
+	zsrc bytes.Reader
+}
+
+// maxInflatedBody bounds a body the host inflates for a filter: one that
+// inflates past it is sent as stored, compressed, so a small body built to
+// inflate enormously costs the broker at most this much memory.
+const maxInflatedBody = 4 << 20
+
+// inflate appends the zlib stream src, inflated, to dst. ok is false (and
+// dst as it was) for a stream that is corrupt or inflates past
+// maxInflatedBody.
+func (inst *instance) inflate(dst, src []byte) (_ []byte, ok bool) {
+	inst.zsrc.Reset(src)
+	if inst.zr == nil {
+		zr, err := zlib.NewReader(&inst.zsrc)
+		if err != nil {
+			return dst, false
+		}
+		inst.zr = zr
+	} else if err := inst.zr.(zlib.Resetter).Reset(&inst.zsrc, nil); err != nil {
+		return dst, false
+	}
+	start := len(dst)
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := inst.zr.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		switch {
+		case len(dst)-start > maxInflatedBody:
+			return dst[:start], false
+		case err == io.EOF:
+			return dst, true
+		case err != nil:
+			return dst[:start], false
+		}
+	}
 }
 
 // callError is a failed call, classified.

@@ -279,7 +279,7 @@ func (p *Plugin) Stats() Stats {
 	if g := p.cur.Load(); g != nil {
 		s.Version = g.info.PluginVersion
 		s.SHA256 = g.hash
-		s.ABI = int(g.info.Version)
+		s.ABI, s.ABIMinor = int(g.info.Version), int(g.info.Minor)
 		s.Generation = g.seq
 		s.Disabled = g.errDisabled() != nil
 		g.mu.Lock()

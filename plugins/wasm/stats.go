@@ -13,7 +13,8 @@ type Stats struct {
 	Kind       Kind
 	Version    string // the plugin's own version label, from broker_info
 	SHA256     string // the serving module's sha256, hex
-	ABI        int    // the ABI version the module speaks
+	ABI        int    // the ABI major version the module speaks
+	ABIMinor   int    // and its minor (0 for a module that does not say)
 	Generation int    // 1 after Load, plus one per Reload
 	Instances  int    // live instances of the serving module
 	Calls      uint64 // calls into the module (batches)

@@ -2,11 +2,13 @@ package wasm_test
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -149,6 +151,61 @@ func TestFilterBodies(t *testing.T) {
 	}
 	if s := p.Stats(); s.Calls < 5 {
 		t.Fatalf("%d calls for %d bytes of records", s.Calls, 100*10<<10+300<<10)
+	}
+}
+
+// compressed returns a record whose body is body zlib-compressed, flagged
+// as clients flag it.
+func compressed(t *testing.T, offset int64, body []byte) message.Record {
+	t.Helper()
+	var b bytes.Buffer
+	w := zlib.NewWriter(&b)
+	w.Write(body)
+	w.Close()
+	m := message.Message{Topic: "orders", QueueOffset: offset, Body: b.Bytes(), SysFlag: message.SysFlagCompressed,
+		Properties: message.EncodeProperties(map[string]string{"TAGS": "A"})}
+	r, err := message.AppendRecord(nil, &m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestFilterInflatedBodies has the host inflate compressed bodies for a
+// filter that asks ("inflate"), and only for one that asks: a body that
+// does not inflate, or inflates past the limit, reaches the guest as
+// stored, and the call goes on.
+func TestFilterInflatedBodies(t *testing.T) {
+	bomb := bytes.Repeat([]byte("needle "), (4<<20)/7+1) // inflates past 4 MiB
+	corrupt := record(t, "A", 3, []byte("needle, but not zlib"))
+	batch := []message.Record{
+		compressed(t, 0, []byte("a needle inside")),
+		compressed(t, 1, []byte("nothing here")),
+		record(t, "A", 2, []byte("a plain needle")),
+		compressed(t, 4, bomb),
+	}
+	// A record flagged compressed whose body is not zlib.
+	m := message.Message{Topic: "orders", QueueOffset: 3, Body: corrupt.Body(), SysFlag: message.SysFlagCompressed}
+	bad, err := message.AppendRecord(nil, &m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch = append(batch, bad)
+	for _, c := range []struct {
+		config string
+		want   []bool
+	}{
+		{"body", []bool{false, false, true, false, true}},   // as stored: only plain bodies read
+		{"inflate", []bool{true, false, true, false, true}}, // inflated, but not the bomb
+	} {
+		p := load(t, wasm.Options{Name: "bodies-" + c.config, Config: []byte(c.config)})
+		got, err := match(t, p, "body:needle", batch)
+		if err != nil {
+			t.Fatalf("%s: %v", c.config, err)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: matches %v, want %v", c.config, got, c.want)
+		}
 	}
 }
 
@@ -363,6 +420,12 @@ func TestFailures(t *testing.T) {
 		_, err := wasm.Load(ctx(t), wasm.Options{Name: "future", Kind: wasm.KindFilter, Path: guest(t, "abiv2"), CacheDir: cacheDir})
 		if !errors.Is(err, wasm.ErrABIVersion) || !strings.Contains(err.Error(), `"future"`) ||
 			!strings.Contains(err.Error(), "built for ABI v2") {
+			t.Fatalf("err = %v", err)
+		}
+		// Same major, a later minor: refused by name too.
+		_, err = wasm.Load(ctx(t), wasm.Options{Name: "newer", Kind: wasm.KindFilter, Path: guest(t, "abiminor"), CacheDir: cacheDir})
+		if !errors.Is(err, wasm.ErrABIVersion) || !strings.Contains(err.Error(), `"newer"`) ||
+			!strings.Contains(err.Error(), "built for ABI v1.999") {
 			t.Fatalf("err = %v", err)
 		}
 		checkHealthy()

@@ -5,9 +5,14 @@ import (
 	"errors"
 )
 
-// Version is the ABI version this package defines. A module speaks it when
-// it exports ExportMarker.
-const Version = 1
+// Version is the major ABI version this package defines. A module speaks
+// it when it exports ExportMarker. Minor is the revision within it; a host
+// accepts a guest of its own major whose minor is at most its own (see the
+// package doc, "Versions").
+const (
+	Version = 1
+	Minor   = 1 // 1: FlagFilterBodyInflated
+)
 
 // Names a module exports. Every function listed here is optional except
 // ExportMarker, ExportBuffer, ExportInit and the function of each kind the
@@ -106,7 +111,15 @@ type Flags uint8
 const (
 	// FlagFilterBody asks for message bodies in filter batches.
 	FlagFilterBody Flags = 1 << iota
+	// FlagFilterBodyInflated (with FlagFilterBody; ABI v1.1) asks the host
+	// to inflate zlib-compressed bodies before it sends them, clearing the
+	// record's compressed SysFlag bit. A body that does not inflate, or
+	// inflates past the host's limit, is sent as stored with the bit set.
+	FlagFilterBodyInflated
 )
+
+// Has reports whether f includes all of o.
+func (f Flags) Has(o Flags) bool { return f&o == o }
 
 // Status is the i32 a guest function returns. Any value but StatusOK leaves
 // an error message in the guest buffer (see PutError).
@@ -208,6 +221,9 @@ type Info struct {
 	Flags Flags
 	// PluginVersion is the plugin's own version label, free-form.
 	PluginVersion string
+	// Minor is the ABI minor the module was built for: 0 when the block
+	// ends at the label, as blocks of guests older than the field do.
+	Minor uint16
 }
 
 // infoFixedLen is the fixed part of an info block.
@@ -222,7 +238,8 @@ func AppendInfo(dst []byte, i Info) []byte {
 	dst = le.AppendUint16(dst, i.Version)
 	dst = append(dst, byte(i.Kinds), byte(i.Flags))
 	dst = le.AppendUint16(dst, uint16(len(v)))
-	return append(dst, v...)
+	dst = append(dst, v...)
+	return le.AppendUint16(dst, i.Minor)
 }
 
 // ReadInfo decodes an info block. Bytes after the fields it knows are
@@ -235,10 +252,14 @@ func ReadInfo(b []byte) (Info, error) {
 	if infoFixedLen+n > len(b) {
 		return Info{}, ErrLayout
 	}
-	return Info{
+	i := Info{
 		Version:       le.Uint16(b),
 		Kinds:         Kinds(b[2]),
 		Flags:         Flags(b[3]),
 		PluginVersion: string(b[infoFixedLen : infoFixedLen+n]),
-	}, nil
+	}
+	if rest := b[infoFixedLen+n:]; len(rest) >= 2 {
+		i.Minor = le.Uint16(rest)
+	}
+	return i, nil
 }

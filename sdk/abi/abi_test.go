@@ -153,10 +153,17 @@ func TestAllocateRoundTrip(t *testing.T) {
 }
 
 func TestInfoAndVectors(t *testing.T) {
-	info := Info{Version: Version, Kinds: KindFilter | KindTxnCheck, Flags: FlagFilterBody, PluginVersion: "1.2.3"}
+	info := Info{Version: Version, Minor: 7, Kinds: KindFilter | KindTxnCheck, Flags: FlagFilterBody, PluginVersion: "1.2.3"}
 	got, err := ReadInfo(append(AppendInfo(nil, info), "future fields"...))
 	if err != nil || got != info {
 		t.Fatalf("info: %+v, %v", got, err)
+	}
+	// A block that ends at the label, as guests built before the minor
+	// field write it, reads as minor 0.
+	old := AppendInfo(nil, info)
+	info.Minor = 0
+	if got, err := ReadInfo(old[:len(old)-2]); err != nil || got != info {
+		t.Fatalf("info without a minor: %+v, %v", got, err)
 	}
 	vs := []Vector{{Kind: KindFilter, Count: 1, In: []byte("in"), Out: []byte{FilterMatch}}, {Kind: KindAllocate}}
 	blob := AppendVectorCount(nil, len(vs))

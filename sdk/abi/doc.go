@@ -57,12 +57,17 @@
 //	+------+---------------+-----------------------------------------------+
 //	|  2   | ABI version   | 1                                             |
 //	|  1   | kinds         | bit 0 filter, bit 1 allocate, bit 2 txncheck  |
-//	|  1   | flags         | bit 0: filter batches carry bodies            |
+//	|  1   | flags         | bit 0: filter batches carry bodies; bit 1     |
+//	|      |               | (v1.1): bodies inflated by the host           |
 //	|  2   | version len v | ≤ 255                                         |
 //	|  v   | version       | the plugin's own version label                |
+//	|  2   | ABI minor     | Minor when built; absent (read as 0) in the   |
+//	|      |               | blocks of guests older than the field         |
 //	+------+---------------+-----------------------------------------------+
 //
-// Readers ignore bytes after the fields they know.
+// Readers ignore bytes after the fields they know. A host loads a module
+// whose ABI version is its own major with a minor no later than its own
+// (package sdk's doc, "ABI versions and compatibility", states the rule).
 //
 // # Filter batch (broker_filter)
 //

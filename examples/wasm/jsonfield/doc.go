@@ -9,9 +9,10 @@
 //
 // A condition matches a string field by its decoded value and any other
 // field by its JSON text. A message matches when every condition holds; a
-// body that is not a JSON object (compressed bodies are inflated first)
-// does not match. The fields are found by scanning the body in place,
-// without decoding it into Go values.
+// body that is not a JSON object does not match. It registers an
+// sdk.BodyFilterFunc, so the broker sends bodies and inflates compressed
+// ones first, and reads fields with sdk's Message.JSONField, which scans the
+// body in place without decoding it into Go values.
 //
 // Build it with
 //

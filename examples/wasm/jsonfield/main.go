@@ -1,31 +1,22 @@
 package main
 
 import (
-	"bytes"
-	"compress/zlib"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/rmq-go/rmq/sdk"
 )
 
-// condition is one path=value test.
-type condition struct {
-	path  []string
-	value []byte
+// matcher holds a compiled expression: conditions, each a field's path and
+// the value it must have.
+type matcher struct {
+	paths  [][]string
+	values []string
 }
 
-// matcher holds a compiled expression.
-type matcher struct{ conds []condition }
-
-// filter is the registered sdk.Filter; it reads bodies.
-type filter struct{}
-
-func (filter) NeedsBody() bool { return true }
-
-func (filter) Compile(expr string) (sdk.Matcher, error) {
+// compile parses path=value[&path=value...].
+func compile(expr string) (sdk.Matcher, error) {
 	if strings.TrimSpace(expr) == "" {
 		return nil, errors.New("empty expression: want path=value[&path=value...]")
 	}
@@ -41,54 +32,19 @@ func (filter) Compile(expr string) (sdk.Matcher, error) {
 				return nil, fmt.Errorf("condition %q: empty field name in path %q", part, path)
 			}
 		}
-		m.conds = append(m.conds, condition{path: keys, value: []byte(value)})
+		m.paths = append(m.paths, keys)
+		m.values = append(m.values, value)
 	}
 	return &m, nil
 }
 
-// inflated holds decompressed bodies; reused from message to message.
-var (
-	inflated bytes.Buffer
-	inflater io.ReadCloser
-)
-
-// body returns m's body, inflated if the producer compressed it, or nil if
-// it cannot be read.
-func body(m *sdk.Message) []byte {
-	if !m.Compressed() {
-		return m.Body()
-	}
-	inflated.Reset()
-	var err error
-	if inflater == nil {
-		inflater, err = zlib.NewReader(bytes.NewReader(m.Body()))
-	} else {
-		err = inflater.(zlib.Resetter).Reset(bytes.NewReader(m.Body()), nil)
-	}
-	if err != nil {
-		return nil
-	}
-	if _, err := inflated.ReadFrom(inflater); err != nil {
-		return nil
-	}
-	return inflated.Bytes()
-}
-
+// Match reads each condition's field from the body in place. The broker
+// inflated a compressed body (sdk.BodyFilterFunc asks it to); one it could
+// not inflate, or a body that is not a JSON object, does not match.
 func (m *matcher) Match(msg *sdk.Message) (bool, error) {
-	doc := body(msg)
-	if doc == nil {
-		return false, nil
-	}
-	for _, c := range m.conds {
-		raw, isString, ok := lookup(doc, c.path)
-		if !ok {
-			return false, nil
-		}
-		if isString {
-			if !stringEquals(raw, c.value) {
-				return false, nil
-			}
-		} else if !bytes.Equal(raw, c.value) {
+	for i, path := range m.paths {
+		v, ok := msg.JSONField(path...)
+		if !ok || !v.Equal(m.values[i]) {
 			return false, nil
 		}
 	}
@@ -96,7 +52,7 @@ func (m *matcher) Match(msg *sdk.Message) (bool, error) {
 }
 
 func init() {
-	sdk.RegisterFilter(filter{})
+	sdk.RegisterFilter(sdk.BodyFilterFunc(compile))
 	sdk.SetVersion("1.0.0")
 	for _, t := range []sdk.FilterTest{
 		{Expression: "region=eu", Message: sdk.TestMessage{Body: []byte(`{"region":"eu"}`)}, Match: true},

@@ -16,7 +16,8 @@
 //	loop         never returns from Match
 //	oom          allocates until memory runs out
 //
-// Config words (space-separated): "body" asks for bodies, "init-fail"
+// Config words (space-separated): "body" asks for bodies, "inflate" for
+// them inflated by the host, "init-fail"
 // refuses the config, "bad-selftest" adds a wrong self-test vector, and
 // "version=X" sets the version label. The environment variable KINDS limits
 // the kinds registered (e.g. "filter").
@@ -32,15 +33,19 @@ import (
 	"github.com/rmq-go/rmq/sdk"
 )
 
-type filter struct{ body bool }
+type filter struct{ body, inflate bool }
 
 func (f *filter) NeedsBody() bool { return f.body }
+
+func (f *filter) InflateBodies() bool { return f.inflate }
 
 func (f *filter) Init(config []byte) error {
 	for _, w := range strings.Fields(string(config)) {
 		switch {
 		case w == "body":
 			f.body = true
+		case w == "inflate":
+			f.body, f.inflate = true, true
 		case w == "init-fail":
 			return errors.New("config says init-fail")
 		case w == "bad-selftest":

@@ -1,9 +1,76 @@
-package main
+package sdk
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
-// The scanner reads JSON in place: it finds one field's value without
-// building any Go value, and gives up (ok false) on anything malformed.
+// JSONValue is a value LookupJSON found in a JSON document. It is a view
+// into the document, valid as long as the document is: for a Message's
+// body, until the call returns.
+type JSONValue struct {
+	raw      []byte // a string's contents between the quotes, escapes as written; else the JSON text
+	isString bool
+}
+
+// IsString reports whether the value is a JSON string.
+func (v JSONValue) IsString() bool { return v.isString }
+
+// Raw returns the value's JSON text; for a string, its contents between
+// the quotes with escapes as written.
+func (v JSONValue) Raw() []byte { return v.raw }
+
+// Equal reports whether v is the string s (escapes decoded) or, for any
+// other value, whether its JSON text is s ("3", "true", "null"). It
+// allocates nothing.
+func (v JSONValue) Equal(s string) bool {
+	if v.isString {
+		return stringEquals(v.raw, s)
+	}
+	return string(v.raw) == s
+}
+
+// String returns a string's decoded contents, or the JSON text of any other
+// value. It allocates only for a string with escapes.
+func (v JSONValue) String() string {
+	if !v.isString || !strings.Contains(view(v.raw), `\`) {
+		return view(v.raw)
+	}
+	var b strings.Builder
+	for i := 0; i < len(v.raw); {
+		r, next, ok := decodeChar(v.raw, i)
+		if !ok {
+			return view(v.raw)
+		}
+		b.WriteRune(r)
+		i = next
+	}
+	return b.String()
+}
+
+// LookupJSON finds the value at path (field names, outermost first) in the
+// JSON object doc. It reads in place: it builds no Go values and allocates
+// nothing. ok is false when a field is missing, a step of the path is not
+// an object, or the document is malformed up to the value; a field that
+// appears twice yields its first value.
+func LookupJSON(doc []byte, path ...string) (v JSONValue, ok bool) {
+	raw, isString, ok := lookupJSON(doc, path)
+	return JSONValue{raw: raw, isString: isString}, ok
+}
+
+// JSONField is LookupJSON over the message's body. ok is false when the
+// body was not sent or is compressed (the broker inflates bodies only for
+// a filter that asks, BodyInflater, and sends a body it cannot inflate as
+// stored).
+func (m *Message) JSONField(path ...string) (JSONValue, bool) {
+	if !m.HasBody() || m.Compressed() {
+		return JSONValue{}, false
+	}
+	return LookupJSON(m.Body(), path...)
+}
+
+// The scanner below finds one field's value without building any Go value,
+// and gives up (ok false) on anything malformed.
 
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
@@ -65,10 +132,10 @@ func valueEnd(b []byte, i int) (int, bool) {
 	return i, i > start
 }
 
-// lookup finds the value at path in the object doc. For a string it returns
+// lookupJSON finds the value at path in the object doc. For a string it returns
 // the raw contents between the quotes (escapes undecoded) and isString;
 // otherwise the value's JSON text.
-func lookup(doc []byte, path []string) (raw []byte, isString, ok bool) {
+func lookupJSON(doc []byte, path []string) (raw []byte, isString, ok bool) {
 	i := skipSpace(doc, 0)
 	for depth, key := range path {
 		if i >= len(doc) || doc[i] != '{' {
@@ -91,7 +158,7 @@ func lookup(doc []byte, path []string) (raw []byte, isString, ok bool) {
 			i = skipSpace(doc, i+1)
 			var match bool
 			if kEsc {
-				match = stringEquals(k, []byte(key))
+				match = stringEquals(k, key)
 			} else {
 				match = string(k) == key
 			}
@@ -128,7 +195,7 @@ func lookup(doc []byte, path []string) (raw []byte, isString, ok bool) {
 
 // stringEquals reports whether the raw JSON string contents raw decode to
 // want, without allocating.
-func stringEquals(raw, want []byte) bool {
+func stringEquals(raw []byte, want string) bool {
 	j := 0
 	for i := 0; i < len(raw); {
 		c := raw[i]
@@ -165,7 +232,7 @@ func stringEquals(raw, want []byte) bool {
 			}
 			var enc [utf8.UTFMax]byte
 			n := utf8.EncodeRune(enc[:], r)
-			if j+n > len(want) || string(want[j:j+n]) != string(enc[:n]) {
+			if j+n > len(want) || want[j:j+n] != string(enc[:n]) {
 				return false
 			}
 			j += n
@@ -215,4 +282,33 @@ func unicodeEscape(raw []byte, i int) (rune, int, bool) {
 		return utf8.RuneError, i + 6, true
 	}
 	return r, i + 6, true
+}
+
+// decodeChar decodes the character of the raw JSON string contents at i and
+// returns it with the index after it.
+func decodeChar(raw []byte, i int) (rune, int, bool) {
+	if raw[i] != '\\' {
+		r, n := utf8.DecodeRune(raw[i:])
+		return r, i + n, true
+	}
+	if i+1 >= len(raw) {
+		return 0, 0, false
+	}
+	switch raw[i+1] {
+	case '"', '\\', '/':
+		return rune(raw[i+1]), i + 2, true
+	case 'b':
+		return '\b', i + 2, true
+	case 'f':
+		return '\f', i + 2, true
+	case 'n':
+		return '\n', i + 2, true
+	case 'r':
+		return '\r', i + 2, true
+	case 't':
+		return '\t', i + 2, true
+	case 'u':
+		return unicodeEscape(raw, i)
+	}
+	return 0, 0, false
 }

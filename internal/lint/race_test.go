@@ -1,0 +1,5 @@
+//go:build race
+
+package lint
+
+const raceEnabled = true

@@ -1,0 +1,70 @@
+package wasm_test
+
+import (
+	"testing"
+
+	"github.com/rmq-go/rmq/sdk/abi"
+)
+
+// The fuzz targets of the ABI's decoders live here, in the host's module:
+// the host runs them on what a guest hands it, and the sdk module keeps no
+// fuzz corpus of its own.
+
+func FuzzReadFilterRecord(f *testing.F) {
+	r := abi.FilterRecord{
+		QueueID: 3, QueueOffset: 1 << 40, SysFlag: 1,
+		Topic: []byte("orders"), Tags: []byte("TagA"), Keys: []byte("k1 k2"),
+		Properties: []byte("TAGS\x01TagA\x02KEYS\x01k1 k2\x02"),
+		Body:       []byte(`{"region":"eu"}`), HasBody: true,
+	}
+	f.Add(abi.AppendFilterRecord(abi.AppendFilterHeader(nil, "x"), &r))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, rest, err := abi.ReadFilterHeader(b)
+		if err != nil {
+			return
+		}
+		var r abi.FilterRecord
+		for len(rest) > 0 {
+			next, err := abi.ReadFilterRecord(rest, &r)
+			if err != nil {
+				return
+			}
+			if n := r.EncodedLen(); n != len(rest)-len(next) {
+				t.Fatalf("decoded record re-encodes to %d bytes, took %d", n, len(rest)-len(next))
+			}
+			rest = next
+		}
+	})
+}
+
+func FuzzReadHalfMessage(f *testing.F) {
+	h := abi.HalfMessage{ProducerGroup: []byte("pg"), Topic: []byte("t"), MsgID: []byte("id")}
+	f.Add(abi.AppendHalfMessage(abi.AppendTxnHeader(nil, 1), &h))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, rest, err := abi.ReadTxnHeader(b)
+		if err != nil {
+			return
+		}
+		var h abi.HalfMessage
+		for len(rest) > 0 {
+			if rest, err = abi.ReadHalfMessage(rest, &h); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// FuzzPluginOutput covers the decoders the host runs on a guest's output.
+func FuzzPluginOutput(f *testing.F) {
+	f.Add(abi.AppendInfo(nil, abi.Info{Version: 1, PluginVersion: "v"}))
+	f.Add(abi.AppendVector(abi.AppendVectorCount(nil, 1), &abi.Vector{Kind: abi.KindFilter, In: []byte("i"), Out: []byte("o")}))
+	b, _ := abi.AppendAllocateRequest(nil, &abi.AllocateRequest{Group: "g", Clients: []string{"a"}, Queues: []abi.Queue{{Topic: "t", BrokerName: "b", QueueID: 1}}})
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = abi.ReadInfo(b)
+		_, _ = abi.ReadVectors(b)
+		_, _ = abi.ReadAllocateRequest(b)
+		_ = abi.ReadError(b)
+		_, _ = abi.ReadKeyList(b)
+	})
+}
