@@ -468,6 +468,7 @@ func TestDocumentedBlocksRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = append([]string{"../../README.md"}, files...)
+	tests := repoTests(t, repo)
 	ran, skipped := 0, 0
 	for _, f := range files {
 		doc, err := os.ReadFile(f)
@@ -481,6 +482,11 @@ func TestDocumentedBlocksRun(t *testing.T) {
 			if b.marked {
 				if b.norun == "" {
 					t.Errorf("%s: a norun block needs its reason: <!-- norun: REASON -->", where)
+				}
+				for _, name := range testName.FindAllString(b.norun, -1) {
+					if !slices.Contains(tests, name) {
+						t.Errorf("%s: the norun reason names %s, which no test file defines", where, name)
+					}
 				}
 				skipped++
 				continue
@@ -500,6 +506,40 @@ func TestDocumentedBlocksRun(t *testing.T) {
 		t.Fatalf("only %d blocks ran; is the extraction broken?", ran)
 	}
 }
+
+// testName matches a test's name in a norun reason.
+var testName = regexp.MustCompile(`\bTest[A-Z]\w*`)
+
+// repoTests returns the names of the tests defined in the repository
+// under root, for the norun reasons that name the test covering a block.
+func repoTests(t *testing.T, root string) []string {
+	var names []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != root:
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range testFunc.FindAllSubmatch(src, -1) {
+			names = append(names, string(m[1]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// testFunc matches a test function's declaration.
+var testFunc = regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
 
 // docEnv is a block's environment but for its state directory.
 func docEnv(bin, realGo, repo, ports string) []string {
