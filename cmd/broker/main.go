@@ -127,6 +127,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
+	return serveBroker(cfg, pprofAddr)
+}
+
+// serveBroker runs a broker on cfg, and net/http/pprof on pprofAddr
+// unless it is empty, until SIGINT or SIGTERM; it returns the exit code.
+func serveBroker(cfg server.Config, pprofAddr string) int {
 	log := cfg.Logger
 	if pprofAddr != "" {
 		ln, err := net.Listen("tcp", pprofAddr)
@@ -222,6 +228,12 @@ func runNamesrv(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
+	return serveNamesrv(cfg)
+}
+
+// serveNamesrv runs a name server on cfg until SIGINT or SIGTERM; it
+// returns the exit code.
+func serveNamesrv(cfg server.Config) int {
 	log := cfg.Logger
 	hup, stop := catchSignals()
 	defer signal.Stop(hup)

@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RMQ_BROKER_CHILD") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// A documented shell block's broker or go command.
+	if code, ok := docMain(); ok {
+		os.Exit(code)
+	}
 	code := m.Run()
 	removeBuiltModules()
 	os.Exit(code)

@@ -13,8 +13,15 @@ import (
 	"github.com/rmq-go/rmq/core/store"
 )
 
-// ListDLQ lists a group's dead letters matching sel.
+// ListDLQ lists a group's dead letters matching sel. A group that never
+// had one (no dead-letter topic) has an empty list, as has a selector
+// that matches nothing.
 func (b *Broker) ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error) {
+	if sel.Group != "" && sel.QueueOffset == nil {
+		if _, ok := b.topics.get(DLQGroupTopicPrefix + sel.Group); !ok {
+			return nil, nil
+		}
+	}
 	limit := sel.Limit
 	if limit <= 0 {
 		limit = 100

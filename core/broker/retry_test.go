@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -232,5 +233,20 @@ func TestTimerDelayProperties(t *testing.T) {
 	resp = rawSend(t, cl, env.BrokerAddr, "Later", 0, 0, map[string]string{"UNIQ_KEY": "bad", "TIMER_DELAY_MS": "soon"}, "bad")
 	if resp.Code != remoting.MessageIllegal {
 		t.Fatalf("a malformed delay: %v", resp)
+	}
+}
+
+// TestListDLQWithoutDeadLetters: a group that never had a dead letter has
+// none to list (an empty list, as for a selector that matches nothing),
+// while a resend of its dead letters still finds none to send.
+func TestListDLQWithoutDeadLetters(t *testing.T) {
+	env := brokertest.Start(t)
+	group := brokertest.Name("cg")
+	dead, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
+	if err != nil || len(dead) != 0 {
+		t.Fatalf("dead letters of a group without any: %+v, %v", dead, err)
+	}
+	if _, err := env.Broker.ResendDLQ(outbox.DLQSelector{Group: group}, outbox.ResendOrigin); !errors.Is(err, outbox.ErrNoDeadLetter) {
+		t.Fatalf("resend of a group without dead letters: %v, want ErrNoDeadLetter", err)
 	}
 }
