@@ -35,8 +35,8 @@ func sdkDir(t *testing.T) string {
 	return dir
 }
 
-// docBlock matches a fenced block of a Markdown document and its language.
-var docBlock = regexp.MustCompile("(?ms)^```(\\w*)\n(.*?)^```")
+// tutorialBlock matches a fenced block of a Markdown document and its language.
+var tutorialBlock = regexp.MustCompile("(?ms)^```(\\w*)\n(.*?)^```")
 
 // TestPluginTutorial runs the "Your first filter" tutorial of
 // docs/plugins.md as it is written, in an empty temporary directory: its
@@ -125,7 +125,7 @@ func TestPluginTutorial(t *testing.T) {
 		}
 	}
 
-	blocks := docBlock.FindAllStringSubmatch(section, -1)
+	blocks := tutorialBlock.FindAllStringSubmatch(section, -1)
 	if len(blocks) < 6 {
 		t.Fatalf("the tutorial has %d blocks; is the extraction broken?", len(blocks))
 	}
