@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -183,12 +184,8 @@ func runBenchReplication(args []string, stdout, stderr io.Writer) int {
 			"byte and CPU per message (progress to stderr, the table to stdout).\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	var o compare.ReplicationOptions
-	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("runs of each side per load (default %d)", compare.DefaultRounds))
-	fs.DurationVar(&o.Duration, "duration", 0, fmt.Sprintf("length of each run (default %v)", compare.DefaultDuration))
-	fs.IntVar(&o.Size, "size", compare.DefaultSize, "message body bytes")
+	sideFlags(fs, "runs of each side per load", "length of each run", &o.Rounds, &o.Duration, &o.Size, &o.Loads, &o.Broker)
 	fs.IntVar(&o.Members, "members", 3, "members of the set")
-	fs.IntSliceVar(&o.Loads, "loads", nil, "loads to run, e.g. 1 (default 1,2)")
-	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
 	return runChild(fs, args, "broker bench replication", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
 		return compare.RunReplication(ctx, o, stderr)
 	})
@@ -206,15 +203,21 @@ func runBenchProtocols(args []string, stdout, stderr io.Writer) int {
 			"to remoting (progress to stderr, the table to stdout).\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	var o compare.ProtocolsOptions
-	fs.IntVar(&o.Rounds, "rounds", 0, fmt.Sprintf("runs of each protocol per load (default %d)", compare.DefaultRounds))
-	fs.DurationVar(&o.Duration, "duration", 0, fmt.Sprintf("length of each send run (default %v)", compare.DefaultDuration))
-	fs.IntVar(&o.Size, "size", compare.DefaultSize, "message body bytes")
+	sideFlags(fs, "runs of each protocol per load", "length of each send run", &o.Rounds, &o.Duration, &o.Size, &o.Loads, &o.Broker)
 	fs.Int64Var(&o.ConsumeCount, "consume-count", 0, fmt.Sprintf("messages written and read back in each consume run (default %d)", compare.DefaultConsumeCount))
-	fs.IntSliceVar(&o.Loads, "loads", nil, "loads to run, e.g. 1 (default 1,2)")
-	fs.StringVar(&o.Broker, "broker-bin", "", "broker executable to measure (default this one)")
 	return runChild(fs, args, "broker bench protocols", &o.Broker, stdout, stderr, func(ctx context.Context) (fmt.Stringer, error) {
 		return compare.RunProtocols(ctx, o, stderr)
 	})
+}
+
+// sideFlags defines the flags bench replication and bench protocols
+// share.
+func sideFlags(fs *pflag.FlagSet, roundsHelp, durationHelp string, rounds *int, duration *time.Duration, size *int, loads *[]int, broker *string) {
+	fs.IntVar(rounds, "rounds", 0, fmt.Sprintf("%s (default %d)", roundsHelp, compare.DefaultRounds))
+	fs.DurationVar(duration, "duration", 0, fmt.Sprintf("%s (default %v)", durationHelp, compare.DefaultDuration))
+	fs.IntVar(size, "size", compare.DefaultSize, "message body bytes")
+	fs.IntSliceVar(loads, "loads", nil, "loads to run, e.g. 1 (default 1,2)")
+	fs.StringVar(broker, "broker-bin", "", "broker executable to measure (default this one)")
 }
 
 // runChild parses the flags of a bench command that starts brokers as

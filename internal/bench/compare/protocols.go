@@ -90,41 +90,17 @@ var protocolNames = [2]string{bench.ProtocolRemoting, bench.ProtocolGRPC}
 // runs in this process. It writes a line per run to log (which may be
 // nil).
 func RunProtocols(ctx context.Context, o ProtocolsOptions, log io.Writer) (ProtocolsReport, error) {
-	if o.Rounds == 0 {
-		o.Rounds = DefaultRounds
-	}
-	if o.Duration == 0 {
-		o.Duration = DefaultDuration
-	}
-	if o.Size == 0 {
-		o.Size = DefaultSize
-	}
+	so := sideOptions{&o.Broker, &o.Rounds, &o.Duration, &o.Size, &o.Loads, &o.TempDir}
+	so.defaults(len(protocolLoads))
 	if o.ConsumeCount == 0 {
 		o.ConsumeCount = DefaultConsumeCount
 	}
-	if len(o.Loads) == 0 {
-		o.Loads = []int{1, 2}
+	var extra []string
+	if o.ConsumeCount < 0 {
+		extra = append(extra, fmt.Sprintf("consume count %d: want at least 0", o.ConsumeCount))
 	}
-	if o.TempDir == "" {
-		o.TempDir = os.TempDir()
-	}
-	var problems []string
-	if o.Broker == "" {
-		problems = append(problems, "Broker: the broker executable is required")
-	} else if _, err := os.Stat(o.Broker); err != nil {
-		problems = append(problems, fmt.Sprintf("Broker: %v", err))
-	}
-	if o.Rounds < 0 || o.Duration < time.Second || o.Size < 1 || o.Size > maxSize || o.ConsumeCount < 0 {
-		problems = append(problems, fmt.Sprintf("rounds %d, duration %v, size %d, consume count %d: want rounds ≥ 0, duration ≥ 1s, size 1 to %d, consume count ≥ 0",
-			o.Rounds, o.Duration, o.Size, o.ConsumeCount, maxSize))
-	}
-	for _, id := range o.Loads {
-		if id < 1 || id > len(protocolLoads) {
-			problems = append(problems, fmt.Sprintf("load %d does not exist (1 to %d)", id, len(protocolLoads)))
-		}
-	}
-	if len(problems) > 0 {
-		return ProtocolsReport{}, fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
+	if err := so.check(len(protocolLoads), extra...); err != nil {
+		return ProtocolsReport{}, err
 	}
 	if log == nil {
 		log = io.Discard

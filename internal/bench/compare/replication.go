@@ -90,41 +90,17 @@ type ReplicationReport struct {
 // leader, from this process. It writes a line per run to log (which may
 // be nil).
 func RunReplication(ctx context.Context, o ReplicationOptions, log io.Writer) (ReplicationReport, error) {
-	if o.Rounds == 0 {
-		o.Rounds = DefaultRounds
-	}
-	if o.Duration == 0 {
-		o.Duration = DefaultDuration
-	}
-	if o.Size == 0 {
-		o.Size = DefaultSize
-	}
+	so := sideOptions{&o.Broker, &o.Rounds, &o.Duration, &o.Size, &o.Loads, &o.TempDir}
+	so.defaults(len(replicationLoads))
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	if len(o.Loads) == 0 {
-		o.Loads = []int{1, 2}
+	var extra []string
+	if o.Members < 1 {
+		extra = append(extra, fmt.Sprintf("members %d: want at least 1", o.Members))
 	}
-	if o.TempDir == "" {
-		o.TempDir = os.TempDir()
-	}
-	var problems []string
-	if o.Broker == "" {
-		problems = append(problems, "Broker: the broker executable is required")
-	} else if _, err := os.Stat(o.Broker); err != nil {
-		problems = append(problems, fmt.Sprintf("Broker: %v", err))
-	}
-	if o.Rounds < 0 || o.Duration < time.Second || o.Size < 1 || o.Size > maxSize || o.Members < 1 {
-		problems = append(problems, fmt.Sprintf("rounds %d, duration %v, size %d, members %d: want rounds ≥ 0, duration ≥ 1s, size 1 to %d, members ≥ 1",
-			o.Rounds, o.Duration, o.Size, o.Members, maxSize))
-	}
-	for _, id := range o.Loads {
-		if id < 1 || id > len(replicationLoads) {
-			problems = append(problems, fmt.Sprintf("load %d does not exist (1 to %d)", id, len(replicationLoads)))
-		}
-	}
-	if len(problems) > 0 {
-		return ReplicationReport{}, fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
+	if err := so.check(len(replicationLoads), extra...); err != nil {
+		return ReplicationReport{}, err
 	}
 	if log == nil {
 		log = io.Discard
