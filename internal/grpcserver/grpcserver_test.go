@@ -843,28 +843,7 @@ func TestPushNackFollowsRetryPolicy(t *testing.T) {
 	e := start(t, func(c *server.Config) { c.GRPC.Now = clk.Now })
 	topic, group := brokertest.Name("Nack"), brokertest.Name("g")
 	e.createTopic(t, topic, 1)
-	c := ctx(t)
-	st := &pb.Settings{ClientType: pb.ClientType_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}}
-	if r := telemetry(t, e, c, st); r.Status.GetCode() != pb.Code_OK {
-		t.Fatal(r.Status)
-	}
-	receive := func() []*pb.Message {
-		s, err := e.cl.ReceiveMessage(c, &pb.ReceiveMessageRequest{Group: res(group), MessageQueue: &pb.MessageQueue{Topic: res(topic), Id: -1},
-			BatchSize: 1, AutoRenew: true, LongPollingTimeout: durationpb.New(0)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var msgs []*pb.Message
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				return msgs
-			}
-			if m := r.GetMessage(); m != nil {
-				msgs = append(msgs, m)
-			}
-		}
-	}
+	receive, _ := pushReceiver(t, e, group, topic)
 	e.send(t, msg(topic, "n1", "t", "failing"))
 	got := receive()
 	for _, step := range []struct {
@@ -890,11 +869,11 @@ func TestPushNackFollowsRetryPolicy(t *testing.T) {
 	}
 }
 
-func TestAutoRenewWhileSessionLives(t *testing.T) {
-	clk := &clock{t: time.Now()}
-	e := start(t, func(c *server.Config) { c.GRPC.Now = clk.Now })
-	topic, group := brokertest.Name("Renew"), brokertest.Name("g")
-	e.createTopic(t, topic, 1)
+// pushReceiver sets up a push consumer of group and returns a function
+// that receives what is visible on topic now, one message a call, with
+// auto-renewal, and the consumer's context.
+func pushReceiver(t *testing.T, e *env, group, topic string) (func() []*pb.Message, context.Context) {
+	t.Helper()
 	c := ctx(t)
 	st := &pb.Settings{ClientType: pb.ClientType_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}}
 	if r := telemetry(t, e, c, st); r.Status.GetCode() != pb.Code_OK {
@@ -917,6 +896,15 @@ func TestAutoRenewWhileSessionLives(t *testing.T) {
 			}
 		}
 	}
+	return receive, c
+}
+
+func TestAutoRenewWhileSessionLives(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	e := start(t, func(c *server.Config) { c.GRPC.Now = clk.Now })
+	topic, group := brokertest.Name("Renew"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	receive, c := pushReceiver(t, e, group, topic)
 	e.send(t, msg(topic, "r1", "t", "held"))
 	got := receive()
 	if len(got) != 1 {
