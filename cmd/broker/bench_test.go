@@ -78,3 +78,36 @@ func TestBenchProtocolsSmoke(t *testing.T) {
 		t.Errorf("the report lacks its rows or commands:\n%s", s)
 	}
 }
+
+// TestBenchReplicationSmoke runs bench replication for a second a side:
+// a broker and a set of three as child processes, sends acknowledged on
+// both, and a table with the set's ratios.
+func TestBenchReplicationSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four brokers")
+	}
+	if code, _, errs := runCmd("bench", "replication", "--broker-bin", os.Args[0], "--loads", "3", "--members", "-1"); code != 1 ||
+		!strings.Contains(errs, "load 3 does not exist") || !strings.Contains(errs, "members -1") {
+		t.Fatalf("bench replication with bad options: exit %d, %q", code, errs)
+	}
+	var log strings.Builder
+	rep, err := compare.RunReplication(t.Context(), compare.ReplicationOptions{
+		Broker: os.Args[0], Env: []string{"RMQ_BROKER_CHILD=1"}, Rounds: 1, Duration: time.Second,
+		Loads: []int{1}, TempDir: t.TempDir(),
+	}, &log)
+	t.Logf("\n%s\n%s", log.String(), rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rep.Rows))
+	}
+	for side, ms := range map[string][]compare.SetMeasure{"single": rep.Rows[0].Single, "set": rep.Rows[0].Set} {
+		if len(ms) != 1 || ms[0].Messages == 0 || ms[0].Errors != 0 {
+			t.Errorf("%s: %+v, want one run that moved messages without errors", side, ms)
+		}
+	}
+	if s := rep.String(); !strings.Contains(s, "| 1. request/response, 64 × 1") {
+		t.Errorf("the report lacks its row:\n%s", s)
+	}
+}
