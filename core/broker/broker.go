@@ -469,6 +469,7 @@ type Broker struct {
 	heartbeatLog    limitLog
 	groupQuotaLog   limitLog // group configs not auto-created at the quota
 	notMasterLog    limitLog // writes refused by a member that stopped leading
+	transformLog    limitLog // sends a transform refused or failed on
 
 	// groupN counts the stored group configs and serialises their
 	// creation and deletion (retry.go).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
@@ -49,9 +50,14 @@ func (b *Broker) transformSend(topic string, msgs []*message.Message) (int16, er
 	}
 	if err := t.TransformSend(context.Background(), msgs); err != nil {
 		if errors.Is(err, ErrSendRejected) {
+			if b.transformLog.allow(time.Now()) {
+				b.log.Info("send refused by a transform (more are not logged for a while)", "topic", topic, "err", err)
+			}
 			return remoting.MessageIllegal, err
 		}
-		b.log.Warn("send transform failed", "topic", topic, "err", err)
+		if b.transformLog.allow(time.Now()) {
+			b.log.Warn("send transform failed; the send is refused (more are not logged for a while)", "topic", topic, "err", err)
+		}
 		return remoting.SystemError, err
 	}
 	for i, m := range msgs {
