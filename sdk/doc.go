@@ -1,6 +1,7 @@
 // Package sdk is the Go API for writing broker plugins: message filters,
-// queue-allocation strategies and transaction-check policies that the broker
-// loads as WebAssembly modules (see package plugins/wasm).
+// queue-allocation strategies, transaction-check policies and transforms of
+// sent messages that the broker loads as WebAssembly modules (see package
+// plugins/wasm).
 //
 // A plugin is a main package that registers what it serves from an init
 // function and is built as a WASI reactor:
@@ -65,7 +66,7 @@
 // # ABI versions and compatibility
 //
 // The ABI has a major and a minor version, abi.Version and abi.Minor (today
-// v1.1). The major is in the name of the marker a module exports
+// v1.2). The major is in the name of the marker a module exports
 // (broker_abi_v1) and in the sdk's module path: this module speaks v1, and
 // an ABI v2 would come as the module github.com/rmq-go/rmq/sdk/v2. The minor
 // is in the module's info block. The rule a broker applies when it loads a
@@ -80,6 +81,16 @@
 // broker upgrade never has to wait for its plugins. Within a major only
 // additions are made, each raising the minor: an optional export, an info
 // flag, an import. Removing or changing anything takes a new major.
+//
+// # Transforms
+//
+// A Transform (RegisterTransform, TransformFunc; ABI v1.2) sees each
+// message sent to the topics its config entry names, before the broker
+// stores it, one message per call. Through the TransformMessage it may
+// change the topic (SetTopic), properties, tags and keys (SetProperty,
+// SetTags, SetKeys), the body (SetBody), or refuse the send (Reject): the
+// producer gets the reason and nothing of the send is stored, a batch
+// included. TransformForTest runs it natively in the author's tests.
 //
 // # Self-tests
 //

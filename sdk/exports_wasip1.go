@@ -59,6 +59,15 @@ func exportTxnCheck(in unsafe.Pointer, n, count uint32, out unsafe.Pointer) int3
 	return int32(runTxnCheck(unsafe.Slice((*byte)(in), n), count, unsafe.Slice((*byte)(out), count*abi.TxnResultLen)))
 }
 
+//go:wasmexport broker_transform
+func exportTransform(in unsafe.Pointer, n uint32) int64 {
+	out, s := runTransform(unsafe.Slice((*byte)(in), n))
+	if s != abi.StatusOK {
+		return -int64(s)
+	}
+	return packSlice(out)
+}
+
 //go:wasmexport broker_selftest
 func exportSelfTest() int64 { return packSlice(selfTests()) }
 

@@ -17,10 +17,10 @@ const (
 	LevelError Level = 8
 )
 
-// Initializer is implemented by a registered Filter, Allocator or TxnPolicy
-// that wants the plugin's config. Init runs once per instance, after every
-// init function and before the first call; an error refuses the config and
-// the host does not load the module.
+// Initializer is implemented by a registered Filter, Allocator, TxnPolicy or
+// Transform that wants the plugin's config. Init runs once per instance,
+// after every init function and before the first call; an error refuses the
+// config and the host does not load the module.
 type Initializer interface {
 	Init(config []byte) error
 }
@@ -31,6 +31,7 @@ var state struct {
 	filter    Filter
 	allocator Allocator
 	txn       TxnPolicy
+	transform Transform
 	version   string
 	config    []byte
 
@@ -42,6 +43,8 @@ var state struct {
 
 	msg  Message     // the view every filter record is read into
 	half HalfMessage // the view every half message is read into
+	tmsg TransformMessage
+	tout []byte // the transform result broker_transform points at
 
 	exprs    map[string]*compiledExpr
 	lastExpr *compiledExpr
@@ -121,6 +124,9 @@ func kinds() abi.Kinds {
 	if state.txn != nil {
 		k |= abi.KindTxnCheck
 	}
+	if state.transform != nil {
+		k |= abi.KindTransform
+	}
 	return k
 }
 
@@ -141,7 +147,7 @@ func fail(s abi.Status, msg string) abi.Status {
 // runInit is broker_init.
 func runInit(config []byte) abi.Status {
 	state.config = append([]byte(nil), config...)
-	for _, v := range []any{state.filter, state.allocator, state.txn} {
+	for _, v := range []any{state.filter, state.allocator, state.txn, state.transform} {
 		if in, ok := v.(Initializer); ok {
 			if err := in.Init(state.config); err != nil {
 				return fail(abi.StatusBadConfig, err.Error())

@@ -14,7 +14,7 @@ func reset(t *testing.T) {
 	t.Helper()
 	saved := state
 	t.Cleanup(func() { state = saved })
-	state.filter, state.allocator, state.txn = nil, nil, nil
+	state.filter, state.allocator, state.txn, state.transform = nil, nil, nil, nil
 	state.exprs, state.lastExpr = nil, nil
 	state.filterTests, state.allocateTests, state.txnTests = nil, nil, nil
 	state.buf = nil

@@ -81,7 +81,7 @@ func TestPluginMetrics(t *testing.T) {
 	if n < 1 {
 		t.Errorf("rmq_plugin_calls_total = %v, want the self-test's calls", n)
 	}
-	for _, name := range []string{"rmq_plugin_errors_total", "rmq_plugin_traps_total", "rmq_plugin_timeouts_total", "rmq_plugin_disabled"} {
+	for _, name := range []string{"rmq_plugin_errors_total", "rmq_plugin_traps_total", "rmq_plugin_timeouts_total", "rmq_plugin_rejected_total", "rmq_plugin_disabled"} {
 		if !regexp.MustCompile(`(?m)^` + name + `\{kind="filter",plugin="jsonclass"\} 0$`).Match(body) {
 			t.Errorf("%s is not 0 for jsonclass", name)
 		}

@@ -14,11 +14,13 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,10 +46,11 @@ var pluginKinds = []struct{ kind, samples string }{
 	{"filter", "messages.jsonl"},
 	{"allocate", "requests.jsonl"},
 	{"txncheck", "messages.jsonl"},
+	{"transform", "messages.jsonl"},
 }
 
 const pluginUsage = `Usage:
-  broker plugin new <kind> <dir> [flags]   write a plugin module: kind filter, allocate or txncheck
+  broker plugin new <kind> <dir> [flags]   write a plugin module: kind filter, allocate, txncheck or transform
   broker plugin build <dir> [flags]        build it into a WebAssembly module (GOOS=wasip1 GOARCH=wasm)
   broker plugin test <module.wasm> --messages FILE [flags]
                                            load a module as the broker does and run it on samples
@@ -106,7 +109,7 @@ func pluginFlags(verb, synopsis, about string, stderr io.Writer) (*pflag.FlagSet
 var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 
 func runPluginNew(args []string, stdout, stderr io.Writer) int {
-	fs, parse := pluginFlags("new", "<kind> <dir>", `Writes a Go module for a plugin of the kind (filter, allocate or txncheck) into dir,
+	fs, parse := pluginFlags("new", "<kind> <dir>", `Writes a Go module for a plugin of the kind (filter, allocate, txncheck or transform) into dir,
 which must not exist or be empty: the plugin's code with self-tests, a test that runs
 them, and sample input for "broker plugin test". The module requires only the sdk,
 `+sdkModule+`; --sdk-path points it at a local copy (the sdk directory
@@ -127,7 +130,7 @@ of a checkout of the broker's repository).
 		}
 	}
 	if samples == "" {
-		fmt.Fprintf(stderr, "broker plugin new: kind %q is not filter, allocate or txncheck\n", kind)
+		fmt.Fprintf(stderr, "broker plugin new: kind %q is not filter, allocate, txncheck or transform\n", kind)
 		return 2
 	}
 	abs, err := filepath.Abs(dir)
@@ -315,10 +318,12 @@ samples in FILE, one JSON object a line ("-": standard input), printing each res
             the client's queues
   txncheck  {"producerGroup", "topic", "msgId", "checkTimes", "storeTimestamp",
             "properties", "now"}: the decision
+  transform {"topic", "tags", "keys", "properties": {…}, "body", "compressed"}: passed,
+            changed (and to what) or rejected (and why)
 Exits 1 if the module fails to load or a call fails.
 `, stderr)
 	var (
-		kind      = fs.String("kind", "filter", "the kind to load the module for: filter, allocate or txncheck")
+		kind      = fs.String("kind", "filter", "the kind to load the module for: filter, allocate, txncheck or transform")
 		messages  = fs.String("messages", "", "the samples, JSON lines (required)")
 		exprs     = fs.StringArray("expr", nil, "a filter expression to run the messages through (filter: at least one; repeatable)")
 		config    = fs.String("config", "", "the plugin's config, passed to broker_init as the plugins: entry's config would be")
@@ -330,8 +335,8 @@ Exits 1 if the module fails to load or a call fails.
 	}
 	k := wasm.Kind(*kind)
 	switch {
-	case k != wasm.KindFilter && k != wasm.KindAllocate && k != wasm.KindTxnCheck:
-		fmt.Fprintf(stderr, "broker plugin test: kind %q is not filter, allocate or txncheck\n", *kind)
+	case k != wasm.KindFilter && k != wasm.KindAllocate && k != wasm.KindTxnCheck && k != wasm.KindTransform:
+		fmt.Fprintf(stderr, "broker plugin test: kind %q is not filter, allocate, txncheck or transform\n", *kind)
 		return 2
 	case *messages == "":
 		fmt.Fprintln(stderr, "broker plugin test: --messages required")
@@ -396,6 +401,8 @@ Exits 1 if the module fails to load or a call fails.
 		err = testFilter(p, *exprs, lines, stdout)
 	case wasm.KindAllocate:
 		err = testAllocate(ctx, p, lines, stdout)
+	case wasm.KindTransform:
+		err = testTransform(ctx, p, lines, stdout)
 	default:
 		err = testTxnCheck(ctx, p, lines, stdout)
 	}
@@ -574,6 +581,55 @@ func testTxnCheck(ctx context.Context, p *wasm.Plugin, lines []sampleLine, stdou
 			d += " " + out[0].Wait.String()
 		}
 		fmt.Fprintf(stdout, "line %d: %s (msgId %s, %d checks so far)\n", l.n, d, m.MsgID, m.CheckTimes)
+	}
+	return nil
+}
+
+func testTransform(ctx context.Context, p *wasm.Plugin, lines []sampleLine, stdout io.Writer) error {
+	for _, l := range lines {
+		var m sampleMessage
+		if err := decodeSample(l, &m); err != nil {
+			return err
+		}
+		if m.Topic == "" {
+			return fmt.Errorf("line %d: no topic", l.n)
+		}
+		msg := wasm.TransformMessage{Topic: m.Topic, Body: []byte(m.Body), Properties: message.EncodeProperties(sampleProperties(&m))}
+		if m.Compressed {
+			var b bytes.Buffer
+			w := zlib.NewWriter(&b)
+			w.Write(msg.Body)
+			w.Close()
+			msg.Body, msg.SysFlag = b.Bytes(), message.SysFlagCompressed
+		}
+		out := make([]wasm.TransformResult, 1)
+		if err := p.Transform(ctx, []wasm.TransformMessage{msg}, out); err != nil {
+			return fmt.Errorf("line %d: %w", l.n, err)
+		}
+		r := &out[0]
+		switch {
+		case r.Reject:
+			fmt.Fprintf(stdout, "line %d: rejected: %s\n", l.n, r.Reason)
+		case !r.Changed():
+			fmt.Fprintf(stdout, "line %d: passed unchanged (topic %s)\n", l.n, m.Topic)
+		default:
+			var what []string
+			if r.Topic != "" {
+				what = append(what, "topic "+r.Topic)
+			}
+			if r.Properties != nil {
+				props := r.Properties.Map()
+				keys := slices.Sorted(maps.Keys(props))
+				for i, k := range keys {
+					keys[i] = k + "=" + props[k]
+				}
+				what = append(what, "properties "+strings.Join(keys, " "))
+			}
+			if r.Body != nil {
+				what = append(what, fmt.Sprintf("body %q", r.Body))
+			}
+			fmt.Fprintf(stdout, "line %d: changed: %s\n", l.n, strings.Join(what, ", "))
+		}
 	}
 	return nil
 }

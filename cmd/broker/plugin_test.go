@@ -249,7 +249,7 @@ func consumeThroughFilter(t *testing.T, env *brokertest.Env, send []string, want
 	}
 }
 
-// TestPluginKinds scaffolds, tests, builds and runs the other two kinds
+// TestPluginKinds scaffolds, tests, builds and runs the other three kinds
 // the way the tutorial does a filter: each module's own test passes
 // natively, and broker plugin test loads the built module (ABI check,
 // init, self-tests) and prints its answers to the samples it came with.
@@ -263,15 +263,20 @@ func TestPluginKinds(t *testing.T) {
 		want          []string
 	}{
 		{"allocate", "requests.jsonl", []string{
-			"allocate plugin, ABI v1.1, version 0.1.0: init and self-tests passed",
+			"allocate plugin, ABI v1.2, version 0.1.0: init and self-tests passed",
 			"line 1: c1 of group billing gets 2 of 3 queues: Orders@broker-a/0 Orders@broker-a/2",
 			"line 2: c2 of group billing gets 1 of 3 queues: Orders@broker-a/1",
 		}},
 		{"txncheck", "messages.jsonl", []string{
-			"txncheck plugin, ABI v1.1, version 0.1.0: init and self-tests passed",
+			"txncheck plugin, ABI v1.2, version 0.1.0: init and self-tests passed",
 			"line 1: wait 6s (msgId m1, 0 checks so far)",
 			"line 2: check-now (msgId m2, 1 checks so far)",
 			"line 3: rollback (msgId m3, 5 checks so far)",
+		}},
+		{"transform", "messages.jsonl", []string{
+			"transform plugin, ABI v1.2, version 0.1.0: init and self-tests passed",
+			"line 1: changed: properties TAGS=eu region=eu",
+			"line 2: rejected: property region is required",
 		}},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
@@ -323,7 +328,7 @@ func TestPluginCommandErrors(t *testing.T) {
 	}{
 		{[]string{"plugin"}, 2, "broker plugin new <kind> <dir>"},
 		{[]string{"plugin", "frob"}, 2, `unknown verb "frob"`},
-		{[]string{"plugin", "new", "transform", filepath.Join(dir, "x")}, 2, `kind "transform" is not filter, allocate or txncheck`},
+		{[]string{"plugin", "new", "sort", filepath.Join(dir, "x")}, 2, `kind "sort" is not filter, allocate, txncheck or transform`},
 		{[]string{"plugin", "new", "filter"}, 2, "want 2 argument(s)"},
 		{[]string{"plugin", "new", "filter", filepath.Join(dir, "Bad Name")}, 2, "does not make a plugin name"},
 		{[]string{"plugin", "new", "filter", taken}, 1, "exists and is not empty"},

@@ -213,6 +213,13 @@ type Options struct {
 	// only the built-in strategies.
 	GroupAllocator func(group string) (a Allocator, name string, own bool) `yaml:"-"`
 
+	// SendTransform returns the transform of sends to a topic (the
+	// transform plugins whose topics match it), or nil for none. Called on
+	// every send, so it must be quick. A send to a topic with a transform
+	// is served on a worker rather than the connection's reader. Default:
+	// none.
+	SendTransform func(topic string) SendTransform `yaml:"-"`
+
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock. Default time.Now.
@@ -462,6 +469,7 @@ type Broker struct {
 	heartbeatLog    limitLog
 	groupQuotaLog   limitLog // group configs not auto-created at the quota
 	notMasterLog    limitLog // writes refused by a member that stopped leading
+	transformLog    limitLog // sends a transform refused or failed on
 
 	// groupN counts the stored group configs and serialises their
 	// creation and deletion (retry.go).

@@ -6,8 +6,17 @@
 //
 // It speaks the wire through core/remoting (whose types it shares with the
 // name server and the clients) and stores through core/store; filters,
-// allocation strategies and transaction policies come in through the small
-// interfaces of ext.go and filter.go, so it imports no plugin.
+// allocation strategies, transaction policies and send transforms come in
+// through the small interfaces of ext.go, filter.go and sendtransform.go,
+// so it imports no plugin.
+//
+// A send transform (Options.SendTransform) sees the client's messages of a
+// send after they are decoded and before the delay, timer and half-message
+// rewrites: it may change their topic, properties and body, or refuse the
+// send whole (MESSAGE_ILLEGAL for ErrSendRejected, SYSTEM_ERROR for a
+// failure). sendtransform.go checks what it changed (sizes; a new topic
+// must exist, be writable and not be the broker's) and picks the new
+// topic's queue. Sends to a transformed topic skip the fast path.
 //
 // # Components
 //

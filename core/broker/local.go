@@ -103,6 +103,9 @@ func (b *Broker) localMessages(s LocalSend) (*remoting.Command, []*message.Messa
 	if m.Properties.Has(message.PropertyReplyToClient) {
 		return req, nil, LocalSent{Code: remoting.MessageIllegal, Remark: "send: REPLY_TO_CLIENT needs a remoting connection"}
 	}
+	if code, err := b.transformSend(h.Topic, []*message.Message{m}); err != nil {
+		return req, nil, LocalSent{Code: code, Remark: "send: " + err.Error()}
+	}
 	extra, code, err := b.transform(nil, m, &h)
 	if err != nil {
 		return req, nil, LocalSent{Code: code, Remark: "send: " + err.Error()}

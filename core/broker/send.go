@@ -64,7 +64,8 @@ func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*r
 		// and the answer reads them after the read buffer moved on.
 		req.Body = bytes.Clone(req.Body)
 	}
-	if _, ok := b.topics.get(h.Topic); !ok || isRetryTopic(h.Topic) {
+	if _, ok := b.topics.get(h.Topic); !ok || isRetryTopic(h.Topic) || b.sendTransformFor(h.Topic) != nil {
+		// A transform may run up to its deadline: not on the reader.
 		return false
 	}
 	qid, resp := b.sendQueue(req, &h, false)
@@ -146,6 +147,9 @@ func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoti
 		if msgs, err = b.batchMessages(c, h, qid, req.Body); err != nil {
 			return nil, 0, response(req, remoting.MessageIllegal, "send batch: %v", err)
 		}
+		if code, err := b.transformSend(h.Topic, msgs); err != nil {
+			return nil, 0, response(req, code, "send batch: %v", err)
+		}
 		sent = len(msgs)
 		if isRetryTopic(h.Topic) {
 			// The retry rule holds for batches too. Every message carries
@@ -169,6 +173,9 @@ func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoti
 	m := b.newMessage(c, h, qid, req.Body, nil)
 	if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
 		return nil, 0, response(req, remoting.MessageIllegal, "send: %v", err)
+	}
+	if code, err := b.transformSend(h.Topic, []*message.Message{m}); err != nil {
+		return nil, 0, response(req, code, "send: %v", err)
 	}
 	extra, code, err := b.transform(c, m, h)
 	if err != nil {

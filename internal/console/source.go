@@ -217,6 +217,7 @@ type Plugin struct {
 	Name, Kind, Serves, Module, Version, SHA256 string
 	Generation                                  int
 	Calls, Errors, Traps, Timeouts              uint64
+	Rejected                                    uint64 // messages a transform refused
 	P99                                         time.Duration
 	Disabled                                    bool
 	LastError                                   string

@@ -146,8 +146,9 @@ var (
 	pluginErrors   = desc("rmq_plugin_errors_total", "Failed plugin calls, traps and timeouts included.", "plugin", "kind")
 	pluginTraps    = desc("rmq_plugin_traps_total", "Plugin calls that trapped.", "plugin", "kind")
 	pluginTimeouts = desc("rmq_plugin_timeouts_total", "Plugin calls that timed out.", "plugin", "kind")
+	pluginRejected = desc("rmq_plugin_rejected_total", "Messages a transform plugin refused (their sends were refused whole).", "plugin", "kind")
 	pluginDisabled = desc("rmq_plugin_disabled", "1 while a plugin is disabled after repeated failures.", "plugin", "kind")
-	pluginDuration = desc("rmq_plugin_call_duration_seconds", "Duration of one plugin operation (a Match batch, an Allocate, a TxnCheck).", "plugin", "kind")
+	pluginDuration = desc("rmq_plugin_call_duration_seconds", "Duration of one plugin operation (a Match batch, an Allocate, a TxnCheck, a Transform of one send).", "plugin", "kind")
 
 	bridgeConnected  = desc("rmq_natsbridge_connected", "1 while the NATS bridge is connected.")
 	bridgeLagEvents  = desc("rmq_natsbridge_lag_events", "Outbox events not yet acknowledged by NATS.")
@@ -173,7 +174,7 @@ var all = []*prometheus.Desc{
 	txnPending, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
 	storeAppends, storeBytes, storeRounds, storeRoundSize, storeFsyncs, storeFsyncTime, storeFsyncBytes,
 	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail, storeDiskFull, storeDiskUsed, storeHighWater,
-	pluginCalls, pluginRecords, pluginErrors, pluginTraps, pluginTimeouts, pluginDisabled, pluginDuration,
+	pluginCalls, pluginRecords, pluginErrors, pluginTraps, pluginTimeouts, pluginRejected, pluginDisabled, pluginDuration,
 	bridgeConnected, bridgeLagEvents, bridgeLagSeconds, bridgeInFlight, bridgePublished, bridgeDuplicates,
 	bridgeFailures, bridgeDropped, bridgeResends,
 	descClusterLeader, descClusterTerm, descClusterCommit, descClusterApplied, descClusterSnapshots, descClusterFailed,
@@ -403,6 +404,7 @@ func (c *Collector) collectPlugins(ch chan<- prometheus.Metric) {
 		counter(ch, pluginErrors, int64(s.Errors), name, kind)
 		counter(ch, pluginTraps, int64(s.Traps), name, kind)
 		counter(ch, pluginTimeouts, int64(s.Timeouts), name, kind)
+		counter(ch, pluginRejected, int64(s.Rejected), name, kind)
 		var off int64
 		if s.Disabled {
 			off = 1

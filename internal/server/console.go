@@ -428,14 +428,16 @@ func (c consoleSource) Plugins() []console.Plugin {
 	var out []console.Plugin
 	for _, p := range c.s.plugins.list() {
 		serves := p.ExpressionType
-		if p.Kind != "filter" {
+		if p.Kind == "transform" {
+			serves = "topics " + strings.Join(p.Topics, ", ") + "; on failure " + p.FailurePolicy
+		} else if p.Kind != "filter" {
 			serves = "groups " + strings.Join(p.Groups, ", ")
 			if len(p.Groups) == 0 {
 				serves = "default"
 			}
 		}
 		out = append(out, console.Plugin{Name: p.Name, Kind: p.Kind, Serves: serves, Module: p.Module, Version: p.Version,
-			SHA256: p.SHA256, Generation: p.Generation, Calls: p.Calls, Errors: p.Errors, Traps: p.Traps, Timeouts: p.Timeouts,
+			SHA256: p.SHA256, Generation: p.Generation, Calls: p.Calls, Errors: p.Errors, Traps: p.Traps, Timeouts: p.Timeouts, Rejected: p.Rejected,
 			P99: time.Duration(p.P99Nanos), Disabled: p.Disabled, LastError: p.LastError})
 	}
 	return out

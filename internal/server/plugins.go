@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,18 +31,25 @@ type Plugin struct {
 	// Groups are, for an allocate plugin, the consumer groups whose queues
 	// it assigns and, for a txncheck plugin, the producer groups whose half
 	// messages it decides. Empty makes the plugin the default of its kind
-	// for every group no other plugin names. Filters leave it empty.
+	// for every group no other plugin names. Filters and transforms leave
+	// it empty.
 	Groups []string `yaml:"groups"`
+	// Topics are, for a transform, the topics whose sends it sees: names
+	// or patterns with * and ? ("Audit*"). Required for transforms; other
+	// kinds leave it empty. Several transforms matching a topic run in the
+	// order of the list.
+	Topics []string `yaml:"topics"`
 }
 
 // pluginSet is one applied plugin list with its lookups. It is immutable;
 // an apply publishes a new one.
 type pluginSet struct {
-	specs    []Plugin
-	byName   map[string]*Plugin
-	filters  map[string]*wasm.Plugin // expression type →
-	allocate map[string]*wasm.Plugin // consumer group →; "" is the default
-	txn      map[string]*wasm.Plugin // producer group →; "" is the default
+	specs      []Plugin
+	byName     map[string]*Plugin
+	filters    map[string]*wasm.Plugin // expression type →
+	allocate   map[string]*wasm.Plugin // consumer group →; "" is the default
+	txn        map[string]*wasm.Plugin // producer group →; "" is the default
+	transforms []transformEntry        // in the order of the list
 }
 
 // byGroup returns the plugin serving group in m: the group's own, else the
@@ -123,6 +131,22 @@ func normalize(specs []Plugin) ([]Plugin, error) {
 	for i, sp := range specs {
 		sp.Groups = slices.Clone(sp.Groups)
 		slices.Sort(sp.Groups)
+		sp.Topics = slices.Clone(sp.Topics)
+		if sp.Kind == wasm.KindTransform {
+			if len(sp.Topics) == 0 {
+				bad(sp.Name, "a transform names the topics it sees (topics: [Orders, \"Audit*\"])")
+			}
+			for _, t := range sp.Topics {
+				if _, err := path.Match(t, ""); err != nil || t == "" {
+					bad(sp.Name, "topic pattern %q is not a name or a pattern of * and ?", t)
+				}
+			}
+			if len(sp.Groups) > 0 {
+				bad(sp.Name, "groups are for allocate and txncheck plugins; a transform names topics")
+			}
+		} else if len(sp.Topics) > 0 {
+			bad(sp.Name, "topics are for transform plugins")
+		}
 		switch sp.Kind {
 		case wasm.KindFilter:
 			if sp.ExpressionType == "" {
@@ -233,6 +257,8 @@ func (h *pluginHost) apply(ctx context.Context, specs []Plugin, initial bool) (w
 			for _, g := range groups {
 				set.txn[g] = p
 			}
+		case wasm.KindTransform:
+			set.transforms = append(set.transforms, transformEntry{name: sp.Name, topics: sp.Topics, p: p})
 		}
 	}
 	h.set.Store(set)
@@ -342,6 +368,8 @@ type PluginStatus struct {
 	Kind           string   `json:"kind"`
 	ExpressionType string   `json:"expressionType,omitempty"` // filters
 	Groups         []string `json:"groups,omitempty"`         // allocate, txncheck; none: the default
+	Topics         []string `json:"topics,omitempty"`         // transforms
+	FailurePolicy  string   `json:"failurePolicy,omitempty"`  // filters, transforms
 	Module         string   `json:"module"`                   // the module's path
 	Trusted        bool     `json:"trusted"`
 	Version        string   `json:"version"`    // the plugin's own label
@@ -353,6 +381,7 @@ type PluginStatus struct {
 	Errors         uint64   `json:"errors"`
 	Traps          uint64   `json:"traps"`
 	Timeouts       uint64   `json:"timeouts"`
+	Rejected       uint64   `json:"rejected"` // messages a transform refused
 	P99Nanos       int64    `json:"p99Nanos"` // of one call
 	Disabled       bool     `json:"disabled"`
 	LastError      string   `json:"lastError,omitempty"`
@@ -366,11 +395,17 @@ func (h *pluginHost) list() []PluginStatus {
 		ps := PluginStatus{
 			Name: st.Name, Kind: string(st.Kind), Version: st.Version, SHA256: st.SHA256,
 			Generation: st.Generation, Instances: st.Instances, Calls: st.Calls, Records: st.Records,
-			Errors: st.Errors, Traps: st.Traps, Timeouts: st.Timeouts, P99Nanos: int64(st.P99),
+			Errors: st.Errors, Traps: st.Traps, Timeouts: st.Timeouts, Rejected: st.Rejected, P99Nanos: int64(st.P99),
 			Disabled: st.Disabled, LastError: st.LastError,
 		}
 		if sp := set.byName[st.Name]; sp != nil {
 			ps.ExpressionType, ps.Groups, ps.Module, ps.Trusted = sp.ExpressionType, sp.Groups, sp.Path, !sp.Untrusted
+			ps.Topics, ps.FailurePolicy = sp.Topics, string(sp.FailurePolicy)
+			if ps.FailurePolicy == "" && sp.Kind == wasm.KindTransform {
+				ps.FailurePolicy = string(wasm.PolicyReject)
+			} else if ps.FailurePolicy == "" && sp.Kind == wasm.KindFilter {
+				ps.FailurePolicy = string(wasm.PolicyHold)
+			}
 			if sp.Path == "" {
 				ps.Module = "(bytes)"
 			}

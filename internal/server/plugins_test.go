@@ -39,6 +39,10 @@ func TestNormalize(t *testing.T) {
 		{[]Plugin{alloc("a"), alloc("b")}, `plugin "b": config: wasm: invalid options: plugin "a" is already the default allocate plugin`},
 		{[]Plugin{txn("a", "g"), txn("b", "h", "g")}, `plugin "b": config: wasm: invalid options: group "g" is already served by txncheck plugin "a"`},
 		{[]Plugin{txn("a", "g", "")}, `plugin "a": config: wasm: invalid options: a group name is empty`},
+		{[]Plugin{{Options: wasm.Options{Name: "x", Kind: wasm.KindTransform}}}, `plugin "x": config: wasm: invalid options: a transform names the topics it sees`},
+		{[]Plugin{{Options: wasm.Options{Name: "x", Kind: wasm.KindTransform}, Topics: []string{"Orders", "[bad"}}}, `topic pattern "[bad" is not a name or a pattern`},
+		{[]Plugin{{Options: wasm.Options{Name: "x", Kind: wasm.KindTransform}, Topics: []string{"T"}, Groups: []string{"g"}}}, `groups are for allocate and txncheck plugins; a transform names topics`},
+		{[]Plugin{{Options: wasm.Options{Name: "f", Kind: wasm.KindFilter}, Topics: []string{"T"}}}, `plugin "f": config: wasm: invalid options: topics are for transform plugins`},
 	} {
 		_, err := normalize(c.specs)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, wasm.ErrOptions) {

@@ -363,6 +363,7 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 	bo.Filters = s.plugins.filterFactories(bo.Filters)
 	bo.TxnPolicy = s.txnPolicy(bo) // txn.go
 	bo.GroupAllocator = s.plugins.groupAllocator
+	bo.SendTransform = s.plugins.sendTransform
 	cfg.bridgeBrokerOptions(&bo)
 	bo.Remoting = cfg.Remoting
 	bo.Remoting.Authorize = s.acl.authorizeBroker

@@ -68,3 +68,42 @@ func FuzzPluginOutput(f *testing.F) {
 		_, _ = abi.ReadKeyList(b)
 	})
 }
+
+func FuzzReadTransformResult(f *testing.F) {
+	f.Add(abi.AppendTransformResult(nil, &abi.TransformResult{Action: abi.TransformChange,
+		Topic: []byte("Audit"), Properties: []byte("TAGS\x01a\x02"), Body: []byte(`{"card":"****"}`)}))
+	f.Add(abi.AppendTransformResult(nil, &abi.TransformResult{Action: abi.TransformReject, Reason: []byte("missing id")}))
+	f.Add(abi.AppendTransformResult(nil, &abi.TransformResult{Action: abi.TransformChange, Body: []byte{}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := abi.ReadTransformResult(b)
+		if err != nil {
+			return
+		}
+		if r.Action != abi.TransformChange && r.Action != abi.TransformReject {
+			t.Fatalf("accepted action %d", r.Action)
+		}
+		if len(r.Reason) > abi.MaxErrorLen || (r.Topic != nil && (len(r.Topic) == 0 || len(r.Topic) > abi.MaxTopicLen)) {
+			t.Fatalf("accepted a result over the limits: %+v", r)
+		}
+		if r.Action == abi.TransformReject && (r.Topic != nil || r.Properties != nil || r.Body != nil) {
+			t.Fatal("accepted a reject that changes the message")
+		}
+		if again := abi.AppendTransformResult(nil, &r); string(again) != string(b) {
+			t.Fatalf("decoded result re-encodes to %x, was %x", again, b)
+		}
+	})
+}
+
+func FuzzReadTransformRecord(f *testing.F) {
+	f.Add(abi.AppendTransformRecord(nil, &abi.TransformRecord{SysFlag: 1, Topic: []byte("Orders"),
+		Properties: []byte("TAGS\x01a\x02"), Body: []byte(`{}`)}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r abi.TransformRecord
+		if err := abi.ReadTransformRecord(b, &r); err != nil {
+			return
+		}
+		if again := abi.AppendTransformRecord(nil, &r); string(again) != string(b) {
+			t.Fatalf("decoded record re-encodes to %x, was %x", again, b)
+		}
+	})
+}

@@ -1,7 +1,8 @@
 // Package wasm hosts the broker's WebAssembly plugins (ABI v1, defined in
-// package sdk/abi) on wazero: message filters, queue-allocation strategies
-// and transaction-check policies, each a module built with package sdk or
-// any toolchain that follows the ABI.
+// package sdk/abi) on wazero: message filters, queue-allocation strategies,
+// transaction-check policies and (ABI v1.2) transforms of sent messages,
+// each a module built with package sdk or any toolchain that follows the
+// ABI.
 //
 // Load turns Options into a *Plugin; a Registry loads a whole plugin list
 // (the broker's config) all or nothing and applies later lists as reloads.
@@ -62,7 +63,10 @@
 // An error is never a "no match": under PolicyHold a Filter returns it and
 // the broker holds the subscription; under PolicyOpen it is counted and the
 // failed records match. A failing allocator leaves the previous assignment
-// to the caller; a failing transaction policy means UNKNOWN.
+// to the caller; a failing transaction policy means UNKNOWN. A failing
+// transform refuses the send under PolicyReject (its default) and stores
+// the messages as sent under PolicyPass; a rejection by the transform's own
+// code is a result (TransformResult.Reject), not a failure.
 //
 // # Reload
 //

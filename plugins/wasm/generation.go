@@ -174,7 +174,7 @@ func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte) (_ 
 
 func kindNames(k abi.Kinds) string {
 	var names []string
-	for _, kind := range []Kind{KindFilter, KindAllocate, KindTxnCheck} {
+	for _, kind := range []Kind{KindFilter, KindAllocate, KindTxnCheck, KindTransform} {
 		if bit, _, _ := kind.bit(); k.Has(bit) {
 			names = append(names, string(kind))
 		}

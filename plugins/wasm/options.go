@@ -20,6 +20,9 @@ const (
 	KindFilter   Kind = "filter"   // a subscription expression type
 	KindAllocate Kind = "allocate" // a queue-allocation strategy
 	KindTxnCheck Kind = "txncheck" // a transaction-check policy
+	// KindTransform changes or refuses messages before they are stored
+	// (ABI v1.2).
+	KindTransform Kind = "transform"
 )
 
 // bit returns the kind's ABI bit and export, or false for an unknown kind.
@@ -31,11 +34,13 @@ func (k Kind) bit() (abi.Kinds, string, bool) {
 		return abi.KindAllocate, abi.ExportAllocate, true
 	case KindTxnCheck:
 		return abi.KindTxnCheck, abi.ExportTxnCheck, true
+	case KindTransform:
+		return abi.KindTransform, abi.ExportTransform, true
 	}
 	return 0, "", false
 }
 
-// Policy is what a filter does when its plugin fails.
+// Policy is what a filter or a transform does when its plugin fails.
 type Policy string
 
 // The failure policies.
@@ -45,6 +50,12 @@ const (
 	PolicyHold Policy = "hold"
 	// PolicyOpen counts the error and lets every record of the batch match.
 	PolicyOpen Policy = "open"
+	// PolicyReject refuses the send whose messages the transform could
+	// not transform. The default of transforms.
+	PolicyReject Policy = "reject"
+	// PolicyPass stores the messages the transform could not transform as
+	// they were sent.
+	PolicyPass Policy = "pass"
 )
 
 // Defaults and bounds of Options.
@@ -87,7 +98,8 @@ type Options struct {
 	// visible to it.
 	Env map[string]string `yaml:"env"`
 	// FailurePolicy is what a filter does when the plugin fails: PolicyHold
-	// (the default) or PolicyOpen. Other kinds must leave it empty.
+	// (the default) or PolicyOpen; and a transform: PolicyReject (the
+	// default) or PolicyPass. Other kinds must leave it empty.
 	FailurePolicy Policy `yaml:"failurePolicy"`
 	// MaxMemoryPages caps each instance's memory in 64 KiB pages. Default
 	// 256 (16 MiB); at most 32768.
@@ -125,6 +137,9 @@ func (o Options) withDefaults() Options {
 	if o.Kind == KindFilter && o.FailurePolicy == "" {
 		o.FailurePolicy = PolicyHold
 	}
+	if o.Kind == KindTransform && o.FailurePolicy == "" {
+		o.FailurePolicy = PolicyReject
+	}
 	if o.MaxMemoryPages == 0 {
 		o.MaxMemoryPages = DefaultMaxMemoryPages
 	}
@@ -157,7 +172,7 @@ func (o *Options) validate() error {
 		bad("name is empty")
 	}
 	if _, _, ok := o.Kind.bit(); !ok {
-		bad("kind %q is not filter, allocate or txncheck", o.Kind)
+		bad("kind %q is not filter, allocate, txncheck or transform", o.Kind)
 	}
 	if o.Kind != KindFilter && o.ExpressionType != "" {
 		bad("expression type %q is only for filters", o.ExpressionType)
@@ -173,8 +188,11 @@ func (o *Options) validate() error {
 	if o.Kind == KindFilter && o.FailurePolicy != PolicyHold && o.FailurePolicy != PolicyOpen {
 		bad("failure policy %q is not hold or open", o.FailurePolicy)
 	}
-	if o.Kind != KindFilter && o.FailurePolicy != "" {
-		bad("failure policy %q is only for filters", o.FailurePolicy)
+	if o.Kind == KindTransform && o.FailurePolicy != PolicyReject && o.FailurePolicy != PolicyPass {
+		bad("failure policy %q is not reject or pass", o.FailurePolicy)
+	}
+	if o.Kind != KindFilter && o.Kind != KindTransform && o.FailurePolicy != "" {
+		bad("failure policy %q is only for filters and transforms", o.FailurePolicy)
 	}
 	if o.MaxMemoryPages > MaxMemoryPagesLimit {
 		bad("max memory pages %d is above %d", o.MaxMemoryPages, MaxMemoryPagesLimit)

@@ -271,6 +271,7 @@ func (p *Plugin) Stats() Stats {
 		Errors:   p.stats.errors.Load(),
 		Traps:    p.stats.traps.Load(),
 		Timeouts: p.stats.timeouts.Load(),
+		Rejected: p.stats.rejected.Load(),
 		P99:      p.stats.latency.quantile(0.99),
 	}
 	p.mu.Lock()

@@ -22,7 +22,8 @@ type Stats struct {
 	Errors     uint64 // failed calls, traps and timeouts included
 	Traps      uint64
 	Timeouts   uint64
-	P99        time.Duration // 99th percentile of one Match, Allocate or TxnCheck
+	Rejected   uint64        // messages a transform refused
+	P99        time.Duration // 99th percentile of one Match, Allocate, TxnCheck or Transform
 	Disabled   bool          // MaxFailures traps or timeouts in a row
 	LastError  string
 }
@@ -123,5 +124,6 @@ func (h *histogram) quantile(q float64) time.Duration {
 // counters are a plugin's cumulative statistics.
 type counters struct {
 	calls, records, errors, traps, timeouts atomic.Uint64
+	rejected                                atomic.Uint64 // messages a transform refused
 	latency                                 histogram
 }

@@ -106,7 +106,7 @@ func validateModule(c wazero.CompiledModule, kind Kind) (moduleShape, error) {
 	}
 	_, kindExport, _ := kind.bit()
 	kindSig := sigBatch
-	if kind == KindAllocate {
+	if kind == KindAllocate || kind == KindTransform {
 		kindSig = sigAllocate
 	}
 	need := []struct {

@@ -11,7 +11,7 @@ import (
 // package doc, "Versions").
 const (
 	Version = 1
-	Minor   = 1 // 1: FlagFilterBodyInflated
+	Minor   = 2 // 1: FlagFilterBodyInflated; 2: KindTransform
 )
 
 // Names a module exports. Every function listed here is optional except
@@ -54,6 +54,10 @@ const (
 	// ExportTxnCheck is broker_txn_check(in i32, len i32, count i32, out i32)
 	// → status i32: one batch of half messages.
 	ExportTxnCheck = "broker_txn_check"
+	// ExportTransform (ABI v1.2) is broker_transform(in i32, len i32) →
+	// i64: for one transform record, 0 to pass the message unchanged,
+	// PackPtrLen of a transform result, or the negated status.
+	ExportTransform = "broker_transform"
 	// ExportSelfTest is broker_selftest() → i64: PackPtrLen of the module's
 	// self-test vectors.
 	ExportSelfTest = "broker_selftest"
@@ -96,9 +100,10 @@ type Kinds uint8
 
 // The extension kinds.
 const (
-	KindFilter   Kinds = 1 << iota // broker_filter
-	KindAllocate                   // broker_allocate
-	KindTxnCheck                   // broker_txn_check
+	KindFilter    Kinds = 1 << iota // broker_filter
+	KindAllocate                    // broker_allocate
+	KindTxnCheck                    // broker_txn_check
+	KindTransform                   // broker_transform (ABI v1.2)
 )
 
 // Has reports whether k includes all of o.

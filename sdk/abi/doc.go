@@ -25,6 +25,8 @@
 //	| broker_allocate   | (in, len i32) → i64        | PackPtrLen of indices, or       |
 //	|                   |                            | −status                         |
 //	| broker_txn_check  | (in, len, count, out i32)  | half-message batch → status     |
+//	| broker_transform  | (in, len i32) → i64        | one message: 0 pass, PackPtrLen |
+//	|                   | (v1.2)                     | of a result, or −status         |
 //	| broker_selftest   | () → i64 (optional)        | PackPtrLen of self-test vectors |
 //	+-------------------+----------------------------+---------------------------------+
 //
@@ -56,7 +58,8 @@
 //	| size | field         | meaning                                       |
 //	+------+---------------+-----------------------------------------------+
 //	|  2   | ABI version   | 1                                             |
-//	|  1   | kinds         | bit 0 filter, bit 1 allocate, bit 2 txncheck  |
+//	|  1   | kinds         | bit 0 filter, bit 1 allocate, bit 2 txncheck, |
+//	|      |               | bit 3 (v1.2) transform                        |
 //	|  1   | flags         | bit 0: filter batches carry bodies; bit 1     |
 //	|      |               | (v1.1): bodies inflated by the host           |
 //	|  2   | version len v | ≤ 255                                         |
@@ -180,6 +183,41 @@
 //
 // The result is PackPtrLen(ptr, k): k u32 indices into the queue list, the
 // queues assigned to the current client; a negative result is −Status.
+//
+// # Transform (broker_transform, ABI v1.2)
+//
+// One message before the broker stores it. The input is one record:
+//
+//	+--------+------+-----------------+--------------------------------------+
+//	| offset | size | field           | meaning                              |
+//	+--------+------+-----------------+--------------------------------------+
+//	|    0   |  4   | sys flag        | u32, 0x1: the body is still zlib     |
+//	|        |      |                 | (the host inflates it when it can)   |
+//	|    4   |  2   | topic len t     |                                      |
+//	|    6   |  2   | zero            |                                      |
+//	|    8   |  4   | props len p     |                                      |
+//	|   12   |  4   | body len b      |                                      |
+//	|   16   |  t   | topic           |                                      |
+//	|        |  p   | properties      | key 0x01 value 0x02 ... (TAGS, KEYS) |
+//	|        |  b   | body            |                                      |
+//	+--------+------+-----------------+--------------------------------------+
+//
+// The result is 0 to store the message unchanged, a negated status, or
+// PackPtrLen of a result that fills exactly its length:
+//
+//	+------+-------------+------------------------------------------------+
+//	| size | field       | meaning                                        |
+//	+------+-------------+------------------------------------------------+
+//	|  4   | action      | TransformChange or TransformReject             |
+//	|  4   | topic len   | 1..MaxTopicLen, or Unchanged (0xFFFFFFFF)      |
+//	|  4   | props len   | or Unchanged                                   |
+//	|  4   | body len    | or Unchanged; a new body is stored as given,   |
+//	|      |             | uncompressed                                   |
+//	|  4   | reason len  | ≤ MaxErrorLen: why a reject refuses the send   |
+//	|      | bytes       | topic, properties, body, reason, in that order |
+//	+------+-------------+------------------------------------------------+
+//
+// A reject changes nothing (its three lengths are Unchanged).
 //
 // # Self-test vectors (broker_selftest)
 //

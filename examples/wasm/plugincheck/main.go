@@ -23,7 +23,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("plugincheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		kind      = fs.String("kind", "filter", "kind to load the module for: filter, allocate or txncheck")
+		kind      = fs.String("kind", "filter", "kind to load the module for: filter, allocate, txncheck or transform")
 		name      = fs.String("name", "", "plugin name (default: the file name)")
 		config    = fs.String("config", "", "config bytes passed to broker_init")
 		sha       = fs.String("sha256", "", "expected sha256 of the module, hex")
