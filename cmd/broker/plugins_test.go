@@ -169,7 +169,7 @@ func TestPluginStartRefused(t *testing.T) {
 		name, plugin string
 		want         []string
 	}{
-		{"bad kind", "{name: sorter, kind: sort, module: junk.wasm}", []string{`plugin \"sorter\"`, `kind \"sort\" is not filter, allocate or txncheck`}},
+		{"bad kind", "{name: sorter, kind: sort, module: junk.wasm}", []string{`plugin \"sorter\"`, `kind \"sort\" is not filter, allocate, txncheck or transform`}},
 		{"missing module", "{name: ghost, kind: filter, module: nowhere/ghost.wasm}", []string{`plugin \"ghost\"`, "ghost.wasm", "no such file"}},
 		{"bad sha256", "{name: pinned, kind: filter, module: junk.wasm, sha256: " + strings.Repeat("ab", 32) + "}", []string{`plugin \"pinned\"`, "sha256 mismatch"}},
 		{"not a module", "{name: junk, kind: filter, module: junk.wasm}", []string{`plugin \"junk\"`, "invalid module"}},
