@@ -1,0 +1,11 @@
+// Package assemblyscript holds the AssemblyScript plugin examples and the
+// tests that build them with the SDK's locked compiler (sdk/assemblyscript,
+// after npm ci there) and run them through the broker's own host,
+// plugins/wasm, with the assertions the Go examples' tests make:
+//
+//   - propfilter: a filter over tags, keys and user properties
+//     (tag=gold&region=eu, key=k1, !region).
+//
+// The tests skip without node or the SDK's node_modules, unless
+// RMQ_REQUIRE_NODE=1, as CI sets.
+package assemblyscript
