@@ -2,6 +2,7 @@ package assemblyscript_test
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -12,6 +13,9 @@ import (
 
 // sdkDir is the AssemblyScript SDK, where npm ci installs asc.
 const sdkDir = "../../../sdk/assemblyscript"
+
+// quiet drops the host's log lines.
+var quiet = slog.New(slog.DiscardHandler)
 
 func record(tb testing.TB, tag, keys string, props map[string]string) message.Record {
 	tb.Helper()
@@ -35,6 +39,7 @@ func checkPropFilter(t *testing.T, module []byte) {
 		Kind:     wasm.KindFilter,
 		Module:   module,
 		CacheDir: t.TempDir(),
+		Logger:   quiet,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,3 +3,4 @@
 // from exports/filter.ts or exports/transform.ts in the entry file.
 export * from "./abi";
 export * from "./filter";
+export * from "./transform";
