@@ -6,8 +6,9 @@
 //   - propfilter: a filter over tags, keys and user properties
 //     (tag=gold&region=eu, key=k1, !region).
 //   - guard: a transform that rejects sends lacking a required property and
-//     masks JSON string fields of bodies (the Go jsonmask example's
-//     assertions, and the producer's reason for a reject).
+//     masks JSON string fields of bodies (with the Go jsonmask example's
+//     assertions, run on both modules, and the producer's reason for a
+//     reject).
 //
 // The tests skip without node or the SDK's node_modules, unless
 // RMQ_REQUIRE_NODE=1, as CI sets.

@@ -21,39 +21,81 @@ func loadGuard(t *testing.T, config string) *wasm.Plugin {
 	return p
 }
 
-// TestGuardMasks makes the assertions of the Go jsonmask example's tests
-// (masked fields keep their last four characters and gain MASKED=true,
-// other properties stay, a body without the fields passes unchanged).
-func TestGuardMasks(t *testing.T) {
-	p := loadGuard(t, "mask=card,email keep=4")
-	if s := p.Stats(); s.Version != "1.0.0" {
-		t.Fatalf("version %q", s.Version)
-	}
-	msgs := []wasm.TransformMessage{
-		{Topic: "Payments", Properties: message.EncodeProperties(map[string]string{"KEYS": "k1"}), Body: []byte(`{"card":"4111111111111111"}`)},
-		{Topic: "Payments", Body: []byte(`{"id":"x"}`)},
-		{Topic: "Payments", Properties: message.EncodeProperties(map[string]string{"TAGS": "t"}),
-			Body: []byte(`{"card":"4111111111111111","customer":{"email":"a@b.c","name":"Ann"},"n":1}`)},
-		{Topic: "Payments", Body: []byte(`{"note":"card", "card" : "12\"345678"}`)},
+// maskCases are the Go jsonmask example's assertions: masked fields keep
+// their last four characters and the message gains MASKED=true, other
+// properties stay, a body without the fields passes unchanged.
+var maskCases = []struct {
+	in        wasm.TransformMessage
+	body      string // "" : unchanged
+	wantProps map[string]string
+}{
+	{wasm.TransformMessage{Topic: "Payments", Properties: message.EncodeProperties(map[string]string{"KEYS": "k1"}), Body: []byte(`{"card":"4111111111111111"}`)},
+		`{"card":"************1111"}`, map[string]string{"MASKED": "true", "KEYS": "k1"}},
+	{wasm.TransformMessage{Topic: "Payments", Body: []byte(`{"id":"x"}`)}, "", nil},
+	{wasm.TransformMessage{Topic: "Payments", Properties: message.EncodeProperties(map[string]string{"TAGS": "t"}),
+		Body: []byte(`{"card":"4111111111111111","customer":{"email":"a@b.c","name":"Ann"},"n":1}`)},
+		`{"card":"************1111","customer":{"email":"*@b.c","name":"Ann"},"n":1}`, map[string]string{"MASKED": "true", "TAGS": "t"}},
+}
+
+// checkMasks runs maskCases through p.
+func checkMasks(t *testing.T, p *wasm.Plugin) {
+	t.Helper()
+	msgs := make([]wasm.TransformMessage, len(maskCases))
+	for i, c := range maskCases {
+		msgs[i] = c.in
 	}
 	out := make([]wasm.TransformResult, len(msgs))
 	if err := p.Transform(t.Context(), msgs, out); err != nil {
 		t.Fatal(err)
 	}
-	if string(out[0].Body) != `{"card":"************1111"}` || out[0].Properties.Get("MASKED") != "true" || out[0].Properties.Get("KEYS") != "k1" {
-		t.Errorf("masked message: %+v (body %s)", out[0], out[0].Body)
+	for i, c := range maskCases {
+		o := out[i]
+		if c.body == "" {
+			if o.Changed() || o.Reject {
+				t.Errorf("message %d: %+v, want unchanged", i, o)
+			}
+			continue
+		}
+		if o.Reject || string(o.Body) != c.body {
+			t.Errorf("message %d: %+v (body %s), want body %s", i, o, o.Body, c.body)
+		}
+		for k, v := range c.wantProps {
+			if got := o.Properties.Get(k); got != v {
+				t.Errorf("message %d: property %s = %q, want %q", i, k, got, v)
+			}
+		}
 	}
-	if out[1].Changed() || out[1].Reject {
-		t.Errorf("message without the field: %+v, want unchanged", out[1])
-	}
-	if want := `{"card":"************1111","customer":{"email":"*@b.c","name":"Ann"},"n":1}`; string(out[2].Body) != want ||
-		out[2].Properties.Get("TAGS") != "t" || out[2].Properties.Get("MASKED") != "true" {
-		t.Errorf("nested: %+v (body %s), want body %s", out[2], out[2].Body, want)
-	}
-	// A value with an escape is masked whole; "card" as a value is not a key.
-	if want := `{"note":"card", "card" : "**********"}`; string(out[3].Body) != want {
-		t.Errorf("escaped: body %s, want %s", out[3].Body, want)
-	}
+}
+
+// TestGuardMasks runs the mask assertions on the AssemblyScript guard and
+// on the Go jsonmask example, both through the host.
+func TestGuardMasks(t *testing.T) {
+	t.Run("assemblyscript", func(t *testing.T) {
+		p := loadGuard(t, "mask=card,email keep=4")
+		if s := p.Stats(); s.Version != "1.0.0" {
+			t.Fatalf("version %q", s.Version)
+		}
+		checkMasks(t, p)
+		// A value with an escape is masked whole; "card" as a value is not a key.
+		msgs := []wasm.TransformMessage{{Topic: "Payments", Body: []byte(`{"note":"card", "card" : "12\"345678"}`)}}
+		out := make([]wasm.TransformResult, 1)
+		if err := p.Transform(t.Context(), msgs, out); err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"note":"card", "card" : "**********"}`; string(out[0].Body) != want {
+			t.Errorf("escaped: body %s, want %s", out[0].Body, want)
+		}
+	})
+	t.Run("go", func(t *testing.T) {
+		p, err := wasm.Load(t.Context(), wasm.Options{Name: "jsonmask", Kind: wasm.KindTransform,
+			Module: guestbuild.Module(t, "../jsonmask"), Config: []byte(`{"fields": ["card", "customer.email"], "keep": 4}`),
+			CacheDir: t.TempDir(), Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(t.Context())
+		checkMasks(t, p)
+	})
 }
 
 // TestGuardRejects: a send without a required property is refused with the
