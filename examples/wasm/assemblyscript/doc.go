@@ -4,7 +4,8 @@
 // plugins/wasm, with the assertions the Go examples' tests make:
 //
 //   - propfilter: a filter over tags, keys and user properties
-//     (tag=gold&region=eu, key=k1, !region).
+//     (tag=gold&region=eu, key=k1, !region); its property clauses are held
+//     to one table with the Go filter `broker plugin new filter` writes.
 //   - guard: a transform that rejects sends lacking a required property and
 //     masks JSON string fields of bodies (with the Go jsonmask example's
 //     assertions, run on both modules, and the producer's reason for a
