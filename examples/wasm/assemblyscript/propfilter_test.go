@@ -101,3 +101,36 @@ func TestPropFilter(t *testing.T) {
 func TestPropFilterExportStart(t *testing.T) {
 	checkPropFilter(t, guestbuild.AssemblyScript(t, sdkDir, "propfilter/index.ts", "--exportStart", "_start"))
 }
+
+// TestPropFilterSelfTests: the broker replays the module's self-tests
+// (addFilterTest) on load; a build with a vector no correct module passes
+// (--use SELFTEST_WRONG=1) is refused with ErrSelfTest.
+func TestPropFilterSelfTests(t *testing.T) {
+	_, err := wasm.Load(t.Context(), wasm.Options{Name: "propfilter", Kind: wasm.KindFilter,
+		Module:   guestbuild.AssemblyScript(t, sdkDir, "propfilter/index.ts", "--use", "SELFTEST_WRONG=1"),
+		CacheDir: t.TempDir(), Logger: quiet})
+	if !errors.Is(err, wasm.ErrSelfTest) || !strings.Contains(err.Error(), "vector 4") {
+		t.Fatalf("err = %v, want ErrSelfTest on the fifth vector", err)
+	}
+}
+
+// TestPropFilterUntrusted loads propfilter as an untrusted plugin (every
+// call under the deadline) and makes the same checks.
+func TestPropFilterUntrusted(t *testing.T) {
+	p, err := wasm.Load(t.Context(), wasm.Options{Name: "propfilter", Kind: wasm.KindFilter,
+		Module:   guestbuild.AssemblyScript(t, sdkDir, "propfilter/index.ts"),
+		CacheDir: t.TempDir(), Logger: quiet, Untrusted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(t.Context())
+	f, err := p.Filter("tag=gold&region=eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []message.Record{record(t, "gold", "", map[string]string{"region": "eu"}), record(t, "gold", "", nil)}
+	got := make([]bool, len(batch))
+	if err := f.Match(batch, got); err != nil || !got[0] || got[1] {
+		t.Fatalf("Match = %v, %v; want [true false]", got, err)
+	}
+}

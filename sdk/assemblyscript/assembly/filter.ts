@@ -1,7 +1,7 @@
 // The filter kind: broker_filter over a batch of records (docs/plugins.md,
 // "Filter batch").
 import {
-  addKind, addFlags, fail, findProperty, KIND_FILTER, FLAG_FILTER_BODY, FLAG_FILTER_BODY_INFLATED,
+  addKind, addFlags, fail, findProperty, packPtrLen, KIND_FILTER, FLAG_FILTER_BODY, FLAG_FILTER_BODY_INFLATED,
   STATUS_OK, STATUS_BAD_INPUT, STATUS_BAD_EXPRESSION, STATUS_FAILED, STATUS_NOT_IMPLEMENTED,
 } from "./abi";
 
@@ -168,6 +168,74 @@ export function broker_filter(inPtr: usize, len: i32, count: i32, out: usize): i
     at += <i32>n;
   }
   return STATUS_OK;
+}
+
+// Self-test vectors: filter batches of one record each and the result byte
+// a correct module gives, which the host replays on every load and reload.
+let selfTests = new Array<ArrayBuffer>();
+
+/**
+ * Adds a self-test: expression expr on a message with this topic, tag, keys
+ * and properties (pairs: name, value, name, value ...) must give match. The
+ * broker replays every self-test through the module before it serves and
+ * refuses a module that fails one.
+ */
+export function addFilterTest(expr: string, topic: string, tag: string, keys: string, properties: string[], match: bool): void {
+  let props = "";
+  for (let i = 0; i + 1 < properties.length; i += 2) props += properties[i] + "\x01" + properties[i + 1] + "\x02";
+  const e = String.UTF8.encode(expr);
+  const t = String.UTF8.encode(topic);
+  const g = String.UTF8.encode(tag);
+  const k = String.UTF8.encode(keys);
+  const p = String.UTF8.encode(props);
+  const recLen = RECORD_HEADER_LEN + t.byteLength + g.byteLength + k.byteLength + p.byteLength;
+  const inLen = 4 + e.byteLength + recLen;
+  // vector header, input, one result byte
+  const v = new ArrayBuffer(16 + inLen + 1);
+  const b = changetype<usize>(v);
+  store<u8>(b, KIND_FILTER);
+  store<u32>(b, 1, 4);
+  store<u32>(b, <u32>inLen, 8);
+  store<u32>(b, 1, 12);
+  let at = b + 16;
+  store<u32>(at, <u32>e.byteLength);
+  memory.copy(at + 4, changetype<usize>(e), <usize>e.byteLength);
+  at += 4 + <usize>e.byteLength;
+  store<u32>(at, <u32>recLen);
+  store<u32>(at, BODY_ABSENT, 40);
+  store<u16>(at, <u16>t.byteLength, 44);
+  store<u16>(at, <u16>g.byteLength, 46);
+  store<u16>(at, <u16>k.byteLength, 48);
+  store<u16>(at, <u16>p.byteLength, 50);
+  at += <usize>RECORD_HEADER_LEN;
+  memory.copy(at, changetype<usize>(t), <usize>t.byteLength);
+  at += <usize>t.byteLength;
+  memory.copy(at, changetype<usize>(g), <usize>g.byteLength);
+  at += <usize>g.byteLength;
+  memory.copy(at, changetype<usize>(k), <usize>k.byteLength);
+  at += <usize>k.byteLength;
+  memory.copy(at, changetype<usize>(p), <usize>p.byteLength);
+  at += <usize>p.byteLength;
+  store<u8>(at, match ? FILTER_MATCH : FILTER_NO_MATCH);
+  selfTests.push(v);
+}
+
+let selfTestPtr: usize = 0;
+
+/** broker_selftest() → PackPtrLen of the self-test vectors. */
+export function broker_selftest(): i64 {
+  let n = 4;
+  for (let i = 0; i < selfTests.length; i++) n += selfTests[i].byteLength;
+  if (selfTestPtr != 0) heap.free(selfTestPtr);
+  selfTestPtr = heap.alloc(<usize>n);
+  store<u32>(selfTestPtr, <u32>selfTests.length);
+  let at = selfTestPtr + 4;
+  for (let i = 0; i < selfTests.length; i++) {
+    const v = selfTests[i];
+    memory.copy(at, changetype<usize>(v), <usize>v.byteLength);
+    at += <usize>v.byteLength;
+  }
+  return packPtrLen(selfTestPtr, n);
 }
 
 // STATUS_FAILED is for plugins that cannot decide; re-exported for them.

@@ -5,7 +5,7 @@
 //   key=k1            k1 is one of the message's keys
 //   region=eu         user property region is eu
 //   !region           the message has no property region
-import { FilterMessage, Matcher, registerFilter, badExpression, setVersion } from "../../../../sdk/assemblyscript/assembly/index";
+import { FilterMessage, Matcher, registerFilter, badExpression, setVersion, addFilterTest } from "../../../../sdk/assemblyscript/assembly/index";
 export * from "../../../../sdk/assemblyscript/assembly/exports/filter";
 
 const CLAUSE_TAG: i32 = 0;
@@ -62,3 +62,15 @@ function compile(expr: string): Matcher | null {
 
 setVersion("1.0.0");
 registerFilter(compile);
+
+// Self-tests: the broker replays them through the module on every load and
+// reload and refuses it if one fails.
+addFilterTest("tag=gold&region=eu", "Orders", "gold", "k1", ["region", "eu"], true);
+addFilterTest("tag=gold&region=eu", "Orders", "gold", "k1", ["region", "us"], false);
+addFilterTest("key=k2", "Orders", "", "k1 k2", [], true);
+addFilterTest("!region", "Orders", "", "", ["region", "eu"], false);
+if (isDefined(SELFTEST_WRONG)) {
+  // Built with --use SELFTEST_WRONG=1 by the test that proves the broker
+  // replays these: a vector no correct module passes.
+  addFilterTest("tag=gold", "Orders", "silver", "", [], true);
+}
