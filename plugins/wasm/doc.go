@@ -16,6 +16,12 @@
 //	and imports ─▶ instantiate (WASI, broker_v1) ─▶ _initialize ─▶ broker_init
 //	─▶ broker_info (kinds, body flag) ─▶ self-test vectors ─▶ serve
 //
+// The start step is _initialize for a WASI reactor (Go's -buildmode=c-shared).
+// A module that imports no WASI, as AssemblyScript's output, may instead
+// export _start (called in the same place) or neither, when its start
+// section runs at instantiation; a WASI module exporting _start is a
+// command and is refused.
+//
 // Every step's failure is an *Error naming the plugin and wrapping one of the
 // package's sentinels: ErrHash, ErrModule, ErrABIVersion, ErrKind, ErrInit,
 // ErrSelfTest. Compiled code is cached under Options.CacheDir (a Registry's

@@ -128,7 +128,7 @@ func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte) (_ 
 	}
 	mc := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(abi.ExportInitialize).
+		WithStartFunctions(startFunctions(g.shape.start)...).
 		WithStdout(io.Discard).
 		WithSysWalltime().
 		WithSysNanotime().
@@ -170,6 +170,15 @@ func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte) (_ 
 	g.mu.live = 1
 	g.mu.idle = append(g.mu.idle, inst)
 	return g, nil
+}
+
+// startFunctions lists the export an instance starts with: none when the
+// module initializes itself from its start section.
+func startFunctions(name string) []string {
+	if name == "" {
+		return nil
+	}
+	return []string{name}
 }
 
 func kindNames(k abi.Kinds) string {

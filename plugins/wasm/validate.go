@@ -65,6 +65,9 @@ type moduleShape struct {
 	hasInfo       bool
 	hasSelfTest   bool
 	hasFilterKeys bool
+	// start is the export the host calls once an instance is instantiated
+	// ("" when the module has none: its start section, if any, has run).
+	start string
 }
 
 // validateModule checks a compiled module's imports and exports against ABI
@@ -97,13 +100,7 @@ func validateModule(c wazero.CompiledModule, kind Kind) (moduleShape, error) {
 	if _, ok := c.ExportedMemories()[abi.ExportMemory]; !ok {
 		bad(ErrModule, "module exports no memory named %q", abi.ExportMemory)
 	}
-	if _, ok := fns[abi.ExportInitialize]; !ok {
-		if _, cmd := fns[abi.ExportStart]; cmd {
-			bad(ErrModule, "module is a command (exports _start, not _initialize); build it with -buildmode=c-shared")
-		} else {
-			bad(ErrModule, "module exports no _initialize")
-		}
-	}
+	shape.start = startFunction(c, fns, bad)
 	_, kindExport, _ := kind.bit()
 	kindSig := sigBatch
 	if kind == KindAllocate || kind == KindTransform {
@@ -163,6 +160,40 @@ func validateModule(c wazero.CompiledModule, kind Kind) (moduleShape, error) {
 		bad(ErrModule, "module imports memory %s.%s; it must define its own", mod, name)
 	}
 	return shape, errors.Join(errs...)
+}
+
+// startFunction picks the export that initializes an instance. A module
+// that imports WASI is a WASI program and must be a reactor: it exports
+// _initialize (a command's _start would run main and exit). A module that
+// imports no WASI, as AssemblyScript's output, may export _initialize,
+// _start (AssemblyScript's --exportStart), or neither, when its toolchain
+// initializes it from the wasm start section at instantiation.
+func startFunction(c wazero.CompiledModule, fns map[string]api.FunctionDefinition, bad func(error, string, ...any)) string {
+	if f, ok := fns[abi.ExportInitialize]; ok {
+		if !sigMarker.matches(f) {
+			bad(ErrModule, "export %s must take and return nothing", abi.ExportInitialize)
+		}
+		return abi.ExportInitialize
+	}
+	wasi := false
+	for _, f := range c.ImportedFunctions() {
+		if mod, _, _ := f.Import(); mod == wasi_snapshot_preview1.ModuleName {
+			wasi = true
+		}
+	}
+	_, cmd := fns[abi.ExportStart]
+	switch {
+	case wasi && cmd:
+		bad(ErrModule, "module is a WASI command (exports _start, not _initialize); build Go plugins with -buildmode=c-shared")
+	case wasi:
+		bad(ErrModule, "module imports WASI but exports no _initialize; only modules without WASI imports may start with _start or their start section")
+	case cmd:
+		if !sigMarker.matches(fns[abi.ExportStart]) {
+			bad(ErrModule, "export %s must take and return nothing", abi.ExportStart)
+		}
+		return abi.ExportStart
+	}
+	return ""
 }
 
 func typeNames(ts []api.ValueType) []string {

@@ -540,12 +540,27 @@ func TestInvalid(t *testing.T) {
 			t.Fatalf("err = %v, want it to mention %q", err, want)
 		}
 	}
+	// A WASI module exporting _start instead of _initialize is a command,
+	// which would run main and exit; only modules without WASI imports may
+	// start with _start.
+	_, err = wasm.Load(ctx(t), wasm.Options{Name: "command", Kind: wasm.KindFilter, Module: hollowModule("_start")})
+	if !errors.Is(err, wasm.ErrModule) || !strings.Contains(err.Error(), "WASI command (exports _start, not _initialize)") {
+		t.Fatalf("command: %v", err)
+	}
 }
 
 // hollowModule is a hand-assembled module exporting only the ABI v1 marker
-// and importing env.dial and wasi_snapshot_preview1.sock_accept.
-func hollowModule() []byte {
+// (and the extra names, all the same function) and importing env.dial and
+// wasi_snapshot_preview1.sock_accept.
+func hollowModule(extra ...string) []byte {
 	str := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	exports := func(names []string) []byte {
+		b := []byte{byte(len(names))}
+		for _, n := range names {
+			b = append(append(b, str(n)...), 0, 2)
+		}
+		return b
+	}
 	section := func(id byte, body ...[]byte) []byte {
 		b := bytes.Join(body, nil)
 		return append([]byte{id, byte(len(b))}, b...)
@@ -555,9 +570,9 @@ func hollowModule() []byte {
 		section(1, []byte{1, 0x60, 0, 0}), // one type: () → ()
 		section(2, []byte{2}, str("env"), str("dial"), []byte{0, 0},
 			str("wasi_snapshot_preview1"), str("sock_accept"), []byte{0, 0}),
-		section(3, []byte{1, 0}),                                  // one function of type 0
-		section(7, []byte{1}, str("broker_abi_v1"), []byte{0, 2}), // export function 2
-		section(10, []byte{1, 2, 0, 0x0b}),                        // its body: no locals, end
+		section(3, []byte{1, 0}), // one function of type 0
+		section(7, exports(append([]string{"broker_abi_v1"}, extra...))), // export function 2
+		section(10, []byte{1, 2, 0, 0x0b}),                               // its body: no locals, end
 	}, nil)
 }
 

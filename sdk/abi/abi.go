@@ -27,9 +27,13 @@ const (
 	// ExportMemory is the module's linear memory.
 	ExportMemory = "memory"
 	// ExportInitialize is the reactor's initializer (Go's runtime and init
-	// functions). The host calls it once, before anything else.
+	// functions). The host calls it once, before anything else. A module
+	// that imports WASI must export it.
 	ExportInitialize = "_initialize"
-	// ExportStart marks a command module, which this ABI does not load.
+	// ExportStart marks a WASI command module, which this ABI does not
+	// load. A module without WASI imports (AssemblyScript's output) may
+	// export it instead of ExportInitialize, or neither when its start
+	// section initializes it; the host then calls it in the same place.
 	ExportStart = "_start"
 	// ExportBuffer is broker_buffer(size i32) → ptr i32: a guest-owned
 	// buffer of at least size bytes, reused by every call until the host asks

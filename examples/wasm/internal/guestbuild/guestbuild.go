@@ -11,7 +11,7 @@ import (
 
 var (
 	mu    sync.Mutex
-	built = map[string]*result{} // absolute package dir → result
+	built = map[string]*result{} // absolute package dir, or asc and entry file → result
 )
 
 type result struct {
