@@ -8,7 +8,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
@@ -84,33 +83,7 @@ func testSendAckedAfterFsync(t *testing.T, flush store.FlushMode) {
 	stop.Store(true)
 	wg.Wait()
 
-	levels, _ := broker.ParseDelayLevels(broker.DefaultDelayLevels)
-	st, err := store.Open(store.Options{Dir: e.Config.DataDir, FS: crashed, SegmentSize: 4 << 20, TagCode: broker.TagCode(levels), Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	stored := map[string]bool{}
-	for q := range int32(4) {
-		it := st.NewQueueIter(topic, q, store.IterOptions{})
-		for ok := it.SeekGE(0); ok; ok = it.Next() {
-			stored[string(it.Record().Body())] = true
-		}
-		if err := it.Error(); err != nil {
-			t.Fatal(err)
-		}
-		it.Close()
-	}
-	lost := 0
-	for _, b := range before {
-		if !stored[b] {
-			lost++
-		}
-	}
-	if lost > 0 {
-		t.Fatalf("%d of %d acknowledged messages lost in the crash (%d stored)", lost, len(before), len(stored))
-	}
-	t.Logf("%d acknowledged before the crash, %d stored after it", len(before), len(stored))
+	brokertest.CheckAcknowledgedSurvive(t, crashed, e.Config.DataDir, topic, 4, before)
 }
 
 // TestSendRequestSharesRounds: the messages of one SendMessage request
