@@ -155,6 +155,11 @@ type Node struct {
 	// storeClosed is set while Restore has closed the store and not yet
 	// opened the restored one (for good, if that failed).
 	storeClosed atomic.Bool
+	// raftDown is set as raft is shut down. raft's own state can read
+	// Follower or Candidate after its Shutdown: its run loop may handle one
+	// more RPC or timeout, which sets the state, before it sees the
+	// shutdown.
+	raftDown atomic.Bool
 	closing     sync.Once
 	opened      chan struct{} // closed when Open returns, n.raft set or not
 }
@@ -377,7 +382,7 @@ func (n *Node) leaderLoop() {
 // raft's state.
 func (n *Node) settle() {
 	st := n.Store()
-	isLeader := n.raft.State() == raft.Leader && n.failure.Load() == nil
+	isLeader := n.state() == raft.Leader && n.failure.Load() == nil
 	switch {
 	case isLeader && !st.Writable():
 		if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
@@ -388,7 +393,7 @@ func (n *Node) settle() {
 			}
 			return
 		}
-		if n.raft.State() != raft.Leader || n.failure.Load() != nil {
+		if n.state() != raft.Leader || n.failure.Load() != nil {
 			return
 		}
 		st.Promote()
@@ -430,6 +435,7 @@ func (n *Node) Close() error {
 		if n.leading.Swap(false) && n.opts.OnFollower != nil {
 			n.opts.OnFollower()
 		}
+		n.raftDown.Store(true)
 		errs = append(errs, n.raft.Shutdown().Error())
 		close(n.quit)
 		n.wg.Wait()
@@ -501,6 +507,14 @@ func (n *Node) failWith(cause error) {
 	go n.leave()
 }
 
+// state is raft's state, Shutdown once this member has shut raft down.
+func (n *Node) state() raft.RaftState {
+	if n.raftDown.Load() {
+		return raft.Shutdown
+	}
+	return n.raft.State()
+}
+
 // leave shuts raft down on a failed member.
 func (n *Node) leave() {
 	defer n.wg.Done()
@@ -508,13 +522,14 @@ func (n *Node) leave() {
 	if n.raft == nil {
 		return // Open failed: nothing runs
 	}
-	if n.raft.State() == raft.Leader {
+	if n.state() == raft.Leader {
 		// The raft log here is sound; only the store is not. Handing
 		// leadership over spares the others an election timeout.
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			n.log.Warn("failed member could not hand leadership over", "err", err)
 		}
 	}
+	n.raftDown.Store(true)
 	if err := n.raft.Shutdown().Error(); err != nil {
 		n.log.Warn("shutting raft down", "err", err)
 	}

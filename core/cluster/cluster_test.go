@@ -127,7 +127,14 @@ func faultFS(m *member) vfs.FS {
 	}))
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// quiet discards the members' logs; RMQ_TEST_LOG=1 shows them, with
+// raft's, when a test needs explaining.
+func quiet() *slog.Logger {
+	if os.Getenv("RMQ_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func fastOptions(o *cluster.Options) {
 	o.HeartbeatTimeout = 300 * time.Millisecond

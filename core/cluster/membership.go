@@ -52,7 +52,7 @@ func (n *Node) AddMember(p Peer) error {
 	if p.ID == "" || p.Addr == "" {
 		return fmt.Errorf("%w: a member needs an id and a raft address", ErrMembership)
 	}
-	if n.raft.State() != raft.Leader {
+	if n.state() != raft.Leader {
 		return n.notLeader()
 	}
 	cfg, index, err := n.configuration()
@@ -80,7 +80,7 @@ func (n *Node) AddMember(p Peer) error {
 // itself hands leadership to another member first. A set is never made
 // smaller than one member.
 func (n *Node) RemoveMember(id string) error {
-	if n.raft.State() != raft.Leader {
+	if n.state() != raft.Leader {
 		return n.notLeader()
 	}
 	cfg, index, err := n.configuration()
@@ -108,7 +108,7 @@ func (n *Node) RemoveMember(id string) error {
 // up-to-date other member when id is empty, and returns once the
 // transfer ended (raft gives the target an election timeout to win).
 func (n *Node) TransferLeadership(id string) error {
-	if n.raft.State() != raft.Leader {
+	if n.state() != raft.Leader {
 		return n.notLeader()
 	}
 	if id == "" {

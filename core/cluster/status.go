@@ -53,7 +53,7 @@ type Member struct {
 // Status returns this member's view of the set.
 func (n *Node) Status() Status {
 	st := Status{Set: n.opts.SetName, Node: n.opts.NodeID, Addr: n.self.Addr,
-		State: n.raft.State().String(), Leader: n.LeaderID(),
+		State: n.state().String(), Leader: n.LeaderID(),
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex(),
 		Writable: n.Store().Writable(), SnapshotsInstalled: n.restores.Load(),
 		RaftReceived: n.received.Load()}
@@ -65,7 +65,7 @@ func (n *Node) Status() Status {
 	}
 	stats := n.raft.Stats()
 	st.Term, _ = strconv.ParseUint(stats["term"], 10, 64)
-	if n.raft.State() != raft.Leader {
+	if n.state() != raft.Leader {
 		if t := n.raft.LastContact(); !t.IsZero() {
 			st.LastContact = time.Since(t).Round(time.Millisecond).String()
 		}
