@@ -160,8 +160,8 @@ type Node struct {
 	// more RPC or timeout, which sets the state, before it sees the
 	// shutdown.
 	raftDown atomic.Bool
-	closing     sync.Once
-	opened      chan struct{} // closed when Open returns, n.raft set or not
+	closing  sync.Once
+	opened   chan struct{} // closed when Open returns, n.raft set or not
 }
 
 type pending struct {
