@@ -71,7 +71,7 @@ func TestBrokerAssignmentFollowsGroupStrategy(t *testing.T) {
 		return sum == int64(len(before))
 	})
 
-	if err := e.Broker.SetGroupStrategy(group, allocate.NameByCircle); err != nil {
+	if err := e.Broker.Admin().SetGroupStrategy(group, allocate.NameByCircle); err != nil {
 		t.Fatal(err)
 	}
 	waitHeld([]int32{0, 2}, []int32{1, 3}) // AVG_BY_CIRCLE
@@ -93,7 +93,7 @@ func TestClientAllocationWhenAsked(t *testing.T) {
 	e := startBroker(t)
 	topic, group := brokertest.Name("T"), brokertest.Name("g")
 	e.createTopic(t, topic, 4)
-	if err := e.Broker.SetGroupStrategy(group, allocate.NameByCircle); err != nil {
+	if err := e.Broker.Admin().SetGroupStrategy(group, allocate.NameByCircle); err != nil {
 		t.Fatal(err)
 	}
 	opts := e.consumerOptions(group)

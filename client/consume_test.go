@@ -84,7 +84,7 @@ func TestConsumeRetryThenDeadLetter(t *testing.T) {
 		}
 	}
 	d.wait(t, "the dead letter", 10*time.Second, func() bool {
-		dl, err := e.Broker.ListDLQ(outbox.DLQSelector{Group: group})
+		dl, err := e.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group})
 		return err == nil && len(dl) == 1
 	})
 	if n := len(d.get("r-0")); n != 3 {

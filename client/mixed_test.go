@@ -43,14 +43,14 @@ func TestMixedGroupWithOfficialClient(t *testing.T) {
 	// has given them up (it rebalances every 20 s or on notification).
 	brokertest.Eventually(t, 30*time.Second, "our consumer to hold 2 queues", func() bool { return len(c.held(topic)) == 2 })
 	brokertest.Eventually(t, 30*time.Second, "the group to be split", func() bool {
-		ids := e.Broker.ConsumerIDs(group)
+		ids := e.Broker.View().ConsumerIDs(group)
 		return len(ids) == 2
 	})
 	// Cleanups run last-in first-out: this one runs before either
 	// consumer stops, so our consumer's departure does not notify the
 	// official client into a rebalance that races its own Shutdown (a race
 	// inside that client).
-	t.Cleanup(func() { e.Broker.SetNotifyConsumerIDsChanged(false) })
+	t.Cleanup(func() { e.Broker.Hooks().SetNotifyConsumerIDsChanged(false) })
 	// Let the official client's rebalance catch up with the new member.
 	deadline := time.Now().Add(25 * time.Second)
 	var bodies []string

@@ -22,7 +22,7 @@ func TestAdminConsumersStrategy(t *testing.T) {
 		t.Fatalf("set: %d %q %q", code, out, errs)
 	}
 	env = env.Restart(t) // durable
-	if gs := env.Broker.GroupStrategy(group); gs.Configured != "CONSISTENT_HASH" {
+	if gs := env.Broker.View().GroupStrategy(group); gs.Configured != "CONSISTENT_HASH" {
 		t.Fatalf("after set and restart: %+v", gs)
 	}
 	if code, _, errs := admin("--group", group, "--strategy", "RANDOM"); code != 1 || !strings.Contains(errs, `"RANDOM" is not one of AVG, AVG_BY_CIRCLE, CONSISTENT_HASH`) {

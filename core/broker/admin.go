@@ -60,28 +60,36 @@ func (t *adminTable) names() []string {
 	return names
 }
 
-// HandleAdmin registers an admin command. Components wired around the
+// Handle registers an admin command. Components wired around the
 // broker (plugins, the NATS bridge) add theirs; registering a name twice
 // replaces the handler.
-func (b *Broker) HandleAdmin(name string, h AdminHandler) { b.admin.set(name, h) }
+func (a Admin) Handle(name string, h AdminHandler) {
+	b := a.b
+	b.admin.set(name, h)
+}
 
-// HandleReplicaAdmin registers an admin command that a replica
+// HandleOnReplica registers an admin command that a replica
 // (Options.ReplicaID) serves too: one that only reads, or that answers
 // where to go instead. A replica refuses every other admin command as a
 // write; a master serves both kinds alike.
-func (b *Broker) HandleReplicaAdmin(name string, h AdminHandler) {
+func (a Admin) HandleOnReplica(name string, h AdminHandler) {
+	b := a.b
 	b.admin.set(name, h)
 	b.replAdmin.set(name, h)
 }
 
-// AdminCommands lists the registered admin commands.
-func (b *Broker) AdminCommands() []string { return b.admin.names() }
+// Commands lists the registered admin commands.
+func (a Admin) Commands() []string {
+	b := a.b
+	return b.admin.names()
+}
 
-// RunAdmin runs an admin command in-process.
-func (b *Broker) RunAdmin(ctx context.Context, name string, args json.RawMessage) (any, error) {
+// Run runs an admin command in-process.
+func (a Admin) Run(ctx context.Context, name string, args json.RawMessage) (any, error) {
+	b := a.b
 	h := b.admin.get(name)
 	if h == nil {
-		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownCommand, name, b.AdminCommands())
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownCommand, name, b.Admin().Commands())
 	}
 	return h(ctx, args)
 }
@@ -92,7 +100,7 @@ func (b *Broker) handleAdmin(c *remoting.Conn, req *remoting.Command) *remoting.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
-	res, err := b.RunAdmin(ctx, req.Get("command"), req.Body)
+	res, err := b.Admin().Run(ctx, req.Get("command"), req.Body)
 	if err != nil {
 		return response(req, remoting.SystemError, "%v", err)
 	}
@@ -108,12 +116,12 @@ func (b *Broker) handleAdmin(c *remoting.Conn, req *remoting.Command) *remoting.
 // registerBuiltinAdmin adds the broker's own admin commands.
 func (b *Broker) registerBuiltinAdmin() {
 	b.registerDLQAdmin()
-	b.HandleAdmin("consumers.strategy", b.handleStrategyAdmin)
-	b.HandleAdmin("offsets.reset", b.handleResetAdmin)
-	b.HandleAdmin("topics.list", func(ctx context.Context, _ json.RawMessage) (any, error) {
+	b.Admin().Handle("consumers.strategy", b.handleStrategyAdmin)
+	b.Admin().Handle("offsets.reset", b.handleResetAdmin)
+	b.Admin().Handle("topics.list", func(ctx context.Context, _ json.RawMessage) (any, error) {
 		return b.Topics(), nil
 	})
-	b.HandleAdmin("offsets.list", func(ctx context.Context, args json.RawMessage) (any, error) {
+	b.Admin().Handle("offsets.list", func(ctx context.Context, args json.RawMessage) (any, error) {
 		var a struct {
 			Group string `json:"group"`
 		}

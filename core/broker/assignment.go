@@ -264,7 +264,8 @@ type StrategyArgs struct {
 }
 
 // SetGroupStrategy sets a group's allocateStrategy durably; "" unsets it.
-func (b *Broker) SetGroupStrategy(group, strategy string) error {
+func (a Admin) SetGroupStrategy(group, strategy string) error {
+	b := a.b
 	if group == "" {
 		return errors.New("broker: a consumer group is required")
 	}
@@ -274,7 +275,8 @@ func (b *Broker) SetGroupStrategy(group, strategy string) error {
 }
 
 // GroupStrategy reports a group's configured and effective strategies.
-func (b *Broker) GroupStrategy(group string) GroupStrategy {
+func (v View) GroupStrategy(group string) GroupStrategy {
+	b := v.b
 	gc, _ := b.groupConfig(group)
 	_, _, name, source := b.strategy(group, "")
 	return GroupStrategy{Group: group, Configured: gc.AllocateStrategy, Effective: name, Source: source}
@@ -292,11 +294,11 @@ func (b *Broker) handleStrategyAdmin(_ context.Context, args json.RawMessage) (a
 		return nil, errors.New("consumers.strategy: give a strategy or clear, not both")
 	}
 	if a.Clear || a.Strategy != "" {
-		if err := b.SetGroupStrategy(a.Group, a.Strategy); err != nil {
+		if err := b.Admin().SetGroupStrategy(a.Group, a.Strategy); err != nil {
 			return nil, err
 		}
 	}
-	return b.GroupStrategy(a.Group), nil
+	return b.View().GroupStrategy(a.Group), nil
 }
 
 // checkGroupStrategy validates and canonicalizes gc.AllocateStrategy.

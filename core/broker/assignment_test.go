@@ -74,13 +74,13 @@ func TestQueryAssignment(t *testing.T) {
 	}
 
 	// The group's strategy beats the client's, at once and durably.
-	if _, err := b.RunAdmin(context.Background(), "consumers.strategy", json.RawMessage(`{"group":"`+group+`","strategy":"avg_by_circle"}`)); err != nil {
+	if _, err := b.Admin().Run(context.Background(), "consumers.strategy", json.RawMessage(`{"group":"`+group+`","strategy":"avg_by_circle"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got := both("AVG"); got != "0 2 4 | 1 3" {
 		t.Errorf("group AVG_BY_CIRCLE: %s", got)
 	}
-	if gs := b.GroupStrategy(group); gs.Configured != "AVG_BY_CIRCLE" || gs.Effective != "AVG_BY_CIRCLE" || gs.Source != broker.SourceGroup {
+	if gs := b.View().GroupStrategy(group); gs.Configured != "AVG_BY_CIRCLE" || gs.Effective != "AVG_BY_CIRCLE" || gs.Source != broker.SourceGroup {
 		t.Errorf("GroupStrategy %+v", gs)
 	}
 	// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP without the field keeps it; with
@@ -97,7 +97,7 @@ func TestQueryAssignment(t *testing.T) {
 	if r := update(`{"groupName":"` + group + `","retryQueueNums":1,"allocateStrategy":"RANDOM"}`); r.Code != remoting.SystemError || !strings.Contains(r.Remark, `allocateStrategy "RANDOM" is not one of AVG, AVG_BY_CIRCLE, CONSISTENT_HASH`) {
 		t.Errorf("bad strategy: %d %s", r.Code, r.Remark)
 	}
-	if _, err := b.RunAdmin(context.Background(), "consumers.strategy", json.RawMessage(`{"group":"`+group+`","clear":true}`)); err != nil {
+	if _, err := b.Admin().Run(context.Background(), "consumers.strategy", json.RawMessage(`{"group":"`+group+`","clear":true}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got := both("AVG_BY_CIRCLE"); got != "0 2 4 | 1 3" {

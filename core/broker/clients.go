@@ -734,11 +734,15 @@ func (b *Broker) handleViewMessage(c *remoting.Conn, req *remoting.Command) *rem
 }
 
 // ConsumerIDs returns the client ids of a consumer group's live members.
-func (b *Broker) ConsumerIDs(group string) []string {
+func (v View) ConsumerIDs(group string) []string {
+	b := v.b
 	ids, _ := b.clients.consumerIDs(group)
 	return ids
 }
 
 // SetNotifyConsumerIDsChanged turns NOTIFY_CONSUMER_IDS_CHANGED on or off.
 // Without it, consumers still rebalance every 20 s.
-func (b *Broker) SetNotifyConsumerIDsChanged(on bool) { b.clients.notifyOff.Store(!on) }
+func (h Hooks) SetNotifyConsumerIDsChanged(on bool) {
+	b := h.b
+	b.clients.notifyOff.Store(!on)
+}

@@ -16,7 +16,8 @@ import (
 // ListDLQ lists a group's dead letters matching sel. A group that never
 // had one (no dead-letter topic) has an empty list, as has a selector
 // that matches nothing.
-func (b *Broker) ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error) {
+func (o Outbox) ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error) {
+	b := o.b
 	if sel.Group != "" && sel.QueueOffset == nil {
 		if _, ok := b.topics.get(DLQGroupTopicPrefix + sel.Group); !ok {
 			return nil, nil
@@ -51,7 +52,8 @@ func (b *Broker) ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error) {
 // ResendDLQ sends the dead letters matching sel again, each as a new
 // message, to their original topic or to the group's retry topic. The dead
 // letters stay where they are.
-func (b *Broker) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error) {
+func (o Outbox) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error) {
+	b := o.b
 	if target != outbox.ResendOrigin && target != outbox.ResendRetry {
 		return nil, fmt.Errorf("broker: resend target %q: want %q or %q", target, outbox.ResendOrigin, outbox.ResendRetry)
 	}
@@ -211,14 +213,14 @@ func originTopic(m *message.Message) string {
 }
 
 func (b *Broker) registerDLQAdmin() {
-	b.HandleAdmin("dlq.list", func(ctx context.Context, args json.RawMessage) (any, error) {
+	b.Admin().Handle("dlq.list", func(ctx context.Context, args json.RawMessage) (any, error) {
 		var sel outbox.DLQSelector
 		if err := decodeArgs(args, &sel); err != nil {
 			return nil, err
 		}
-		return b.ListDLQ(sel)
+		return b.Outbox().ListDLQ(sel)
 	})
-	b.HandleAdmin("dlq.resend", func(ctx context.Context, args json.RawMessage) (any, error) {
+	b.Admin().Handle("dlq.resend", func(ctx context.Context, args json.RawMessage) (any, error) {
 		var a struct {
 			outbox.DLQSelector
 			Target string `json:"target"`
@@ -229,6 +231,6 @@ func (b *Broker) registerDLQAdmin() {
 		if a.Target == "" {
 			a.Target = outbox.ResendOrigin
 		}
-		return b.ResendDLQ(a.DLQSelector, a.Target)
+		return b.Outbox().ResendDLQ(a.DLQSelector, a.Target)
 	})
 }

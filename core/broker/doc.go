@@ -75,17 +75,25 @@
 // transactions) from memory when an exporter asks.
 //
 // local.go is the face for in-process front ends of another protocol (the
-// gRPC endpoint of RocketMQ 5 clients, internal/grpcserver): SendLocal,
+// gRPC endpoint of RocketMQ 5 clients, internal/grpcserver):
 // SendLocalBatch and EndLocalTransaction take the send and END_TRANSACTION
 // paths without a connection (a batch's messages queued on the store
 // together, so they share a group-commit round, as the remoting port's
 // fast sends do), DeadLetter the send-back's dead-letter move, CompileFilter
-// the filter cache; OnArrival, OnTransactionCheck, OnPull and
-// OnTopicDeleted let the front end wake its long polls, ask its producers
+// the filter cache; the Hooks (OnArrival, OnTransactionCheck, OnPull and
+// OnTopicDeleted) let the front end wake its long polls, ask its producers
 // for transaction states, keep a group consumed one way, and drop a
 // deleted topic's state.
 //
-// inspect.go holds read-only views for in-process tools (the web
+// *Broker itself exports only the lifecycle (Serve, Shutdown, Ready,
+// Addr, Metrics), the typed operations above, and topic and group
+// administration; what one audience alone needs hangs off a small handle
+// (surface.go): View (read-only views), Outbox (events and dead letters,
+// for the NATS bridge), Admin (the admin command registry) and Hooks
+// (what a front end or the plugin host installs). A lint keeps the count
+// of *Broker's exported methods at 25 or fewer.
+//
+// inspect.go holds View's read-only views for in-process tools (the web
 // console): group configs and online members, messages by position or
 // key, pending delays, timers and transactions. Each is bounded by the
 // table it walks or its limit, and none serves a broker-reserved topic.

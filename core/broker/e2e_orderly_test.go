@@ -273,7 +273,7 @@ func TestOrderlyTwoConsumersHandover(t *testing.T) {
 	}
 	// Wait until the queues are split between the two.
 	brokertest.Eventually(t, 30*time.Second, "the queues to be locked by both consumers", func() bool {
-		ids := env.Broker.ConsumerIDs(group)
+		ids := env.Broker.View().ConsumerIDs(group)
 		holders := map[string]int{}
 		for q, id := range env.Broker.QueueLocks(group) {
 			if q.Topic == topic {

@@ -245,7 +245,7 @@ func TestTwoConsumersSplitQueues(t *testing.T) {
 		})
 		env.StartConsumer(t, c, group, true, topic)
 	}
-	brokertest.Eventually(t, 10*time.Second, "both consumers registered", func() bool { return len(env.Broker.ConsumerIDs(group)) == 2 })
+	brokertest.Eventually(t, 10*time.Second, "both consumers registered", func() bool { return len(env.Broker.View().ConsumerIDs(group)) == 2 })
 	// A first round lets the rebalance that followed the second consumer's
 	// arrival finish; the split is checked on the second.
 	for round, n := range []int{40, 200} {

@@ -61,18 +61,23 @@ func (b *Broker) newEvent(ev outbox.Record, moved *message.Message) *message.Mes
 }
 
 // EventOffsets returns the first retained and the next outbox offset.
-func (b *Broker) EventOffsets() (minOff, maxOff int64) {
+func (o Outbox) EventOffsets() (minOff, maxOff int64) {
+	b := o.b
 	return b.store.QueueOffsets(EventsTopic, 0)
 }
 
 // WaitEvents returns a channel closed when events are stored after the
 // call. Check EventOffsets after taking it, so none is missed.
-func (b *Broker) WaitEvents() <-chan struct{} { return b.events.wait() }
+func (o Outbox) WaitEvents() <-chan struct{} {
+	b := o.b
+	return b.events.wait()
+}
 
 // ReadEvents appends to dst up to max outbox events starting at offset
 // from, each with its moved message's body and properties. An offset
 // below the retained range gives store.ErrOffsetGone.
-func (b *Broker) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Event, error) {
+func (o Outbox) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Event, error) {
+	b := o.b
 	n0 := len(dst)
 	if max <= 0 {
 		return dst, nil
@@ -147,7 +152,7 @@ func (b *Broker) outboxLoop() { b.every(outboxTrimInterval, b.trimOutbox) }
 // trimOutbox drops the oldest events beyond the size bound, estimating the
 // size from the latest events' record sizes.
 func (b *Broker) trimOutbox() {
-	minOff, maxOff := b.EventOffsets()
+	minOff, maxOff := b.Outbox().EventOffsets()
 	if maxOff-minOff < 2 {
 		return
 	}

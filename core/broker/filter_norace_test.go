@@ -43,7 +43,7 @@ func TestBadSQL92IsReported(t *testing.T) {
 	defer c.Shutdown()
 	// Start leaves a rebalance running that Pull would race with inside
 	// the client; it is over once the client's own pulls reach the broker.
-	brokertest.Eventually(t, 30*time.Second, "the client's start-up rebalance", func() bool { return env.Broker.Pulled(group, topic, 0) })
+	brokertest.Eventually(t, 30*time.Second, "the client's start-up rebalance", func() bool { return env.Broker.View().Pulled(group, topic, 0) })
 	_, err = c.Pull(context.Background(), 10)
 	if err == nil || !strings.Contains(err.Error(), "sql92") || !strings.Contains(err.Error(), "23") {
 		t.Fatalf("Pull with a bad expression: %v", err)

@@ -37,7 +37,7 @@ func TestSetFilterFactory(t *testing.T) {
 		t.Fatalf("the first compile is not cached: %+v", first)
 	}
 
-	b.SetFilterFactory("class", labelFactory("v2"))
+	b.Hooks().SetFilterFactory("class", labelFactory("v2"))
 	if f := compile("CLASS", "a=1"); f == first || f.label != "v2" {
 		t.Fatalf("after SetFilterFactory: %+v", f)
 	}
@@ -45,13 +45,13 @@ func TestSetFilterFactory(t *testing.T) {
 		t.Fatal("another type's cached filter was dropped")
 	}
 
-	b.SetFilterFactory("CLASS", nil)
+	b.Hooks().SetFilterFactory("CLASS", nil)
 	_, err := b.filters.compile("CLASS", "a=1")
 	if err == nil || !strings.Contains(err.Error(), `unknown expression type "CLASS"`) || !strings.Contains(err.Error(), "OTHER") {
 		t.Fatalf("removed type: %v", err)
 	}
 
-	b.SetFilterFactory("GEO", labelFactory("geo"))
+	b.Hooks().SetFilterFactory("GEO", labelFactory("geo"))
 	if f := compile("geo", "near"); f.label != "geo" {
 		t.Fatalf("added type: %+v", f)
 	}

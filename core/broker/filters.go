@@ -91,7 +91,8 @@ func (c *filterCache) cachedBytes() int64 {
 // Subscriptions already compiled keep the Filter they hold: a factory whose
 // filters must follow later changes (a reloaded plugin) returns filters
 // that do.
-func (b *Broker) SetFilterFactory(typ string, f FilterFactory) {
+func (h Hooks) SetFilterFactory(typ string, f FilterFactory) {
+	b := h.b
 	b.filters.setFactory(normalizeType(typ), f)
 }
 

@@ -121,7 +121,7 @@ func TestDLQResendRefusesReservedTopics(t *testing.T) {
 	before := env.Broker.Topics()
 	for i, topic := range reserved {
 		for _, target := range []string{outbox.ResendOrigin, outbox.ResendRetry} {
-			_, err := env.Broker.ResendDLQ(outbox.DLQSelector{Group: group, MsgID: "R" + strconv.Itoa(i)}, target)
+			_, err := env.Broker.Outbox().ResendDLQ(outbox.DLQSelector{Group: group, MsgID: "R" + strconv.Itoa(i)}, target)
 			if !errors.Is(err, broker.ErrReservedTopic) {
 				t.Errorf("resend of a dead letter from %s to %s: %v, want ErrReservedTopic", topic, target, err)
 			}
@@ -282,7 +282,7 @@ func TestReservedAndRetryTopicRules(t *testing.T) {
 			if n := env.Store.MaxOffset(broker.RetryGroupTopicPrefix+group, 0); n != 0 {
 				t.Fatalf("a batch with reconsume times 999 left %d messages in the retry topic", n)
 			}
-			if dead, _ := env.Broker.ListDLQ(outbox.DLQSelector{Group: group}); len(dead) != 3 {
+			if dead, _ := env.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group}); len(dead) != 3 {
 				t.Fatalf("%d dead letters, want the batch's 3", len(dead))
 			}
 		})
@@ -372,7 +372,7 @@ func TestGroupNamesValidated(t *testing.T) {
 				t.Errorf("%s: a remark of %d bytes", name, len(r.Remark))
 			}
 		}
-		if group != "" && len(env.Broker.ConsumerIDs(group)) != 0 {
+		if group != "" && len(env.Broker.View().ConsumerIDs(group)) != 0 {
 			t.Errorf("group %.20q was registered", group)
 		}
 	}

@@ -21,13 +21,15 @@ import (
 
 // ConsumerConnection returns a consumer group's online members, its
 // subscriptions and consume settings, false when no member is online.
-func (b *Broker) ConsumerConnection(group string) (remoting.ConsumerConnection, bool) {
+func (v View) ConsumerConnection(group string) (remoting.ConsumerConnection, bool) {
+	b := v.b
 	return b.clients.consumerConnection(group)
 }
 
 // OnlineConsumerGroups returns the consumer groups with a member online,
 // sorted.
-func (b *Broker) OnlineConsumerGroups() []string {
+func (v View) OnlineConsumerGroups() []string {
+	b := v.b
 	b.clients.mu.Lock()
 	out := make([]string, 0, len(b.clients.consumers))
 	for g, cg := range b.clients.consumers {
@@ -42,7 +44,8 @@ func (b *Broker) OnlineConsumerGroups() []string {
 
 // GroupConfigs returns the stored consumer group configurations, sorted by
 // name (bounded by MaxGroups).
-func (b *Broker) GroupConfigs() []SubscriptionGroupConfig {
+func (v View) GroupConfigs() []SubscriptionGroupConfig {
+	b := v.b
 	var out []SubscriptionGroupConfig
 	b.store.EachMeta(groupMetaKey, func(_ string, v []byte) error {
 		var gc SubscriptionGroupConfig
@@ -64,7 +67,8 @@ func checkReadable(r message.Record) error {
 }
 
 // MessageAt returns the record at a queue offset of a topic, a copy.
-func (b *Broker) MessageAt(topic string, queueID int32, off int64) (message.Record, error) {
+func (v View) MessageAt(topic string, queueID int32, off int64) (message.Record, error) {
+	b := v.b
 	r, err := b.readOne(topic, queueID, off)
 	if err != nil {
 		return nil, err
@@ -74,7 +78,8 @@ func (b *Broker) MessageAt(topic string, queueID int32, off int64) (message.Reco
 
 // MessageByCommitOffset returns the record at a commit-log offset (the
 // offset an offsetMsgId names).
-func (b *Broker) MessageByCommitOffset(off int64) (message.Record, error) {
+func (v View) MessageByCommitOffset(off int64) (message.Record, error) {
+	b := v.b
 	r, err := b.store.ReadRecordAt(off)
 	if err != nil {
 		return nil, err
@@ -85,7 +90,8 @@ func (b *Broker) MessageByCommitOffset(off int64) (message.Record, error) {
 // MessagesByKey returns up to limit records of topic whose KEYS hold key
 // or, with unique, whose UNIQ_KEY is key (the client's message id), as
 // QUERY_MESSAGE finds them.
-func (b *Broker) MessagesByKey(topic, key string, unique bool, limit int) ([]message.Record, error) {
+func (v View) MessagesByKey(topic, key string, unique bool, limit int) ([]message.Record, error) {
+	b := v.b
 	if systemTopic(topic) || topic == TxnCheckMaxTopic {
 		return nil, fmt.Errorf("%w: %s", ErrReservedTopic, logName(topic))
 	}
@@ -114,7 +120,8 @@ type DelayPending struct {
 
 // PendingDelayed returns, for each delay level, how many delayed messages
 // wait in it: the level's queue past the scheduler's progress.
-func (b *Broker) PendingDelayed() []DelayPending {
+func (v View) PendingDelayed() []DelayPending {
+	b := v.b
 	out := make([]DelayPending, 0, len(b.levels))
 	for i, d := range b.levels {
 		from, _ := b.store.Progress(levelProgressName + strconv.Itoa(i+1))
@@ -128,7 +135,8 @@ func (b *Broker) PendingDelayed() []DelayPending {
 // ones plus those stored since the indexer last ran, and returns the due
 // time of the earliest indexed one (zero when none). more tells that the
 // count stopped at limit.
-func (b *Broker) PendingTimed(limit int) (n int, earliest time.Time, more bool, err error) {
+func (v View) PendingTimed(limit int) (n int, earliest time.Time, more bool, err error) {
+	b := v.b
 	err = b.store.ScanKeys([]byte{timerDueKey}, nil, func(k []byte) bool {
 		if n == limit {
 			more = true
@@ -158,7 +166,8 @@ type PendingTxn struct {
 
 // UnresolvedTransactions returns how many transactions are unresolved and
 // the oldest of them, up to limit.
-func (b *Broker) UnresolvedTransactions(limit int) (total int, oldest []PendingTxn) {
+func (v View) UnresolvedTransactions(limit int) (total int, oldest []PendingTxn) {
+	b := v.b
 	s := b.txn
 	s.mu.Lock()
 	total = len(s.mu.pending)
@@ -176,13 +185,20 @@ func (b *Broker) UnresolvedTransactions(limit int) (total int, oldest []PendingT
 }
 
 // DelayLevels returns the broker's delay levels, level 1 first.
-func (b *Broker) DelayLevels() []time.Duration { return slices.Clone(b.levels) }
+func (v View) DelayLevels() []time.Duration {
+	b := v.b
+	return slices.Clone(b.levels)
+}
 
 // BootTime returns when the broker was built.
-func (b *Broker) BootTime() time.Time { return b.boot }
+func (v View) BootTime() time.Time {
+	b := v.b
+	return b.boot
+}
 
 // ConnCount returns how many client connections the broker holds open.
-func (b *Broker) ConnCount() int {
+func (v View) ConnCount() int {
+	b := v.b
 	if b.rs == nil {
 		return 0
 	}

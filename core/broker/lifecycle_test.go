@@ -235,7 +235,7 @@ func TestGroupConfigQuota(t *testing.T) {
 	if _, ok := all["fourth"]; ok {
 		t.Error("a config was created beyond MaxGroups")
 	}
-	if len(env.Broker.ConsumerIDs("fourth")) != 1 {
+	if len(env.Broker.View().ConsumerIDs("fourth")) != 1 {
 		t.Error("the group beyond the config quota was not registered")
 	}
 }

@@ -36,15 +36,10 @@ type LocalSent struct {
 	Topic           string // the topic the record was stored in (the half topic for a half message)
 }
 
-// SendLocal stores one message as SEND_MESSAGE_V2 would: the same topic
+// SendLocalBatch stores messages as SEND_MESSAGE_V2 would (the same topic
 // checks and auto-creation, size limits, properties, and the transforms
-// of delayed, timed and half messages (invariants 1 and 3).
-func (b *Broker) SendLocal(s LocalSend) LocalSent {
-	return b.SendLocalBatch([]LocalSend{s})[0]
-}
-
-// SendLocalBatch stores several messages, each as SendLocal does and
-// answered on its own, in the order given. All of them are queued on the
+// of delayed, timed and half messages: invariants 1 and 3), each answered
+// on its own, in the order given. All of them are queued on the
 // store before any is waited for, so messages that arrive together share
 // a group-commit round (one write, and one fsync under FlushSync), as the
 // remoting port's fast sends do; each is answered once its round is
@@ -205,7 +200,8 @@ func (h *arrivalHooks) call(topic string, queue int32) {
 // OnArrival calls fn, on the store's append path, whenever messages
 // arrive on a queue; fn must not block. It is for in-process front ends
 // that long-poll.
-func (b *Broker) OnArrival(fn func(topic string, queue int32)) {
+func (h Hooks) OnArrival(fn func(topic string, queue int32)) {
+	b := h.b
 	b.arrivals.mu.Lock()
 	defer b.arrivals.mu.Unlock()
 	b.arrivals.fns = append(b.arrivals.fns, fn)
@@ -220,12 +216,18 @@ type TxnCheckFunc func(group string, m *message.Message, origin int64) bool
 
 // OnTransactionCheck makes the transaction checker offer every check to fn
 // first. The producer answers with EndLocalTransaction.
-func (b *Broker) OnTransactionCheck(fn TxnCheckFunc) { b.txn.checkHook.Store(&fn) }
+func (h Hooks) OnTransactionCheck(fn TxnCheckFunc) {
+	b := h.b
+	b.txn.checkHook.Store(&fn)
+}
 
 // OnPull makes every PULL_MESSAGE ask fn whether its consumer group may
 // pull; an error refuses the pull with NO_PERMISSION and the error as
 // remark. A front end uses it to keep a group consumed one way at a time.
-func (b *Broker) OnPull(fn func(group string) error) { b.pullCheck.Store(&fn) }
+func (h Hooks) OnPull(fn func(group string) error) {
+	b := h.b
+	b.pullCheck.Store(&fn)
+}
 
 func (b *Broker) pullAllowed(group string) error {
 	if fn := b.pullCheck.Load(); fn != nil {
@@ -237,7 +239,8 @@ func (b *Broker) pullAllowed(group string) error {
 // OnTopicDeleted calls fn after DeleteTopic removed a topic's data, so a
 // front end drops what it keeps of the topic (a topic created again
 // starts empty, invariant 13).
-func (b *Broker) OnTopicDeleted(fn func(topic string)) {
+func (h Hooks) OnTopicDeleted(fn func(topic string)) {
+	b := h.b
 	b.arrivals.mu.Lock()
 	defer b.arrivals.mu.Unlock()
 	b.arrivals.deleted = append(b.arrivals.deleted, fn)

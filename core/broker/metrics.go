@@ -161,7 +161,8 @@ type QueueLag struct {
 // QueueLags appends to dst each queue group ("" for every group) has
 // committed an offset on, with its lag; topics deleted since the commit
 // are left out. It reads offsets from memory, no queue.
-func (b *Broker) QueueLags(dst []QueueLag, group string) []QueueLag {
+func (v View) QueueLags(dst []QueueLag, group string) []QueueLag {
+	b := v.b
 	for _, e := range b.store.ConsumerOffsets(group) {
 		if _, ok := b.topics.get(e.Topic); !ok {
 			continue
@@ -192,7 +193,7 @@ func (b *Broker) Metrics(m *Metrics) {
 	b.meters.send.Snapshot(&m.Send)
 	b.meters.pull.Snapshot(&m.Pull)
 
-	m.Lag = b.QueueLags(m.Lag[:0], "")
+	m.Lag = b.View().QueueLags(m.Lag[:0], "")
 	m.DeadLetters = m.DeadLetters[:0]
 	m.DelayedPending, m.TimedParked = 0, 0
 	for _, q := range b.store.Queues() {

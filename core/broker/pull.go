@@ -360,7 +360,8 @@ func (b *Broker) notePull(group, topic string, queue int32, offset int64) {
 
 // Pulled reports whether consumer group has pulled the queue since the
 // broker started.
-func (b *Broker) Pulled(group, topic string, queue int32) bool {
+func (v View) Pulled(group, topic string, queue int32) bool {
+	b := v.b
 	_, ok := b.pulled.Load(pullKey{group, topic, queue})
 	return ok
 }

@@ -163,7 +163,7 @@ func TestGroupQuota(t *testing.T) {
 			t.Fatalf("a fourth group: code %d %q", r.Code, r.Remark)
 		}
 	}
-	if len(env.Broker.ConsumerIDs("c2")) != 0 {
+	if len(env.Broker.View().ConsumerIDs("c2")) != 0 {
 		t.Fatal("the refused consumer group was registered")
 	}
 	if _, ok := env.Broker.Topics()[broker.RetryGroupTopicPrefix+"c2"]; ok {
@@ -174,7 +174,7 @@ func TestGroupQuota(t *testing.T) {
 	if r.Code != remoting.Success {
 		t.Fatalf("new members of registered groups at the quota: %v", r)
 	}
-	if ids := env.Broker.ConsumerIDs("c1"); len(ids) != 2 {
+	if ids := env.Broker.View().ConsumerIDs("c1"); len(ids) != 2 {
 		t.Fatalf("group c1 has members %v, want two", ids)
 	}
 	if n := strings.Count(logs.String(), "msg=\"group quota reached;"); n != 1 {
@@ -234,7 +234,7 @@ func TestHeartbeatBounded(t *testing.T) {
 		}
 	}
 	for _, group := range []string{"g0", "subs", "badtopic", "longtopic"} {
-		if ids := env.Broker.ConsumerIDs(group); len(ids) != 0 {
+		if ids := env.Broker.View().ConsumerIDs(group); len(ids) != 0 {
 			t.Errorf("refused group %s was registered: %v", group, ids)
 		}
 	}
@@ -243,7 +243,7 @@ func TestHeartbeatBounded(t *testing.T) {
 	}
 	r := heartbeat(remoting.HeartbeatData{ClientID: "c@1", ConsumerDataSet: []remoting.ConsumerData{
 		consumer("ok", "Good", broker.RetryGroupTopicPrefix+"ok")}})
-	if r.Code != remoting.Success || len(env.Broker.ConsumerIDs("ok")) != 1 {
+	if r.Code != remoting.Success || len(env.Broker.View().ConsumerIDs("ok")) != 1 {
 		t.Fatalf("a group subscribing to its retry topic: %v", r)
 	}
 }
@@ -291,7 +291,7 @@ func TestConfiguredGroupsOnly(t *testing.T) {
 			t.Errorf("%s by an unconfigured group: code %d %q, want SUBSCRIPTION_GROUP_NOT_EXIST", name, r.Code, r.Remark)
 		}
 	}
-	if len(env.Broker.ConsumerIDs("stranger")) != 0 {
+	if len(env.Broker.View().ConsumerIDs("stranger")) != 0 {
 		t.Error("the unconfigured group was registered")
 	}
 	if _, ok := env.Store.ConsumerOffset("stranger", "Good", 0); ok {

@@ -53,7 +53,7 @@ func TestResetOffsetOfficialClient(t *testing.T) {
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	brokertest.Eventually(t, 10*time.Second, "the consumer gone from the group", func() bool { return len(env.Broker.ConsumerIDs(group)) == 0 })
+	brokertest.Eventually(t, 10*time.Second, "the consumer gone from the group", func() bool { return len(env.Broker.View().ConsumerIDs(group)) == 0 })
 	wantAtTime(t, env, topic, 2, mark, resetOffset(t, cl, env, group, topic, mark, false))
 	again := env.PushConsumer(t, group)
 	if err := again.Subscribe(topic, consumer.MessageSelector{}, rec.listener); err != nil {

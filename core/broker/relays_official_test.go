@@ -85,7 +85,7 @@ func TestRelaysOfficialClient(t *testing.T) {
 	rec.wait(t, "A", n, 1, 30*time.Second)
 	rec.wait(t, "B", n, 1, 30*time.Second)
 	committedAll(t, env, group, topic, 2)
-	ids := env.Broker.ConsumerIDs(group)
+	ids := env.Broker.View().ConsumerIDs(group)
 	if len(ids) != 1 {
 		t.Fatalf("group members %v, want one", ids)
 	}

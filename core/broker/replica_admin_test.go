@@ -28,8 +28,8 @@ func TestReplicaAdmin(t *testing.T) {
 	}
 	go b.Serve(ln)
 	defer b.Shutdown(context.Background())
-	b.HandleAdmin("test.write", func(context.Context, json.RawMessage) (any, error) { return "written", nil })
-	b.HandleReplicaAdmin("test.where", func(context.Context, json.RawMessage) (any, error) { return "ask the leader", nil })
+	b.Admin().Handle("test.write", func(context.Context, json.RawMessage) (any, error) { return "written", nil })
+	b.Admin().HandleOnReplica("test.where", func(context.Context, json.RawMessage) (any, error) { return "ask the leader", nil })
 
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()

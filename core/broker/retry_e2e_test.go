@@ -176,7 +176,7 @@ func TestMaxReconsumeTimesThenDLQ(t *testing.T) {
 	if ds := a.get("dead-0"); len(ds) != 3 {
 		t.Fatalf("attempted %d times, want 3", len(ds))
 	}
-	list, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
+	list, err := env.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group})
 	if err != nil || len(list) != 1 || list[0].Topic != topic || list[0].ReconsumeTimes != 3 {
 		t.Fatalf("ListDLQ = %+v, %v", list, err)
 	}

@@ -77,11 +77,11 @@ func TestRetryFallbackSend(t *testing.T) {
 	if n := env.Store.MaxOffset(broker.ScheduleTopic, 2); n != 1 {
 		t.Fatalf("schedule level 3 holds %d messages, want 1", n)
 	}
-	dead, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
+	dead, err := env.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group})
 	if err != nil || len(dead) != 1 || dead[0].MsgID != "B" || dead[0].Topic != "Orders" {
 		t.Fatalf("dead letters %+v, %v", dead, err)
 	}
-	events, err := env.Broker.ReadEvents(0, 10, nil)
+	events, err := env.Broker.Outbox().ReadEvents(0, 10, nil)
 	if err != nil || len(events) != 2 {
 		t.Fatalf("events %+v, %v", events, err)
 	}
@@ -113,7 +113,7 @@ func TestSubscriptionGroupConfig(t *testing.T) {
 	if resp := rawSend(t, cl, env.BrokerAddr, broker.RetryGroupTopicPrefix+group, 2, 5, map[string]string{"UNIQ_KEY": "X", "DELAY": "3"}, "x"); resp.Code != remoting.Success {
 		t.Fatalf("send: %v", resp)
 	}
-	if dead, _ := env.Broker.ListDLQ(outbox.DLQSelector{Group: group}); len(dead) != 1 {
+	if dead, _ := env.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group}); len(dead) != 1 {
 		t.Fatalf("dead letters %+v, want the message past the group's limit", dead)
 	}
 	if tc := env.Broker.Topics()[broker.RetryGroupTopicPrefix+group]; tc.WriteQueueNums != 3 {
@@ -141,11 +141,11 @@ func TestDLQResend(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	res, err := env.Broker.RunAdmin(ctx, "dlq.list", json.RawMessage(`{"group":"`+group+`","msgId":"D2"}`))
+	res, err := env.Broker.Admin().Run(ctx, "dlq.list", json.RawMessage(`{"group":"`+group+`","msgId":"D2"}`))
 	if list, _ := res.([]outbox.DeadLetter); err != nil || len(list) != 1 || list[0].Tags != "t1" {
 		t.Fatalf("dlq.list: %+v, %v", res, err)
 	}
-	res, err = env.Broker.RunAdmin(ctx, "dlq.resend", json.RawMessage(`{"group":"`+group+`","msgId":"D2","target":"origin"}`))
+	res, err = env.Broker.Admin().Run(ctx, "dlq.resend", json.RawMessage(`{"group":"`+group+`","msgId":"D2","target":"origin"}`))
 	resent, _ := res.([]outbox.Resent)
 	if err != nil || len(resent) != 1 || resent[0].Topic != "Orders" || resent[0].NewMsgID == "D2" || resent[0].OldMsgID != "D2" {
 		t.Fatalf("resend to origin: %+v, %v", res, err)
@@ -161,18 +161,18 @@ func TestDLQResend(t *testing.T) {
 		t.Fatal("nothing arrived in Orders")
 	}
 	// All of them to the retry topic.
-	resent, err = env.Broker.ResendDLQ(outbox.DLQSelector{Group: group}, outbox.ResendRetry)
+	resent, err = env.Broker.Outbox().ResendDLQ(outbox.DLQSelector{Group: group}, outbox.ResendRetry)
 	if err != nil || len(resent) != 3 || resent[0].Topic != broker.RetryGroupTopicPrefix+group {
 		t.Fatalf("resend all to retry: %+v, %v", resent, err)
 	}
 	// The dead letters stay.
-	if list, _ := env.Broker.ListDLQ(outbox.DLQSelector{Group: group}); len(list) != 3 {
+	if list, _ := env.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group}); len(list) != 3 {
 		t.Fatalf("dead letters after resends: %d", len(list))
 	}
-	if _, err := env.Broker.ResendDLQ(outbox.DLQSelector{Group: group, MsgID: "nope"}, outbox.ResendOrigin); err == nil {
+	if _, err := env.Broker.Outbox().ResendDLQ(outbox.DLQSelector{Group: group, MsgID: "nope"}, outbox.ResendOrigin); err == nil {
 		t.Fatal("resending an unknown id succeeded")
 	}
-	if _, err := env.Broker.ResendDLQ(outbox.DLQSelector{Group: group}, "elsewhere"); err == nil {
+	if _, err := env.Broker.Outbox().ResendDLQ(outbox.DLQSelector{Group: group}, "elsewhere"); err == nil {
 		t.Fatal("an unknown target was accepted")
 	}
 }
@@ -194,11 +194,11 @@ func TestOutboxSizeBound(t *testing.T) {
 		}
 	}
 	env.Broker.TrimOutboxNow()
-	minOff, maxOff := env.Broker.EventOffsets()
+	minOff, maxOff := env.Broker.Outbox().EventOffsets()
 	if maxOff != 300 || minOff == 0 || maxOff-minOff > 200 {
 		t.Fatalf("outbox spans [%d, %d) after trimming to 20 KiB", minOff, maxOff)
 	}
-	events, err := env.Broker.ReadEvents(minOff, 1000, nil)
+	events, err := env.Broker.Outbox().ReadEvents(minOff, 1000, nil)
 	if err != nil || int64(len(events)) != maxOff-minOff || events[len(events)-1].MsgID != "299" {
 		t.Fatalf("read %d events, %v", len(events), err)
 	}
@@ -242,11 +242,11 @@ func TestTimerDelayProperties(t *testing.T) {
 func TestListDLQWithoutDeadLetters(t *testing.T) {
 	env := brokertest.Start(t)
 	group := brokertest.Name("cg")
-	dead, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
+	dead, err := env.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group})
 	if err != nil || len(dead) != 0 {
 		t.Fatalf("dead letters of a group without any: %+v, %v", dead, err)
 	}
-	if _, err := env.Broker.ResendDLQ(outbox.DLQSelector{Group: group}, outbox.ResendOrigin); !errors.Is(err, outbox.ErrNoDeadLetter) {
+	if _, err := env.Broker.Outbox().ResendDLQ(outbox.DLQSelector{Group: group}, outbox.ResendOrigin); !errors.Is(err, outbox.ErrNoDeadLetter) {
 		t.Fatalf("resend of a group without dead letters: %v, want ErrNoDeadLetter", err)
 	}
 }

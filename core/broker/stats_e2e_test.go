@@ -250,7 +250,7 @@ func TestConnectionLists(t *testing.T) {
 	if err := json.Unmarshal(r.Body, &cc); err != nil {
 		t.Fatal(err)
 	}
-	ids := env.Broker.ConsumerIDs(group)
+	ids := env.Broker.View().ConsumerIDs(group)
 	if len(cc.ConnectionSet) != 1 || len(ids) != 1 || cc.ConnectionSet[0].ClientID != ids[0] {
 		t.Fatalf("connections %+v, want the client %v", cc.ConnectionSet, ids)
 	}

@@ -180,7 +180,7 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // notifications are of no use at teardown anyway. Cleanups run last-in
 // first-out, so this runs before any client registered so far stops.
 func (e *Env) quietTeardown(t testing.TB) {
-	t.Cleanup(func() { e.Broker.SetNotifyConsumerIDsChanged(false) })
+	t.Cleanup(func() { e.Broker.Hooks().SetNotifyConsumerIDsChanged(false) })
 }
 
 // StartConsumer starts an official push consumer and waits until it pulls
@@ -204,7 +204,7 @@ func (e *Env) StartConsumer(t testing.TB, c rocketmq.PushConsumer, group string,
 				return false
 			}
 			for q := int32(0); q < int32(tc.ReadQueueNums); q++ {
-				if !e.Broker.Pulled(group, topic, q) {
+				if !e.Broker.View().Pulled(group, topic, q) {
 					return false
 				}
 			}

@@ -338,7 +338,7 @@ func TestRedeliveryThenDLQ(t *testing.T) {
 	if n := e.Store.MaxOffset(dlq, 0); n != 1 {
 		t.Fatalf("%s holds %d messages, want 1", dlq, n)
 	}
-	rec, err := e.Broker.MessageAt(dlq, 0, 0)
+	rec, err := e.Broker.View().MessageAt(dlq, 0, 0)
 	if err != nil || string(rec.Body()) != "x" {
 		t.Fatalf("dead letter: %v %v", rec, err)
 	}

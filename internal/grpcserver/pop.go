@@ -170,7 +170,7 @@ func (p *popState) replayAttempt(client, attempt string, r popRequest, now time.
 		if visible, _ := p.visibleLocked(f, now, r.invisible); visible {
 			continue
 		}
-		rec, err := p.b.MessageAt(r.topic, d.queue, d.offset)
+		rec, err := p.b.View().MessageAt(r.topic, d.queue, d.offset)
 		if err != nil {
 			continue
 		}
@@ -397,7 +397,7 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 				continue
 			}
 			f := pq.flights[off]
-			rec, err := p.b.MessageAt(r.topic, q, off)
+			rec, err := p.b.View().MessageAt(r.topic, q, off)
 			if err != nil {
 				// Gone with retention, or unreadable: nothing to deliver.
 				p.log.Warn("in-flight message unreadable; dropped", "group", r.group, "topic", r.topic, "queue", q, "offset", off, "err", err)
@@ -681,7 +681,7 @@ func (p *popState) deadLetter(group, topic string, nq int, handle string, now ti
 	if err != nil {
 		return err
 	}
-	rec, err := p.b.MessageAt(topic, h.queue, h.offset)
+	rec, err := p.b.View().MessageAt(topic, h.queue, h.offset)
 	if err == nil {
 		err = p.b.DeadLetter(group, rec, fmt.Sprintf("the client gave up after %d deliveries", f.attempt))
 	}

@@ -54,7 +54,7 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	if err != nil {
 		return end(err)
 	}
-	if ids := s.b.ConsumerIDs(group); len(ids) > 0 {
+	if ids := s.b.View().ConsumerIDs(group); len(ids) > 0 {
 		// Pull consumers keep their own offsets and queue allocation;
 		// POP's would fight them over the same group offsets.
 		return end(refuse(pb.Code_FORBIDDEN, "group %s is consumed by %d 4.x (remoting) consumer(s), e.g. %s: a group consumes either by POP over gRPC or by pull at a time", group, len(ids), ids[0]))
@@ -300,7 +300,7 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvi
 		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is outside 0..12h", d))}, nil
 	}
 	gc, _ := s.b.GroupConfig(group)
-	h, err := s.pop.changeInvisible(group, topic, nq, req.GetReceiptHandle(), d, gc.RetryPolicy(s.b.DelayLevels()), s.opts.Now())
+	h, err := s.pop.changeInvisible(group, topic, nq, req.GetReceiptHandle(), d, gc.RetryPolicy(s.b.View().DelayLevels()), s.opts.Now())
 	return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err), ReceiptHandle: h}, nil
 }
 

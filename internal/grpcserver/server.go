@@ -173,10 +173,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.pop.alive = s.sessions.alive
-	opts.Broker.OnArrival(s.pop.arrived)
-	opts.Broker.OnTransactionCheck(s.checkTransaction)
-	opts.Broker.OnTopicDeleted(s.pop.dropTopic)
-	opts.Broker.OnPull(func(group string) error {
+	opts.Broker.Hooks().OnArrival(s.pop.arrived)
+	opts.Broker.Hooks().OnTransactionCheck(s.checkTransaction)
+	opts.Broker.Hooks().OnTopicDeleted(s.pop.dropTopic)
+	opts.Broker.Hooks().OnPull(func(group string) error {
 		if s.sessions.hasConsumers(group) {
 			return fmt.Errorf("group %s is consumed by POP over gRPC: a group consumes either by POP or by pull at a time", group)
 		}

@@ -284,7 +284,7 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, push cha
 			return st, refuse(pb.Code_ILLEGAL_CONSUMER_GROUP, "%v", err)
 		}
 		gc, _ := s.b.GroupConfig(group)
-		out.BackoffPolicy = retryPolicyPB(gc.RetryPolicy(s.b.DelayLevels()))
+		out.BackoffPolicy = retryPolicyPB(gc.RetryPolicy(s.b.View().DelayLevels()))
 		// The client's own long-polling time when it asks for one within
 		// the server's bound (the Node push consumer's longPollingTimeout).
 		poll := s.opts.LongPolling

@@ -202,7 +202,7 @@ func (s *Server) startServing(r role) {
 			// Retrying cannot fix what stops it (New checked the options
 			// when the member opened): another leader would fail alike.
 			s.log.Error("leading the set but the NATS bridge cannot start", "err", err)
-			b.HandleAdmin(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
+			b.Admin().Handle(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
 				return nil, fmt.Errorf("the NATS bridge did not start on this leader: %w", err)
 			})
 		}
@@ -362,7 +362,7 @@ func (s *Server) attachMembership(b *broker.Broker) {
 		err := dec.Decode(&a)
 		return a, err
 	}
-	b.HandleReplicaAdmin(AddMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+	b.Admin().HandleOnReplica(AddMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode(raw)
 		if err != nil {
 			return nil, err
@@ -372,7 +372,7 @@ func (s *Server) attachMembership(b *broker.Broker) {
 		}
 		return s.node.Status(), nil
 	})
-	b.HandleReplicaAdmin(RemoveMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+	b.Admin().HandleOnReplica(RemoveMemberCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode(raw)
 		if err != nil {
 			return nil, err
@@ -382,7 +382,7 @@ func (s *Server) attachMembership(b *broker.Broker) {
 		}
 		return s.node.Status(), nil
 	})
-	b.HandleReplicaAdmin(TransferLeaderCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+	b.Admin().HandleOnReplica(TransferLeaderCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode(raw)
 		if err != nil {
 			return nil, err

@@ -137,11 +137,11 @@ func (c consoleSource) names() (cluster, brokerName string) {
 // groupNames returns the configured and the online consumer groups.
 func (c consoleSource) groupNames() (all []string, configured map[string]broker.SubscriptionGroupConfig) {
 	configured = map[string]broker.SubscriptionGroupConfig{}
-	for _, gc := range c.b.GroupConfigs() {
+	for _, gc := range c.b.View().GroupConfigs() {
 		configured[gc.GroupName] = gc
 		all = append(all, gc.GroupName)
 	}
-	for _, g := range c.b.OnlineConsumerGroups() {
+	for _, g := range c.b.View().OnlineConsumerGroups() {
 		if _, ok := configured[g]; !ok {
 			all = append(all, g)
 		}
@@ -157,8 +157,8 @@ func (c consoleSource) Overview() console.Overview {
 	groups, _ := c.groupNames()
 	ov := console.Overview{
 		BrokerName: name, Cluster: cluster, Addr: c.b.Addr(), Version: "RocketMQ 4.x protocol",
-		Started: b.BootTime(), Topics: len(b.Topics()), Groups: len(groups), OnlineGroups: len(b.OnlineConsumerGroups()),
-		Connections: b.ConnCount(), Stored: st.Stats().Appends.Load(), CommitLogBytes: maxOff - minOff,
+		Started: b.View().BootTime(), Topics: len(b.Topics()), Groups: len(groups), OnlineGroups: len(b.View().OnlineConsumerGroups()),
+		Connections: b.View().ConnCount(), Stored: st.Stats().Appends.Load(), CommitLogBytes: maxOff - minOff,
 		ACL: c.s.ACLEnabled(), TLS: c.s.tls != nil, Plugins: len(c.s.plugins.list()), Bridge: c.s.bridge.Load() != nil,
 	}
 	if used, total, err := st.FilesystemUsage(); err == nil {
@@ -196,7 +196,7 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 		minOff, maxOff := c.st.QueueOffsets(name, qid)
 		q := console.Queue{ID: qid, MinOffset: minOff, MaxOffset: maxOff}
 		if maxOff > minOff {
-			if r, err := c.b.MessageAt(name, qid, maxOff-1); err == nil {
+			if r, err := c.b.View().MessageAt(name, qid, maxOff-1); err == nil {
 				q.LastStored = time.UnixMilli(r.StoreTimestamp())
 			}
 		}
@@ -205,7 +205,7 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 		d.Queues = append(d.Queues, q)
 	}
 	lag := map[string]int64{}
-	for _, e := range c.b.QueueLags(nil, "") {
+	for _, e := range c.b.View().QueueLags(nil, "") {
 		if e.Topic == name {
 			lag[e.Group] += e.Lag
 		}
@@ -213,11 +213,11 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 	for g, l := range lag {
 		d.Groups = append(d.Groups, console.GroupLag{Group: g, Lag: l, Committed: true})
 	}
-	for _, g := range c.b.OnlineConsumerGroups() {
+	for _, g := range c.b.View().OnlineConsumerGroups() {
 		if _, ok := lag[g]; ok {
 			continue
 		}
-		if cc, ok := c.b.ConsumerConnection(g); ok {
+		if cc, ok := c.b.View().ConsumerConnection(g); ok {
 			if _, sub := cc.SubscriptionTable[name]; sub {
 				d.Groups = append(d.Groups, console.GroupLag{Group: g})
 			}
@@ -236,15 +236,15 @@ func (c consoleSource) dlqCount(group string) int64 {
 func (c consoleSource) Groups() []console.Group {
 	names, configured := c.groupNames()
 	lag := map[string]int64{}
-	for _, e := range c.b.QueueLags(nil, "") {
+	for _, e := range c.b.View().QueueLags(nil, "") {
 		lag[e.Group] += e.Lag
 	}
 	out := make([]console.Group, 0, len(names))
 	for _, g := range names {
 		_, isConfigured := configured[g]
 		row := console.Group{Name: g, Configured: isConfigured, Lag: lag[g], DeadLetters: c.dlqCount(g),
-			Strategy: c.b.GroupStrategy(g).Effective}
-		if cc, ok := c.b.ConsumerConnection(g); ok {
+			Strategy: c.b.View().GroupStrategy(g).Effective}
+		if cc, ok := c.b.View().ConsumerConnection(g); ok {
 			row.Online, row.Model = len(cc.ConnectionSet), cc.MessageModel
 		}
 		out = append(out, row)
@@ -254,18 +254,18 @@ func (c consoleSource) Groups() []console.Group {
 
 func (c consoleSource) Group(name string) (console.GroupDetail, error) {
 	var gc *broker.SubscriptionGroupConfig
-	for _, g := range c.b.GroupConfigs() {
+	for _, g := range c.b.View().GroupConfigs() {
 		if g.GroupName == name {
 			gc = &g
 			break
 		}
 	}
-	cc, online := c.b.ConsumerConnection(name)
-	lags := c.b.QueueLags(nil, name)
+	cc, online := c.b.View().ConsumerConnection(name)
+	lags := c.b.View().QueueLags(nil, name)
 	if gc == nil && !online && len(lags) == 0 {
 		return console.GroupDetail{}, console.ErrNotFound
 	}
-	strategy := c.b.GroupStrategy(name)
+	strategy := c.b.View().GroupStrategy(name)
 	d := console.GroupDetail{Group: console.Group{Name: name, Strategy: strategy.Effective, DeadLetters: c.dlqCount(name)},
 		StrategySource: strategy.Source}
 	if g := gc; g != nil {
@@ -325,7 +325,7 @@ func (c consoleSource) FindMessages(q console.MessageQuery) ([]console.Message, 
 	var recs []message.Record
 	switch {
 	case q.ByOffset:
-		r, err := c.b.MessageAt(q.Topic, q.QueueID, q.Offset)
+		r, err := c.b.View().MessageAt(q.Topic, q.QueueID, q.Offset)
 		if err != nil {
 			return nil, notFound(err)
 		}
@@ -334,14 +334,14 @@ func (c consoleSource) FindMessages(q console.MessageQuery) ([]console.Message, 
 		// A client's message id (UNIQ_KEY) and an offsetMsgId are both 32
 		// hex digits: try the id both ways.
 		if _, off, err := message.ParseOffsetMsgID(q.ID); err == nil {
-			r, err := c.b.MessageByCommitOffset(off)
+			r, err := c.b.View().MessageByCommitOffset(off)
 			if err == nil && strings.EqualFold(message.OffsetMsgID(r.StoreHost(), r.CommitLogOffset()), q.ID) &&
 				(q.Topic == "" || string(r.Topic()) == q.Topic) {
 				recs = append(recs, r)
 			}
 		}
 		if q.Topic != "" {
-			rs, err := c.b.MessagesByKey(q.Topic, q.ID, true, q.Limit)
+			rs, err := c.b.View().MessagesByKey(q.Topic, q.ID, true, q.Limit)
 			if err != nil {
 				return nil, err
 			}
@@ -350,7 +350,7 @@ func (c consoleSource) FindMessages(q console.MessageQuery) ([]console.Message, 
 			return nil, errors.New("no message has that offsetMsgId; a message id (UNIQ_KEY) is looked up in a topic: give the topic")
 		}
 	case q.Key != "":
-		rs, err := c.b.MessagesByKey(q.Topic, q.Key, false, q.Limit)
+		rs, err := c.b.View().MessagesByKey(q.Topic, q.Key, false, q.Limit)
 		if err != nil {
 			return nil, err
 		}
@@ -394,7 +394,7 @@ func (c consoleSource) DeadLetters(group string, from int64, limit int) ([]conso
 }
 
 func (c consoleSource) ResendDeadLetter(group string, queueOffset int64) (console.Resent, error) {
-	rs, err := c.b.ResendDLQ(outbox.DLQSelector{Group: group, QueueOffset: &queueOffset, Limit: 1}, outbox.ResendOrigin)
+	rs, err := c.b.Outbox().ResendDLQ(outbox.DLQSelector{Group: group, QueueOffset: &queueOffset, Limit: 1}, outbox.ResendOrigin)
 	if err != nil {
 		return console.Resent{}, err
 	}
@@ -407,15 +407,15 @@ const consoleTimedLimit = 10_000
 
 func (c consoleSource) Scheduled() console.Scheduled {
 	var s console.Scheduled
-	for _, l := range c.b.PendingDelayed() {
+	for _, l := range c.b.View().PendingDelayed() {
 		s.Levels = append(s.Levels, console.DelayLevel{Level: l.Level, Delay: l.Delay, Pending: l.Pending})
 	}
-	s.Timed, s.TimedNextDue, s.TimedMore, _ = c.b.PendingTimed(consoleTimedLimit)
+	s.Timed, s.TimedNextDue, s.TimedMore, _ = c.b.View().PendingTimed(consoleTimedLimit)
 	return s
 }
 
 func (c consoleSource) Transactions(limit int) console.Transactions {
-	total, oldest := c.b.UnresolvedTransactions(limit)
+	total, oldest := c.b.View().UnresolvedTransactions(limit)
 	t := console.Transactions{Total: total}
 	for _, p := range oldest {
 		t.Oldest = append(t.Oldest, console.Transaction{ProducerGroup: p.ProducerGroup, CommitLogOffset: p.CommitLogOffset,

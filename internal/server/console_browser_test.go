@@ -173,7 +173,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	var firstDead outbox.DeadLetter // the first row of the dead-letter page
 	for {
-		dl, err := env.Broker.ListDLQ(outbox.DLQSelector{Group: group})
+		dl, err := env.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group})
 		committed := 0
 		for _, e := range env.Store.ConsumerOffsets(group) {
 			if e.Topic == topic && e.Offset == 3 {

@@ -161,7 +161,7 @@ func hostileWorkloads(t *testing.T, rssBound uint64) {
 	})
 	brokertest.Eventually(t, 30*time.Second, "the consumer to pull every queue", func() bool {
 		for q := range int32(4) {
-			if !e.Broker.Pulled(group, goodTopic, q) {
+			if !e.Broker.View().Pulled(group, goodTopic, q) {
 				return false
 			}
 		}

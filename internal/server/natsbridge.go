@@ -103,10 +103,10 @@ func (s *Server) startBridge(b *broker.Broker) error {
 		return err
 	}
 	s.bridge.Store(br)
-	b.HandleAdmin(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
+	b.Admin().Handle(BridgeStatusCommand, func(context.Context, json.RawMessage) (any, error) {
 		return br.Status(), nil
 	})
-	b.HandleAdmin(BridgeSubjectCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
+	b.Admin().Handle(BridgeSubjectCommand, func(_ context.Context, raw json.RawMessage) (any, error) {
 		var a BridgeSubjectArgs
 		if len(raw) > 0 {
 			if err := json.Unmarshal(raw, &a); err != nil {
@@ -140,8 +140,8 @@ func (s *Server) attachReplicaBridge(b *broker.Broker) {
 		}
 		return nil, fmt.Errorf("%w: this member is a replica of set %s; ask node %q", ErrBridgeOnLeader, s.cfg.Cluster.SetName, leader)
 	}
-	b.HandleReplicaAdmin(BridgeStatusCommand, where)
-	b.HandleReplicaAdmin(BridgeSubjectCommand, where)
+	b.Admin().HandleOnReplica(BridgeStatusCommand, where)
+	b.Admin().HandleOnReplica(BridgeSubjectCommand, where)
 }
 
 // stopBridge stops the bridge, writing its cursor, before the store closes
@@ -174,24 +174,24 @@ type BridgeSource struct {
 const bridgeKeyPrefix = "ext/"
 
 // EventOffsets returns the first retained and the next outbox offset.
-func (a *BridgeSource) EventOffsets() (minOff, maxOff int64) { return a.Broker.EventOffsets() }
+func (a *BridgeSource) EventOffsets() (minOff, maxOff int64) { return a.Broker.Outbox().EventOffsets() }
 
 // WaitEvents returns a channel closed when events are stored after the call.
-func (a *BridgeSource) WaitEvents() <-chan struct{} { return a.Broker.WaitEvents() }
+func (a *BridgeSource) WaitEvents() <-chan struct{} { return a.Broker.Outbox().WaitEvents() }
 
 // ReadEvents appends up to max outbox events from offset from to dst.
 func (a *BridgeSource) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Event, error) {
-	return a.Broker.ReadEvents(from, max, dst)
+	return a.Broker.Outbox().ReadEvents(from, max, dst)
 }
 
 // ListDLQ lists a group's dead letters matching sel.
 func (a *BridgeSource) ListDLQ(sel outbox.DLQSelector) ([]outbox.DeadLetter, error) {
-	return a.Broker.ListDLQ(sel)
+	return a.Broker.Outbox().ListDLQ(sel)
 }
 
 // ResendDLQ sends the dead letters matching sel again.
 func (a *BridgeSource) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resent, error) {
-	return a.Broker.ResendDLQ(sel, target)
+	return a.Broker.Outbox().ResendDLQ(sel, target)
 }
 
 // Progress returns a durable counter.

@@ -74,7 +74,7 @@ func TestNATSBridgeWiring(t *testing.T) {
 		t.Fatalf("event %s %v", m.Subject, m.Header)
 	}
 	status := func(env *brokertest.Env) natsbridge.Status {
-		res, err := env.Broker.RunAdmin(context.Background(), server.BridgeStatusCommand, nil)
+		res, err := env.Broker.Admin().Run(context.Background(), server.BridgeStatusCommand, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -284,9 +284,9 @@ func (h *pluginHost) refreshFactoriesLocked(old, cur *pluginSet, report wasm.App
 	}
 	for _, typ := range slices.Sorted(maps.Keys(types)) {
 		if cur.filters[typ] != nil {
-			h.b.SetFilterFactory(typ, h.factory(typ))
+			h.b.Hooks().SetFilterFactory(typ, h.factory(typ))
 		} else {
-			h.b.SetFilterFactory(typ, nil)
+			h.b.Hooks().SetFilterFactory(typ, nil)
 		}
 	}
 }
@@ -297,8 +297,8 @@ func (h *pluginHost) attach(b *broker.Broker) {
 	h.applyMu.Lock()
 	h.b = b
 	h.applyMu.Unlock()
-	b.HandleAdmin("plugins.list", func(context.Context, json.RawMessage) (any, error) { return h.list(), nil })
-	b.HandleAdmin("plugins.reload", func(ctx context.Context, _ json.RawMessage) (any, error) {
+	b.Admin().Handle("plugins.list", func(context.Context, json.RawMessage) (any, error) { return h.list(), nil })
+	b.Admin().Handle("plugins.reload", func(ctx context.Context, _ json.RawMessage) (any, error) {
 		// The ACL and the TLS files are re-read with the plugins; each
 		// keeps its running version when its new one is refused.
 		var aclErr error
@@ -311,7 +311,7 @@ func (h *pluginHost) attach(b *broker.Broker) {
 		}
 		return ReloadResult{Added: r.Added, Reloaded: r.Reloaded, Removed: r.Removed, Unchanged: r.Unchanged}, nil
 	})
-	b.HandleAdmin("allocate", h.handleAllocate)
+	b.Admin().Handle("allocate", h.handleAllocate)
 }
 
 // filterFactories returns base with a factory added for every expression

@@ -77,11 +77,11 @@ func TestStartRefusesBadPlugin(t *testing.T) {
 	defer s.Shutdown(context.Background())
 
 	// With no plugins the admin commands still answer.
-	res, err := s.Broker.RunAdmin(context.Background(), "plugins.list", nil)
+	res, err := s.Broker.Admin().Run(context.Background(), "plugins.list", nil)
 	if b, _ := json.Marshal(res); err != nil || string(b) != "[]" {
 		t.Fatalf("plugins.list: %s %v", b, err)
 	}
-	res, err = s.Broker.RunAdmin(context.Background(), "plugins.reload", nil)
+	res, err = s.Broker.Admin().Run(context.Background(), "plugins.reload", nil)
 	if r, ok := res.(ReloadResult); err != nil || !ok || len(r.Added)+len(r.Reloaded)+len(r.Removed)+len(r.Unchanged) != 0 {
 		t.Fatalf("plugins.reload: %+v %v", res, err)
 	}
@@ -95,7 +95,7 @@ func TestStartRefusesBadPlugin(t *testing.T) {
 		`{"group":"g","topic":"T","clientId":"c"}`:      "topic T does not exist",
 		`{"group":"g","topic":"TBW102","clientId":"c"}`: "consumer group g has no live consumers",
 	} {
-		_, err := s.Broker.RunAdmin(context.Background(), "allocate", json.RawMessage(args))
+		_, err := s.Broker.Admin().Run(context.Background(), "allocate", json.RawMessage(args))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("allocate %s: %v, want %q", args, err, want)
 		}

@@ -11,7 +11,7 @@ import (
 func TestRun(t *testing.T) {
 	e := brokertest.Start(t)
 	group := brokertest.Name("g")
-	if err := e.Broker.SetGroupStrategy(group, "AVG_BY_CIRCLE"); err != nil {
+	if err := e.Broker.Admin().SetGroupStrategy(group, "AVG_BY_CIRCLE"); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer

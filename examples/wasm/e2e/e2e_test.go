@@ -164,7 +164,7 @@ func (r *received) exactly(t *testing.T, want ...string) {
 
 func pluginStatus(t *testing.T, env *brokertest.Env, name string) server.PluginStatus {
 	t.Helper()
-	res, err := env.Broker.RunAdmin(t.Context(), "plugins.list", nil)
+	res, err := env.Broker.Admin().Run(t.Context(), "plugins.list", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func pluginStatus(t *testing.T, env *brokertest.Env, name string) server.PluginS
 
 func reload(t *testing.T, env *brokertest.Env) server.ReloadResult {
 	t.Helper()
-	res, err := env.Broker.RunAdmin(t.Context(), "plugins.reload", nil)
+	res, err := env.Broker.Admin().Run(t.Context(), "plugins.reload", nil)
 	if err != nil {
 		t.Fatalf("reload: %v", err)
 	}
@@ -310,19 +310,19 @@ func TestAllocate(t *testing.T) {
 		env.StartConsumer(t, c, g, true, topic)
 	}
 	brokertest.Eventually(t, 10*time.Second, "two consumers in the sticky group", func() bool {
-		return len(env.Broker.ConsumerIDs(stickyGroup)) == 2
+		return len(env.Broker.View().ConsumerIDs(stickyGroup)) == 2
 	})
 
 	allocate := func(group, client string) (server.AllocateResult, error) {
 		args, _ := json.Marshal(server.AllocateArgs{Group: group, Topic: topic, ClientID: client})
-		res, err := env.Broker.RunAdmin(t.Context(), "allocate", args)
+		res, err := env.Broker.Admin().Run(t.Context(), "allocate", args)
 		if err != nil {
 			return server.AllocateResult{}, err
 		}
 		return res.(server.AllocateResult), nil
 	}
 	owner := map[int32]string{}
-	for _, id := range env.Broker.ConsumerIDs(stickyGroup) {
+	for _, id := range env.Broker.View().ConsumerIDs(stickyGroup) {
 		res, err := allocate(stickyGroup, id)
 		if err != nil {
 			t.Fatal(err)
@@ -343,13 +343,13 @@ func TestAllocate(t *testing.T) {
 
 	// QUERY_ASSIGNMENT asks the same plugin: it beats the group's own
 	// strategy and the client's.
-	if err := env.Broker.SetGroupStrategy(stickyGroup, "AVG_BY_CIRCLE"); err != nil {
+	if err := env.Broker.Admin().SetGroupStrategy(stickyGroup, "AVG_BY_CIRCLE"); err != nil {
 		t.Fatal(err)
 	}
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
 	assigned := 0
-	for _, id := range env.Broker.ConsumerIDs(stickyGroup) {
+	for _, id := range env.Broker.View().ConsumerIDs(stickyGroup) {
 		body, _ := json.Marshal(qa.QueryAssignmentRequest{Topic: topic, ConsumerGroup: stickyGroup, ClientID: id, StrategyName: "AVG", MessageModel: qa.Clustering})
 		resp, err := cl.Invoke(t.Context(), env.BrokerAddr, remoting.NewRequest(remoting.QueryAssignment, nil, body))
 		if err != nil || resp.Code != remoting.Success {
@@ -370,7 +370,7 @@ func TestAllocate(t *testing.T) {
 		t.Fatalf("QUERY_ASSIGNMENT assigned %d of 8 queues", assigned)
 	}
 
-	plain := env.Broker.ConsumerIDs(plainGroup)
+	plain := env.Broker.View().ConsumerIDs(plainGroup)
 	res, err := allocate(plainGroup, plain[0])
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func TestOverrideSQL92(t *testing.T) {
 	}
 
 	list.set()
-	_, err := env.Broker.RunAdmin(t.Context(), "plugins.reload", nil)
+	_, err := env.Broker.Admin().Run(t.Context(), "plugins.reload", nil)
 	if err == nil || !strings.Contains(err.Error(), `plugin "sql92-guest"`) || !strings.Contains(err.Error(), "restart") {
 		t.Fatalf("reload dropping the SQL92 override: %v", err)
 	}
