@@ -172,7 +172,7 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 		b.ensureGroupConfig(cd.GroupName)
 		if cd.MessageModel != ModelBroadcasting {
 			if err := b.ensureRetryTopic(cd.GroupName); err != nil {
-				problems.add(creationCode(err), "group "+cd.GroupName+" has no retry topic: "+err.Error())
+				problems.add(remotingCode(creationError(err)), "group "+cd.GroupName+" has no retry topic: "+err.Error())
 			}
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
-	"github.com/rmq-go/rmq/core/remoting"
 )
 
 // DefaultDelayLevels is RocketMQ's delay-level table.
@@ -89,42 +88,42 @@ func TagCode(levels []time.Duration) func(r message.Record) int64 {
 // toSchedule parks a delayed message (DELAY level) in the schedule topic,
 // or a timed one (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) in the
 // timer topic, keeping where it was going in REAL_TOPIC and REAL_QID.
-func (b *Broker) toSchedule(m *message.Message) (int16, error) {
+func (b *Broker) toSchedule(m *message.Message) error {
 	p := m.Properties
 	due, timed, err := b.timerDue(p)
 	if err != nil {
-		return remoting.MessageIllegal, err
+		return refusef(ErrIllegal, "%w", err)
 	}
 	if timed {
 		if due <= b.now().UnixMilli() {
 			// Already due: deliver it now, without the timer properties.
 			m.Properties = p.Without(message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS)
-			return 0, nil
+			return nil
 		}
 		m.Properties = p.Without(message.PropertyTimerDelaySec, message.PropertyTimerDelayMS).
 			With(message.PropertyTimerDeliverMS, strconv.FormatInt(due, 10)).
 			With(message.PropertyRealTopic, m.Topic).
 			With(message.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
 		m.Topic, m.QueueID = TimerTopic, 0
-		return 0, nil
+		return nil
 	}
 	v, ok := p.Lookup(message.PropertyDelayLevel)
 	if !ok {
-		return 0, nil
+		return nil
 	}
 	level, err := strconv.Atoi(string(v))
 	if err != nil {
-		return remoting.MessageIllegal, fmt.Errorf("property DELAY %q is not a level number", v)
+		return refusef(ErrIllegal, "property DELAY %q is not a level number", v)
 	}
 	if level <= 0 {
-		return 0, nil
+		return nil
 	}
 	level = min(level, len(b.levels))
 	m.Properties = p.With(message.PropertyDelayLevel, strconv.Itoa(level)).
 		With(message.PropertyRealTopic, m.Topic).
 		With(message.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
 	m.Topic, m.QueueID = ScheduleTopic, int32(level-1)
-	return 0, nil
+	return nil
 }
 
 // timerDue reads a timed message's due time (ms).

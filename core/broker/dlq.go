@@ -126,7 +126,7 @@ func (b *Broker) resendTopic(topic string) (TopicConfig, error) {
 	if group, ok := strings.CutPrefix(topic, RetryGroupTopicPrefix); ok {
 		return b.ensureRetry(group) // the group has dead letters: it existed
 	}
-	tc, _, err := b.autoCreate(topic, AutoCreateTopicKey, 0)
+	tc, err := b.autoCreate(topic, AutoCreateTopicKey, 0)
 	return tc, err
 }
 

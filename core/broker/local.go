@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"net/netip"
-	"strconv"
 	"sync"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -15,19 +14,28 @@ import (
 // send, transaction, filter and dead-letter paths as the remoting
 // handlers, without a remoting connection.
 
-// LocalSend is a message sent by an in-process front end: the header a
-// SEND_MESSAGE_V2 would carry, its body and the sender's address.
+// LocalSend is a message sent by an in-process front end. A topic that
+// does not exist is created from TBW102 (with at most 4 queues) when the
+// broker auto-creates topics.
 type LocalSend struct {
-	Header   remoting.SendHeader
-	Body     []byte
-	BornHost netip.AddrPort
+	Topic   string
+	QueueID int32 // the queue to store in; -1 for any writable queue
+	// SysFlag carries message.SysFlagTxPrepared for a half message.
+	SysFlag       int32
+	BornTimestamp int64 // Unix milliseconds
+	// Properties are the message's, encoded (message.EncodeProperties):
+	// tags, keys, a delay level or delivery time, a transaction's
+	// producer group and the user's own.
+	Properties message.Properties
+	Body       []byte
+	BornHost   netip.AddrPort
 }
 
-// LocalSent answers a LocalSend. Code is a remoting response code
-// (remoting.Success when stored) and Remark says why not.
+// LocalSent answers a LocalSend. Err is nil when the message was stored,
+// or says why not and wraps one of the refusal kinds (ErrIllegal,
+// ErrTooLarge, ErrNoPermission, ErrTopicNotFound, ...).
 type LocalSent struct {
-	Code        int16
-	Remark      string
+	Err         error
 	QueueID     int32 // the queue the message was sent to (for a parked one, its real queue)
 	QueueOffset int64
 	// CommitLogOffset is where the record was stored: for a half message,
@@ -48,26 +56,24 @@ func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
 	out := make([]LocalSent, len(ss))
 	var wg sync.WaitGroup
 	for i := range ss {
-		req, msgs, refused := b.localMessages(ss[i])
-		if msgs == nil {
-			out[i] = refused
+		msgs, err := b.localMessages(ss[i])
+		if err != nil {
+			out[i] = LocalSent{Err: err}
 			continue
 		}
 		m := msgs[0]
 		wg.Add(1)
-		err := b.store.AppendAsync(msgs, func(err error) {
+		err = b.store.AppendAsync(msgs, func(err error) {
 			// On the store's completion goroutine: quick, no waiting.
 			if err != nil {
-				r := b.storeError(req, err)
-				out[i] = LocalSent{Code: r.Code, Remark: r.Remark}
+				out[i] = LocalSent{Err: b.storeRefusal(err)}
 			} else {
-				out[i] = LocalSent{Code: remoting.Success, QueueID: sentQueue(m), QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset, Topic: m.Topic}
+				out[i] = LocalSent{QueueID: sentQueue(m), QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset, Topic: m.Topic}
 			}
 			wg.Done()
 		})
 		if err != nil {
-			r := b.storeError(req, err)
-			out[i] = LocalSent{Code: r.Code, Remark: r.Remark}
+			out[i] = LocalSent{Err: b.storeRefusal(err)}
 			wg.Done()
 		}
 	}
@@ -76,36 +82,35 @@ func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
 }
 
 // localMessages builds what a LocalSend stores: its message, then any of
-// the broker's own (outbox events); or nil and the answer refusing it.
-func (b *Broker) localMessages(s LocalSend) (*remoting.Command, []*message.Message, LocalSent) {
-	h := s.Header
-	req := remoting.NewRequest(remoting.SendMessageV2, nil, nil)
-	qid, resp := b.sendQueue(req, &h, true)
-	if resp != nil {
-		return req, nil, LocalSent{Code: resp.Code, Remark: resp.Remark}
+// the broker's own (outbox events); or why it is refused.
+func (b *Broker) localMessages(s LocalSend) ([]*message.Message, error) {
+	h := remoting.SendHeader{Topic: s.Topic, QueueID: s.QueueID, SysFlag: s.SysFlag, BornTimestamp: s.BornTimestamp,
+		Properties: string(s.Properties), DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: 4}
+	qid, err := b.sendQueue(&h, true)
+	if err != nil {
+		return nil, err
 	}
 	if len(s.Body) > b.opts.MaxMessageSize {
-		return req, nil, LocalSent{Code: remoting.MessageIllegal, Remark: "send: body of " + strconv.Itoa(len(s.Body)) + " bytes exceeds the " + strconv.Itoa(b.opts.MaxMessageSize) + "-byte limit"}
+		return nil, refusef(ErrTooLarge, "body of %d bytes exceeds the %d-byte limit", len(s.Body), b.opts.MaxMessageSize)
 	}
 	m := &message.Message{
 		Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 		BornHost: s.BornHost, StoreHost: b.storeHost, ReconsumeTimes: h.ReconsumeTimes, Body: s.Body,
 	}
-	var err error
 	if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
-		return req, nil, LocalSent{Code: remoting.MessageIllegal, Remark: "send: " + err.Error()}
+		return nil, err
 	}
 	if m.Properties.Has(message.PropertyReplyToClient) {
-		return req, nil, LocalSent{Code: remoting.MessageIllegal, Remark: "send: REPLY_TO_CLIENT needs a remoting connection"}
+		return nil, refusef(ErrIllegal, "REPLY_TO_CLIENT needs a remoting connection")
 	}
-	if code, err := b.transformSend(h.Topic, []*message.Message{m}); err != nil {
-		return req, nil, LocalSent{Code: code, Remark: "send: " + err.Error()}
+	if err := b.transformSend(h.Topic, []*message.Message{m}); err != nil {
+		return nil, err
 	}
-	extra, code, err := b.transform(nil, m, &h)
+	extra, err := b.transform(nil, m, &h)
 	if err != nil {
-		return req, nil, LocalSent{Code: code, Remark: "send: " + err.Error()}
+		return nil, err
 	}
-	return req, append([]*message.Message{m}, extra...), LocalSent{}
+	return append([]*message.Message{m}, extra...), nil
 }
 
 // EndLocalTransaction commits (commit true) or rolls back the half message
@@ -151,16 +156,16 @@ func (b *Broker) CheckConsumerGroup(group string) error {
 
 // EnsureTopic returns topic's configuration, creating it from TBW102 as a
 // send to an unknown topic would when autoCreateTopic is on; otherwise
-// err says why not and code is the remoting code of the refusal.
-func (b *Broker) EnsureTopic(topic string) (tc TopicConfig, code int16, err error) {
+// err says why not (ErrBadTopic, ErrNoPermission, ErrTopicNotFound, ...).
+func (b *Broker) EnsureTopic(topic string) (TopicConfig, error) {
 	if err := ValidateTopic(topic); err != nil {
-		return TopicConfig{}, remoting.SystemError, err
+		return TopicConfig{}, refusef(ErrNoQueue, "%w", err)
 	}
 	if tc, ok := b.topics.get(topic); ok {
-		return tc, remoting.Success, nil
+		return tc, nil
 	}
 	if reservedTopic(topic) {
-		return TopicConfig{}, remoting.NoPermission, ErrReservedTopic
+		return TopicConfig{}, refusef(ErrNoPermission, "%w: %s", ErrReservedTopic, topic)
 	}
 	return b.autoCreate(topic, "", 0)
 }

@@ -49,11 +49,15 @@ func (b *Broker) refuseWrite(_ *remoting.Conn, req *remoting.Command) *remoting.
 // It is routine during a failover, so it is logged at debug level, at
 // most once per limitLogGap.
 func (b *Broker) notMaster(req *remoting.Command, what string, err error) *remoting.Command {
+	return refused(req, what, b.notLeader(what, err))
+}
+
+// notLeader is the refusal of a write this member can no longer take.
+func (b *Broker) notLeader(what string, err error) error {
 	if b.notMasterLog.allow(time.Now()) {
 		b.log.Debug("write refused: this member no longer leads its set", "request", what, "err", err)
 	}
-	return response(req, remoting.ServiceNotAvailable,
-		"%s: broker %s is not its set's master now: retry on the master (%s)", what, b.opts.BrokerName, b.leaderHint())
+	return refusef(ErrNotLeader, "broker %s is not its set's master now: retry on the master (%s)", b.opts.BrokerName, b.leaderHint())
 }
 
 // leaderHint names the set's leader for a refusal's remark.

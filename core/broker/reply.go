@@ -65,17 +65,17 @@ func (b *Broker) handleSendReply(c *remoting.Conn, req *remoting.Command) *remot
 	if len(req.Body) > b.opts.MaxMessageSize {
 		return response(req, remoting.MessageIllegal, "send reply: body of %d bytes exceeds the %d-byte limit", len(req.Body), b.opts.MaxMessageSize)
 	}
-	qid, resp := b.sendQueue(req, &h, true)
-	if resp != nil {
-		return resp
+	qid, err := b.sendQueue(&h, true)
+	if err != nil {
+		return refused(req, "send", err)
 	}
 	m := b.newMessage(c, &h, qid, req.Body, nil)
 	if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
-		return response(req, remoting.MessageIllegal, "send reply: %v", err)
+		return refused(req, "send reply", err)
 	}
 	msgs := []*message.Message{m}
 	if err := b.store.Append(msgs); err != nil {
-		return b.storeError(req, err)
+		return refused(req, "send", b.storeRefusal(err))
 	}
 	if err := b.pushReply(c, &h, m, string(requester)); err != nil {
 		b.log.Info("reply stored but not delivered", "topic", m.Topic, "queue", m.QueueID, "offset", m.QueueOffset,

@@ -366,7 +366,7 @@ func (b *Broker) handleSendBack(c *remoting.Conn, req *remoting.Command) *remoti
 		return response(req, remoting.SystemError, "send back: %v", err)
 	}
 	if err := b.store.Append(msgs); err != nil {
-		return b.storeError(req, err)
+		return refused(req, "send", b.storeRefusal(err))
 	}
 	b.meters.sentBack(msgs[0].Topic)
 	return remoting.NewResponse(req, remoting.Success, "")
@@ -427,7 +427,7 @@ func (b *Broker) sendBack(orig *message.Message, group string, delayLevel, maxTi
 		level = min(level, len(b.levels))
 		m.Topic, m.QueueID = tc.TopicName, rand.Int32N(int32(tc.WriteQueueNums))
 		m.Properties = props.With(message.PropertyDelayLevel, strconv.Itoa(level))
-		if _, err := b.toSchedule(m); err != nil {
+		if err := b.toSchedule(m); err != nil {
 			return nil, err
 		}
 		ev.Kind, ev.DelayLevel = outbox.KindRetry, int32(level)

@@ -286,7 +286,7 @@ func (b *Broker) unpark(r message.Record) *message.Message {
 	tc, ok := b.topics.get(topic)
 	if !ok {
 		var cerr error
-		if tc, _, cerr = b.autoCreate(topic, AutoCreateTopicKey, 0); cerr != nil {
+		if tc, cerr = b.autoCreate(topic, AutoCreateTopicKey, 0); cerr != nil {
 			b.log.Warn("parked message's topic could not be created; storing anyway", "topic", topic, "err", cerr)
 			tc = TopicConfig{WriteQueueNums: qid + 1}
 		}

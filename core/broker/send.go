@@ -30,16 +30,16 @@ func (b *Broker) handleSend(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if err != nil {
 		return response(req, remoting.MessageIllegal, "send: %v", err)
 	}
-	qid, resp := b.sendQueue(req, &h, true)
-	if resp != nil {
-		return resp
+	qid, err := b.sendQueue(&h, true)
+	if err != nil {
+		return refused(req, "send", err)
 	}
-	msgs, sent, resp := b.sendMessages(c, req, &h, qid)
-	if resp != nil {
-		return resp
+	msgs, sent, err := b.sendMessages(c, req, &h, qid)
+	if err != nil {
+		return refused(req, sendWhat(&h), err)
 	}
 	if err := b.store.Append(msgs); err != nil {
-		return b.storeError(req, err)
+		return refused(req, "send", b.storeRefusal(err))
 	}
 	b.meters.stored(h.Topic, msgs[:sent], start)
 	return b.sent(c, req, msgs[:sent])
@@ -68,87 +68,86 @@ func (b *Broker) sendFast(c *remoting.Conn, req *remoting.Command, reply func(*r
 		// A transform may run up to its deadline: not on the reader.
 		return false
 	}
-	qid, resp := b.sendQueue(req, &h, false)
-	if resp == nil {
-		var msgs []*message.Message
-		var sent int
-		if msgs, sent, resp = b.sendMessages(c, req, &h, qid); resp == nil {
-			topic := h.Topic // not h itself: the callback would move it to the heap
-			err := b.store.AppendAsync(msgs, func(err error) {
-				if err != nil {
-					reply(b.storeError(req, err))
-					return
-				}
-				b.meters.stored(topic, msgs[:sent], start)
-				reply(b.sent(c, req, msgs[:sent]))
-			})
-			if err == nil {
-				return true
-			}
-			resp = b.storeError(req, err)
-		}
+	qid, err := b.sendQueue(&h, false)
+	if err != nil {
+		reply(refused(req, "send", err))
+		return true
 	}
-	reply(resp)
+	msgs, sent, err := b.sendMessages(c, req, &h, qid)
+	if err != nil {
+		reply(refused(req, sendWhat(&h), err))
+		return true
+	}
+	topic := h.Topic // not h itself: the callback would move it to the heap
+	err = b.store.AppendAsync(msgs, func(err error) {
+		if err != nil {
+			reply(refused(req, "send", b.storeRefusal(err)))
+			return
+		}
+		b.meters.stored(topic, msgs[:sent], start)
+		reply(b.sent(c, req, msgs[:sent]))
+	})
+	if err != nil {
+		reply(refused(req, "send", b.storeRefusal(err)))
+	}
 	return true
 }
 
 // sendQueue checks a send's topic, creating it when create is set and
-// the topic is missing, and returns the queue the messages go to, or the
-// response refusing the send.
-func (b *Broker) sendQueue(req *remoting.Command, h *remoting.SendHeader, create bool) (int32, *remoting.Command) {
+// the topic is missing, and returns the queue the messages go to, or why
+// the send is refused.
+func (b *Broker) sendQueue(h *remoting.SendHeader, create bool) (int32, error) {
 	if err := ValidateTopic(h.Topic); err != nil {
-		return 0, response(req, remoting.SystemError, "send: %v", err)
+		return 0, refusef(ErrNoQueue, "%w", err)
 	}
 	if reservedTopic(h.Topic) {
-		return 0, response(req, remoting.NoPermission, "send: topic %s is reserved for the broker", h.Topic)
+		return 0, refusef(ErrNoPermission, "topic %s is reserved for the broker", h.Topic)
 	}
 	if len(h.Properties) > message.MaxPropertiesLen {
-		return 0, response(req, remoting.MessageIllegal, "send: properties of %d bytes exceed %d", len(h.Properties), message.MaxPropertiesLen)
+		return 0, refusef(ErrTooLarge, "%w: %d bytes", message.ErrPropertiesTooLong, len(h.Properties))
 	}
 	tc, ok := b.topics.get(h.Topic)
 	if !ok {
 		if !create {
-			return 0, response(req, remoting.TopicNotExist, "send: topic %s does not exist", h.Topic)
+			return 0, refusef(ErrTopicNotFound, "topic %s does not exist", h.Topic)
 		}
-		var code int16
 		var err error
-		if tc, code, err = b.autoCreate(h.Topic, h.DefaultTopic, int(h.DefaultTopicQueueNums)); err != nil {
-			return 0, response(req, code, "send: %v", err)
+		if tc, err = b.autoCreate(h.Topic, h.DefaultTopic, int(h.DefaultTopicQueueNums)); err != nil {
+			return 0, err
 		}
 	}
 	if tc.Perm&remoting.PermWrite == 0 {
-		return 0, response(req, remoting.NoPermission, "send: topic %s is not writable (perm %d)", h.Topic, tc.Perm)
+		return 0, refusef(ErrNoPermission, "topic %s is not writable (perm %d)", h.Topic, tc.Perm)
 	}
 	qid := h.QueueID
 	if qid < 0 {
 		qid = rand.Int32N(writableQueues(tc))
 	}
 	if int(qid) >= max(tc.ReadQueueNums, tc.WriteQueueNums) {
-		return 0, response(req, remoting.SystemError, "send: queue %d does not exist in topic %s (%d queues)", qid, h.Topic, tc.WriteQueueNums)
+		return 0, refusef(ErrNoQueue, "queue %d does not exist in topic %s (%d queues)", qid, h.Topic, tc.WriteQueueNums)
 	}
 	if int(qid) >= tc.ReadQueueNums {
 		// Consumers' routes list only the read queues: a message stored
 		// here could never be pulled.
-		return 0, response(req, remoting.SystemError, "send: queue %d of topic %s is not readable: the topic has %d read queues", qid, h.Topic, tc.ReadQueueNums)
+		return 0, refusef(ErrNoQueue, "queue %d of topic %s is not readable: the topic has %d read queues", qid, h.Topic, tc.ReadQueueNums)
 	}
 	return qid, nil
 }
 
 // sendMessages builds what a send stores: the client's messages, then any
 // of the broker's own (outbox events); sent counts the client's.
-func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoting.SendHeader, qid int32) (msgs []*message.Message, sent int, resp *remoting.Command) {
-	var err error
+func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoting.SendHeader, qid int32) (msgs []*message.Message, sent int, err error) {
 	// SEND_BATCH_MESSAGE always carries a batch; SEND_MESSAGE(_V2) does
 	// when its batch flag says so, which is how the C++ client sends one.
 	if h.Batch {
 		if len(req.Body) > b.opts.MaxMessageSize {
-			return nil, 0, response(req, remoting.MessageIllegal, "send batch: body of %d bytes exceeds the %d-byte limit (maxMessageSize)", len(req.Body), b.opts.MaxMessageSize)
+			return nil, 0, refusef(ErrTooLarge, "body of %d bytes exceeds the %d-byte limit (maxMessageSize)", len(req.Body), b.opts.MaxMessageSize)
 		}
 		if msgs, err = b.batchMessages(c, h, qid, req.Body); err != nil {
-			return nil, 0, response(req, remoting.MessageIllegal, "send batch: %v", err)
+			return nil, 0, err
 		}
-		if code, err := b.transformSend(h.Topic, msgs); err != nil {
-			return nil, 0, response(req, code, "send batch: %v", err)
+		if err := b.transformSend(h.Topic, msgs); err != nil {
+			return nil, 0, err
 		}
 		sent = len(msgs)
 		if isRetryTopic(h.Topic) {
@@ -158,7 +157,7 @@ func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoti
 			for _, m := range msgs[:sent] {
 				ev, err := b.retryLimit(m, h)
 				if err != nil {
-					return nil, 0, response(req, remoting.SystemError, "send batch: %v", err)
+					return nil, 0, refusef(ErrInternal, "%w", err)
 				}
 				if ev != nil {
 					msgs = append(msgs, b.newEvent(*ev, m))
@@ -168,20 +167,28 @@ func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoti
 		return msgs, sent, nil
 	}
 	if len(req.Body) > b.opts.MaxMessageSize {
-		return nil, 0, response(req, remoting.MessageIllegal, "send: body of %d bytes exceeds the %d-byte limit", len(req.Body), b.opts.MaxMessageSize)
+		return nil, 0, refusef(ErrTooLarge, "body of %d bytes exceeds the %d-byte limit", len(req.Body), b.opts.MaxMessageSize)
 	}
 	m := b.newMessage(c, h, qid, req.Body, nil)
 	if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
-		return nil, 0, response(req, remoting.MessageIllegal, "send: %v", err)
+		return nil, 0, err
 	}
-	if code, err := b.transformSend(h.Topic, []*message.Message{m}); err != nil {
-		return nil, 0, response(req, code, "send: %v", err)
+	if err := b.transformSend(h.Topic, []*message.Message{m}); err != nil {
+		return nil, 0, err
 	}
-	extra, code, err := b.transform(c, m, h)
+	extra, err := b.transform(c, m, h)
 	if err != nil {
-		return nil, 0, response(req, code, "send: %v", err)
+		return nil, 0, err
 	}
 	return append([]*message.Message{m}, extra...), 1, nil
+}
+
+// sendWhat names a send in its refusal: "send", or "send batch".
+func sendWhat(h *remoting.SendHeader) string {
+	if h.Batch {
+		return "send batch"
+	}
+	return "send"
 }
 
 // sent answers a send whose messages are stored.
@@ -219,7 +226,7 @@ func (b *Broker) storedProperties(p message.Properties) (message.Properties, err
 		p = p.With(message.PropertyCluster, b.opts.ClusterName)
 	}
 	if len(p) > message.MaxPropertiesLen {
-		return nil, message.ErrPropertiesTooLong
+		return nil, refusef(ErrTooLarge, "%w", message.ErrPropertiesTooLong)
 	}
 	return p, nil
 }
@@ -235,7 +242,7 @@ func (b *Broker) storedPropertiesString(props string) (message.Properties, error
 	p := make(message.Properties, 0, len(props)+len(message.PropertyCluster)+len(b.opts.ClusterName)+3)
 	p = message.AppendProperty(append(p, props...), message.PropertyCluster, b.opts.ClusterName)
 	if len(p) > message.MaxPropertiesLen {
-		return nil, message.ErrPropertiesTooLong
+		return nil, refusef(ErrTooLarge, "%w", message.ErrPropertiesTooLong)
 	}
 	return p, nil
 }
@@ -245,26 +252,26 @@ func (b *Broker) storedPropertiesString(props string) (message.Properties, error
 func (b *Broker) batchMessages(c *remoting.Conn, h *remoting.SendHeader, qid int32, body []byte) ([]*message.Message, error) {
 	entries, err := message.DecodeBatch(body)
 	if err != nil {
-		return nil, err
+		return nil, refusef(ErrIllegal, "%w", err)
 	}
 	if len(entries) > b.opts.MaxBatchMessages {
-		return nil, errors.New(strconv.Itoa(len(entries)) + " messages exceed the limit of " + strconv.Itoa(b.opts.MaxBatchMessages) + " per batch (maxBatchMessages)")
+		return nil, refusef(ErrTooLarge, "%d messages exceed the limit of %d per batch (maxBatchMessages)", len(entries), b.opts.MaxBatchMessages)
 	}
 	if h.SysFlag&message.SysFlagTxMask != 0 {
-		return nil, errors.New("a batch may not hold transactional messages")
+		return nil, refusef(ErrIllegal, "a batch may not hold transactional messages")
 	}
 	common := message.Properties(h.Properties)
 	msgs := make([]*message.Message, len(entries))
 	for i, e := range entries {
 		if len(e.Body) > b.opts.MaxMessageSize {
-			return nil, errors.New("message " + strconv.Itoa(i) + " has a body of " + strconv.Itoa(len(e.Body)) + " bytes, over the limit of " + strconv.Itoa(b.opts.MaxMessageSize))
+			return nil, refusef(ErrTooLarge, "message %d has a body of %d bytes, over the limit of %d", i, len(e.Body), b.opts.MaxMessageSize)
 		}
 		props := e.Properties
 		if len(common) > 0 {
 			props = append(append(message.Properties(nil), props...), common...)
 		}
 		if props.Has(message.PropertyDelayLevel) || props.Has(message.PropertyTransactionPrepared) {
-			return nil, errors.New("a batch may not hold delayed or transactional messages")
+			return nil, refusef(ErrIllegal, "a batch may not hold delayed or transactional messages")
 		}
 		m := b.newMessage(c, h, qid, e.Body, props)
 		m.Flag = e.Flag
@@ -276,22 +283,22 @@ func (b *Broker) batchMessages(c *remoting.Conn, h *remoting.SendHeader, qid int
 	return msgs, nil
 }
 
-// storeError answers a request whose append failed.
-func (b *Broker) storeError(req *remoting.Command, err error) *remoting.Command {
+// storeRefusal classifies an append's failure.
+func (b *Broker) storeRefusal(err error) error {
 	switch {
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, message.ErrTopicTooLong), errors.Is(err, message.ErrPropertiesTooLong):
-		return response(req, remoting.MessageIllegal, "send: %v", err)
+		return refusef(ErrTooLarge, "%w", err)
 	case errors.Is(err, store.ErrClosed):
-		return response(req, remoting.ServiceNotAvailable, "send: the broker is shutting down")
+		return refusef(ErrUnavailable, "the broker is shutting down")
 	case errors.Is(err, store.ErrDiskFull):
 		// The store logs the full disk, rate-limited; clients retry
 		// another broker on this code.
-		return response(req, remoting.ServiceNotAvailable, "send: service not available now, the broker's disk is full: %v", err)
+		return refusef(ErrUnavailable, "service not available now, the broker's disk is full: %w", err)
 	case errors.Is(err, store.ErrNotLeader):
-		return b.notMaster(req, "send", err)
+		return b.notLeader("send", err)
 	}
 	b.log.Error("append failed", "err", err)
-	return response(req, remoting.SystemError, "send: %v", err)
+	return refusef(ErrInternal, "%w", err)
 }
 
 // sendResponse answers a successful send.

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -41,49 +40,49 @@ func (b *Broker) sendTransformFor(topic string) SendTransform {
 // transformSend runs the transform of topic over the client's messages of
 // one send, all or nothing, and checks what it changed: a message sent to
 // another topic goes to a random writable queue of that topic, which must
-// exist, be writable and not be the broker's own. It returns the response
-// code refusing the send, with the reason.
-func (b *Broker) transformSend(topic string, msgs []*message.Message) (int16, error) {
+// exist, be writable and not be the broker's own. It returns why the send
+// is refused.
+func (b *Broker) transformSend(topic string, msgs []*message.Message) error {
 	t := b.sendTransformFor(topic)
 	if t == nil {
-		return remoting.Success, nil
+		return nil
 	}
 	if err := t.TransformSend(context.Background(), msgs); err != nil {
 		if errors.Is(err, ErrSendRejected) {
 			if b.transformLog.allow(time.Now()) {
 				b.log.Info("send refused by a transform (more are not logged for a while)", "topic", topic, "err", err)
 			}
-			return remoting.MessageIllegal, err
+			return refusef(ErrIllegal, "%w", err)
 		}
 		if b.transformLog.allow(time.Now()) {
 			b.log.Warn("send transform failed; the send is refused (more are not logged for a while)", "topic", topic, "err", err)
 		}
-		return remoting.SystemError, err
+		return refusef(ErrInternal, "%w", err)
 	}
 	for i, m := range msgs {
 		if len(m.Body) > b.opts.MaxMessageSize {
-			return remoting.MessageIllegal, fmt.Errorf("transform made message %d's body %d bytes, over the %d-byte limit", i, len(m.Body), b.opts.MaxMessageSize)
+			return refusef(ErrTooLarge, "transform made message %d's body %d bytes, over the %d-byte limit", i, len(m.Body), b.opts.MaxMessageSize)
 		}
 		if len(m.Properties) > message.MaxPropertiesLen {
-			return remoting.MessageIllegal, fmt.Errorf("transform made message %d's properties %d bytes, over %d", i, len(m.Properties), message.MaxPropertiesLen)
+			return refusef(ErrTooLarge, "transform made message %d's properties %d bytes, over %d", i, len(m.Properties), message.MaxPropertiesLen)
 		}
 		if m.Topic == topic {
 			continue
 		}
 		if err := ValidateTopic(m.Topic); err != nil {
-			return remoting.SystemError, fmt.Errorf("transform sent message %d to an invalid topic: %v", i, err)
+			return refusef(ErrNoQueue, "transform sent message %d to an invalid topic: %v", i, err)
 		}
 		if reservedTopic(m.Topic) || isRetryTopic(m.Topic) {
-			return remoting.NoPermission, fmt.Errorf("transform sent message %d to topic %s, which is the broker's", i, m.Topic)
+			return refusef(ErrNoPermission, "transform sent message %d to topic %s, which is the broker's", i, m.Topic)
 		}
 		tc, ok := b.topics.get(m.Topic)
 		if !ok {
-			return remoting.TopicNotExist, fmt.Errorf("transform sent message %d to topic %s, which does not exist", i, m.Topic)
+			return refusef(ErrTopicNotFound, "transform sent message %d to topic %s, which does not exist", i, m.Topic)
 		}
 		if tc.Perm&remoting.PermWrite == 0 {
-			return remoting.NoPermission, fmt.Errorf("transform sent message %d to topic %s, which is not writable", i, m.Topic)
+			return refusef(ErrNoPermission, "transform sent message %d to topic %s, which is not writable", i, m.Topic)
 		}
 		m.QueueID = rand.Int32N(writableQueues(tc))
 	}
-	return remoting.Success, nil
+	return nil
 }

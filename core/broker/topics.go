@@ -300,48 +300,51 @@ func writableQueues(tc TopicConfig) int32 {
 
 // autoCreate creates topic from the template named by defaultTopic, as a
 // send to an unknown topic does.
-func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicConfig, int16, error) {
+func (b *Broker) autoCreate(topic, defaultTopic string, queueNums int) (TopicConfig, error) {
 	if group, ok := strings.CutPrefix(topic, RetryGroupTopicPrefix); ok {
 		// A group's retry topic exists for groups the broker knows, as
 		// the official client's fallback send needs; never for a name a
 		// client makes up.
 		if err := b.knownGroup(group); err != nil {
-			return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
+			return TopicConfig{}, refusef(ErrTopicNotFound, "topic %s does not exist: %w", logName(topic), err)
 		}
 		tc, err := b.ensureRetry(group)
 		if errors.Is(err, ErrNoRetry) {
-			return tc, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist: %w", logName(topic), err)
+			return tc, refusef(ErrTopicNotFound, "topic %s does not exist: %w", logName(topic), err)
 		}
-		return tc, creationCode(err), err
+		return tc, creationError(err)
 	}
 	if strings.HasPrefix(topic, DLQGroupTopicPrefix) {
-		return TopicConfig{}, remoting.NoPermission, fmt.Errorf("%w: %s is created only by the broker", ErrReservedTopic, logName(topic))
+		return TopicConfig{}, refusef(ErrNoPermission, "%w: %s is created only by the broker", ErrReservedTopic, logName(topic))
 	}
 	if b.opts.DisableAutoCreateTopic {
-		return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist and auto-creation is off", topic)
+		return TopicConfig{}, refusef(ErrTopicNotFound, "topic %s does not exist and auto-creation is off", topic)
 	}
 	if defaultTopic == "" {
 		defaultTopic = AutoCreateTopicKey
 	}
 	tmpl, ok := b.topics.get(defaultTopic)
 	if !ok || tmpl.Perm&remoting.PermInherit == 0 {
-		return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist and %s cannot be inherited from", topic, defaultTopic)
+		return TopicConfig{}, refusef(ErrTopicNotFound, "topic %s does not exist and %s cannot be inherited from", topic, defaultTopic)
 	}
 	n := tmpl.WriteQueueNums
 	if queueNums > 0 && queueNums < n {
 		n = queueNums
 	}
 	tc, err := b.topics.ensure(TopicConfig{TopicName: topic, ReadQueueNums: n, WriteQueueNums: n, Perm: tmpl.Perm &^ remoting.PermInherit})
-	return tc, creationCode(err), err
+	return tc, creationError(err)
 }
 
-// creationCode is the answer's code when creating a topic failed: a
-// topic that the quota keeps from existing does not exist.
-func creationCode(err error) int16 {
-	if errors.Is(err, ErrTopicQuota) {
-		return remoting.TopicNotExist
+// creationError classifies a failure to create a topic: a topic that the
+// quota keeps from existing does not exist.
+func creationError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrTopicQuota):
+		return refusef(ErrTopicNotFound, "%w", err)
 	}
-	return remoting.SystemError
+	return refusef(ErrInternal, "%w", err)
 }
 
 func (b *Broker) handleCreateTopic(c *remoting.Conn, req *remoting.Command) *remoting.Command {

@@ -15,36 +15,36 @@ import (
 //  3. a delayed or timed message goes to the schedule (delay.go).
 //
 // It may add messages to store in the same write (an outbox event), and
-// returns a response code and error when the message is refused. A
+// returns why when the message is refused. A
 // request of request-reply (REPLY_TO_CLIENT) also tells the client table
 // that c is the requester's connection, where its reply will be pushed.
-func (b *Broker) transform(c *remoting.Conn, m *message.Message, h *remoting.SendHeader) (extra []*message.Message, code int16, err error) {
+func (b *Broker) transform(c *remoting.Conn, m *message.Message, h *remoting.SendHeader) (extra []*message.Message, err error) {
 	half, parked, requester := scanSpecial(m.Properties)
 	if requester != nil {
 		b.clients.rememberRequester(requester, c)
 	}
 	if half {
 		if err := b.toHalf(m); err != nil {
-			return nil, remoting.MessageIllegal, err
+			return nil, refusef(ErrIllegal, "%w", err)
 		}
-		return nil, remoting.Success, nil
+		return nil, nil
 	}
 	var ev *outbox.Record
 	if isRetryTopic(m.Topic) {
 		if ev, err = b.retryLimit(m, h); err != nil {
-			return nil, remoting.SystemError, err
+			return nil, refusef(ErrInternal, "%w", err)
 		}
 	}
 	if parked {
-		if code, err := b.toSchedule(m); err != nil {
-			return nil, code, err
+		if err := b.toSchedule(m); err != nil {
+			return nil, err
 		}
 	}
 	if ev != nil {
 		// The event records the message in its final form.
 		extra = append(extra, b.newEvent(*ev, m))
 	}
-	return extra, remoting.Success, nil
+	return extra, nil
 }
 
 // scanSpecial reads, in one pass over the properties, whether a message is

@@ -160,7 +160,7 @@ type txnDeps struct {
 	ensureTopic func(TopicConfig) (TopicConfig, error)
 	// schedule parks a committed message that is delayed or timed
 	// (Broker.toSchedule).
-	schedule func(*message.Message) (int16, error)
+	schedule func(*message.Message) error
 }
 
 // txnService indexes half messages, resolves them and checks them back.
@@ -506,7 +506,7 @@ func (s *txnService) effect(t *halfTxn, latest int64, outcome string, now time.T
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.schedule(m); err != nil {
+		if err := s.schedule(m); err != nil {
 			return nil, fmt.Errorf("schedule committed message: %w", err)
 		}
 		return []*message.Message{m, marker}, nil

@@ -67,6 +67,12 @@ type TopicConfig struct {
 	MessageType string `json:"messageType,omitempty"`
 }
 
+// Readable reports whether consumers may read the topic (PermRead).
+func (tc TopicConfig) Readable() bool { return tc.Perm&PermRead != 0 }
+
+// Writable reports whether producers may write the topic (PermWrite).
+func (tc TopicConfig) Writable() bool { return tc.Perm&PermWrite != 0 }
+
 // DataVersion versions a broker's topic table.
 type DataVersion struct {
 	Timestamp int64 `json:"timestamp"` // Unix milliseconds when the table was loaded

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
-	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/message"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
@@ -77,31 +77,23 @@ func codeOf(err error) pb.Code {
 		return pb.Code_ILLEGAL_TOPIC
 	case errors.Is(err, broker.ErrGroupNotConfigured):
 		return pb.Code_CONSUMER_GROUP_NOT_FOUND
+	// The broker's kinds of refusal (core/broker/errors.go).
+	case errors.Is(err, message.ErrPropertiesTooLong):
+		return pb.Code_MESSAGE_PROPERTIES_TOO_LARGE
+	case errors.Is(err, broker.ErrTooLarge):
+		return pb.Code_MESSAGE_BODY_TOO_LARGE
+	case errors.Is(err, broker.ErrIllegal), errors.Is(err, broker.ErrNoQueue):
+		return pb.Code_BAD_REQUEST
+	case errors.Is(err, broker.ErrNoPermission):
+		return pb.Code_FORBIDDEN
+	case errors.Is(err, broker.ErrTopicNotFound):
+		return pb.Code_TOPIC_NOT_FOUND
+	case errors.Is(err, broker.ErrUnavailable), errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrInternal):
+		return pb.Code_INTERNAL_SERVER_ERROR
 	case errors.Is(err, context.DeadlineExceeded):
 		return pb.Code_PROXY_TIMEOUT
 	case errors.Is(err, context.Canceled):
 		return pb.Code_REQUEST_TIMEOUT
-	}
-	return pb.Code_INTERNAL_SERVER_ERROR
-}
-
-// remotingCode maps a remoting response code of the broker's send path.
-func remotingCode(code int16) pb.Code {
-	switch code {
-	case remoting.Success:
-		return pb.Code_OK
-	case remoting.TopicNotExist:
-		return pb.Code_TOPIC_NOT_FOUND
-	case remoting.NoPermission:
-		return pb.Code_FORBIDDEN
-	case remoting.MessageIllegal:
-		return pb.Code_BAD_REQUEST
-	case remoting.SystemBusy, remoting.FlowControl:
-		return pb.Code_TOO_MANY_REQUESTS
-	case remoting.SubscriptionGroupNotExist:
-		return pb.Code_CONSUMER_GROUP_NOT_FOUND
-	case remoting.ServiceNotAvailable:
-		return pb.Code_INTERNAL_SERVER_ERROR
 	}
 	return pb.Code_INTERNAL_SERVER_ERROR
 }

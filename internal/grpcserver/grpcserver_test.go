@@ -491,12 +491,22 @@ func TestSendErrors(t *testing.T) {
 	noID := msg(topic, "", "t", "x")
 	reserved := msg(topic, "r", "t", "x")
 	reserved.UserProperties = map[string]string{"UNIQ_KEY": "mine"}
+	bigProps := msg(topic, "p", "t", "x")
+	bigProps.UserProperties = map[string]string{"big": strings.Repeat("p", 40000)}
+	readOnly := brokertest.Name("ReadOnly")
+	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: readOnly, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 4}); err != nil {
+		t.Fatal(err)
+	}
+	// The broker's refusals, mapped by the endpoint's one table from the
+	// broker's kinds of error.
 	for name, c := range map[string]struct {
 		m    *pb.Message
 		want pb.Code
 	}{
-		"no message id":     {noID, pb.Code_ILLEGAL_MESSAGE_ID},
-		"reserved property": {reserved, pb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY},
+		"no message id":         {noID, pb.Code_ILLEGAL_MESSAGE_ID},
+		"reserved property":     {reserved, pb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY},
+		"properties over limit": {bigProps, pb.Code_MESSAGE_PROPERTIES_TOO_LARGE},
+		"topic not writable":    {msg(readOnly, "w", "t", "x"), pb.Code_FORBIDDEN},
 	} {
 		r, err := e.cl.SendMessage(ctx(t), &pb.SendMessageRequest{Messages: []*pb.Message{c.m}})
 		if err != nil || r.Status.GetCode() != c.want || r.Entries[0].Status.GetCode() != c.want {

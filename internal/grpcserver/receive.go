@@ -17,7 +17,6 @@ import (
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
-	"github.com/rmq-go/rmq/core/remoting"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
@@ -31,7 +30,7 @@ func (s *Server) consumerTopic(group, topic string) (int, error) {
 	if !ok {
 		return 0, refuse(pb.Code_TOPIC_NOT_FOUND, "topic %s not found", topic)
 	}
-	if tc.Perm&remoting.PermRead == 0 {
+	if !tc.Readable() {
 		return 0, refuse(pb.Code_FORBIDDEN, "topic %s is not readable", topic)
 	}
 	return tc.ReadQueueNums, nil

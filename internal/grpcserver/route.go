@@ -2,6 +2,7 @@ package grpcserver
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
-	"github.com/rmq-go/rmq/core/remoting"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
@@ -54,12 +54,9 @@ func (s *Server) brokerPB() *pb.Broker {
 // topic returns a topic's configuration, creating it when the broker
 // auto-creates topics.
 func (s *Server) topic(name string) (broker.TopicConfig, error) {
-	tc, code, err := s.b.EnsureTopic(name)
+	tc, err := s.b.EnsureTopic(name)
 	if err != nil {
-		if code == remoting.TopicNotExist {
-			return tc, refuse(pb.Code_TOPIC_NOT_FOUND, "topic %s not found: %v", name, err)
-		}
-		return tc, refuse(remotingCode(code), "topic %s: %v", name, err)
+		return tc, fmt.Errorf("topic %s: %w", name, err)
 	}
 	return tc, nil
 }
@@ -80,8 +77,8 @@ func (s *Server) QueryRoute(ctx context.Context, req *pb.QueryRouteRequest) (*pb
 	n := max(tc.ReadQueueNums, tc.WriteQueueNums)
 	qs := make([]*pb.MessageQueue, 0, n)
 	for i := range n {
-		r := i < tc.ReadQueueNums && tc.Perm&remoting.PermRead != 0
-		w := i < tc.WriteQueueNums && i < tc.ReadQueueNums && tc.Perm&remoting.PermWrite != 0
+		r := i < tc.ReadQueueNums && tc.Readable()
+		w := i < tc.WriteQueueNums && i < tc.ReadQueueNums && tc.Writable()
 		perm := pb.Permission_NONE
 		switch {
 		case r && w:
@@ -107,7 +104,7 @@ func (s *Server) QueryAssignment(ctx context.Context, req *pb.QueryAssignmentReq
 	if err != nil {
 		return &pb.QueryAssignmentResponse{Status: statusOf(err)}, nil
 	}
-	if tc.Perm&remoting.PermRead == 0 || tc.ReadQueueNums == 0 {
+	if !tc.Readable() || tc.ReadQueueNums == 0 {
 		return &pb.QueryAssignmentResponse{Status: statusOf(refuse(pb.Code_FORBIDDEN, "topic %s is not readable", name))}, nil
 	}
 	br := s.brokerPB()

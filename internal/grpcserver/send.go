@@ -19,7 +19,6 @@ import (
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
-	"github.com/rmq-go/rmq/core/remoting"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
@@ -133,7 +132,7 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 	if tc, ok := s.b.Topic(topic); ok && !accepts(tc, sp.GetMessageType()) {
 		return fail(refuse(pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topic %s accepts %v messages, not %v", topic, acceptedTypes(tc), sp.GetMessageType()))
 	}
-	h := remoting.SendHeader{Topic: topic, QueueID: -1, BornTimestamp: sp.GetBornTimestamp().AsTime().UnixMilli(), DefaultTopic: broker.AutoCreateTopicKey, DefaultTopicQueueNums: 4}
+	ls := broker.LocalSend{Topic: topic, QueueID: -1, BornTimestamp: sp.GetBornTimestamp().AsTime().UnixMilli(), Body: body, BornHost: c.remote}
 	switch sp.GetMessageType() {
 	case pb.MessageType_FIFO:
 		if sp.GetMessageGroup() == "" {
@@ -143,7 +142,7 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 		if err != nil {
 			return fail(err)
 		}
-		h.QueueID = groupQueue(sp.GetMessageGroup(), tc)
+		ls.QueueID = groupQueue(sp.GetMessageGroup(), tc)
 		props[message.PropertyShardingKey] = sp.GetMessageGroup()
 	case pb.MessageType_DELAY:
 		if sp.DeliveryTimestamp == nil {
@@ -153,8 +152,7 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 	case pb.MessageType_TRANSACTION:
 		props[message.PropertyTransactionPrepared] = "true"
 		props[message.PropertyProducerGroup] = txnGroupPrefix + topic
-		h.ProducerGroup = txnGroupPrefix + topic
-		h.SysFlag |= message.SysFlagTxPrepared
+		ls.SysFlag |= message.SysFlagTxPrepared
 		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil && d.AsDuration() > 0 {
 			props[message.PropertyCheckImmunityTime] = strconv.FormatInt(max(1, int64(d.AsDuration()/time.Second)), 10)
 		}
@@ -162,18 +160,14 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 	default:
 		return fail(refuse(pb.Code_BAD_REQUEST, "message type %v is not served", sp.GetMessageType()))
 	}
-	h.Properties = string(message.EncodeProperties(props))
-	return broker.LocalSend{Header: h, Body: body, BornHost: c.remote}, entry
+	ls.Properties = message.EncodeProperties(props)
+	return ls, entry
 }
 
 // sent fills the entry of a message from the broker's answer.
 func (s *Server) sent(topic string, m *pb.Message, entry *pb.SendResultEntry, r broker.LocalSent) {
-	if r.Code != remoting.Success {
-		code := remotingCode(r.Code)
-		if r.Code == remoting.MessageIllegal && strings.Contains(r.Remark, "exceeds") {
-			code = pb.Code_MESSAGE_BODY_TOO_LARGE
-		}
-		entry.Status = statusOf(refuse(code, "%s", r.Remark))
+	if r.Err != nil {
+		entry.Status = statusOf(r.Err)
 		return
 	}
 	entry.Status, entry.Offset = okStatus(), r.QueueOffset

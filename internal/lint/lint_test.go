@@ -73,6 +73,10 @@ var rules = []rule{
 	// the remoting port, and loads no plugin itself.
 	{from: "internal/rmqpb", only: []string{"google.golang.org/grpc", "google.golang.org/protobuf"}, via: []string{"google.golang.org/grpc", "google.golang.org/protobuf"}},
 	{from: "internal/grpcserver", deny: []string{"plugins", "filters", "cmd", "internal/server", "core/namesrv", "github.com/tetratelabs/wazero", "github.com/nats-io"}},
+	// It speaks to the broker in the broker's own types and errors, never
+	// in the remoting protocol's codes, headers or remarks (core/broker
+	// keeps the remoting handlers and imports core/remoting itself).
+	{from: "internal/grpcserver", deny: []string{"core/remoting"}, direct: true},
 	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate", "internal/properties", "internal/ratelog", "internal/sniff"}},
 	// Guests may use the filters, which are built over core/message views
 	// and compile into WASM; the host-side plugin checker loads guests
