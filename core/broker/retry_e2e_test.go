@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -242,16 +243,21 @@ func TestDelayTimestampSend(t *testing.T) {
 // TestPendingSurviveRestart parks delayed, timed and retried messages,
 // restarts the broker, and checks all are delivered.
 func TestPendingSurviveRestart(t *testing.T) {
-	env := brokertest.Start(t, shortLevels)
+	// Level 3 and the timer are long enough that nothing parked comes due
+	// before the restart, however slow the machine.
+	env := brokertest.Start(t, func(cfg *server.Config) {
+		cfg.Broker.DelayLevels = []time.Duration{time.Second, 2 * time.Second, 8 * time.Second}
+	})
 	topic := brokertest.Name("Pending")
 	createTopic(t, env, topic, 1)
 	group := brokertest.Name("cg")
 	p := env.Producer(t)
 	ctx := context.Background()
+	start := time.Now()
 	if _, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("delayed")).WithDelayTimeLevel(3)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("timed")).WithDelayTimestamp(time.Now().Add(3*time.Second))); err != nil {
+	if _, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("timed")).WithDelayTimestamp(time.Now().Add(8*time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	sendN(t, p, topic, "retried", 1)
@@ -275,17 +281,34 @@ func TestPendingSurviveRestart(t *testing.T) {
 	brokertest.Eventually(t, 10*time.Second, "the retry parked", func() bool { return env.Store.MaxOffset(broker.ScheduleTopic, 2) >= 2 })
 	c.Shutdown()
 	p.Shutdown()
-	brokertest.Eventually(t, 10*time.Second, "the consumed offset committed", func() bool {
+	if time.Since(start) >= 8*time.Second {
+		t.Skip("the machine is too slow for this test: the parked messages came due before the restart")
+	}
+	// The client commits its offset past "retried-0" as it shuts down,
+	// unless it shut down before it read the send-back's answer; then the
+	// message is also received again from the topic (at least once).
+	committed := false
+	for until := time.Now().Add(2 * time.Second); !committed && time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
 		off, _ := env.Store.ConsumerOffset(group, topic, 0)
-		return off == 1
-	})
+		committed = off == 1
+	}
 
 	env = env.Restart(t)
 	a := recordingConsumer(t, env, group, topic, nil)
-	for _, body := range []string{"delayed", "timed", "retried-0"} {
-		ds := a.waitAttempts(t, body, 1, 30*time.Second)
-		if body == "retried-0" && ds[0].reconsumeTimes != 1 {
-			t.Errorf("retried message after restart: reconsume times %d", ds[0].reconsumeTimes)
+	for _, body := range []string{"delayed", "timed"} {
+		a.waitAttempts(t, body, 1, 30*time.Second)
+	}
+	// The retry parked before the restart is delivered with its
+	// reconsume count.
+	deadline := time.After(30 * time.Second)
+	for !slices.ContainsFunc(a.get("retried-0"), func(d delivery) bool { return d.reconsumeTimes == 1 }) {
+		select {
+		case <-a.ch:
+		case <-deadline:
+			t.Fatalf("retried message after restart: deliveries %+v, none with reconsume times 1", a.get("retried-0"))
 		}
+	}
+	if ds := a.get("retried-0"); committed && len(ds) != 1 {
+		t.Errorf("retried message after restart: %d deliveries %+v, want 1 (its offset was committed)", len(ds), ds)
 	}
 }
