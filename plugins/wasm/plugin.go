@@ -24,6 +24,11 @@ type Plugin struct {
 	cur      atomic.Pointer[generation]
 	stats    counters
 	closed   atomic.Bool
+	// policy is the failure policy of the last generation published,
+	// kept after Close: a call that finds the plugin closed (removed by a
+	// reload while a send was on its way to it) fails as the plugin's
+	// policy says.
+	policy atomic.Pointer[Policy]
 
 	// reloadMu serializes Reload and Close and guards seq.
 	reloadMu sync.Mutex
@@ -143,6 +148,8 @@ func (p *Plugin) Reload(ctx context.Context, opts Options) error {
 func (p *Plugin) publish(g *generation) {
 	p.seq++
 	g.seq = p.seq
+	pol := g.opts.FailurePolicy
+	p.policy.Store(&pol)
 	if old := p.cur.Swap(g); old != nil {
 		old.retire()
 	}

@@ -84,10 +84,11 @@ func (p *Plugin) Transform(ctx context.Context, msgs []TransformMessage, out []T
 	return err
 }
 
-// failurePolicy returns the serving module's failure policy.
+// failurePolicy returns the failure policy of the module serving last,
+// also once the plugin is closed.
 func (p *Plugin) failurePolicy() Policy {
-	if g := p.cur.Load(); g != nil {
-		return g.opts.FailurePolicy
+	if pol := p.policy.Load(); pol != nil {
+		return *pol
 	}
 	return ""
 }

@@ -64,3 +64,32 @@ func TestOlderMinorLoads(t *testing.T) {
 		t.Errorf("a v1.1 module as a transform: %v, want ErrKind", err)
 	}
 }
+
+// TestTransformClosedFollowsPolicy calls a transform after its plugin was
+// closed, as a send does that looked its transforms up just before a
+// reload removed one: under pass the message goes on as sent, under
+// reject the send is refused (a closed validator lets nothing through).
+func TestTransformClosedFollowsPolicy(t *testing.T) {
+	for _, policy := range []wasm.Policy{wasm.PolicyReject, wasm.PolicyPass} {
+		p, err := wasm.Load(ctx(t), wasm.Options{Name: "closed-" + string(policy), Kind: wasm.KindTransform,
+			Path: guest(t, "badtransform"), CacheDir: cacheDir, FailurePolicy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]wasm.TransformResult, 1)
+		err = p.Transform(ctx(t), []wasm.TransformMessage{{Topic: "T", Body: []byte("fine")}}, out)
+		switch policy {
+		case wasm.PolicyReject:
+			if !errors.Is(err, wasm.ErrClosed) {
+				t.Errorf("closed, under reject: %v, want ErrClosed", err)
+			}
+		case wasm.PolicyPass:
+			if err != nil || out[0].Changed() || out[0].Reject {
+				t.Errorf("closed, under pass: %+v, %v; want the message as sent", out[0], err)
+			}
+		}
+	}
+}
