@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -162,6 +163,18 @@ func (b *Broker) EnsureTopic(topic string) (tc TopicConfig, code int16, err erro
 		return TopicConfig{}, remoting.SystemError, err
 	}
 	if tc, ok := b.topics.get(topic); ok {
+		return tc, remoting.Success, nil
+	}
+	if b.opts.ReplicaID > 0 {
+		// The leader creates topics; a replica reads one created since
+		// its table was last reloaded from the store, and creates none.
+		tc, ok, err := b.topics.stored(topic)
+		switch {
+		case err != nil:
+			return TopicConfig{}, remoting.SystemError, err
+		case !ok:
+			return TopicConfig{}, remoting.TopicNotExist, fmt.Errorf("topic %s does not exist on this replica; its set's master creates topics", logName(topic))
+		}
 		return tc, remoting.Success, nil
 	}
 	if reservedTopic(topic) {

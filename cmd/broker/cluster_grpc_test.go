@@ -1,0 +1,426 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/internal/brokertest"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+// grpcSetClient is a RocketMQ 5 client of a set, as the official ones
+// behave: it knows the members' gRPC addresses as its access points,
+// asks one for the topic's route and sends and receives at the broker
+// endpoint the route names. Where the official clients refresh routes
+// every 30 s, it asks again after any failure, to keep the test short.
+type grpcSetClient struct {
+	t      *testing.T
+	id     string
+	access []string
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+	next  int    // the access point to ask first
+	route string // the broker endpoint of the topic's queues, or ""
+}
+
+func newGRPCSetClient(t *testing.T, id string, rs *replicatedSet) *grpcSetClient {
+	c := &grpcSetClient{t: t, id: id, conns: map[string]*grpc.ClientConn{}}
+	for _, m := range rs.members {
+		c.access = append(c.access, m.grpc)
+	}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, cc := range c.conns {
+			cc.Close()
+		}
+	})
+	return c
+}
+
+func (c *grpcSetClient) client(addr string) pb.MessagingServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cc := c.conns[addr]
+	if cc == nil {
+		var err error
+		if cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			c.t.Fatal(err)
+		}
+		c.conns[addr] = cc
+	}
+	return pb.NewMessagingServiceClient(cc)
+}
+
+// ctx is a request's context: the client id, a deadline of d.
+func (c *grpcSetClient) ctx(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(c.t.Context(), d)
+	return metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", c.id, "x-mq-protocol", "v2"), cancel
+}
+
+// queryRoute asks addr for topic's route and returns the endpoint its
+// queues name.
+func (c *grpcSetClient) queryRoute(addr, topic string) (string, *pb.Status, error) {
+	ctx, cancel := c.ctx(3 * time.Second)
+	defer cancel()
+	r, err := c.client(addr).QueryRoute(ctx, &pb.QueryRouteRequest{Topic: &pb.Resource{Name: topic}})
+	if err != nil {
+		return "", nil, err
+	}
+	if r.Status.GetCode() != pb.Code_OK || len(r.MessageQueues) == 0 {
+		return "", r.Status, nil
+	}
+	a := r.MessageQueues[0].GetBroker().GetEndpoints().GetAddresses()
+	if len(a) != 1 {
+		return "", r.Status, fmt.Errorf("route names %v", a)
+	}
+	return net.JoinHostPort(a[0].Host, strconv.Itoa(int(a[0].Port))), r.Status, nil
+}
+
+// endpoint returns the route's broker endpoint, asking the access points
+// in turn when there is none.
+func (c *grpcSetClient) endpoint(topic string) string {
+	c.mu.Lock()
+	route, next := c.route, c.next
+	c.mu.Unlock()
+	if route != "" {
+		return route
+	}
+	for i := range c.access {
+		addr := c.access[(next+i)%len(c.access)]
+		if ep, _, err := c.queryRoute(addr, topic); err == nil && ep != "" {
+			c.mu.Lock()
+			c.route, c.next = ep, (next+i)%len(c.access)
+			c.mu.Unlock()
+			return ep
+		}
+	}
+	return ""
+}
+
+// failed forgets the route after a failure at endpoint ep.
+func (c *grpcSetClient) failed(ep string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.route == ep {
+		c.route = ""
+		c.next++
+	}
+}
+
+// send sends one message synchronously and returns its queue offset if
+// it was acknowledged.
+func (c *grpcSetClient) send(topic, body string) (int64, bool) {
+	ep := c.endpoint(topic)
+	if ep == "" {
+		return 0, false
+	}
+	ctx, cancel := c.ctx(3 * time.Second)
+	defer cancel()
+	tag := "t"
+	r, err := c.client(ep).SendMessage(ctx, &pb.SendMessageRequest{Messages: []*pb.Message{{
+		Topic: &pb.Resource{Name: topic}, Body: []byte(body),
+		SystemProperties: &pb.SystemProperties{MessageId: body, Tag: &tag, MessageType: pb.MessageType_NORMAL,
+			BornTimestamp: timestamppb.Now(), BornHost: "127.0.0.1"},
+	}}})
+	if err != nil || r.Status.GetCode() != pb.Code_OK || len(r.Entries) != 1 {
+		c.failed(ep)
+		return 0, false
+	}
+	return r.Entries[0].Offset, true
+}
+
+// pop receives up to n messages for group, invisible for invisible.
+func (c *grpcSetClient) pop(group, topic string, n int32, invisible time.Duration) []*pb.Message {
+	ep := c.endpoint(topic)
+	if ep == "" {
+		return nil
+	}
+	ctx, cancel := c.ctx(5 * time.Second)
+	defer cancel()
+	st, err := c.client(ep).ReceiveMessage(ctx, &pb.ReceiveMessageRequest{
+		Group: &pb.Resource{Name: group}, MessageQueue: &pb.MessageQueue{Topic: &pb.Resource{Name: topic}},
+		FilterExpression: &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "*"}, BatchSize: n,
+		InvisibleDuration: durationpb.New(invisible), LongPollingTimeout: durationpb.New(time.Second),
+	})
+	if err != nil {
+		c.failed(ep)
+		return nil
+	}
+	var msgs []*pb.Message
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return msgs
+		}
+		if err != nil {
+			c.failed(ep)
+			return msgs
+		}
+		if s := r.GetStatus(); s != nil && s.Code != pb.Code_OK && s.Code != pb.Code_MESSAGE_NOT_FOUND {
+			c.failed(ep)
+		}
+		if m := r.GetMessage(); m != nil {
+			msgs = append(msgs, m)
+		}
+	}
+}
+
+// ack acknowledges m and returns the code answered, CODE_UNSPECIFIED
+// when no endpoint answered.
+func (c *grpcSetClient) ack(group, topic string, m *pb.Message) pb.Code {
+	ep := c.endpoint(topic)
+	if ep == "" {
+		return pb.Code_CODE_UNSPECIFIED
+	}
+	ctx, cancel := c.ctx(3 * time.Second)
+	defer cancel()
+	a, err := c.client(ep).AckMessage(ctx, &pb.AckMessageRequest{Group: &pb.Resource{Name: group}, Topic: &pb.Resource{Name: topic},
+		Entries: []*pb.AckMessageEntry{{MessageId: m.GetSystemProperties().GetMessageId(), ReceiptHandle: m.GetSystemProperties().GetReceiptHandle()}}})
+	if err != nil {
+		c.failed(ep)
+		return pb.Code_CODE_UNSPECIFIED
+	}
+	if code := a.Status.GetCode(); code != pb.Code_OK && code != pb.Code_INVALID_RECEIPT_HANDLE {
+		c.failed(ep)
+	}
+	return a.Status.GetCode()
+}
+
+// TestReplicatedSetGRPCReplicaNamesLeader: every member of a set serves
+// gRPC; a replica's route names the leader's gRPC endpoint, and a send
+// to a replica is refused with HA_NOT_AVAILABLE naming the leader, which
+// the 5.x clients retry.
+func TestReplicatedSetGRPCReplicaNamesLeader(t *testing.T) {
+	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown(context.Background())
+	rs := startSetGRPC(t, "set-gr", 3, []string{ns.NamesrvAddr})
+	const topic = "GRPCReplica"
+	createSetTopic(t, rs, ns.NamesrvAddr, topic)
+	leader := rs.leader()
+	c := newGRPCSetClient(t, brokertest.Name("gr"), rs)
+	for _, m := range rs.members {
+		var ep string
+		var last any
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // a route as the set converges: nothing to await
+			e, st, err := c.queryRoute(m.grpc, topic)
+			if err == nil && e != "" {
+				ep = e
+				break
+			}
+			if last = st; err != nil {
+				last = err
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no route from %s: %v", m.id, last)
+			}
+		}
+		if ep != leader.grpc {
+			t.Fatalf("%s's route names %s; the leader %s serves gRPC at %s", m.id, ep, leader.id, leader.grpc)
+		}
+		if m == leader {
+			continue
+		}
+		ctx, cancel := c.ctx(3 * time.Second)
+		tag := "t"
+		r, err := c.client(m.grpc).SendMessage(ctx, &pb.SendMessageRequest{Messages: []*pb.Message{{
+			Topic: &pb.Resource{Name: topic}, Body: []byte("to a replica"),
+			SystemProperties: &pb.SystemProperties{MessageId: "m-" + m.id, Tag: &tag, MessageType: pb.MessageType_NORMAL,
+				BornTimestamp: timestamppb.Now(), BornHost: "127.0.0.1"},
+		}}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.GetCode() != pb.Code_HA_NOT_AVAILABLE || !strings.Contains(r.Status.GetMessage(), leader.grpc) || !strings.Contains(r.Status.GetMessage(), leader.id) {
+			t.Fatalf("a send to replica %s: %v", m.id, r.Status)
+		}
+		t.Logf("replica %s refused a send: %s", m.id, r.Status.GetMessage())
+	}
+	if _, ok := c.send(topic, "to the leader"); !ok {
+		t.Fatal("the leader refused a send")
+	}
+}
+
+// TestReplicatedSetGRPCKillLeader: RocketMQ 5 clients send
+// synchronously to a set of three over gRPC while a consumer group pops
+// and acks; the leader is killed with SIGKILL once, with messages of the
+// group in flight. Every acknowledged message is stored at the queue
+// offset its acknowledgement gave, on every member; an ack of a handle
+// the old leader gave is answered OK or INVALID_RECEIPT_HANDLE, and a
+// message whose ack was refused is received again: the group receives
+// every acknowledged message at least once.
+func TestReplicatedSetGRPCKillLeader(t *testing.T) {
+	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown(context.Background())
+	rs := startSetGRPC(t, "set-gk", 3, []string{ns.NamesrvAddr})
+	const topic, group = "GRPCKill", "grpc-kill-cg"
+	createSetTopic(t, rs, ns.NamesrvAddr, topic)
+	before, after := int64(400), int64(400)
+	if testing.Short() {
+		before, after = 100, 100
+	}
+	leader := rs.leader()
+
+	var (
+		mu       sync.Mutex
+		acked    = map[string]int64{} // body → queue offset
+		received = map[string]int{}   // by the consumer, which acks
+		nAcked   atomic.Int64
+		stop     atomic.Bool // senders: stop
+		sent     atomic.Bool // the senders stopped
+		wg       sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := newGRPCSetClient(t, brokertest.Name(fmt.Sprintf("gk-p%d", w)), rs)
+			for i := 0; !stop.Load(); i++ {
+				body := fmt.Sprintf("w%d-%d", w, i)
+				if off, ok := c.send(topic, body); ok {
+					mu.Lock()
+					acked[body] = off
+					mu.Unlock()
+					nAcked.Add(1)
+				}
+			}
+		}()
+	}
+	brokertest.Eventually(t, 60*time.Second, "sends to the leader", func() bool { return nAcked.Load() >= before/2 })
+
+	// Messages in flight at the kill: popped from the old leader, acked
+	// on the new one.
+	holder := newGRPCSetClient(t, brokertest.Name("gk-h"), rs)
+	var held []*pb.Message
+	brokertest.Eventually(t, 30*time.Second, "messages to hold", func() bool {
+		held = append(held, holder.pop(group, topic, 8, 4*time.Second)...)
+		return len(held) > 0
+	})
+	var consumers sync.WaitGroup
+	consumers.Add(1)
+	go func() {
+		defer consumers.Done()
+		c := newGRPCSetClient(t, brokertest.Name("gk-c"), rs)
+		for t.Context().Err() == nil {
+			msgs := c.pop(group, topic, 16, 2*time.Second)
+			for _, m := range msgs {
+				c.ack(group, topic, m) // one refused comes back
+			}
+			mu.Lock()
+			for _, m := range msgs {
+				received[string(m.Body)]++
+			}
+			done := sent.Load()
+			for b := range acked {
+				if !done {
+					break
+				}
+				done = received[b] > 0
+			}
+			mu.Unlock()
+			if done {
+				return
+			}
+		}
+	}()
+
+	brokertest.Eventually(t, 60*time.Second, "sends to the leader", func() bool { return nAcked.Load() >= before })
+	rs.kill(leader, syscall.SIGKILL)
+	killedAt, atKill := time.Now(), nAcked.Load()
+	var failover time.Duration
+	brokertest.Eventually(t, 60*time.Second, "sends to the new leader", func() bool {
+		if failover == 0 && nAcked.Load() > atKill {
+			failover = time.Since(killedAt)
+		}
+		return nAcked.Load() >= atKill+after
+	})
+	stop.Store(true)
+	wg.Wait()
+	sent.Store(true)
+	codes := map[pb.Code]int{}
+	for _, m := range held {
+		var code pb.Code
+		brokertest.Eventually(t, 30*time.Second, "an answer to an ack of a held message", func() bool {
+			code = holder.ack(group, topic, m)
+			return code == pb.Code_OK || code == pb.Code_INVALID_RECEIPT_HANDLE
+		})
+		codes[code]++
+		if code == pb.Code_OK {
+			mu.Lock()
+			received[string(m.Body)]++ // acknowledged: it is not delivered again
+			mu.Unlock()
+		}
+	}
+	rs.start(leader)
+	consumed := make(chan struct{})
+	go func() { consumers.Wait(); close(consumed) }()
+	brokertest.Wait(t, consumed, 90*time.Second, "the consumer to receive every acknowledged message")
+
+	mu.Lock()
+	defer mu.Unlock()
+	var again int
+	for _, k := range received {
+		if k > 1 {
+			again++
+		}
+	}
+	// Each member holds every acknowledged message at its offset.
+	rs.converged()
+	for _, m := range rs.members {
+		rs.kill(m, syscall.SIGTERM)
+	}
+	for _, m := range rs.members {
+		st, err := store.Open(store.Options{Dir: m.dataDir, Logger: brokertest.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := map[string]int64{}
+		for _, q := range st.Queues() {
+			if q.Topic != topic {
+				continue
+			}
+			it := st.NewQueueIter(topic, q.QueueID, store.IterOptions{StopOnCorruption: true})
+			for ok := it.SeekGE(0); ok; ok = it.Next() {
+				at[string(it.Record().Body())] = it.Offset()
+			}
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.Close()
+		for body, off := range acked {
+			if got, ok := at[body]; !ok || got != off {
+				t.Fatalf("member %s: acknowledged %s at offset %d is stored %v (at %d)", m.id, body, off, ok, got)
+			}
+		}
+	}
+	t.Logf("%d acknowledged (%d before the kill); the new leader took sends %v after the kill; "+
+		"the group received %d, %d more than once; acks on the new leader of %d messages popped from the old: %v",
+		len(acked), atKill, failover.Round(time.Millisecond), len(received), again, len(held), codes)
+}
