@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,6 +265,48 @@ func TestReplicatedSetGRPCReplicaNamesLeader(t *testing.T) {
 	if _, ok := c.send(topic, "to the leader"); !ok {
 		t.Fatal("the leader refused a send")
 	}
+
+	// The official Node.js client, given a replica as its endpoint, is
+	// routed to the leader: it sends every message type and consumes.
+	var replica *setMember
+	for _, m := range rs.members {
+		if m != leader {
+			replica = m
+		}
+	}
+	normal, fifo := "GRPCReplicaNode", "GRPCReplicaFifo"
+	createSetTopic(t, rs, ns.NamesrvAddr, normal)
+	createSetTopic(t, rs, ns.NamesrvAddr, fifo)
+	out := runNodeCase(t, "producer-simple", "RMQ_ENDPOINT="+replica.grpc, "RMQ_TOPIC="+normal, "RMQ_FIFO_TOPIC="+fifo, "RMQ_GROUP="+brokertest.Name("grnode"))
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("node output: %s", out)
+	}
+}
+
+// runNodeCase runs a case of the gRPC endpoint's Node.js end-to-end
+// cases (internal/grpcserver/testdata/node) and returns its output.
+// Without node or its node_modules it skips, unless RMQ_REQUIRE_NODE=1.
+func runNodeCase(t *testing.T, name string, env ...string) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "internal", "grpcserver", "testdata", "node")
+	node, err := exec.LookPath("node")
+	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "rocketmq-client-nodejs"))
+	if err != nil || modErr != nil {
+		if os.Getenv("RMQ_REQUIRE_NODE") == "1" {
+			t.Fatalf("node or %s/node_modules missing (run npm ci there): %v %v", dir, err, modErr)
+		}
+		t.Skip("node or its node_modules missing (npm ci in internal/grpcserver/testdata/node)")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "e2e.js", name)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append([]string{"HOME=" + t.TempDir()}, env...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node e2e.js %s: %v\n%s", name, err, out)
+	}
+	return string(out)
 }
 
 // TestReplicatedSetGRPCKillLeader: RocketMQ 5 clients send
