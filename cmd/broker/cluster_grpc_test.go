@@ -313,10 +313,11 @@ func runNodeCase(t *testing.T, name string, env ...string) string {
 // synchronously to a set of three over gRPC while a consumer group pops
 // and acks; the leader is killed with SIGKILL once, with messages of the
 // group in flight. Every acknowledged message is stored at the queue
-// offset its acknowledgement gave, on every member; an ack of a handle
-// the old leader gave is answered OK or INVALID_RECEIPT_HANDLE, and a
-// message whose ack was refused is received again: the group receives
-// every acknowledged message at least once.
+// offset its acknowledgement gave, on every member; an ack on the new
+// leader of a handle the old one gave is answered OK while the handle is
+// current (the POP state replicates), INVALID_RECEIPT_HANDLE once its
+// invisible time passed, and such a message is received again: the group
+// receives every acknowledged message at least once.
 func TestReplicatedSetGRPCKillLeader(t *testing.T) {
 	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
 	if err != nil {
@@ -359,13 +360,19 @@ func TestReplicatedSetGRPCKillLeader(t *testing.T) {
 	}
 	brokertest.Eventually(t, 60*time.Second, "sends to the leader", func() bool { return nAcked.Load() >= before/2 })
 
-	// Messages in flight at the kill: popped from the old leader, acked
-	// on the new one.
+	// Messages in flight at the kill, popped from the old leader and
+	// acked on the new one: some invisible for long enough that their
+	// handles are still current then, some for 1 s, whose handles are
+	// not.
 	holder := newGRPCSetClient(t, brokertest.Name("gk-h"), rs)
-	var held []*pb.Message
+	var held, expired []*pb.Message
 	brokertest.Eventually(t, 30*time.Second, "messages to hold", func() bool {
-		held = append(held, holder.pop(group, topic, 8, 4*time.Second)...)
+		held = append(held, holder.pop(group, topic, 8, 20*time.Second)...)
 		return len(held) > 0
+	})
+	brokertest.Eventually(t, 30*time.Second, "messages to hold", func() bool {
+		expired = append(expired, holder.pop(group, topic, 8, time.Second)...)
+		return len(expired) > 0
 	})
 	var consumers sync.WaitGroup
 	consumers.Add(1)
@@ -409,12 +416,15 @@ func TestReplicatedSetGRPCKillLeader(t *testing.T) {
 	wg.Wait()
 	sent.Store(true)
 	codes := map[pb.Code]int{}
-	for _, m := range held {
+	for i, m := range append(held, expired...) {
 		var code pb.Code
 		brokertest.Eventually(t, 30*time.Second, "an answer to an ack of a held message", func() bool {
 			code = holder.ack(group, topic, m)
 			return code == pb.Code_OK || code == pb.Code_INVALID_RECEIPT_HANDLE
 		})
+		if i >= len(held) && code != pb.Code_INVALID_RECEIPT_HANDLE {
+			t.Fatalf("an ack with a handle whose invisible time passed: %v", code)
+		}
 		codes[code]++
 		if code == pb.Code_OK {
 			mu.Lock()
@@ -467,5 +477,5 @@ func TestReplicatedSetGRPCKillLeader(t *testing.T) {
 	}
 	t.Logf("%d acknowledged (%d before the kill); the new leader took sends %v after the kill; "+
 		"the group received %d, %d more than once; acks on the new leader of %d messages popped from the old: %v",
-		len(acked), atKill, failover.Round(time.Millisecond), len(received), again, len(held), codes)
+		len(acked), atKill, failover.Round(time.Millisecond), len(received), again, len(held)+len(expired), codes)
 }
