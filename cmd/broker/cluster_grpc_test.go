@@ -479,3 +479,105 @@ func TestReplicatedSetGRPCKillLeader(t *testing.T) {
 		"the group received %d, %d more than once; acks on the new leader of %d messages popped from the old: %v",
 		len(acked), atKill, failover.Round(time.Millisecond), len(received), again, len(held)+len(expired), codes)
 }
+
+// TestReplicatedSetGRPCTransferLeader moves a set's leadership twice with
+// `broker admin cluster transfer-leader` while RocketMQ 5 clients send
+// and a group pops with long polls waiting on the leader: each time the
+// old leader's member turns replica on the same gRPC port (its waiting
+// receives are answered, and no handler outlives its broker: the members
+// run under -race in CI), its route names the new leader, sends go on
+// there, and the group receives every acknowledged message.
+func TestReplicatedSetGRPCTransferLeader(t *testing.T) {
+	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown(context.Background())
+	rs := startSetGRPC(t, "set-gt", 3, []string{ns.NamesrvAddr})
+	const topic, group = "GRPCTransfer", "grpc-transfer-cg"
+	createSetTopic(t, rs, ns.NamesrvAddr, topic)
+
+	var (
+		mu       sync.Mutex
+		acked    = map[string]bool{}
+		received = map[string]bool{}
+		nAcked   atomic.Int64
+		stop     atomic.Bool
+		sent     atomic.Bool
+		wg       sync.WaitGroup
+	)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := newGRPCSetClient(t, brokertest.Name(fmt.Sprintf("gt-p%d", w)), rs)
+			for i := 0; !stop.Load(); i++ {
+				body := fmt.Sprintf("w%d-%d", w, i)
+				if _, ok := c.send(topic, body); ok {
+					mu.Lock()
+					acked[body] = true
+					mu.Unlock()
+					nAcked.Add(1)
+				}
+			}
+		}()
+	}
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		c := newGRPCSetClient(t, brokertest.Name("gt-c"), rs)
+		for t.Context().Err() == nil {
+			msgs := c.pop(group, topic, 16, 2*time.Second)
+			for _, m := range msgs {
+				c.ack(group, topic, m)
+			}
+			mu.Lock()
+			for _, m := range msgs {
+				received[string(m.Body)] = true
+			}
+			done := sent.Load()
+			for b := range acked {
+				if !done {
+					break
+				}
+				done = received[b]
+			}
+			mu.Unlock()
+			if done {
+				return
+			}
+		}
+	}()
+
+	probe := newGRPCSetClient(t, brokertest.Name("gt-probe"), rs)
+	for range 2 {
+		at := nAcked.Load()
+		brokertest.Eventually(t, 30*time.Second, "sends to the leader", func() bool { return nAcked.Load() >= at+50 })
+		old := rs.leader()
+		st, _ := old.status()
+		if code, out, errs := runCmd("admin", "--broker", st.Serving, "cluster", "transfer-leader"); code != 0 {
+			t.Fatalf("transfer-leader: exit %d: %s%s", code, out, errs)
+		}
+		var next *setMember
+		brokertest.Eventually(t, 30*time.Second, "another member leading", func() bool { next = rs.leader(); return next != old })
+		brokertest.Eventually(t, 30*time.Second, "the old leader's route naming the new one", func() bool {
+			ep, _, err := probe.queryRoute(old.grpc, topic)
+			return err == nil && ep == next.grpc
+		})
+		at = nAcked.Load()
+		brokertest.Eventually(t, 60*time.Second, "sends to the new leader", func() bool { return nAcked.Load() >= at+50 })
+		t.Logf("leadership moved from %s to %s", old.id, next.id)
+	}
+	stop.Store(true)
+	wg.Wait()
+	sent.Store(true)
+	brokertest.Wait(t, consumed, 60*time.Second, "the group to receive every acknowledged message")
+	mu.Lock()
+	defer mu.Unlock()
+	for b := range acked {
+		if !received[b] {
+			t.Fatalf("acknowledged %s never received", b)
+		}
+	}
+	t.Logf("%d acknowledged, every one received", len(acked))
+}

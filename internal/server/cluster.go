@@ -88,8 +88,10 @@ func (s *Server) listenGRPC() error {
 	return nil
 }
 
-// startRoleGRPC starts the gRPC endpoint of role r on b.
+// startRoleGRPC starts the gRPC endpoint of role r on b, once b serves:
+// its sends read what b's Serve sets up.
 func (s *Server) startRoleGRPC(b *broker.Broker, r role) error {
+	b.Addr() // returns once b's Serve has started
 	var leader func() (string, string)
 	if r == roleMaster {
 		// Where a replica's routes send clients: the store's metadata
