@@ -105,9 +105,14 @@ func (s *Server) startRoleGRPC(b *broker.Broker, r role) error {
 	} else {
 		st := s.Store
 		leader = func() (string, string) {
-			id := s.node.LeaderID()
-			if id == "" {
+			id, current := s.node.LeaderContact()
+			switch {
+			case id == "":
 				return "", ""
+			case !current:
+				// Silent past its heartbeats: likely dead, and routes to it
+				// would hold a client there until its next refresh.
+				return "", "node " + id + " (not heard from lately: an election may be under way)"
 			}
 			v, err := st.Meta(grpcEndpointMeta + id)
 			if err != nil {
