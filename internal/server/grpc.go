@@ -11,6 +11,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/grpcserver"
 )
@@ -66,7 +67,8 @@ func (s *Server) newGRPC(b *broker.Broker, st *store.Store, advertise string, le
 
 // grpcAdvertise is the gRPC address routes name: the listener's, or,
 // when it listens on every address, the broker's advertised host with
-// the gRPC port.
+// the gRPC port; without one (a set's member whose config advertises
+// none), the host's first non-loopback address, as the broker picks.
 func grpcAdvertise(a net.Addr, brokerAddr string) string {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok || !ta.IP.IsUnspecified() {
@@ -74,7 +76,7 @@ func grpcAdvertise(a net.Addr, brokerAddr string) string {
 	}
 	host, _, err := net.SplitHostPort(brokerAddr)
 	if err != nil {
-		return a.String()
+		host = remoting.HostIPv4().String()
 	}
 	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
 }
