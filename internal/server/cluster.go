@@ -129,7 +129,8 @@ func (s *Server) startRoleGRPC(b *broker.Broker, r role) error {
 	s.lead.serving.Add(1)
 	go func() {
 		defer s.lead.serving.Done()
-		if err := g.Serve(s.grpcLn.listener()); err != nil {
+		// The listener ends with the process (net.ErrClosed): no failure.
+		if err := g.Serve(s.grpcLn.listener()); err != nil && !errors.Is(err, net.ErrClosed) {
 			s.log.Error("gRPC endpoint failed", "err", err)
 		}
 	}()
