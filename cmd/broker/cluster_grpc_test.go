@@ -358,7 +358,8 @@ func runNodeCase(t *testing.T, name string, env ...string) string {
 // synchronously to a set of three over gRPC while a consumer group pops
 // and acks; the leader is killed with SIGKILL once, with messages of the
 // group in flight. Every acknowledged message is stored at the queue
-// offset its acknowledgement gave, on every member; an ack on the new
+// offset its acknowledgement gave, on every member; the group's offset on
+// the new leader is not past a message in flight; an ack on the new
 // leader of a handle the old one gave is answered OK while the handle is
 // current (the POP state replicates), INVALID_RECEIPT_HANDLE once its
 // invisible time passed, and such a message is received again: the group
@@ -488,6 +489,27 @@ func TestReplicatedSetGRPCKillLeader(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	sent.Store(true)
+	// The group's offset on the new leader has not passed the messages
+	// still in flight (held, invisible for 20 s).
+	st, _ := rs.leader().status()
+	code, out, errs := runCmd("admin", "--broker", st.Serving, "--json", "consumers", "progress", "--group", group, "--topic", topic)
+	var progress struct {
+		Queues []struct {
+			QueueID        int32 `json:"queueId"`
+			ConsumerOffset int64 `json:"consumerOffset"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(out), &progress); code != 0 || err != nil || len(progress.Queues) == 0 {
+		t.Fatalf("consumers progress: exit %d, %v: %s%s", code, err, out, errs)
+	}
+	for _, m := range held {
+		sp := m.GetSystemProperties()
+		for _, q := range progress.Queues {
+			if q.QueueID == sp.GetQueueId() && q.ConsumerOffset > sp.GetQueueOffset() {
+				t.Fatalf("queue %d: the group's offset %d is past %s at %d, in flight", q.QueueID, q.ConsumerOffset, m.Body, sp.GetQueueOffset())
+			}
+		}
+	}
 	codes := map[pb.Code]int{}
 	for i, m := range append(held, expired...) {
 		var code pb.Code
