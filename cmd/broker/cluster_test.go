@@ -38,6 +38,7 @@ var httpLine = regexp.MustCompile(`msg="broker started" .*http=(\S+)`)
 // setMember is one broker process of a replicated set.
 type setMember struct {
 	id, raftAddr, dataDir string
+	grpc                  string // its gRPC listener (startSetGRPC), or ""
 	args                  []string
 	cmd                   *exec.Cmd
 	http                  string
@@ -74,6 +75,18 @@ func startSet(t *testing.T, name string, n int, namesrvs []string) *replicatedSe
 // ports.
 func startSetWith(t *testing.T, name string, n int, namesrvs []string, extra ...string) *replicatedSet {
 	t.Helper()
+	return startSetOn(t, name, n, namesrvs, false, extra...)
+}
+
+// startSetGRPC starts a set whose members serve gRPC too, each on a port
+// picked free before it starts and kept across its restarts.
+func startSetGRPC(t *testing.T, name string, n int, namesrvs []string, extra ...string) *replicatedSet {
+	t.Helper()
+	return startSetOn(t, name, n, namesrvs, true, extra...)
+}
+
+func startSetOn(t *testing.T, name string, n int, namesrvs []string, grpc bool, extra ...string) *replicatedSet {
+	t.Helper()
 	rs := &replicatedSet{t: t, name: name}
 	t.Cleanup(func() {
 		if n := rs.races.Load(); n > 0 {
@@ -85,13 +98,16 @@ func startSetWith(t *testing.T, name string, n int, namesrvs []string, extra ...
 		var peers []string
 		for i := range n {
 			m := &setMember{id: fmt.Sprintf("%s-%d", name, i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
+			if grpc {
+				m.grpc = freeAddr(t)
+			}
 			peers = append(peers, m.id+"="+m.raftAddr)
 			rs.members = append(rs.members, m)
 		}
 		var err error
 		for _, m := range rs.members {
 			m.args = []string{"--set-name", name, "--node-id", m.id, "--peers", strings.Join(peers, ","),
-				"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+				"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", m.grpc,
 				"--namesrv", strings.Join(namesrvs, ","), "--http-listen", "127.0.0.1:0", "--log-level", "info"}
 			m.args = append(m.args, extra...)
 			if err = rs.startMember(m); err != nil {
@@ -200,6 +216,7 @@ type memberStatus struct {
 	Leader       string `json:"leader"`
 	Serving      string `json:"serving"`
 	Replica      string `json:"replica"`
+	GRPC         string `json:"grpc"`
 	CommitIndex  uint64 `json:"commitIndex"`
 	AppliedIndex uint64 `json:"appliedIndex"`
 	CommitLogEnd int64  `json:"commitLogEnd"`

@@ -290,8 +290,10 @@
 //     group config at a heartbeat and no topic at startup, and runs none
 //     of the services that write (delays, timers, transaction checks,
 //     pre-filtering, subscription snapshots, the outbox). Its topic table
-//     is read again from the store before each registration. Its
-//     refusals name the set's leader (Options.Leader).
+//     is read again from the store before each registration, and
+//     EnsureTopic reads a topic missing from it from the store (one the
+//     leader created since) instead of creating it. Its refusals name
+//     the set's leader (Options.Leader).
 //  24. A master whose store stopped leading its set (store.ErrNotLeader:
 //     the member lost its majority or another member was elected, and
 //     the broker has not switched to replica yet) answers writes with

@@ -164,6 +164,18 @@ func (b *Broker) EnsureTopic(topic string) (TopicConfig, error) {
 	if tc, ok := b.topics.get(topic); ok {
 		return tc, nil
 	}
+	if b.opts.ReplicaID > 0 {
+		// The leader creates topics; a replica reads one created since
+		// its table was last reloaded from the store, and creates none.
+		tc, ok, err := b.topics.stored(topic)
+		switch {
+		case err != nil:
+			return TopicConfig{}, refusef(ErrInternal, "%w", err)
+		case !ok:
+			return TopicConfig{}, refusef(ErrTopicNotFound, "topic %s does not exist on this replica; its set's master creates topics", logName(topic))
+		}
+		return tc, nil
+	}
 	if reservedTopic(topic) {
 		return TopicConfig{}, refusef(ErrNoPermission, "%w: %s", ErrReservedTopic, topic)
 	}

@@ -460,6 +460,24 @@ func messageTypeAttribute(attrs string) (string, error) {
 	return typ, nil
 }
 
+// stored reads one topic's configuration from the store, bypassing the
+// table: a replica's view of a topic its leader created since the table
+// was last reloaded.
+func (t *topicTable) stored(topic string) (TopicConfig, bool, error) {
+	v, err := t.store.Meta(topicMetaKey + topic)
+	if errors.Is(err, store.ErrNotFound) {
+		return TopicConfig{}, false, nil
+	}
+	if err != nil {
+		return TopicConfig{}, false, fmt.Errorf("broker: read topic config %s: %w", logName(topic), err)
+	}
+	var tc TopicConfig
+	if err := json.Unmarshal(v, &tc); err != nil {
+		return TopicConfig{}, false, fmt.Errorf("broker: topic config %s: %w", logName(topic), err)
+	}
+	return tc, true, nil
+}
+
 // reload reads the topic table from the store again, for a replica whose
 // leader changes topics: the topics stored there replace those in memory,
 // and the ones kept only in memory (the template and reply topics a

@@ -144,6 +144,7 @@ type Node struct {
 	logs     *logStore
 	snaps    snapshotStore
 	notify   chan bool
+	hbeat    time.Duration // raft's heartbeat timeout
 	recheck  chan struct{}
 	waits    chan pending
 	quit     chan struct{}
@@ -252,6 +253,7 @@ func Open(opts Options) (*Node, error) {
 	if opts.HeartbeatTimeout > 0 {
 		conf.HeartbeatTimeout = opts.HeartbeatTimeout
 	}
+	n.hbeat = conf.HeartbeatTimeout
 	if opts.ElectionTimeout > 0 {
 		conf.ElectionTimeout = opts.ElectionTimeout
 	}
@@ -425,6 +427,24 @@ func (n *Node) StepDown() {
 func (n *Node) LeaderID() string {
 	_, id := n.raft.LeaderWithID()
 	return string(id)
+}
+
+// LeaderContact returns the set's leader as this member knows it, and
+// whether that is current: this member leads, or heard from the leader
+// within half raft's heartbeat timeout (a leader sends heartbeats ten
+// times as often). A leader that died stops being current here a
+// heartbeat timeout or more before the others elect another, so a member
+// can stop naming it to clients at once.
+func (n *Node) LeaderContact() (id string, current bool) {
+	id = n.LeaderID()
+	if id == "" {
+		return "", false
+	}
+	if n.state() == raft.Leader {
+		return id, true
+	}
+	t := n.raft.LastContact()
+	return id, !t.IsZero() && time.Since(t) < n.hbeat/2
 }
 
 // Close leaves the set: raft stops, then the store closes. A leader

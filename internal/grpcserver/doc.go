@@ -48,6 +48,17 @@
 // each pair of method and code (refusals.go); 5xxxx at Warn, the rest at
 // Info.
 //
+// # On a replicated set's replica
+//
+// With Options.Leader set the endpoint is a replica's (replica.go):
+// QueryRoute and QueryAssignment answer as above but name the leader's
+// gRPC endpoint as every queue's broker (HA_NOT_AVAILABLE while no leader
+// is known), and every other call is refused before its handler runs
+// with HA_NOT_AVAILABLE, its message naming the leader; the 5.x clients
+// retry such a send. A replica keeps no POP state: the leader's is in
+// the replicated store, so a new leader serves the flights, cursors and
+// the receipt handles' secret its predecessor replicated.
+//
 // # POP state
 //
 // For each (group, topic, queue) the state is a cursor, the next offset

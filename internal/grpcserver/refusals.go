@@ -33,6 +33,8 @@ func refusalCode(code pb.Code) (refused, ours bool) {
 	switch {
 	case code == pb.Code_OK, code == pb.Code_MULTIPLE_RESULTS, code == pb.Code_MESSAGE_NOT_FOUND:
 		return false, false
+	case code == pb.Code_HA_NOT_AVAILABLE: // a replica names the leader: the client's route is old
+		return true, false
 	case code >= pb.Code_INTERNAL_ERROR:
 		return true, true
 	case code >= pb.Code_BAD_REQUEST:

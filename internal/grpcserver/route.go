@@ -33,9 +33,9 @@ func accepts(tc broker.TopicConfig, t pb.MessageType) bool {
 	return slices.Contains(acceptedTypes(tc), t)
 }
 
-// endpoints returns the advertised gRPC address as Endpoints.
-func (s *Server) endpoints() *pb.Endpoints {
-	host, port, _ := net.SplitHostPort(s.Addr())
+// endpoints returns a gRPC address as Endpoints.
+func endpoints(addr string) *pb.Endpoints {
+	host, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
 	scheme := pb.AddressScheme_DOMAIN_NAME
 	if a, err := netip.ParseAddr(host); err == nil {
@@ -47,8 +47,17 @@ func (s *Server) endpoints() *pb.Endpoints {
 	return &pb.Endpoints{Scheme: scheme, Addresses: []*pb.Address{{Host: host, Port: int32(p)}}}
 }
 
-func (s *Server) brokerPB() *pb.Broker {
-	return &pb.Broker{Name: s.opts.BrokerName, Id: 0, Endpoints: s.endpoints()}
+// brokerPB is the broker routes name: this endpoint, or on a replicated
+// set's replica the leader's.
+func (s *Server) brokerPB() (*pb.Broker, error) {
+	addr := s.Addr()
+	if s.opts.Leader != nil {
+		var err error
+		if addr, err = s.leaderEndpoint(); err != nil {
+			return nil, err
+		}
+	}
+	return &pb.Broker{Name: s.opts.BrokerName, Id: 0, Endpoints: endpoints(addr)}, nil
 }
 
 // topic returns a topic's configuration, creating it when the broker
@@ -73,7 +82,10 @@ func (s *Server) QueryRoute(ctx context.Context, req *pb.QueryRouteRequest) (*pb
 	if err != nil {
 		return &pb.QueryRouteResponse{Status: statusOf(err)}, nil
 	}
-	br := s.brokerPB()
+	br, err := s.brokerPB()
+	if err != nil {
+		return &pb.QueryRouteResponse{Status: statusOf(err)}, nil
+	}
 	n := max(tc.ReadQueueNums, tc.WriteQueueNums)
 	qs := make([]*pb.MessageQueue, 0, n)
 	for i := range n {
@@ -107,7 +119,10 @@ func (s *Server) QueryAssignment(ctx context.Context, req *pb.QueryAssignmentReq
 	if !tc.Readable() || tc.ReadQueueNums == 0 {
 		return &pb.QueryAssignmentResponse{Status: statusOf(refuse(pb.Code_FORBIDDEN, "topic %s is not readable", name))}, nil
 	}
-	br := s.brokerPB()
+	br, err := s.brokerPB()
+	if err != nil {
+		return &pb.QueryAssignmentResponse{Status: statusOf(err)}, nil
+	}
 	if gc, _ := s.b.GroupConfig(group); gc.ConsumeMessageOrderly {
 		// A FIFO group is assigned every read queue, as Apache's proxy does.
 		out := make([]*pb.Assignment, tc.ReadQueueNums)

@@ -86,6 +86,13 @@ type Options struct {
 	// LongPolling bounds how long a receive waits for messages, and is
 	// told to consumers. Default 20s.
 	LongPolling time.Duration `yaml:"longPolling"`
+	// Leader, when set, makes this the endpoint of a replicated set's
+	// replica (replica.go): it answers QueryRoute and QueryAssignment with
+	// queues on the leader's endpoint and refuses every other call with
+	// HA_NOT_AVAILABLE. It returns the leader's advertised gRPC address
+	// ("" while unknown) and words naming the leader for the refusals.
+	// Broker is then the replica's, and Store is only read.
+	Leader func() (addr, who string) `yaml:"-"`
 	// Logger receives the endpoint's logs. Default slog.Default().
 	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock; default time.Now.
@@ -168,24 +175,29 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, b: opts.Broker, started: make(chan struct{}), quit: make(chan struct{})}
 	s.sessions = newSessionTable(opts.MaxSessions, opts.SessionExpiry)
-	var err error
-	if s.pop, err = newPopState(opts.Store, opts.Broker, opts.Logger); err != nil {
-		return nil, err
-	}
-	s.pop.alive = s.sessions.alive
-	opts.Broker.Hooks().OnArrival(s.pop.arrived)
-	opts.Broker.Hooks().OnTransactionCheck(s.checkTransaction)
-	opts.Broker.Hooks().OnTopicDeleted(s.pop.dropTopic)
-	opts.Broker.Hooks().OnPull(func(group string) error {
-		if s.sessions.hasConsumers(group) {
-			return fmt.Errorf("group %s is consumed by POP over gRPC: a group consumes either by POP or by pull at a time", group)
+	if opts.Leader == nil { // a replica keeps no POP state (replica.go)
+		var err error
+		if s.pop, err = newPopState(opts.Store, opts.Broker, opts.Logger); err != nil {
+			return nil, err
 		}
-		return nil
-	})
+		s.pop.alive = s.sessions.alive
+		opts.Broker.Hooks().OnArrival(s.pop.arrived)
+		opts.Broker.Hooks().OnTransactionCheck(s.checkTransaction)
+		opts.Broker.Hooks().OnTopicDeleted(s.pop.dropTopic)
+		opts.Broker.Hooks().OnPull(func(group string) error {
+			if s.sessions.hasConsumers(group) {
+				return fmt.Errorf("group %s is consumed by POP over gRPC: a group consumes either by POP or by pull at a time", group)
+			}
+			return nil
+		})
+	}
 	refused := newRefusals(opts.Logger)
 	so := []grpc.ServerOption{
-		grpc.UnaryInterceptor(refused.unary),
-		grpc.StreamInterceptor(refused.stream),
+		grpc.ChainUnaryInterceptor(refused.unary, s.replicaUnary),
+		grpc.ChainStreamInterceptor(refused.stream, s.replicaStream),
+		// Shutdown returns only once every handler has: the broker and
+		// store it serves may stop right after (a set's role change).
+		grpc.WaitForHandlers(true),
 		grpc.MaxConcurrentStreams(uint32(opts.MaxStreams)),
 		grpc.MaxRecvMsgSize(opts.MaxBodySize + 1<<20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),

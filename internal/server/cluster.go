@@ -15,6 +15,7 @@ import (
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/internal/grpcserver"
 )
 
 // A member of a replicated broker set (Config.Cluster) opens its store
@@ -33,8 +34,18 @@ import (
 // from the cursor it applied (never past what was published: the cursor
 // moves only over acknowledged events, and a member applies the round
 // holding an event before any cursor entry past it). A replica's broker
-// answers the bridge's commands by naming the leader. The gRPC endpoint
-// is not run by a set's members yet: it is turned off with a warning.
+// answers the bridge's commands by naming the leader.
+//
+// With grpcListen set, every member listens there for the life of the
+// process (grpcHandoff, grpc.go) and runs a gRPC endpoint for its role,
+// started after the role's broker and stopped before it (its Shutdown
+// waits for every handler, so none uses a stopped broker). The master's
+// serves everything, with the POP state read from the replicated store;
+// it first writes its advertised gRPC address to the store's metadata
+// (grpc/endpoint/<node id>), so every member can name it. A replica's
+// answers QueryRoute and QueryAssignment with queues on the leader's
+// gRPC address and refuses the rest with HA_NOT_AVAILABLE naming the
+// leader (internal/grpcserver, Options.Leader).
 
 // role is what a member's broker serves as.
 type role int
@@ -51,9 +62,79 @@ type leadership struct {
 	changes chan role // roleMaster, roleReplica, roleFailed; roleNone restarts the current role (a restored store)
 	quit    chan struct{}
 	done    chan struct{}
-	serving sync.WaitGroup // the running broker's Serve
+	serving sync.WaitGroup // the running broker's Serve, and its gRPC endpoint's
 	b       *broker.Broker // owned by the loop
+	g       *grpcserver.Server
 	role    role
+}
+
+// grpcEndpointMeta prefixes the metadata key holding a member's
+// advertised gRPC address, written by the member when it starts to lead.
+const grpcEndpointMeta = "grpc/endpoint/"
+
+// listenGRPC opens a member's gRPC listener, which its roles' endpoints
+// share for the life of the process.
+func (s *Server) listenGRPC() error {
+	ln, err := net.Listen("tcp", s.cfg.GRPCListen)
+	if err != nil {
+		return fmt.Errorf("grpc: listen on %s: %w", s.cfg.GRPCListen, err)
+	}
+	s.grpcLn = newGRPCHandoff(ln)
+	s.GRPCAddr = s.cfg.GRPC.Advertise
+	if s.GRPCAddr == "" {
+		s.GRPCAddr = grpcAdvertise(ln.Addr(), s.cfg.Advertise)
+	}
+	s.serve(s.grpcLn.run)
+	return nil
+}
+
+// startRoleGRPC starts the gRPC endpoint of role r on b, once b serves:
+// its sends read what b's Serve sets up.
+func (s *Server) startRoleGRPC(b *broker.Broker, r role) error {
+	b.Addr() // returns once b's Serve has started
+	var leader func() (string, string)
+	if r == roleMaster {
+		// Where a replica's routes send clients: the store's metadata
+		// replicates, so every member reads it.
+		key := grpcEndpointMeta + s.cfg.Cluster.NodeID
+		if v, err := s.Store.Meta(key); err != nil || string(v) != s.GRPCAddr {
+			if err := s.Store.PutMeta(key, []byte(s.GRPCAddr)); err != nil {
+				return fmt.Errorf("grpc: record this leader's address for the replicas: %w", err)
+			}
+		}
+	} else {
+		st := s.Store
+		leader = func() (string, string) {
+			id, current := s.node.LeaderContact()
+			switch {
+			case id == "":
+				return "", ""
+			case !current:
+				// Silent past its heartbeats: likely dead, and routes to it
+				// would hold a client there until its next refresh.
+				return "", "node " + id + " (not heard from lately: an election may be under way)"
+			}
+			v, err := st.Meta(grpcEndpointMeta + id)
+			if err != nil {
+				return "", "node " + id
+			}
+			return string(v), "node " + id
+		}
+	}
+	g, err := s.newGRPC(b, s.Store, s.GRPCAddr, leader) // grpc.go
+	if err != nil {
+		return err
+	}
+	s.lead.g = g
+	s.lead.serving.Add(1)
+	go func() {
+		defer s.lead.serving.Done()
+		// The listener ends with the process (net.ErrClosed): no failure.
+		if err := g.Serve(s.grpcLn.listener()); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("gRPC endpoint failed", "err", err)
+		}
+	}()
+	return nil
 }
 
 // clusterRefusals says which parts of cfg a set's member cannot run.
@@ -85,10 +166,6 @@ func (s *Server) openNode(so store.Options) error {
 	}
 	if err := s.checkBridge(); err != nil { // natsbridge.go
 		return err
-	}
-	if s.cfg.GRPCListen != "" {
-		s.log.Warn("the gRPC endpoint is off on a replicated set's member", "grpcListen", s.cfg.GRPCListen)
-		s.cfg.GRPCListen = ""
 	}
 	co := *s.cfg.Cluster
 	if s.tls != nil && s.cfg.TLS.CAFile != "" {
@@ -197,6 +274,16 @@ func (s *Server) startServing(r role) {
 			s.log.Error("broker port failed", "err", err)
 		}
 	}()
+	if s.grpcLn != nil {
+		if err := s.startRoleGRPC(b, r); err != nil {
+			if r == roleMaster {
+				s.log.Error("leading the set but the gRPC endpoint cannot start: handing leadership on", "err", err)
+				s.node.StepDown()
+			} else {
+				s.log.Error("the replica's gRPC endpoint cannot start", "err", err)
+			}
+		}
+	}
 	if r == roleMaster {
 		if err := s.startBridge(b); err != nil { // natsbridge.go
 			// Retrying cannot fix what stops it (New checked the options
@@ -228,6 +315,15 @@ func (s *Server) stopServing() {
 	s.lead.b = nil
 	s.broker.Store(nil)
 	s.replica.Store(nil)
+	if g := s.lead.g; g != nil {
+		// Before the broker: Shutdown returns once no handler runs.
+		s.lead.g = nil
+		gctx, gcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := g.Shutdown(gctx); err != nil {
+			s.log.Warn("stopping the gRPC endpoint", "err", err)
+		}
+		gcancel()
+	}
 	if r == roleMaster && s.http != nil && s.cfg.Console == nil {
 		s.SetConsole(http.HandlerFunc(s.replicaConsole))
 	}
@@ -327,7 +423,8 @@ func (s *Server) clusterStatus(w http.ResponseWriter, _ *http.Request) {
 		cluster.Status
 		Serving string `json:"serving,omitempty"` // the master's broker address, on the leader
 		Replica string `json:"replica,omitempty"` // the replica's broker address, on the others
-	}{Status: s.node.Status(), Serving: s.LeaderBrokerAddr()}
+		GRPC    string `json:"grpc,omitempty"`    // this member's advertised gRPC address
+	}{Status: s.node.Status(), Serving: s.LeaderBrokerAddr(), GRPC: s.GRPCAddr}
 	if b := s.replica.Load(); b != nil {
 		st.Replica = b.Addr()
 	}

@@ -2,11 +2,17 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/rmq-go/rmq/core/acl"
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/grpcserver"
 )
 
@@ -21,9 +27,27 @@ func (s *Server) startGRPC() error {
 	if err != nil {
 		return fmt.Errorf("grpc: listen on %s: %w", s.cfg.GRPCListen, err)
 	}
+	g, err := s.newGRPC(s.Broker, s.Store, grpcAdvertise(ln.Addr(), s.BrokerAddr), nil)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.GRPC = g
+	s.serve(func() error { return g.Serve(ln) })
+	s.GRPCAddr = g.Addr()
+	return nil
+}
+
+// newGRPC builds the gRPC endpoint of b on st, advertising advertise
+// unless the config names an address; leader, when set, makes it a
+// replicated set's replica's (cluster.go).
+func (s *Server) newGRPC(b *broker.Broker, st *store.Store, advertise string, leader func() (string, string)) (*grpcserver.Server, error) {
 	o := s.cfg.GRPC
-	o.Broker, o.Store = s.Broker, s.Store
+	o.Broker, o.Store, o.Leader = b, st, leader
 	o.BrokerName = s.cfg.Broker.BrokerName
+	if s.cfg.Cluster != nil {
+		o.BrokerName = s.cfg.Cluster.SetName
+	}
 	o.MaxBodySize = s.cfg.Broker.MaxMessageSize
 	if o.Logger == nil {
 		o.Logger = s.cfg.Logger
@@ -36,22 +60,15 @@ func (s *Server) startGRPC() error {
 		o.HandshakeTimeout = s.cfg.Remoting.FrameReadTimeout
 	}
 	if o.Advertise == "" {
-		o.Advertise = grpcAdvertise(ln.Addr(), s.BrokerAddr)
+		o.Advertise = advertise
 	}
-	g, err := grpcserver.New(o)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	s.GRPC = g
-	s.serve(func() error { return g.Serve(ln) })
-	s.GRPCAddr = g.Addr()
-	return nil
+	return grpcserver.New(o)
 }
 
 // grpcAdvertise is the gRPC address routes name: the listener's, or,
 // when it listens on every address, the broker's advertised host with
-// the gRPC port.
+// the gRPC port; without one (a set's member whose config advertises
+// none), the host's first non-loopback address, as the broker picks.
 func grpcAdvertise(a net.Addr, brokerAddr string) string {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok || !ta.IP.IsUnspecified() {
@@ -59,14 +76,112 @@ func grpcAdvertise(a net.Addr, brokerAddr string) string {
 	}
 	host, _, err := net.SplitHostPort(brokerAddr)
 	if err != nil {
-		return a.String()
+		host = remoting.HostIPv4().String()
 	}
 	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
 }
 
 func (s *Server) stopGRPC(ctx context.Context) error {
+	if s.grpcLn != nil {
+		s.grpcLn.Close() // the member's role's endpoint stops with its role (cluster.go)
+	}
 	if s.GRPC == nil {
 		return nil
 	}
 	return s.GRPC.Shutdown(ctx)
 }
+
+// grpcHandoff holds a replicated set's member's gRPC listener for the
+// life of the process and hands each connection it accepts to the
+// endpoint of the member's role at the time (cluster.go): the leader's,
+// or a replica's naming the leader. A connection accepted between two
+// roles waits for the next endpoint.
+type grpcHandoff struct {
+	ln    net.Listener
+	conns chan net.Conn
+	quit  chan struct{}
+	once  sync.Once
+}
+
+func newGRPCHandoff(ln net.Listener) *grpcHandoff {
+	return &grpcHandoff{ln: ln, conns: make(chan net.Conn), quit: make(chan struct{})}
+}
+
+// run accepts until Close; a temporary failure (out of descriptors) is
+// retried after a pause, as net/http does.
+func (h *grpcHandoff) run() error {
+	var pause time.Duration
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			select {
+			case <-h.quit:
+				return nil
+			default:
+			}
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(pause):
+					continue
+				case <-h.quit:
+					return nil
+				}
+			}
+			return fmt.Errorf("grpc: accept: %w", err)
+		}
+		pause = 0
+		select {
+		case h.conns <- c:
+		case <-h.quit:
+			c.Close()
+			return nil
+		}
+	}
+}
+
+// Close stops accepting; the endpoints' listeners end with it.
+func (h *grpcHandoff) Close() error {
+	var err error
+	h.once.Do(func() {
+		close(h.quit)
+		err = h.ln.Close()
+	})
+	return err
+}
+
+// listener returns a listener for one endpoint: it takes the handed-off
+// connections until it is closed (the endpoint's Shutdown) or the
+// handoff is.
+func (h *grpcHandoff) listener() net.Listener {
+	return &handoffListener{h: h, done: make(chan struct{})}
+}
+
+type handoffListener struct {
+	h    *grpcHandoff
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case <-l.done: // a closed endpoint takes no connection the next may
+		return nil, net.ErrClosed
+	default:
+	}
+	select {
+	case c := <-l.h.conns:
+		return c, nil
+	case <-l.done:
+	case <-l.h.quit:
+	}
+	return nil, net.ErrClosed
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.h.ln.Addr() }

@@ -176,7 +176,8 @@ type Server struct {
 	// nsLocal is the embedded name server's in-process listener
 	// (inproc.go), which the broker registers through; nil without one.
 	nsLocal *inProcListener
-	GRPC    *grpcserver.Server         // nil unless GRPCListen is set
+	GRPC    *grpcserver.Server         // nil unless GRPCListen is set, and on a set's member
+	grpcLn  *grpcHandoff               // a set's member's gRPC listener (cluster.go); nil otherwise
 	bridge  atomic.Pointer[natsBridge] // the running NATS bridge (natsbridge.go); a set's member runs it while it leads
 	node    *cluster.Node              // a replicated set's member (cluster.go); nil otherwise
 	lead    *leadership
@@ -286,6 +287,14 @@ func Start(cfg Config) (_ *Server, err error) {
 		s.registerMetrics()
 		if s.http != nil && cfg.Console == nil {
 			s.SetConsole(http.HandlerFunc(s.replicaConsole)) // until it leads
+		}
+		if cfg.GRPCListen != "" {
+			if err := s.listenGRPC(); err != nil {
+				s.stopNamesrv()
+				s.plugins.close(context.Background())
+				s.closeStore()
+				return nil, err
+			}
 		}
 		s.startLeadership()
 		return s, nil

@@ -223,7 +223,35 @@ async function produce() {
   console.log(JSON.stringify({ ok: true, ids }));
 }
 
-const cases = { 'producer-simple': producerSimple, push, 'push-retry': pushRetry, produce, 'txn-check': txnCheck };
+// produce-for: a Producer sends "<RMQ_PREFIX>-<i>" to RMQ_TOPIC, one at a
+// time, until its stdin closes, printing a line for each acknowledged
+// message and waiting 100 ms after each failed send (its retries spent).
+async function produceFor() {
+  const topic = env('RMQ_TOPIC');
+  const prefix = env('RMQ_PREFIX');
+  const producer = new Producer({ ...base, topics: [ topic ] });
+  await producer.startup();
+  let open = true;
+  process.stdin.on('end', () => { open = false; });
+  process.stdin.on('close', () => { open = false; });
+  process.stdin.resume();
+  let acked = 0, failed = 0;
+  for (let i = 0; open; i++) {
+    const body = `${prefix}-${i}`;
+    try {
+      const r = await producer.send({ topic, tag: 'node', body: Buffer.from(body) });
+      acked++;
+      console.log(JSON.stringify({ acked: body, offset: String(r.offset) }));
+    } catch (e) {
+      failed++;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  await producer.shutdown();
+  console.log(JSON.stringify({ ok: true, acked, failed }));
+}
+
+const cases = { 'producer-simple': producerSimple, push, 'push-retry': pushRetry, produce, 'txn-check': txnCheck, 'produce-for': produceFor };
 const run = cases[process.argv[2]];
 if (!run) {
   console.error(`unknown case ${process.argv[2]}; cases: ${Object.keys(cases).join(', ')}`);
