@@ -10,8 +10,8 @@
 // over a missing property, or a value that does not read as a number
 // compared with a number, is unknown, so the message does not match. It
 // gives the broker's SQL92 filter's answers within that subset (a test
-// holds it to them) and reads the properties in place, allocating nothing
-// per message.
+// holds it to them), has the broker send only the properties it names and
+// reads them in place, allocating nothing per message.
 import { FilterMessage, Matcher, registerFilter, badExpression, setVersion, addFilterTest, findProperty } from "../../../../sdk/assemblyscript/assembly/index";
 export * from "../../../../sdk/assemblyscript/assembly/exports/filter";
 
@@ -61,12 +61,20 @@ function readNumber(p: usize, n: i32): f64 {
 }
 
 class Clause {
-  constructor(public name: ArrayBuffer, public op: i32, public numeric: bool, public num: f64, public text: ArrayBuffer) {}
+  constructor(public key: string, public name: ArrayBuffer, public op: i32, public numeric: bool, public num: f64, public text: ArrayBuffer) {}
 }
 
 class AllOf extends Matcher {
   constructor(public clauses: Clause[]) {
     super();
+  }
+  // The broker sends only the properties the clauses name.
+  propertyKeys(): string[] | null {
+    const keys = new Array<string>();
+    for (let i = 0; i < this.clauses.length; i++) {
+      if (!keys.includes(this.clauses[i].key)) keys.push(this.clauses[i].key);
+    }
+    return keys;
   }
   match(m: FilterMessage): bool {
     for (let i = 0; i < this.clauses.length; i++) {
@@ -124,13 +132,13 @@ function compile(expr: string): Matcher | null {
     if (name.length == 0 || lit.length == 0) return badExpression("bad clause '" + p + "': want name op literal");
     if (lit.length >= 2 && lit.startsWith("'") && lit.endsWith("'")) {
       if (op != OP_EQ && op != OP_NE) return badExpression("bad clause '" + p + "': text compares with = or <> only");
-      clauses.push(new Clause(String.UTF8.encode(name), op, false, 0, String.UTF8.encode(lit.substring(1, lit.length - 1))));
+      clauses.push(new Clause(name, String.UTF8.encode(name), op, false, 0, String.UTF8.encode(lit.substring(1, lit.length - 1))));
       continue;
     }
     const b = String.UTF8.encode(lit);
     const v = readNumber(changetype<usize>(b), b.byteLength);
     if (isNaN(v)) return badExpression("bad clause '" + p + "': '" + lit + "' is neither a number nor 'text'");
-    clauses.push(new Clause(String.UTF8.encode(name), op, true, v, new ArrayBuffer(0)));
+    clauses.push(new Clause(name, String.UTF8.encode(name), op, true, v, new ArrayBuffer(0)));
   }
   return new AllOf(clauses);
 }
