@@ -167,6 +167,10 @@ func instrument(bin []byte) (out []byte, err error) {
 	{
 		r := &reader{b: globals.body}
 		n := r.u32()
+		// The module's own code must not name the budget's index: an
+		// invalid module before the rewrite, it would be valid after, and
+		// could refill its own budget.
+		rw.globals = rw.importedGlobals + n
 		body := appendU32(nil, n+1)
 		for range n {
 			body = append(body, r.byte(), r.byte()) // value type, mutability
@@ -325,6 +329,14 @@ type rewriter struct {
 	checkType       uint32 // the type index of () → i32
 	checkFunc       uint32 // the check's function index
 	budget          uint32 // the budget's global index
+	globals         uint32 // the module's own globals, imported ones included
+}
+
+// global checks a global index of the original module.
+func (rw *rewriter) global(i uint32) {
+	if i >= rw.globals {
+		fail(fmt.Sprintf("global index %d out of range", i))
+	}
 }
 
 // fn maps a function index of the original module to the rewritten one.
@@ -359,8 +371,11 @@ func (rw *rewriter) exports(body []byte) []byte {
 		out = appendName(out, r.name())
 		kind := r.byte()
 		idx := r.u32()
-		if kind == 0x00 {
+		switch kind {
+		case 0x00:
 			idx = rw.fn(idx)
+		case 0x03:
+			rw.global(idx)
 		}
 		out = appendU32(append(out, kind), idx)
 	}
@@ -472,6 +487,8 @@ func (rw *rewriter) instrs(dst []byte, r *reader, constant bool) ([]byte, bool) 
 					fail(fmt.Sprintf("catch kind %#x", kind))
 				}
 			}
+		case op == 0x23, op == 0x24: // global.get, global.set
+			rw.global(r.u32())
 		case op == 0x07, op == 0x08, op == 0x09, op == 0x18, op == 0x0C, op == 0x0D, op == 0xD5, op == 0xD6,
 			op >= 0x20 && op <= 0x26, op == 0x3F, op == 0x40, op == 0x14:
 			r.u32()

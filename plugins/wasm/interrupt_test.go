@@ -27,7 +27,9 @@ func wasmBody(code ...byte) []byte { return append(appendU32(nil, uint32(len(cod
 //	viacall (n i32) → i32                  function 3: call sum
 //	viatable (n i32) → i32                 function 4: call_indirect sum through table slot 0
 //	elements: table 0 slot 0 = sum; names for spin and sum
-func loopModule(extraImport bool) []byte {
+//
+// spin, when given, replaces spin's code.
+func loopModule(extraImport bool, spin ...byte) []byte {
 	bin := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
 	bin = append(bin, wasmSection(secType, 2, 0x60, 0, 0, 0x60, 1, 0x7F, 1, 0x7F)...)
 	imports := []byte{1}
@@ -48,7 +50,10 @@ func loopModule(extraImport bool) []byte {
 	bin = append(bin, wasmSection(secExport, exports...)...)
 	bin = append(bin, wasmSection(secElement, 1, 0x00, 0x41, 0x00, 0x0B, 1, 2)...)
 	code := []byte{4}
-	code = append(code, wasmBody(0, 0x03, 0x40, 0x0C, 0x00, 0x0B, 0x0B)...)
+	if spin == nil {
+		spin = []byte{0x03, 0x40, 0x0C, 0x00, 0x0B, 0x0B}
+	}
+	code = append(code, wasmBody(append([]byte{0}, spin...)...)...)
 	code = append(code, wasmBody(1, 1, 0x7F,
 		0x03, 0x40,
 		0x20, 0x01, 0x10, 0x00, 0x21, 0x01, // acc = add1(acc)
@@ -154,7 +159,10 @@ func TestInstrumentRefuses(t *testing.T) {
 			break
 		}
 	}
-	for name, bin := range map[string][]byte{"imports the check": withImport, "tail call": unknown,
+	// A module whose loop sets global 0, which it does not have: the
+	// budget's index once instrumented.
+	refill := loopModule(false, 0x03, 0x40, 0x41, 0x00, 0x24, 0x00, 0x0C, 0x00, 0x0B, 0x0B)
+	for name, bin := range map[string][]byte{"imports the check": withImport, "tail call": unknown, "names the budget": refill,
 		"not wasm": []byte("\x00asm\x02\x00\x00\x00"), "truncated": loopModule(false)[:40]} {
 		if _, err := instrument(bin); !errors.Is(err, errInstrument) {
 			t.Errorf("%s: %v", name, err)
