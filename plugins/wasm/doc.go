@@ -48,8 +48,9 @@
 // abi.MaxBatchBytes bytes; a larger record travels alone.
 //
 // An untrusted plugin's code is rewritten before it is compiled (see
-// instrument in interrupt.go): every loop head counts down a budget held in
-// a module global, and when it runs out calls back into the host, which
+// instrument in interrupt.go): every loop head (and, for more, every bulk
+// memory or table instruction) counts down a budget held in a module
+// global, and when it runs out calls back into the host, which
 // stops the call if Options.Deadline has passed and otherwise grants the
 // next budget of 4096 iterations. That costs a Go guest about a tenth over
 // its trusted speed, where wazero's own checks (WithCloseOnContextDone,

@@ -20,11 +20,13 @@ import (
 // is stopped shortly after its deadline, and the Go scheduler (and garbage
 // collector) get the goroutine back between checks.
 //
-// Only loops need the check: code without loops runs each instruction at
-// most once per call of its function, and recursion without a loop ends in
-// a stack overflow (the tail calls that could recurse without growing the
+// Loops need the check: code without loops runs each instruction at most
+// once per call of its function, and recursion without a loop ends in a
+// stack overflow (the tail calls that could recurse without growing the
 // stack are refused: the runtime does not enable them). wazero checks at
-// the same places.
+// the same places. Bulk memory and table instructions count too, for more:
+// a loop of them could otherwise run thousands of whole-memory copies
+// between two readings of the clock.
 const (
 	interruptModule = "rmq_interrupt" // the host module, for instrumented modules only
 	interruptCheck  = "check"         // () → i32, the next budget
@@ -33,6 +35,11 @@ const (
 	// it is amortized to noise, while a Go guest's tightest loop runs the
 	// budget out within tens of microseconds.
 	interruptBudget = 4096
+	// bulkCost is what a bulk memory or table instruction (memory.copy,
+	// memory.fill …) counts against the budget: one can move the whole
+	// memory, so the clock is read at least every interruptBudget/bulkCost
+	// of them, while a guest's small copies still reach the host rarely.
+	bulkCost = 64
 )
 
 // errInstrument marks a module the rewriter does not understand; such a
@@ -347,17 +354,22 @@ func (rw *rewriter) fn(i uint32) uint32 {
 	return i
 }
 
-// check appends the countdown placed at a loop head:
+// check appends the countdown of cost units placed at a loop head (1)
+// and before a bulk memory or table instruction (bulkCost):
 //
-//	global.get budget; i32.const 1; i32.sub; global.set budget
-//	global.get budget; i32.eqz
+//	global.get budget; i32.const cost; i32.sub; global.set budget
+//	global.get budget; i32.const 0; i32.le_s
 //	if; call check; global.set budget; end
-func (rw *rewriter) check(dst []byte) []byte {
+//
+// The budget can pass below zero by a bulk instruction's cost, so the test
+// is ≤ 0, not = 0.
+func (rw *rewriter) check(dst []byte, cost int32) []byte {
 	dst = appendU32(append(dst, 0x23), rw.budget)
-	dst = append(dst, 0x41, 0x01, 0x6B)
+	dst = appendS32(append(dst, 0x41), cost)
+	dst = append(dst, 0x6B)
 	dst = appendU32(append(dst, 0x24), rw.budget)
 	dst = appendU32(append(dst, 0x23), rw.budget)
-	dst = append(dst, 0x45, 0x04, 0x40)
+	dst = append(dst, 0x41, 0x00, 0x4C, 0x04, 0x40)
 	dst = appendU32(append(dst, 0x10), rw.checkFunc)
 	dst = appendU32(append(dst, 0x24), rw.budget)
 	return append(dst, 0x0B)
@@ -459,6 +471,7 @@ func (rw *rewriter) instrs(dst []byte, r *reader, constant bool) ([]byte, bool) 
 		flushed = r.off
 	}
 	for !r.done() {
+		at := r.off
 		op := r.byte()
 		switch {
 		case op == 0x0B: // end
@@ -471,7 +484,7 @@ func (rw *rewriter) instrs(dst []byte, r *reader, constant bool) ([]byte, bool) 
 		case op == 0x03: // loop
 			r.blockType()
 			flush()
-			dst = rw.check(dst)
+			dst = rw.check(dst, 1)
 		case op == 0x02, op == 0x04, op == 0x06: // block, if, try
 			r.blockType()
 		case op == 0x1F: // try_table
@@ -521,7 +534,16 @@ func (rw *rewriter) instrs(dst []byte, r *reader, constant bool) ([]byte, bool) 
 		case op == 0xD0: // ref.null
 			r.sleb(33)
 		case op == 0xFC:
-			switch sub := r.u32(); {
+			sub := r.u32()
+			switch sub {
+			case 8, 10, 11, 12, 14, 17: // memory.init, .copy, .fill; table.init, .copy, .fill
+				if !constant {
+					dst = append(dst, r.b[flushed:at]...)
+					flushed = at
+					dst = rw.check(dst, bulkCost)
+				}
+			}
+			switch {
 			case sub <= 7:
 			case sub == 8, sub == 10, sub == 12, sub == 14:
 				r.u32()

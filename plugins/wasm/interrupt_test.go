@@ -194,3 +194,39 @@ func FuzzInstrument(f *testing.F) {
 		}
 	})
 }
+
+// TestInstrumentBulk checks that bulk instructions count against the
+// budget: a loop whose every iteration fills 16 MiB stops soon after its
+// deadline, where counting iterations alone would read the clock only
+// after 4096 fills, seconds later.
+func TestInstrumentBulk(t *testing.T) {
+	// (memory 256) (func (export "fill") (loop (memory.fill (i32.const 0) (i32.const 0) (i32.const 16Mi)) (br 0)))
+	bin := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	bin = append(bin, wasmSection(secType, 1, 0x60, 0, 0)...)
+	bin = append(bin, wasmSection(secFunction, 1, 0)...)
+	bin = append(bin, wasmSection(secMemory, 1, 0x00, 0x80, 0x02)...)
+	bin = append(bin, wasmSection(secExport, append(appendName([]byte{1}, "fill"), 0x00, 0x00)...)...)
+	bin = append(bin, wasmSection(secCode, append([]byte{1}, wasmBody(0, 0x03, 0x40,
+		0x41, 0x00, 0x41, 0x00, 0x41, 0x80, 0x80, 0x80, 0x08, 0xFC, 0x0B, 0x00,
+		0x0C, 0x00, 0x0B, 0x0B)...)...)...)
+	out, err := instrument(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mod, err := loopRuntime(t, true).Instantiate(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = mod.ExportedFunction("fill").Call(dctx)
+	var exit *sys.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != sys.ExitCodeDeadlineExceeded {
+		t.Fatalf("fill: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("a 50ms deadline stopped the fills after %v", d)
+	}
+}
