@@ -153,7 +153,8 @@ const (
 // properties and inflated bodies, which are appended to scratch.
 func fill(inst *instance, fr *abi.FilterRecord, r message.Record, body bodyMode, pr *projection, scratch []byte) []byte {
 	props := r.Properties()
-	tags, keys := tagsAndKeys(props)
+	start := len(scratch)
+	tags, keys, scratch := scanProperties(scratch, props, !pr.all, pr.keys)
 	*fr = abi.FilterRecord{
 		QueueID:        r.QueueID(),
 		QueueOffset:    r.QueueOffset(),
@@ -167,8 +168,6 @@ func fill(inst *instance, fr *abi.FilterRecord, r message.Record, body bodyMode,
 		Properties:     props,
 	}
 	if !pr.all {
-		start := len(scratch)
-		scratch = project(scratch, props, pr.keys)
 		fr.Properties = scratch[start:len(scratch):len(scratch)]
 	}
 	if body != bodyNone {
@@ -185,45 +184,36 @@ func fill(inst *instance, fr *abi.FilterRecord, r message.Record, body bodyMode,
 	return scratch
 }
 
-// tagsAndKeys returns the TAGS and KEYS properties of p in one pass, with
-// message.Properties.Lookup's rules: malformed pieces are skipped and the
-// last value of a key wins.
-func tagsAndKeys(p message.Properties) (tags, keys []byte) {
-	for rest := []byte(p); len(rest) > 0; {
-		piece := rest
-		if i := bytes.IndexByte(rest, 0x02); i >= 0 {
-			piece, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = nil
-		}
-		// Both keys are four bytes long, so the separator must follow them.
-		if len(piece) < 5 || piece[4] != 0x01 {
-			continue
-		}
-		k, v := string(piece[:4]), piece[5:]
-		if (k != message.PropertyTags && k != message.PropertyKeys) || bytes.IndexByte(v, 0x01) >= 0 {
-			continue
-		}
-		if k == message.PropertyTags {
-			tags = v
-		} else {
-			keys = v
-		}
-	}
-	return tags, keys
-}
-
-// project appends to dst the pieces of p whose key is one of keys, in
+// scanProperties reads p once for the filter record: it returns the TAGS
+// and KEYS properties, with message.Properties.Lookup's rules (malformed
+// pieces are skipped and the last value of a key wins), and, when
+// projecting, appends to dst the pieces of p whose key is one of keys, in
 // order and whole (malformed ones too: the reader skips them as it would
-// in p), each ended by 0x02. Looking up a listed key in the result gives
-// what it gives in p.
-func project(dst []byte, p message.Properties, keys [][]byte) []byte {
+// in p), each ended by 0x02, so that looking up a listed key in the result
+// gives what it gives in p.
+func scanProperties(dst []byte, p message.Properties, projecting bool, keys [][]byte) (tags, keyList, out []byte) {
 	for rest := []byte(p); len(rest) > 0; {
 		piece := rest
 		if i := bytes.IndexByte(rest, 0x02); i >= 0 {
 			piece, rest = rest[:i], rest[i+1:]
 		} else {
 			rest = nil
+		}
+		// Both TAGS and KEYS are four bytes long, so the separator must
+		// follow them.
+		if len(piece) >= 5 && piece[4] == 0x01 {
+			if k := string(piece[:4]); k == message.PropertyTags || k == message.PropertyKeys {
+				if v := piece[5:]; bytes.IndexByte(v, 0x01) < 0 {
+					if k == message.PropertyTags {
+						tags = v
+					} else {
+						keyList = v
+					}
+				}
+			}
+		}
+		if !projecting {
+			continue
 		}
 		k := piece
 		if i := bytes.IndexByte(piece, 0x01); i >= 0 {
@@ -237,7 +227,7 @@ func project(dst []byte, p message.Properties, keys [][]byte) []byte {
 			}
 		}
 	}
-	return dst
+	return tags, keyList, dst
 }
 
 // matchCall runs one broker_filter call over a prefix of batch and returns

@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/rmq-go/rmq/sdk/abi"
 )
@@ -40,14 +41,18 @@ const (
 // and pool of instances. A reload builds a new generation and swaps it in;
 // the old one closes when its last call returns.
 type generation struct {
-	opts     Options // with defaults
-	seq      int     // 1 for the first module served, set when published
-	hash     string  // sha256 of the module, hex
-	info     abi.Info
-	shape    moduleShape
-	rt       wazero.Runtime
-	compiled wazero.CompiledModule
-	modCfg   wazero.ModuleConfig
+	opts  Options // with defaults
+	seq   int     // 1 for the first module served, set when published
+	hash  string  // sha256 of the module, hex
+	info  abi.Info
+	shape moduleShape
+	// instrumented is set for an untrusted module whose code counts down
+	// to interruptCheck (interrupt.go); an untrusted module the rewriter
+	// cannot handle runs with wazero's checks instead.
+	instrumented bool
+	rt           wazero.Runtime
+	compiled     wazero.CompiledModule
+	modCfg       wazero.ModuleConfig
 
 	sem chan struct{} // one token per instance serving a call
 
@@ -103,10 +108,18 @@ func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte) (_ 
 	if opts.SHA256 != "" && opts.SHA256 != g.hash {
 		return nil, wrapf(ErrHash, "module has sha256 %s, config expects %s", g.hash, opts.SHA256)
 	}
+	if opts.Untrusted {
+		ib, err := instrument(bin)
+		if err != nil {
+			opts.Logger.Warn("wasm plugin runs with slower interruption checks", "plugin", opts.Name, "err", err)
+		} else {
+			bin, g.instrumented = ib, true
+		}
+	}
 	cfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(p.cache).
 		WithMemoryLimitPages(opts.MaxMemoryPages).
-		WithCloseOnContextDone(opts.Untrusted)
+		WithCloseOnContextDone(opts.Untrusted && !g.instrumented)
 	g.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer func() {
 		if err != nil {
@@ -117,7 +130,7 @@ func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte) (_ 
 		return nil, wrapf(ErrModule, "compile: %v", err)
 	}
 	kindBit, _, _ := opts.Kind.bit()
-	if g.shape, err = validateModule(g.compiled, opts.Kind); err != nil {
+	if g.shape, err = validateModule(g.compiled, opts.Kind, g.instrumented); err != nil {
 		return nil, err
 	}
 	if _, err = wasi_snapshot_preview1.Instantiate(ctx, g.rt); err != nil {
@@ -216,20 +229,48 @@ func (g *generation) instantiateHost(ctx context.Context) error {
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(logFn), sigLog.params, sigLog.results).Export(abi.ImportLog).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(nowFn), sigNow.params, sigNow.results).Export(abi.ImportNowMs).
 		Instantiate(ctx)
+	if err != nil || !g.instrumented {
+		return err
+	}
+	_, err = g.rt.NewHostModuleBuilder(interruptModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(checkDeadline), sigCheck.params, sigCheck.results).Export(interruptCheck).
+		Instantiate(ctx)
 	return err
+}
+
+// checkDeadline is interruptCheck: it stops the call when the call's
+// context (a callContext, or the instantiation's) is past its deadline or
+// cancelled, and otherwise grants the next budget. Being a Go function, it
+// is also where the scheduler may preempt a long call.
+func checkDeadline(ctx context.Context, _ api.Module, stack []uint64) {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+	}
+	if ctx.Err() != nil {
+		panic(sys.NewExitError(sys.ExitCodeContextCanceled))
+	}
+	stack[0] = api.EncodeI32(interruptBudget)
 }
 
 // newInstance instantiates and initializes one instance.
 func (g *generation) newInstance(ctx context.Context) (*instance, error) {
 	ictx := ctx
-	if g.opts.Untrusted {
+	mc := g.modCfg
+	var cc *callContext
+	switch {
+	case g.instrumented:
+		// _initialize runs inside InstantiateModule, bounded as a call.
+		cc = &callContext{Context: ctx, at: time.Now().Add(initDeadline)}
+		ictx = cc
+		mc = mc.WithNanosleep(cc.sleep)
+	case g.opts.Untrusted:
 		// _initialize runs inside InstantiateModule: bound it by the context.
 		var cancel context.CancelFunc
 		ictx, cancel = context.WithTimeout(ctx, initDeadline)
 		defer cancel()
 	}
 	stderr := &capture{}
-	mod, err := g.rt.InstantiateModule(ictx, g.compiled, g.modCfg.WithStderr(stderr))
+	mod, err := g.rt.InstantiateModule(ictx, g.compiled, mc.WithStderr(stderr))
 	if err != nil {
 		return nil, &callError{err: wrapf(ErrInit, "instantiate: %v", err), poisoned: true, stderr: stderr.String()}
 	}
@@ -242,7 +283,12 @@ func (g *generation) newInstance(ctx context.Context) (*instance, error) {
 	}
 	_, kindExport, _ := g.opts.Kind.bit()
 	inst.kindFn = mod.ExportedFunction(kindExport)
-	if g.opts.Untrusted {
+	switch {
+	case cc != nil:
+		cc.Context = context.Background()
+		inst.cc = cc
+		inst.deadline = initDeadline
+	case g.opts.Untrusted:
 		inst.watch(initDeadline)
 	}
 	if err := inst.init(ctx, mod.ExportedFunction(abi.ExportInit), g.opts.Config); err != nil {

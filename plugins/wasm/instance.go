@@ -36,10 +36,13 @@ type instance struct {
 	bufCap uint32 // its size
 	calls  int
 
-	// deadline bounds each call of an untrusted plugin; timer closes the
-	// module when it passes, which stops the running code at its next
-	// interruption check. Zero for a trusted plugin.
+	// deadline bounds each call of an untrusted plugin, zero for a trusted
+	// one. An instrumented module's calls run under cc, whose deadline its
+	// interruption checks compare with the clock; otherwise timer closes
+	// the module when it passes, which stops the running code at wazero's
+	// next interruption check.
 	deadline time.Duration
+	cc       *callContext
 	timer    *time.Timer
 
 	records []abi.FilterRecord // scratch for one filter batch
@@ -108,15 +111,39 @@ func (in *instance) watch(d time.Duration) {
 	in.timer.Stop()
 }
 
+// callContext is the context an instrumented module's calls run under:
+// its deadline is the running call's, set afresh for each call without
+// allocating. It is used by the goroutine making the call alone.
+type callContext struct {
+	context.Context           // Background for calls, the caller's while instantiating
+	at              time.Time // the deadline
+}
+
+// Deadline returns the running call's deadline.
+func (c *callContext) Deadline() (time.Time, bool) { return c.at, true }
+
+// sleep is the module's nanosleep: it sleeps no further than the deadline,
+// so a guest that sleeps in a loop reaches its next interruption check
+// once the deadline passes rather than a full sleep later.
+func (c *callContext) sleep(ns int64) {
+	time.Sleep(min(time.Duration(ns), time.Until(c.at)))
+}
+
 // call runs fn with the instance's stack, whose first entries the caller
 // set. A failure poisons the instance: wazero leaves a module that trapped
 // or was interrupted in no state to serve again.
 //
-// An untrusted call is bounded by a reused timer rather than a context with
-// a deadline, which would cost wazero a goroutine per call.
+// An untrusted call of an instrumented module is bounded by the instance's
+// reused callContext, which its interruption checks read; of any other
+// untrusted module, by a reused timer rather than a context with a
+// deadline, which would cost wazero a goroutine per call.
 func (in *instance) call(ctx context.Context, fn api.Function) error {
 	in.calls++
 	in.stderr.reset()
+	if in.cc != nil {
+		in.cc.at = time.Now().Add(in.deadline)
+		ctx = in.cc
+	}
 	if in.timer != nil {
 		in.timer.Reset(in.deadline)
 	}

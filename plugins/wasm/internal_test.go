@@ -14,11 +14,11 @@ func FuzzTagsAndKeys(f *testing.F) {
 	f.Add([]byte("TAGS\x01a\x01b\x02TAGS\x01c\x02KEYS\x02KEYS\x01\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := message.Properties(b)
-		tags, keys := tagsAndKeys(p)
+		tags, keys, _ := scanProperties(nil, p, false, nil)
 		wantTags, _ := p.Lookup(message.PropertyTags)
 		wantKeys, _ := p.Lookup(message.PropertyKeys)
 		if !bytes.Equal(tags, wantTags) || !bytes.Equal(keys, wantKeys) {
-			t.Fatalf("tagsAndKeys(%q) = %q, %q; Lookup gives %q, %q", b, tags, keys, wantTags, wantKeys)
+			t.Fatalf("scanProperties(%q) = %q, %q; Lookup gives %q, %q", b, tags, keys, wantTags, wantKeys)
 		}
 	})
 }
@@ -29,7 +29,14 @@ func FuzzProject(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, k1, k2 string) {
 		p := message.Properties(b)
 		keys := [][]byte{[]byte(k1), []byte(k2)}
-		got := message.Properties(project(nil, p, keys))
+		tags, keyList, projected := scanProperties(nil, p, true, keys)
+		got := message.Properties(projected)
+		if wantTags, _ := p.Lookup(message.PropertyTags); !bytes.Equal(tags, wantTags) {
+			t.Fatalf("TAGS of %q: %q, Lookup gives %q", b, tags, wantTags)
+		}
+		if wantKeys, _ := p.Lookup(message.PropertyKeys); !bytes.Equal(keyList, wantKeys) {
+			t.Fatalf("KEYS of %q: %q, Lookup gives %q", b, keyList, wantKeys)
+		}
 		for _, k := range []string{k1, k2} {
 			v1, ok1 := p.Lookup(k)
 			v2, ok2 := got.Lookup(k)

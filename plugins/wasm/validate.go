@@ -34,6 +34,7 @@ var (
 	sigAllocate = signature{[]api.ValueType{i32, i32}, []api.ValueType{i64}}
 	sigLog      = signature{[]api.ValueType{i32, i32, i32}, nil}
 	sigNow      = signature{nil, []api.ValueType{i64}}
+	sigCheck    = signature{nil, []api.ValueType{i32}} // interruptCheck
 )
 
 // hostImports are the broker_v1 functions and their types.
@@ -71,8 +72,9 @@ type moduleShape struct {
 }
 
 // validateModule checks a compiled module's imports and exports against ABI
-// v1 and the plugin's kind, reporting every problem at once.
-func validateModule(c wazero.CompiledModule, kind Kind) (moduleShape, error) {
+// v1 and the plugin's kind, reporting every problem at once. instrumented
+// admits the import instrument adds.
+func validateModule(c wazero.CompiledModule, kind Kind, instrumented bool) (moduleShape, error) {
 	var (
 		shape moduleShape
 		errs  []error
@@ -150,6 +152,11 @@ func validateModule(c wazero.CompiledModule, kind Kind) (moduleShape, error) {
 			} else if !sig.matches(f) {
 				bad(ErrModule, "import %s.%s has type %v → %v, want %v → %v", mod, name,
 					typeNames(f.ParamTypes()), typeNames(f.ResultTypes()), typeNames(sig.params), typeNames(sig.results))
+			}
+		case interruptModule:
+			// instrument refuses a module that imports from it already.
+			if !instrumented || name != interruptCheck || !sigCheck.matches(f) {
+				bad(ErrModule, "module imports %s.%s: only %s and WASI functions are available", mod, name, abi.ImportModule)
 			}
 		default:
 			bad(ErrModule, "module imports %s.%s: only %s and WASI functions are available", mod, name, abi.ImportModule)

@@ -10,6 +10,7 @@ const FILTER_MATCH: u8 = 2;
 const RECORD_HEADER_LEN: i32 = 52;
 const BODY_ABSENT: u32 = 0xffffffff;
 const MAX_EXPRESSION_LEN: u32 = 4096;
+const MAX_FILTER_KEYS: i32 = 64;
 
 /** One stored message as a filter sees it: a view valid during match. */
 export class FilterMessage {
@@ -89,6 +90,15 @@ export class FilterMessage {
 export abstract class Matcher {
   /** Whether m matches the expression this matcher was compiled from. */
   abstract match(m: FilterMessage): bool;
+  /**
+   * The user properties match reads, or null (the default) for all of
+   * them. The broker then sends only the properties named, which spares
+   * match scanning the rest; FilterMessage.property and propertyIs see just
+   * those. Tags and keys are unaffected.
+   */
+  propertyKeys(): string[] | null {
+    return null;
+  }
 }
 
 /** The error a compile function leaves when it refuses an expression. */
@@ -120,24 +130,45 @@ export function wantBodies(): void {
 
 const msg = new FilterMessage();
 
+/** The status matcherFor failed with. */
+let matcherStatus: i32 = STATUS_OK;
+
+/**
+ * The matcher of the expression in the batch header at inPtr, compiled on
+ * first sight, or null with matcherStatus set and the error left.
+ */
+function matcherFor(inPtr: usize, len: i32): Matcher | null {
+  if (compile == null) {
+    matcherStatus = fail(STATUS_NOT_IMPLEMENTED, "no filter registered");
+    return null;
+  }
+  if (len < 4) {
+    matcherStatus = fail(STATUS_BAD_INPUT, "short batch header");
+    return null;
+  }
+  const exprLen = load<u32>(inPtr);
+  if (exprLen > MAX_EXPRESSION_LEN || exprLen > <u32>(len - 4)) {
+    matcherStatus = fail(STATUS_BAD_INPUT, "bad expression length");
+    return null;
+  }
+  const expr = String.UTF8.decodeUnsafe(inPtr + 4, <usize>exprLen);
+  if (cache.has(expr)) return cache.get(expr);
+  compileError = "";
+  const c = compile!(expr);
+  if (c == null) {
+    matcherStatus = fail(STATUS_BAD_EXPRESSION, compileError.length > 0 ? compileError : "expression refused");
+    return null;
+  }
+  cache.set(expr, c);
+  return c;
+}
+
 /** broker_filter(in, len, count, out) → status. */
 export function broker_filter(inPtr: usize, len: i32, count: i32, out: usize): i32 {
-  if (compile == null) return fail(STATUS_NOT_IMPLEMENTED, "no filter registered");
-  if (len < 4) return fail(STATUS_BAD_INPUT, "short batch header");
-  const exprLen = load<u32>(inPtr);
-  if (exprLen > MAX_EXPRESSION_LEN || exprLen > <u32>(len - 4)) return fail(STATUS_BAD_INPUT, "bad expression length");
-  const expr = String.UTF8.decodeUnsafe(inPtr + 4, <usize>exprLen);
-  let m: Matcher;
-  if (cache.has(expr)) {
-    m = cache.get(expr);
-  } else {
-    compileError = "";
-    const c = compile!(expr);
-    if (c == null) return fail(STATUS_BAD_EXPRESSION, compileError.length > 0 ? compileError : "expression refused");
-    cache.set(expr, c);
-    m = c;
-  }
-  let at: i32 = 4 + <i32>exprLen;
+  const mm = matcherFor(inPtr, len);
+  if (mm == null) return matcherStatus;
+  const m: Matcher = mm;
+  let at: i32 = 4 + <i32>load<u32>(inPtr);
   for (let i = 0; i < count; i++) {
     if (len - at < RECORD_HEADER_LEN) return fail(STATUS_BAD_INPUT, "short record");
     const p = inPtr + <usize>at;
@@ -168,6 +199,41 @@ export function broker_filter(inPtr: usize, len: i32, count: i32, out: usize): i
     at += <i32>n;
   }
   return STATUS_OK;
+}
+
+let keysPtr: usize = 0;
+
+/**
+ * broker_filter_keys(in, len) → PackPtrLen of the key list of the
+ * expression in the batch header at in (a u16 count, then each key as a
+ * u16 length and its bytes), 0 when its matcher reads every property, or a
+ * negated status.
+ */
+export function broker_filter_keys(inPtr: usize, len: i32): i64 {
+  const m = matcherFor(inPtr, len);
+  if (m == null) return -<i64>matcherStatus;
+  const keys = m.propertyKeys();
+  if (keys == null) return 0;
+  if (keys.length > MAX_FILTER_KEYS) return -<i64>fail(STATUS_FAILED, "propertyKeys: more than " + MAX_FILTER_KEYS.toString() + " keys");
+  const encoded = new Array<ArrayBuffer>(keys.length);
+  let n = 2;
+  for (let i = 0; i < keys.length; i++) {
+    const k = String.UTF8.encode(keys[i]);
+    if (k.byteLength > 0xffff) return -<i64>fail(STATUS_FAILED, "propertyKeys: a key longer than 65535 bytes");
+    encoded[i] = k;
+    n += 2 + k.byteLength;
+  }
+  if (keysPtr != 0) heap.free(keysPtr);
+  keysPtr = heap.alloc(<usize>n);
+  store<u16>(keysPtr, <u16>keys.length);
+  let at = keysPtr + 2;
+  for (let i = 0; i < encoded.length; i++) {
+    const k = encoded[i];
+    store<u16>(at, <u16>k.byteLength);
+    memory.copy(at + 2, changetype<usize>(k), <usize>k.byteLength);
+    at += 2 + <usize>k.byteLength;
+  }
+  return packPtrLen(keysPtr, n);
 }
 
 // Self-test vectors: filter batches of one record each and the result byte
