@@ -239,8 +239,14 @@ func (s *Server) replicaID() int64 {
 func (s *Server) startServing(r role) {
 	if r == roleFailed {
 		s.lead.role = r
+		if s.grpcLn != nil {
+			// No endpoint will take a connection again: clients are
+			// refused at once and turn to another member.
+			s.grpcLn.Close()
+		}
+		return
 	}
-	if r == roleNone || r == roleFailed {
+	if r == roleNone {
 		return
 	}
 	s.Store = s.node.Store() // a snapshot may have replaced it

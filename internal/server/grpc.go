@@ -95,7 +95,8 @@ func (s *Server) stopGRPC(ctx context.Context) error {
 // life of the process and hands each connection it accepts to the
 // endpoint of the member's role at the time (cluster.go): the leader's,
 // or a replica's naming the leader. A connection accepted between two
-// roles waits for the next endpoint.
+// roles waits for the next endpoint; a member whose store failed takes no
+// role again and closes the handoff.
 type grpcHandoff struct {
 	ln    net.Listener
 	conns chan net.Conn

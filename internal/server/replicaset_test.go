@@ -278,10 +278,13 @@ func replicaAddr(t *testing.T, m *setServer) string {
 
 // TestSetMemberWithFailingDiskStopsServing fails every commit-log write
 // of a replica: the member leaves its set and its broker stops serving,
-// reads included, while the other two go on taking sends.
+// reads included, while the other two go on taking sends. Its gRPC port
+// closes, so RocketMQ 5 clients are refused at once instead of waiting
+// on a connection no endpoint will take.
 func TestSetMemberWithFailingDiskStopsServing(t *testing.T) {
 	var faults [3]atomic.Bool
 	members := startServerSet(t, 3, func(i int, c *server.Config) {
+		c.GRPCListen = "127.0.0.1:0"
 		c.Store.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
 			if faults[i].Load() && op.Kind == errorfs.OpFileWriteAt && strings.Contains(op.Path, "commitlog") {
 				return errorfs.ErrInjected
@@ -314,6 +317,14 @@ func TestSetMemberWithFailingDiskStopsServing(t *testing.T) {
 	if got := f.logs.find(slog.LevelError, "serves nothing until restarted"); len(got) == 0 {
 		t.Fatal("the member's failure was not logged at error level")
 	}
+	brokertest.Eventually(t, 10*time.Second, "the failed member's gRPC port to refuse connections", func() bool {
+		c, err := net.DialTimeout("tcp", f.srv.GRPCAddr, time.Second)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.New(metrics.Options{Cluster: f.srv.Node().Status,
 		Source: func() (*store.Store, *broker.Broker) { return f.srv.Node().Store(), nil }}))
