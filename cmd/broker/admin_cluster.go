@@ -153,6 +153,7 @@ type setMemberRow struct {
 	HTTP string `json:"http"`
 	cluster.Status
 	Serving string `json:"serving,omitempty"`
+	GRPC    string `json:"grpc,omitempty"` // the member's gRPC address, when it listens for RocketMQ 5 clients
 	Behind  uint64 `json:"behind"`
 	Error   string `json:"error,omitempty"`
 }
@@ -203,7 +204,7 @@ func printClusterStatus(w io.Writer, rows []setMemberRow) error {
 	var out [][]string
 	for _, r := range rows {
 		if r.Error != "" {
-			out = append(out, []string{r.HTTP, "-", "-", "unreachable", "-", "-", "-", "-", "-", "-"})
+			out = append(out, []string{r.HTTP, "-", "-", "unreachable", "-", "-", "-", "-", "-", "-", "-"})
 			continue
 		}
 		state := r.State
@@ -211,9 +212,9 @@ func printClusterStatus(w io.Writer, rows []setMemberRow) error {
 			state += " (master at " + r.Serving + ")"
 		}
 		out = append(out, []string{r.HTTP, r.Set, r.Node, state, dash(r.Leader), fmt.Sprint(r.Term),
-			fmt.Sprint(r.CommitIndex), fmt.Sprint(r.AppliedIndex), fmt.Sprint(r.Behind), dash(r.LastContact)})
+			fmt.Sprint(r.CommitIndex), fmt.Sprint(r.AppliedIndex), fmt.Sprint(r.Behind), dash(r.LastContact), dash(r.GRPC)})
 	}
-	return table(w, []string{"HTTP", "SET", "NODE", "STATE", "LEADER", "TERM", "COMMIT", "APPLIED", "BEHIND", "LAST CONTACT"}, out)
+	return table(w, []string{"HTTP", "SET", "NODE", "STATE", "LEADER", "TERM", "COMMIT", "APPLIED", "BEHIND", "LAST CONTACT", "GRPC"}, out)
 }
 
 // Membership changes of a replicated set, asked of its leader's broker
