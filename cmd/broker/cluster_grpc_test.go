@@ -28,7 +28,6 @@ import (
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
-	"github.com/rmq-go/rmq/internal/server"
 )
 
 // grpcSetClient is a RocketMQ 5 client of a set, as the official ones
@@ -216,11 +215,7 @@ func (c *grpcSetClient) ack(group, topic string, m *pb.Message) pb.Code {
 // to a replica is refused with HA_NOT_AVAILABLE naming the leader, which
 // the 5.x clients retry.
 func TestReplicatedSetGRPCReplicaNamesLeader(t *testing.T) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs := startSetGRPC(t, "set-gr", 3, []string{ns.NamesrvAddr})
 	const topic = "GRPCReplica"
 	createSetTopic(t, rs, ns.NamesrvAddr, topic)
@@ -377,11 +372,7 @@ func runNodeCase(t *testing.T, name string, env ...string) string {
 // invisible time passed, and such a message is received again: the group
 // receives every acknowledged message at least once.
 func TestReplicatedSetGRPCKillLeader(t *testing.T) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs := startSetGRPC(t, "set-gk", 3, []string{ns.NamesrvAddr})
 	const topic, group = "GRPCKill", "grpc-kill-cg"
 	createSetTopic(t, rs, ns.NamesrvAddr, topic)
@@ -567,11 +558,7 @@ func TestReplicatedSetGRPCKillLeader(t *testing.T) {
 // run under -race in CI), its route names the new leader, sends go on
 // there, and the group receives every acknowledged message.
 func TestReplicatedSetGRPCTransferLeader(t *testing.T) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs := startSetGRPC(t, "set-gt", 3, []string{ns.NamesrvAddr})
 	const topic, group = "GRPCTransfer", "grpc-transfer-cg"
 	createSetTopic(t, rs, ns.NamesrvAddr, topic)
@@ -742,11 +729,7 @@ func (p *nodeProducer) stop(t *testing.T) map[string]int64 {
 // keeps the route of its first send to a topic: one running across the
 // failover keeps sending to the old leader, so this test starts another.)
 func TestReplicatedSetNodeClientFailover(t *testing.T) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs := startSetGRPC(t, "set-gn", 3, []string{ns.NamesrvAddr})
 	const topic = "GRPCNodeFailover"
 	createSetTopic(t, rs, ns.NamesrvAddr, topic)

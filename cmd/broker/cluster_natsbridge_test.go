@@ -23,7 +23,6 @@ import (
 	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
-	"github.com/rmq-go/rmq/internal/server"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 )
 
@@ -74,11 +73,7 @@ func TestReplicatedSetNATSBridgeFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	// A short checkpoint interval and window keep a failover's replay
 	// small, so the bound below tells a resumed cursor from a lost one.
 	const memberConf = "store: {checkpointInterval: 200ms}\nnatsBridge:\n  urls: [%s]\n  provision: true\n  maxInFlight: 64\n"

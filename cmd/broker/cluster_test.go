@@ -64,6 +64,18 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// startNamesrv starts an in-process name server on a spare port; it stops
+// after the test's other cleanups (the set's members unregister from it).
+func startNamesrv(t *testing.T) *server.Server {
+	t.Helper()
+	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(context.Background()) })
+	return ns
+}
+
 func startSet(t *testing.T, name string, n int, namesrvs []string) *replicatedSet {
 	t.Helper()
 	return startSetWith(t, name, n, namesrvs)
@@ -328,11 +340,7 @@ func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 // SIGKILL while producers send synchronously, again and again: every
 // acknowledged message is stored, once, on every member.
 func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs := startSet(t, "set-a", 3, []string{ns.NamesrvAddr})
 	kills := 20
 	if testing.Short() {

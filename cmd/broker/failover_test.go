@@ -15,7 +15,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/internal/brokertest"
-	"github.com/rmq-go/rmq/internal/server"
 )
 
 // commitOnCheck leaves every transaction undecided when it is sent and
@@ -44,11 +43,7 @@ func (l *commitOnCheck) CheckLocalTransaction(m *primitive.MessageExt) primitive
 // producer and commits it, so a consumer group that starts afterwards
 // receives every message exactly once.
 func TestReplicatedSetFailoverKeepsTimersAndTransactions(t *testing.T) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs := startSet(t, "set-f", 3, []string{ns.NamesrvAddr})
 	const topic, n = "Failover", 10
 	createSetTopic(t, rs, ns.NamesrvAddr, topic)

@@ -14,7 +14,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/internal/brokertest"
-	"github.com/rmq-go/rmq/internal/server"
 )
 
 // TestReplicatedSetMembership changes a running set's membership with
@@ -25,11 +24,7 @@ import (
 // at the end every member holds every acknowledged message, readable by
 // queue offset.
 func TestReplicatedSetMembership(t *testing.T) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs := startSet(t, "set-m", 3, []string{ns.NamesrvAddr})
 	const topic = "Members"
 	acked := map[string]bool{}
@@ -117,11 +112,7 @@ func without(ms []*setMember, m *setMember) []*setMember {
 // members join it. Every acknowledged message, before and after, is on
 // every member.
 func TestReplicatedSetLostMajority(t *testing.T) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs := startSet(t, "set-l", 3, []string{ns.NamesrvAddr})
 	const topic = "Majority"
 	createSetTopic(t, rs, ns.NamesrvAddr, topic)

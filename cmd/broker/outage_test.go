@@ -18,7 +18,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/internal/brokertest"
-	"github.com/rmq-go/rmq/internal/server"
 )
 
 // outageLength is how long TestReplicatedSetMemberOutageCatchesUpFromLog
@@ -93,11 +92,7 @@ type outageResult struct {
 // and a send that timed out may have been stored: a message that took
 // more than one try may be stored once per try, every other exactly once.
 func runOutage(t *testing.T, name string, warm, outage, keep time.Duration) outageResult {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	conf := filepath.Join(t.TempDir(), "member.yaml")
 	yaml := fmt.Sprintf("cluster:\n  snapshotInterval: 1s\n  snapshotThreshold: 16\n  trailingLogs: 16\n  trailingDuration: %s\n", keep)
 	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {

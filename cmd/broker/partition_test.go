@@ -17,7 +17,6 @@ import (
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/internal/brokertest"
-	"github.com/rmq-go/rmq/internal/server"
 )
 
 // The raft network of a partitioned set runs through the test.
@@ -352,11 +351,7 @@ func TestReplicatedSetPartitions(t *testing.T) {
 const partitionFailoverBound = 45 * time.Second
 
 func partitionLeader(t *testing.T, name string, cut func(rn *raftNet, leader, other int, drop bool)) {
-	ns, err := server.StartNamesrv(server.Config{NamesrvListen: "127.0.0.1:0", Logger: brokertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown(context.Background())
+	ns := startNamesrv(t)
 	rs, rn := partitionedSet(t, name, 3, ns.NamesrvAddr)
 	topic := brokertest.Name("Partition")
 	createSetTopic(t, rs, ns.NamesrvAddr, topic)
