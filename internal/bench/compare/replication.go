@@ -227,9 +227,21 @@ func startSet(ctx context.Context, n int, start func(string, child.Readiness, ..
 		if err != nil {
 			return "", 0, err
 		}
-		m := brokerHTTP.FindStringSubmatch(s.LogTail())
-		if m == nil {
-			return "", 0, fmt.Errorf("%w: member %s did not log its HTTP address: %s", ErrRun, id, s.LogTail())
+		// The member's role can log that it serves before the process
+		// logs "broker started", with the HTTP address.
+		var m []string
+		for until := time.Now().Add(30 * time.Second); m == nil; {
+			if m = brokerHTTP.FindStringSubmatch(s.LogTail()); m != nil {
+				break
+			}
+			if time.Now().After(until) {
+				return "", 0, fmt.Errorf("%w: member %s did not log its HTTP address: %s", ErrRun, id, s.LogTail())
+			}
+			select {
+			case <-ctx.Done():
+				return "", 0, ctx.Err()
+			case <-time.After(20 * time.Millisecond): // reading the child's log: no event to wait on
+			}
 		}
 		https = append(https, m[1])
 		members = append(members, s)
