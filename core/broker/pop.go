@@ -1,35 +1,309 @@
-package grpcserver
+package broker
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/store"
-	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
-// Keys of the POP state in the store's index (doc.go has the layout).
+// The POP engine: consumption by receive, acknowledge and change of
+// invisible time, as RocketMQ 5 clients consume (doc.go, "POP"). Its
+// state lives in the store's replicated index under keys a front end of
+// an earlier layout wrote, so they keep their names.
 const (
-	secretMeta   = "grpc/pop/secret"
-	cursorPrefix = "grpc/pop/c/"
-	flightPrefix = "grpc/pop/f/"
-	// maxScan bounds the queue units one receive examines per queue, so
-	// a selective filter over a long backlog cannot hold the lock long.
-	maxScan = 4096
+	popSecretMeta   = "grpc/pop/secret"
+	popCursorPrefix = "grpc/pop/c/"
+	popFlightPrefix = "grpc/pop/f/"
+	// popMaxScan bounds the queue units one receive examines per queue,
+	// so a selective filter over a long backlog cannot hold the lock long.
+	popMaxScan = 4096
+	// DefaultPOPInvisible is how long a message received without an
+	// invisible duration stays invisible, and how far a live push
+	// consumer's session renews it at a time.
+	DefaultPOPInvisible = 30 * time.Second
+	// DefaultPOPMaxWaiting bounds the receives waiting at once unless
+	// POPOptions says otherwise.
+	DefaultPOPMaxWaiting = 1024
 )
+
+// Errors of the POP engine, tested with errors.Is; their texts say why.
+var (
+	// ErrBadReceiptHandle: a receipt handle does not verify, or names a
+	// delivery that is no longer current (acknowledged, delivered again,
+	// changed, or past its invisible time).
+	ErrBadReceiptHandle = errors.New("receipt handle is invalid, expired or superseded")
+	// ErrBadTransactionID: a transaction id does not verify for its topic.
+	ErrBadTransactionID = errors.New("transaction id is invalid")
+	// ErrNoMessage: a receive's long polling ended with nothing to hand
+	// out (or the front end stopped it).
+	ErrNoMessage = errors.New("no message")
+	// ErrTooManyWaiting: as many receives wait as POPOptions allows.
+	ErrTooManyWaiting = errors.New("too many waiting receives")
+)
+
+// POP is the broker's POP consumption engine as a front end of RocketMQ
+// 5 clients reaches it: receives with long polling, receipt handles,
+// acknowledgements, changes of invisible time, dead-letter moves, and the
+// transaction ids such a front end hands out. Open it before the first
+// call; a replica's broker never opens it.
+type POP struct{ b *Broker }
+
+// POP returns the broker's POP engine.
+func (b *Broker) POP() POP { return POP{b} }
+
+// POPOptions configure the POP engine. Zero values mean the default.
+type POPOptions struct {
+	// Alive reports whether a client's session lives: a push consumer's
+	// (auto-renewed) messages stay invisible while it does. Default: none
+	// lives.
+	Alive func(clientID string) bool
+	// MaxWaiting bounds the receives waiting for messages at once; more
+	// are refused with ErrTooManyWaiting. Default DefaultPOPMaxWaiting.
+	MaxWaiting int
+	// Now is the engine's clock. Default the broker's.
+	Now func() time.Time
+}
+
+// Open loads the secret of receipt handles and transaction ids from the
+// store, creating it the first time (a handle given before a restart or
+// by the set's previous leader stays valid), and sets the options. It
+// may be called again, by a new front end of the same broker.
+func (p POP) Open(o POPOptions) error {
+	e := p.b.pop
+	if o.MaxWaiting <= 0 {
+		o.MaxWaiting = DefaultPOPMaxWaiting
+	}
+	if o.Now == nil {
+		o.Now = p.b.now
+	}
+	secret, err := p.b.store.Meta(popSecretMeta)
+	if errors.Is(err, store.ErrNotFound) {
+		secret = make([]byte, 32)
+		rand.Read(secret)
+		err = p.b.store.PutMeta(popSecretMeta, secret)
+	}
+	if err != nil {
+		return fmt.Errorf("broker: POP secret: %w", err)
+	}
+	e.opts.Store(&popOpened{POPOptions: o, secret: secret})
+	return nil
+}
+
+// popOpened is what Open set.
+type popOpened struct {
+	POPOptions
+	secret []byte
+}
+
+// opened returns what Open set, or why the engine serves nothing.
+func (p *popEngine) opened() (*popOpened, error) {
+	o := p.opts.Load()
+	if o == nil {
+		return nil, refusef(ErrUnavailable, "POP is not open on this broker")
+	}
+	return o, nil
+}
+
+// POPReceive is one receive.
+type POPReceive struct {
+	Group, Topic string
+	// ReadQueues is the topic's read queue count, as the front end
+	// checked it.
+	ReadQueues int
+	Filter     Filter // compiled by CompileFilter
+	Batch      int    // at most this many messages, at least 1
+	// Invisible is how long what is handed out stays invisible.
+	Invisible time.Duration
+	// Owner, for a push consumer (auto renew), is its client id: while
+	// Alive says its session lives, its messages stay invisible, for at
+	// most an hour.
+	Owner string
+	// Client and AttemptID name the receive attempt: a retry of one whose
+	// answer was lost gets the messages it handed out again, while they
+	// are current. No AttemptID: none is remembered.
+	Client, AttemptID string
+	// Until is when long polling ends with ErrNoMessage; Stop, when
+	// closed, ends it at once the same way.
+	Until time.Time
+	Stop  <-chan struct{}
+}
+
+// POPDelivery is one message handed out by a receive.
+type POPDelivery struct {
+	Record   message.Record
+	Queue    int32
+	Offset   int64
+	Attempt  int32  // 1 on the first delivery
+	Deadline int64  // Unix ms when it becomes deliverable again
+	Handle   string // the receipt handle naming this delivery
+	id       uint64 // the flight's delivery id
+}
+
+// Receive hands out up to r.Batch messages of r.Topic to r.Group: first
+// those whose invisible time ended, then new ones from every queue,
+// waiting until r.Until for some to arrive or become visible again. It
+// returns ErrNoMessage when the wait ends empty, ctx's error when ctx
+// ends first, and ErrTooManyWaiting when too many receives wait.
+func (p POP) Receive(ctx context.Context, r POPReceive) ([]POPDelivery, error) {
+	e := p.b.pop
+	o, err := e.opened()
+	if err != nil {
+		return nil, err
+	}
+	gc, _ := p.b.storedGroupConfig(r.Group)
+	req := popRequest{group: r.Group, topic: r.Topic, readQueues: r.ReadQueues, filter: r.Filter, batch: r.Batch,
+		invisible: r.Invisible, maxDeliveries: int32(gc.RetryMaxTimes + 1), fifo: gc.ConsumeMessageOrderly, owner: r.Owner}
+	if e.waiting.Add(1) > int64(o.MaxWaiting) {
+		e.waiting.Add(-1)
+		return nil, ErrTooManyWaiting
+	}
+	defer e.waiting.Add(-1)
+	if got := e.replayAttempt(r.Client, r.AttemptID, req, o.Now()); len(got) > 0 {
+		return got, nil // a retry of a receive whose answer was lost
+	}
+	w, stop := e.watch(r.Group, r.Topic)
+	defer stop()
+	for {
+		w.looking()
+		got, next, err := e.receive(req, o.Now())
+		if err != nil {
+			return nil, err
+		}
+		if len(got) > 0 {
+			e.rememberAttempt(r.Client, r.AttemptID, req, got)
+			return got, nil
+		}
+		now := o.Now()
+		if !now.Before(r.Until) {
+			return nil, refusef(ErrNoMessage, "no new message")
+		}
+		wait := r.Until.Sub(now)
+		if !next.IsZero() {
+			wait = min(wait, next.Sub(now))
+		}
+		wait = max(wait, time.Millisecond)
+		w.sleepUntil(now.Add(wait))
+		t := time.NewTimer(wait)
+		e.parked.Add(1)
+		select {
+		case <-w.ch:
+		case <-t.C:
+		case <-ctx.Done():
+			e.parked.Add(-1)
+			t.Stop()
+			return nil, ctx.Err()
+		case <-r.Stop:
+			e.parked.Add(-1)
+			t.Stop()
+			return nil, refusef(ErrNoMessage, "the broker is shutting down")
+		}
+		e.parked.Add(-1)
+		t.Stop()
+	}
+}
+
+// Release makes deliveries that never reached the client deliverable
+// again at once, unless a later delivery or an ack got there first.
+func (p POP) Release(group, topic string, ds []POPDelivery) {
+	if o, err := p.b.pop.opened(); err == nil {
+		p.b.pop.release(group, topic, ds, o.Now())
+	}
+}
+
+// Ack ends the delivery a receipt handle names; readQueues is the
+// topic's read queue count. A handle not current is ErrBadReceiptHandle.
+func (p POP) Ack(group, topic string, readQueues int, handle string) error {
+	o, err := p.b.pop.opened()
+	if err != nil {
+		return err
+	}
+	return p.b.pop.ack(group, topic, readQueues, handle, o.Now())
+}
+
+// ChangeInvisible makes the message a receipt handle names deliverable
+// again after d and returns its new handle; the old one stops working. A
+// push consumer's delivery given up this way is a failed attempt: it
+// waits at least what its group's retry policy says for the attempt.
+func (p POP) ChangeInvisible(group, topic string, readQueues int, handle string, d time.Duration) (string, error) {
+	o, err := p.b.pop.opened()
+	if err != nil {
+		return "", err
+	}
+	gc, _ := p.b.storedGroupConfig(group)
+	return p.b.pop.changeInvisible(group, topic, readQueues, handle, d, gc.RetryPolicy(p.b.levels), o.Now())
+}
+
+// DeadLetter moves the message a receipt handle names to %DLQ%<group>
+// and ends its delivery.
+func (p POP) DeadLetter(group, topic string, readQueues int, handle string) error {
+	o, err := p.b.pop.opened()
+	if err != nil {
+		return err
+	}
+	return p.b.pop.deadLetter(group, topic, readQueues, handle, o.Now())
+}
+
+// TransactionID returns the transaction id of the half message stored
+// at off for topic: the offset and a MAC, so a client can end only a
+// transaction it was given. It is "" while the engine is not open.
+func (p POP) TransactionID(topic string, off int64) string {
+	o, err := p.b.pop.opened()
+	if err != nil {
+		return ""
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(off))
+	return hex.EncodeToString(b[:]) + hex.EncodeToString(o.mac([]byte("txn\x00"+topic+"\x00"), b[:])[:12])
+}
+
+// ParseTransactionID returns the half message offset a transaction id of
+// topic names, or ErrBadTransactionID.
+func (p POP) ParseTransactionID(topic, id string) (int64, error) {
+	o, err := p.b.pop.opened()
+	if err != nil {
+		return 0, err
+	}
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) != 20 {
+		return 0, ErrBadTransactionID
+	}
+	if !hmac.Equal(raw[8:], o.mac([]byte("txn\x00"+topic+"\x00"), raw[:8])[:12]) {
+		return 0, ErrBadTransactionID
+	}
+	return int64(binary.BigEndian.Uint64(raw[:8])), nil
+}
+
+// Waiting returns the receives waiting for messages.
+func (p POP) Waiting() int64 { return p.b.pop.waiting.Load() }
+
+// Parked returns the waiting receives asleep until their next wake-up.
+func (p POP) Parked() int64 { return p.b.pop.parked.Load() }
+
+// mac is HMAC-SHA256 under the store's secret of domain and b; the
+// engine is open.
+func (p *popEngine) mac(domain, b []byte) []byte { return p.opts.Load().mac(domain, b) }
+
+func (o *popOpened) mac(domain, b []byte) []byte {
+	m := hmac.New(sha256.New, o.secret)
+	m.Write(domain)
+	m.Write(b)
+	return m.Sum(nil)
+}
 
 // flight is a message handed out and not yet acknowledged.
 type flight struct {
@@ -41,6 +315,12 @@ type flight struct {
 	// until renewUntil (Unix ms).
 	owner      string
 	renewUntil int64
+}
+
+// alive reports whether a client's session lives, as Open's options say.
+func (p *popEngine) alive(clientID string) bool {
+	o := p.opts.Load()
+	return o != nil && o.Alive != nil && o.Alive(clientID)
 }
 
 // maxRenew bounds how long a push consumer's live session keeps one
@@ -62,7 +342,7 @@ type popTopic struct {
 }
 
 // lock returns the locked state of (group, topic); the caller unlocks it.
-func (p *popState) lock(k popKey) *popTopic {
+func (p *popEngine) lock(k popKey) *popTopic {
 	p.mu.Lock()
 	pt := p.mu.topics[k]
 	if pt == nil {
@@ -74,24 +354,23 @@ func (p *popState) lock(k popKey) *popTopic {
 	return pt
 }
 
-// popState owns the POP state of every (group, topic): what was handed
+// popEngine owns the POP state of every (group, topic): what was handed
 // out, until when, and the receipt handles naming it.
-type popState struct {
-	st     *store.Store
-	b      *broker.Broker
-	log    *slog.Logger
-	secret []byte
+type popEngine struct {
+	b      *Broker
 	nextID atomic.Uint64
-	// alive reports whether a client's session is alive (auto-renewed
-	// flights); set once before serving.
-	alive func(clientID string) bool
+	// opts is what Open set; nil until then.
+	opts atomic.Pointer[popOpened]
 
 	mu struct {
 		sync.Mutex
 		topics map[popKey]*popTopic
 	}
-	waitMu  sync.Mutex
-	waiters map[string]map[*waiter]struct{} // by topic
+	// waits are the receives waiting, by topic.
+	waits struct {
+		sync.Mutex
+		byTopic map[string]map[*waiter]struct{}
+	}
 	waiting atomic.Int64
 	// parked counts the waiting receives asleep until their wake-up.
 	parked atomic.Int64
@@ -112,12 +391,12 @@ type attemptKey struct{ client, attempt string }
 // attemptEntry is what a receive attempt handed out.
 type attemptEntry struct {
 	group, topic string
-	ds           []delivery
+	ds           []POPDelivery
 }
 
 // rememberAttempt records what a receive attempt handed out, so a retry
 // of the same attempt (its answer was lost) gets the same messages.
-func (p *popState) rememberAttempt(client, attempt string, r popRequest, ds []delivery) {
+func (p *popEngine) rememberAttempt(client, attempt string, r popRequest, ds []POPDelivery) {
 	if attempt == "" {
 		return
 	}
@@ -131,9 +410,9 @@ func (p *popState) rememberAttempt(client, attempt string, r popRequest, ds []de
 	if _, ok := a.byKey[k]; !ok {
 		a.order = append(a.order, k)
 	}
-	kept := make([]delivery, len(ds))
+	kept := make([]POPDelivery, len(ds))
 	for i, d := range ds {
-		d.rec = nil // read again on a replay: keep no message bodies here
+		d.Record = nil // read again on a replay: keep no message bodies here
 		kept[i] = d
 	}
 	a.byKey[k] = &attemptEntry{group: r.group, topic: r.topic, ds: kept}
@@ -145,7 +424,7 @@ func (p *popState) rememberAttempt(client, attempt string, r popRequest, ds []de
 
 // replayAttempt returns the deliveries of an earlier receive attempt that
 // are still current: neither acknowledged, changed nor handed out again.
-func (p *popState) replayAttempt(client, attempt string, r popRequest, now time.Time) []delivery {
+func (p *popEngine) replayAttempt(client, attempt string, r popRequest, now time.Time) []POPDelivery {
 	if attempt == "" {
 		return nil
 	}
@@ -157,46 +436,37 @@ func (p *popState) replayAttempt(client, attempt string, r popRequest, now time.
 	}
 	pt := p.lock(popKey{r.group, r.topic})
 	defer pt.mu.Unlock()
-	var out []delivery
+	var out []POPDelivery
 	for _, d := range e.ds {
-		pq := pt.queues[d.queue]
+		pq := pt.queues[d.Queue]
 		if pq == nil {
 			continue
 		}
-		f := pq.flights[d.offset]
+		f := pq.flights[d.Offset]
 		if f == nil || f.delivery != d.id {
 			continue
 		}
 		if visible, _ := p.visibleLocked(f, now, r.invisible); visible {
 			continue
 		}
-		rec, err := p.b.View().MessageAt(r.topic, d.queue, d.offset)
+		rec, err := p.b.View().MessageAt(r.topic, d.Queue, d.Offset)
 		if err != nil {
 			continue
 		}
-		d.rec, d.deadline = rec, f.deadline
+		d.Record, d.Deadline = rec, f.deadline
 		out = append(out, d)
 	}
 	return out
 }
 
-func newPopState(st *store.Store, b *broker.Broker, log *slog.Logger) (*popState, error) {
-	p := &popState{st: st, b: b, log: log, waiters: map[string]map[*waiter]struct{}{}}
+func newPopEngine(b *Broker) *popEngine {
+	p := &popEngine{b: b}
 	p.mu.topics = map[popKey]*popTopic{}
-	secret, err := st.Meta(secretMeta)
-	if errors.Is(err, store.ErrNotFound) {
-		secret = make([]byte, 32)
-		rand.Read(secret)
-		err = st.PutMeta(secretMeta, secret)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("grpcserver: POP secret: %w", err)
-	}
-	p.secret = secret
+	p.waits.byTopic = map[string]map[*waiter]struct{}{}
 	var seed [8]byte
 	rand.Read(seed[:])
 	p.nextID.Store(binary.BigEndian.Uint64(seed[:]) >> 1)
-	return p, nil
+	return p
 }
 
 func keyBase(prefix string, k popKey) []byte {
@@ -204,11 +474,11 @@ func keyBase(prefix string, k popKey) []byte {
 }
 
 func cursorKey(k popKey, q int32) []byte {
-	return binary.BigEndian.AppendUint32(keyBase(cursorPrefix, k), uint32(q))
+	return binary.BigEndian.AppendUint32(keyBase(popCursorPrefix, k), uint32(q))
 }
 
 func flightKey(k popKey, q int32, off int64) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(keyBase(flightPrefix, k), uint32(q)), uint64(off))
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(keyBase(popFlightPrefix, k), uint32(q)), uint64(off))
 }
 
 func (f *flight) encode() []byte {
@@ -236,12 +506,12 @@ func decodeFlight(b []byte) (*flight, bool) {
 // visibleLocked reports whether a flight's invisible time has ended. A
 // flight of a push consumer whose session is alive is renewed instead (up
 // to its renewUntil), which renew reports so the caller persists it.
-func (p *popState) visibleLocked(f *flight, now time.Time, invisible time.Duration) (visible, renewed bool) {
+func (p *popEngine) visibleLocked(f *flight, now time.Time, invisible time.Duration) (visible, renewed bool) {
 	ms := now.UnixMilli()
 	if f.deadline > ms {
 		return false, false
 	}
-	if f.owner == "" || ms >= f.renewUntil || p.alive == nil || !p.alive(f.owner) {
+	if f.owner == "" || ms >= f.renewUntil || !p.alive(f.owner) {
 		return true, false
 	}
 	f.deadline = min(now.Add(invisible).UnixMilli(), f.renewUntil)
@@ -250,13 +520,13 @@ func (p *popState) visibleLocked(f *flight, now time.Time, invisible time.Durati
 
 // queuesLocked returns the state of (group, topic), loading it from the
 // store the first time, for the topic's nq read queues.
-func (p *popState) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*popQueue, error) {
+func (p *popEngine) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*popQueue, error) {
 	qs := pt.queues
 	if qs == nil {
 		qs = map[int32]*popQueue{}
-		base := keyBase(flightPrefix, k)
+		base := keyBase(popFlightPrefix, k)
 		var keys [][]byte
-		if err := p.st.ScanKeys(base, nil, func(key []byte) bool {
+		if err := p.b.store.ScanKeys(base, nil, func(key []byte) bool {
 			keys = append(keys, bytes.Clone(key))
 			return true
 		}); err != nil {
@@ -267,7 +537,7 @@ func (p *popState) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*popQ
 			if len(rest) != 12 {
 				continue
 			}
-			v, ok, err := p.st.Value(key, nil)
+			v, ok, err := p.b.store.Value(key, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -295,7 +565,7 @@ func (p *popState) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*popQ
 		if pq.cursor >= 0 {
 			continue
 		}
-		v, ok, err := p.st.Value(cursorKey(k, q), nil)
+		v, ok, err := p.b.store.Value(cursorKey(k, q), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -306,52 +576,40 @@ func (p *popState) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*popQ
 		pq.cursor = p.startOffset(k, q)
 		kvs = append(kvs, store.KV{Key: cursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(pq.cursor))})
 	}
-	return qs, p.st.PutValues(kvs...)
+	return qs, p.b.store.PutValues(kvs...)
 }
 
 // startOffset is where a group new to POP starts in a queue: where it
 // left off consuming by pull, else at the start while the queue's first
 // messages are still there, else at the tail.
-func (p *popState) startOffset(k popKey, q int32) int64 {
-	if off, ok := p.st.ConsumerOffset(k.group, k.topic, q); ok {
+func (p *popEngine) startOffset(k popKey, q int32) int64 {
+	if off, ok := p.b.store.ConsumerOffset(k.group, k.topic, q); ok {
 		return off
 	}
-	minOff, maxOff := p.st.QueueOffsets(k.topic, q)
+	minOff, maxOff := p.b.store.QueueOffsets(k.topic, q)
 	if minOff == 0 {
 		return 0
 	}
 	return maxOff
 }
 
-// delivery is one message handed out by receive.
-type delivery struct {
-	rec      message.Record
-	queue    int32
-	offset   int64
-	attempt  int32
-	deadline int64
-	id       uint64 // the flight's delivery id
-	handle   string
-}
-
 // popRequest is what one receive asks for.
 type popRequest struct {
 	group, topic  string
 	readQueues    int
-	filter        broker.Filter
+	filter        Filter
 	batch         int
 	invisible     time.Duration
 	maxDeliveries int32 // a message due for delivery max+1 goes to %DLQ%group
 	fifo          bool
-	owner         string       // with auto_renew: the receiving client
-	topicRes      *pb.Resource // the topic as the client named it
+	owner         string // with auto_renew: the receiving client
 }
 
 // receive hands out up to r.batch messages: first those whose invisible
 // time ended (delivery attempt + 1, or the dead-letter topic past the
 // limit), then new ones from every queue. next is the earliest time an
 // in-flight message becomes deliverable again (zero: none).
-func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next time.Time, err error) {
+func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, next time.Time, err error) {
 	k := popKey{r.group, r.topic}
 	pt := p.lock(k)
 	defer pt.mu.Unlock()
@@ -400,7 +658,7 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 			rec, err := p.b.View().MessageAt(r.topic, q, off)
 			if err != nil {
 				// Gone with retention, or unreadable: nothing to deliver.
-				p.log.Warn("in-flight message unreadable; dropped", "group", r.group, "topic", r.topic, "queue", q, "offset", off, "err", err)
+				p.b.log.Warn("in-flight message unreadable; dropped", "group", r.group, "topic", r.topic, "queue", q, "offset", off, "err", err)
 				delete(pq.flights, off)
 				del = append(del, flightKey(k, q, off))
 				touched[q] = true
@@ -420,7 +678,7 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 			f.deadline = deadline
 			f.owner, f.renewUntil = r.owner, renewUntil
 			put = append(put, store.KV{Key: flightKey(k, q, off), Value: f.encode()})
-			out = append(out, delivery{rec: rec, queue: q, offset: off, attempt: f.attempt, deadline: deadline})
+			out = append(out, POPDelivery{Record: rec, Queue: q, Offset: off, Attempt: f.attempt, Deadline: deadline})
 		}
 	}
 
@@ -433,11 +691,11 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 		if pq.cursor < 0 {
 			continue // not a read queue of the topic (any more)
 		}
-		minOff, maxOff := p.st.QueueOffsets(r.topic, q)
+		minOff, maxOff := p.b.store.QueueOffsets(r.topic, q)
 		if pq.cursor > maxOff {
 			// The queue is shorter than the cursor: the topic was deleted
 			// and created again. Start over at what it holds.
-			p.log.Info("POP cursor past the queue's end; the topic was recreated", "group", r.group, "topic", r.topic, "queue", q, "cursor", pq.cursor, "max", maxOff)
+			p.b.log.Info("POP cursor past the queue's end; the topic was recreated", "group", r.group, "topic", r.topic, "queue", q, "cursor", pq.cursor, "max", maxOff)
 			pq.cursor = minOff
 			touched[q] = true
 			put = append(put, store.KV{Key: cursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(minOff))})
@@ -458,7 +716,7 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 			f := &flight{attempt: 1, delivery: p.nextID.Add(1), deadline: deadline, owner: r.owner, renewUntil: renewUntil}
 			pq.flights[off] = f
 			put = append(put, store.KV{Key: flightKey(k, q, off), Value: f.encode()})
-			out = append(out, delivery{rec: rec, queue: q, offset: off, attempt: 1, deadline: deadline})
+			out = append(out, POPDelivery{Record: rec, Queue: q, Offset: off, Attempt: 1, Deadline: deadline})
 		}
 		if cursor != pq.cursor {
 			pq.cursor = cursor
@@ -470,13 +728,13 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 	}
 	for i := range out {
 		d := &out[i]
-		f := qs[d.queue].flights[d.offset]
-		d.id, d.handle = f.delivery, p.handle(k, d.queue, d.offset, f)
+		f := qs[d.Queue].flights[d.Offset]
+		d.id, d.Handle = f.delivery, p.handle(k, d.Queue, d.Offset, f)
 	}
-	if err := p.st.PutValues(put...); err != nil {
+	if err := p.b.store.PutValues(put...); err != nil {
 		return nil, next, err
 	}
-	if err := p.st.DeleteKeys(del...); err != nil {
+	if err := p.b.store.DeleteKeys(del...); err != nil {
 		return nil, next, err
 	}
 	for q := range touched {
@@ -487,9 +745,9 @@ func (p *popState) receive(r popRequest, now time.Time) (out []delivery, next ti
 
 // scan reads up to want matching messages of queue q from off; cursor is
 // the offset after the last unit examined.
-func (p *popState) scan(r popRequest, q int32, off int64, want int) (got []message.Record, cursor int64, err error) {
-	it := p.st.NewQueueIter(r.topic, q, store.IterOptions{
-		MaxUnits: maxScan,
+func (p *popEngine) scan(r popRequest, q int32, off int64, want int) (got []message.Record, cursor int64, err error) {
+	it := p.b.store.NewQueueIter(r.topic, q, store.IterOptions{
+		MaxUnits: popMaxScan,
 		Filter: func(u store.Unit) store.UnitVerdict {
 			if r.filter.MatchTagHash(u.TagCode) {
 				return store.UnitKeep
@@ -528,7 +786,7 @@ func (p *popState) scan(r popRequest, q int32, off int64, want int) (got []messa
 // commitLocked records the group's consumer offset of q: the lowest
 // offset in flight, else the cursor, so retention, lag figures and a
 // 4.x consumer of the group see what POP consumed.
-func (p *popState) commitLocked(k popKey, q int32, pq *popQueue) {
+func (p *popEngine) commitLocked(k popKey, q int32, pq *popQueue) {
 	if pq.cursor < 0 {
 		return // not a read queue: nothing of it is consumed here
 	}
@@ -536,8 +794,8 @@ func (p *popState) commitLocked(k popKey, q int32, pq *popQueue) {
 	for off := range pq.flights {
 		low = min(low, off)
 	}
-	if err := p.st.CommitOffset(k.group, k.topic, q, low); err != nil {
-		p.log.Warn("commit POP offset", "group", k.group, "topic", k.topic, "err", err)
+	if err := p.b.store.CommitOffset(k.group, k.topic, q, low); err != nil {
+		p.b.log.Warn("commit POP offset", "group", k.group, "topic", k.topic, "err", err)
 	}
 }
 
@@ -548,7 +806,7 @@ const (
 	handleMAC     = 16
 )
 
-func (p *popState) handle(k popKey, q int32, off int64, f *flight) string {
+func (p *popEngine) handle(k popKey, q int32, off int64, f *flight) string {
 	b := make([]byte, 0, handleBody+handleMAC)
 	b = append(b, handleVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(q))
@@ -567,7 +825,7 @@ type parsedHandle struct {
 	deadline int64
 }
 
-func (p *popState) parseHandle(k popKey, h string) (parsedHandle, error) {
+func (p *popEngine) parseHandle(k popKey, h string) (parsedHandle, error) {
 	b, err := base64.RawURLEncoding.DecodeString(h)
 	if err != nil || len(b) != handleBody+handleMAC || b[0] != handleVersion {
 		return parsedHandle{}, ErrBadReceiptHandle
@@ -585,7 +843,7 @@ func (p *popState) parseHandle(k popKey, h string) (parsedHandle, error) {
 
 // current returns the flight a handle names while its delivery is the
 // current one and its invisible time has not ended.
-func (p *popState) currentLocked(pt *popTopic, k popKey, h parsedHandle, nq int, now time.Time) (*popQueue, *flight, error) {
+func (p *popEngine) currentLocked(pt *popTopic, k popKey, h parsedHandle, nq int, now time.Time) (*popQueue, *flight, error) {
 	qs, err := p.queuesLocked(pt, k, nq)
 	if err != nil {
 		return nil, nil, err
@@ -601,12 +859,12 @@ func (p *popState) currentLocked(pt *popTopic, k popKey, h parsedHandle, nq int,
 	case f.delivery != h.delivery:
 		return nil, nil, fmt.Errorf("%w: superseded by a later delivery or a changed invisible duration", ErrBadReceiptHandle)
 	}
-	visible, renewed := p.visibleLocked(f, now, DefaultInvisible)
+	visible, renewed := p.visibleLocked(f, now, DefaultPOPInvisible)
 	if visible {
 		return nil, nil, fmt.Errorf("%w: the invisible duration has ended", ErrBadReceiptHandle)
 	}
 	if renewed {
-		if err := p.st.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
+		if err := p.b.store.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -614,7 +872,7 @@ func (p *popState) currentLocked(pt *popTopic, k popKey, h parsedHandle, nq int,
 }
 
 // ack ends the flight a handle names.
-func (p *popState) ack(group, topic string, nq int, handle string, now time.Time) error {
+func (p *popEngine) ack(group, topic string, nq int, handle string, now time.Time) error {
 	k := popKey{group, topic}
 	h, err := p.parseHandle(k, handle)
 	if err != nil {
@@ -627,7 +885,7 @@ func (p *popState) ack(group, topic string, nq int, handle string, now time.Time
 		return err
 	}
 	delete(pq.flights, h.offset)
-	if err := p.st.DeleteKeys(flightKey(k, h.queue, h.offset)); err != nil {
+	if err := p.b.store.DeleteKeys(flightKey(k, h.queue, h.offset)); err != nil {
 		return err
 	}
 	p.commitLocked(k, h.queue, pq)
@@ -638,7 +896,7 @@ func (p *popState) ack(group, topic string, nq int, handle string, now time.Time
 // after d and returns its new handle; the old one stops working. A push
 // consumer's delivery (auto-renewed) given up this way is a failed
 // attempt: it waits at least what retry says for its attempt.
-func (p *popState) changeInvisible(group, topic string, nq int, handle string, d time.Duration, retry broker.RetryPolicy, now time.Time) (string, error) {
+func (p *popEngine) changeInvisible(group, topic string, nq int, handle string, d time.Duration, retry RetryPolicy, now time.Time) (string, error) {
 	k := popKey{group, topic}
 	h, err := p.parseHandle(k, handle)
 	if err != nil {
@@ -657,7 +915,7 @@ func (p *popState) changeInvisible(group, topic string, nq int, handle string, d
 	f.delivery = p.nextID.Add(1)
 	f.deadline = now.Add(d).UnixMilli()
 	f.owner, f.renewUntil = "", 0 // the client chose when it comes back
-	if err := p.st.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
+	if err := p.b.store.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
 		return "", err
 	}
 	if f.deadline < old {
@@ -669,7 +927,7 @@ func (p *popState) changeInvisible(group, topic string, nq int, handle string, d
 
 // deadLetter moves the message a handle names to %DLQ%group and ends
 // its flight.
-func (p *popState) deadLetter(group, topic string, nq int, handle string, now time.Time) error {
+func (p *popEngine) deadLetter(group, topic string, nq int, handle string, now time.Time) error {
 	k := popKey{group, topic}
 	h, err := p.parseHandle(k, handle)
 	if err != nil {
@@ -689,7 +947,7 @@ func (p *popState) deadLetter(group, topic string, nq int, handle string, now ti
 		return err
 	}
 	delete(pq.flights, h.offset)
-	if err := p.st.DeleteKeys(flightKey(k, h.queue, h.offset)); err != nil {
+	if err := p.b.store.DeleteKeys(flightKey(k, h.queue, h.offset)); err != nil {
 		return err
 	}
 	p.commitLocked(k, h.queue, pq)
@@ -698,23 +956,23 @@ func (p *popState) deadLetter(group, topic string, nq int, handle string, now ti
 
 // release makes deliveries that never reached the client deliverable
 // again at once, unless a later delivery or an ack got there first.
-func (p *popState) release(group, topic string, ds []delivery, now time.Time) {
+func (p *popEngine) release(group, topic string, ds []POPDelivery, now time.Time) {
 	k := popKey{group, topic}
 	pt := p.lock(k)
 	defer pt.mu.Unlock()
 	var put []store.KV
 	for _, d := range ds {
-		pq := pt.queues[d.queue]
+		pq := pt.queues[d.Queue]
 		if pq == nil {
 			continue
 		}
-		if f := pq.flights[d.offset]; f != nil && f.deadline == d.deadline && f.attempt == d.attempt {
+		if f := pq.flights[d.Offset]; f != nil && f.deadline == d.Deadline && f.attempt == d.Attempt {
 			f.deadline, f.owner, f.renewUntil = now.UnixMilli(), "", 0
-			put = append(put, store.KV{Key: flightKey(k, d.queue, d.offset), Value: f.encode()})
+			put = append(put, store.KV{Key: flightKey(k, d.Queue, d.Offset), Value: f.encode()})
 		}
 	}
-	if err := p.st.PutValues(put...); err != nil {
-		p.log.Warn("release undelivered messages", "group", group, "topic", topic, "err", err)
+	if err := p.b.store.PutValues(put...); err != nil {
+		p.b.log.Warn("release undelivered messages", "group", group, "topic", topic, "err", err)
 	}
 	if len(put) > 0 {
 		p.wake(topic)
@@ -723,7 +981,7 @@ func (p *popState) release(group, topic string, ds []delivery, now time.Time) {
 
 // dropTopic forgets every group's POP state of a deleted topic, in memory
 // and in the store, so the topic created again starts over.
-func (p *popState) dropTopic(topic string) {
+func (p *popEngine) dropTopic(topic string) {
 	p.mu.Lock()
 	var pts []*popTopic
 	for k, pt := range p.mu.topics {
@@ -739,8 +997,8 @@ func (p *popState) dropTopic(topic string) {
 		pt.queues = nil
 	}
 	var keys [][]byte
-	for _, prefix := range []string{cursorPrefix, flightPrefix} {
-		err := p.st.ScanKeys([]byte(prefix), nil, func(key []byte) bool {
+	for _, prefix := range []string{popCursorPrefix, popFlightPrefix} {
+		err := p.b.store.ScanKeys([]byte(prefix), nil, func(key []byte) bool {
 			rest := key[len(prefix):] // group NUL topic NUL ...
 			if _, after, ok := bytes.Cut(rest, []byte{0}); ok && bytes.HasPrefix(after, []byte(topic+"\x00")) {
 				keys = append(keys, bytes.Clone(key))
@@ -748,11 +1006,11 @@ func (p *popState) dropTopic(topic string) {
 			return true
 		})
 		if err != nil {
-			p.log.Warn("drop the POP state of a deleted topic", "topic", topic, "err", err)
+			p.b.log.Warn("drop the POP state of a deleted topic", "topic", topic, "err", err)
 		}
 	}
-	if err := p.st.DeleteKeys(keys...); err != nil {
-		p.log.Warn("drop the POP state of a deleted topic", "topic", topic, "err", err)
+	if err := p.b.store.DeleteKeys(keys...); err != nil {
+		p.b.log.Warn("drop the POP state of a deleted topic", "topic", topic, "err", err)
 	}
 }
 
@@ -775,45 +1033,43 @@ func (w *waiter) looking() { w.wakeAt.Store(math.MaxInt64) }
 
 // watch registers a receive of group waiting on topic; stop unregisters
 // it.
-func (p *popState) watch(group, topic string) (w *waiter, stop func()) {
+func (p *popEngine) watch(group, topic string) (w *waiter, stop func()) {
 	w = &waiter{group: group, ch: make(chan struct{}, 1)}
 	w.looking()
-	p.waitMu.Lock()
-	m := p.waiters[topic]
+	p.waits.Lock()
+	m := p.waits.byTopic[topic]
 	if m == nil {
 		m = map[*waiter]struct{}{}
-		p.waiters[topic] = m
+		p.waits.byTopic[topic] = m
 	}
 	m[w] = struct{}{}
-	p.waitMu.Unlock()
+	p.waits.Unlock()
 	return w, func() {
-		p.waitMu.Lock()
-		defer p.waitMu.Unlock()
+		p.waits.Lock()
+		defer p.waits.Unlock()
 		delete(m, w)
-		if len(m) == 0 && p.waiters[topic] != nil && len(p.waiters[topic]) == 0 {
-			delete(p.waiters, topic)
+		if len(m) == 0 && p.waits.byTopic[topic] != nil && len(p.waits.byTopic[topic]) == 0 {
+			delete(p.waits.byTopic, topic)
 		}
 	}
 }
 
-// arrived is the broker's arrival callback; it must not block.
-func (p *popState) arrived(topic string, _ int32) { p.wake(topic) }
-
-// wake tells every receive waiting on topic to look again.
-func (p *popState) wake(topic string) {
-	p.waitMu.Lock()
-	defer p.waitMu.Unlock()
-	for w := range p.waiters[topic] {
+// wake tells every receive waiting on topic to look again; it runs on
+// the store's append path (Broker.arrived) and does not block.
+func (p *popEngine) wake(topic string) {
+	p.waits.Lock()
+	defer p.waits.Unlock()
+	for w := range p.waits.byTopic[topic] {
 		w.signal()
 	}
 }
 
 // wakeBefore tells the receives of k's group waiting on its topic that
 // would sleep past deadline (Unix ms) to look again.
-func (p *popState) wakeBefore(k popKey, deadline int64) {
-	p.waitMu.Lock()
-	defer p.waitMu.Unlock()
-	for w := range p.waiters[k.topic] {
+func (p *popEngine) wakeBefore(k popKey, deadline int64) {
+	p.waits.Lock()
+	defer p.waits.Unlock()
+	for w := range p.waits.byTopic[k.topic] {
 		if w.group == k.group && w.wakeAt.Load() > deadline {
 			w.signal()
 		}
