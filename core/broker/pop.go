@@ -323,9 +323,9 @@ func (p *popEngine) alive(clientID string) bool {
 	return o != nil && o.Alive != nil && o.Alive(clientID)
 }
 
-// maxRenew bounds how long a push consumer's live session keeps one
+// popMaxRenew bounds how long a push consumer's live session keeps one
 // message invisible.
-const maxRenew = time.Hour
+const popMaxRenew = time.Hour
 
 // popQueue is one queue's POP state for one group.
 type popQueue struct {
@@ -337,7 +337,7 @@ type popKey struct{ group, topic string }
 
 // popTopic is the POP state of one (group, topic), behind its own lock.
 type popTopic struct {
-	mu     sync.Mutex
+	mu     sync.Mutex          // guards queues
 	queues map[int32]*popQueue // nil until loaded from the store
 }
 
@@ -362,11 +362,13 @@ type popEngine struct {
 	// opts is what Open set; nil until then.
 	opts atomic.Pointer[popOpened]
 
+	// mu guards the map of (group, topic) states; each state has its own
+	// lock (popTopic.mu).
 	mu struct {
 		sync.Mutex
 		topics map[popKey]*popTopic
 	}
-	// waits are the receives waiting, by topic.
+	// waits guards the receives waiting, by topic.
 	waits struct {
 		sync.Mutex
 		byTopic map[string]map[*waiter]struct{}
@@ -375,6 +377,7 @@ type popEngine struct {
 	// parked counts the waiting receives asleep until their wake-up.
 	parked atomic.Int64
 
+	// attempts guards the remembered receive attempts.
 	attempts struct {
 		sync.Mutex
 		byKey map[attemptKey]*attemptEntry
@@ -382,8 +385,19 @@ type popEngine struct {
 	}
 }
 
-// maxAttempts bounds the remembered receive attempts.
-const maxAttempts = 4096
+// newPopEngine returns the broker's POP engine, closed until Open.
+func newPopEngine(b *Broker) *popEngine {
+	p := &popEngine{b: b}
+	p.mu.topics = map[popKey]*popTopic{}
+	p.waits.byTopic = map[string]map[*waiter]struct{}{}
+	var seed [8]byte
+	rand.Read(seed[:])
+	p.nextID.Store(binary.BigEndian.Uint64(seed[:]) >> 1)
+	return p
+}
+
+// popMaxAttempts bounds the remembered receive attempts.
+const popMaxAttempts = 4096
 
 // attemptKey names a push consumer's receive attempt (attempt_id).
 type attemptKey struct{ client, attempt string }
@@ -416,7 +430,7 @@ func (p *popEngine) rememberAttempt(client, attempt string, r popRequest, ds []P
 		kept[i] = d
 	}
 	a.byKey[k] = &attemptEntry{group: r.group, topic: r.topic, ds: kept}
-	for len(a.order) > maxAttempts {
+	for len(a.order) > popMaxAttempts {
 		delete(a.byKey, a.order[0])
 		a.order = a.order[1:]
 	}
@@ -459,26 +473,16 @@ func (p *popEngine) replayAttempt(client, attempt string, r popRequest, now time
 	return out
 }
 
-func newPopEngine(b *Broker) *popEngine {
-	p := &popEngine{b: b}
-	p.mu.topics = map[popKey]*popTopic{}
-	p.waits.byTopic = map[string]map[*waiter]struct{}{}
-	var seed [8]byte
-	rand.Read(seed[:])
-	p.nextID.Store(binary.BigEndian.Uint64(seed[:]) >> 1)
-	return p
-}
-
-func keyBase(prefix string, k popKey) []byte {
+func popKeyBase(prefix string, k popKey) []byte {
 	return []byte(prefix + k.group + "\x00" + k.topic + "\x00")
 }
 
-func cursorKey(k popKey, q int32) []byte {
-	return binary.BigEndian.AppendUint32(keyBase(popCursorPrefix, k), uint32(q))
+func popCursorKey(k popKey, q int32) []byte {
+	return binary.BigEndian.AppendUint32(popKeyBase(popCursorPrefix, k), uint32(q))
 }
 
-func flightKey(k popKey, q int32, off int64) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(keyBase(popFlightPrefix, k), uint32(q)), uint64(off))
+func popFlightKey(k popKey, q int32, off int64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(popKeyBase(popFlightPrefix, k), uint32(q)), uint64(off))
 }
 
 func (f *flight) encode() []byte {
@@ -492,7 +496,7 @@ func (f *flight) encode() []byte {
 	return b
 }
 
-func decodeFlight(b []byte) (*flight, bool) {
+func decodePOPFlight(b []byte) (*flight, bool) {
 	if len(b) < 20 || (len(b) > 20 && len(b) <= 28) {
 		return nil, false
 	}
@@ -524,7 +528,7 @@ func (p *popEngine) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*pop
 	qs := pt.queues
 	if qs == nil {
 		qs = map[int32]*popQueue{}
-		base := keyBase(popFlightPrefix, k)
+		base := popKeyBase(popFlightPrefix, k)
 		var keys [][]byte
 		if err := p.b.store.ScanKeys(base, nil, func(key []byte) bool {
 			keys = append(keys, bytes.Clone(key))
@@ -541,7 +545,7 @@ func (p *popEngine) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*pop
 			if err != nil {
 				return nil, err
 			}
-			f, good := decodeFlight(v)
+			f, good := decodePOPFlight(v)
 			if !ok || !good {
 				continue
 			}
@@ -565,7 +569,7 @@ func (p *popEngine) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*pop
 		if pq.cursor >= 0 {
 			continue
 		}
-		v, ok, err := p.b.store.Value(cursorKey(k, q), nil)
+		v, ok, err := p.b.store.Value(popCursorKey(k, q), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -574,7 +578,7 @@ func (p *popEngine) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*pop
 			continue
 		}
 		pq.cursor = p.startOffset(k, q)
-		kvs = append(kvs, store.KV{Key: cursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(pq.cursor))})
+		kvs = append(kvs, store.KV{Key: popCursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(pq.cursor))})
 	}
 	return qs, p.b.store.PutValues(kvs...)
 }
@@ -620,7 +624,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 	deadline := now.Add(r.invisible).UnixMilli()
 	renewUntil := int64(0)
 	if r.owner != "" {
-		renewUntil = now.Add(maxRenew).UnixMilli()
+		renewUntil = now.Add(popMaxRenew).UnixMilli()
 	}
 	var put []store.KV
 	var del [][]byte
@@ -638,7 +642,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 		for off, f := range pq.flights {
 			visible, renewed := p.visibleLocked(f, now, r.invisible)
 			if renewed {
-				put = append(put, store.KV{Key: flightKey(k, q, off), Value: f.encode()})
+				put = append(put, store.KV{Key: popFlightKey(k, q, off), Value: f.encode()})
 			}
 			if visible {
 				offs = append(offs, off)
@@ -660,7 +664,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 				// Gone with retention, or unreadable: nothing to deliver.
 				p.b.log.Warn("in-flight message unreadable; dropped", "group", r.group, "topic", r.topic, "queue", q, "offset", off, "err", err)
 				delete(pq.flights, off)
-				del = append(del, flightKey(k, q, off))
+				del = append(del, popFlightKey(k, q, off))
 				touched[q] = true
 				continue
 			}
@@ -669,7 +673,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 					return out, next, err
 				}
 				delete(pq.flights, off)
-				del = append(del, flightKey(k, q, off))
+				del = append(del, popFlightKey(k, q, off))
 				touched[q] = true
 				continue
 			}
@@ -677,7 +681,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			f.delivery = p.nextID.Add(1)
 			f.deadline = deadline
 			f.owner, f.renewUntil = r.owner, renewUntil
-			put = append(put, store.KV{Key: flightKey(k, q, off), Value: f.encode()})
+			put = append(put, store.KV{Key: popFlightKey(k, q, off), Value: f.encode()})
 			out = append(out, POPDelivery{Record: rec, Queue: q, Offset: off, Attempt: f.attempt, Deadline: deadline})
 		}
 	}
@@ -698,7 +702,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			p.b.log.Info("POP cursor past the queue's end; the topic was recreated", "group", r.group, "topic", r.topic, "queue", q, "cursor", pq.cursor, "max", maxOff)
 			pq.cursor = minOff
 			touched[q] = true
-			put = append(put, store.KV{Key: cursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(minOff))})
+			put = append(put, store.KV{Key: popCursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(minOff))})
 		}
 		if r.fifo && len(pq.flights) > 0 {
 			continue // an earlier message of this queue is in flight
@@ -715,7 +719,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			off := rec.QueueOffset()
 			f := &flight{attempt: 1, delivery: p.nextID.Add(1), deadline: deadline, owner: r.owner, renewUntil: renewUntil}
 			pq.flights[off] = f
-			put = append(put, store.KV{Key: flightKey(k, q, off), Value: f.encode()})
+			put = append(put, store.KV{Key: popFlightKey(k, q, off), Value: f.encode()})
 			out = append(out, POPDelivery{Record: rec, Queue: q, Offset: off, Attempt: 1, Deadline: deadline})
 		}
 		if cursor != pq.cursor {
@@ -723,7 +727,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			touched[q] = true
 			// The cursor and the flights it passed go in one batch, so a
 			// crash never leaves the cursor past a message not in flight.
-			put = append(put, store.KV{Key: cursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(cursor))})
+			put = append(put, store.KV{Key: popCursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(cursor))})
 		}
 	}
 	for i := range out {
@@ -801,19 +805,19 @@ func (p *popEngine) commitLocked(k popKey, q int32, pq *popQueue) {
 
 // Receipt handles: see doc.go for the layout.
 const (
-	handleVersion = 1
-	handleBody    = 1 + 4 + 8 + 8 + 8
-	handleMAC     = 16
+	popHandleVersion = 1
+	popHandleBody    = 1 + 4 + 8 + 8 + 8
+	popHandleMAC     = 16
 )
 
 func (p *popEngine) handle(k popKey, q int32, off int64, f *flight) string {
-	b := make([]byte, 0, handleBody+handleMAC)
-	b = append(b, handleVersion)
+	b := make([]byte, 0, popHandleBody+popHandleMAC)
+	b = append(b, popHandleVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(q))
 	b = binary.BigEndian.AppendUint64(b, uint64(off))
 	b = binary.BigEndian.AppendUint64(b, f.delivery)
 	b = binary.BigEndian.AppendUint64(b, uint64(f.deadline))
-	b = append(b, p.mac(keyBase("rh/", k), b)[:handleMAC]...)
+	b = append(b, p.mac(popKeyBase("rh/", k), b)[:popHandleMAC]...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -827,10 +831,10 @@ type parsedHandle struct {
 
 func (p *popEngine) parseHandle(k popKey, h string) (parsedHandle, error) {
 	b, err := base64.RawURLEncoding.DecodeString(h)
-	if err != nil || len(b) != handleBody+handleMAC || b[0] != handleVersion {
+	if err != nil || len(b) != popHandleBody+popHandleMAC || b[0] != popHandleVersion {
 		return parsedHandle{}, ErrBadReceiptHandle
 	}
-	if !hmac.Equal(b[handleBody:], p.mac(keyBase("rh/", k), b[:handleBody])[:handleMAC]) {
+	if !hmac.Equal(b[popHandleBody:], p.mac(popKeyBase("rh/", k), b[:popHandleBody])[:popHandleMAC]) {
 		return parsedHandle{}, ErrBadReceiptHandle
 	}
 	return parsedHandle{
@@ -864,7 +868,7 @@ func (p *popEngine) currentLocked(pt *popTopic, k popKey, h parsedHandle, nq int
 		return nil, nil, fmt.Errorf("%w: the invisible duration has ended", ErrBadReceiptHandle)
 	}
 	if renewed {
-		if err := p.b.store.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
+		if err := p.b.store.PutValues(store.KV{Key: popFlightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -885,7 +889,7 @@ func (p *popEngine) ack(group, topic string, nq int, handle string, now time.Tim
 		return err
 	}
 	delete(pq.flights, h.offset)
-	if err := p.b.store.DeleteKeys(flightKey(k, h.queue, h.offset)); err != nil {
+	if err := p.b.store.DeleteKeys(popFlightKey(k, h.queue, h.offset)); err != nil {
 		return err
 	}
 	p.commitLocked(k, h.queue, pq)
@@ -915,7 +919,7 @@ func (p *popEngine) changeInvisible(group, topic string, nq int, handle string, 
 	f.delivery = p.nextID.Add(1)
 	f.deadline = now.Add(d).UnixMilli()
 	f.owner, f.renewUntil = "", 0 // the client chose when it comes back
-	if err := p.b.store.PutValues(store.KV{Key: flightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
+	if err := p.b.store.PutValues(store.KV{Key: popFlightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
 		return "", err
 	}
 	if f.deadline < old {
@@ -947,7 +951,7 @@ func (p *popEngine) deadLetter(group, topic string, nq int, handle string, now t
 		return err
 	}
 	delete(pq.flights, h.offset)
-	if err := p.b.store.DeleteKeys(flightKey(k, h.queue, h.offset)); err != nil {
+	if err := p.b.store.DeleteKeys(popFlightKey(k, h.queue, h.offset)); err != nil {
 		return err
 	}
 	p.commitLocked(k, h.queue, pq)
@@ -968,7 +972,7 @@ func (p *popEngine) release(group, topic string, ds []POPDelivery, now time.Time
 		}
 		if f := pq.flights[d.Offset]; f != nil && f.deadline == d.Deadline && f.attempt == d.Attempt {
 			f.deadline, f.owner, f.renewUntil = now.UnixMilli(), "", 0
-			put = append(put, store.KV{Key: flightKey(k, d.Queue, d.Offset), Value: f.encode()})
+			put = append(put, store.KV{Key: popFlightKey(k, d.Queue, d.Offset), Value: f.encode()})
 		}
 	}
 	if err := p.b.store.PutValues(put...); err != nil {
