@@ -242,3 +242,31 @@ func TestPOPTopicDeletionDropsState(t *testing.T) {
 		t.Fatalf("POP keys left after the topic's deletion: %q", left)
 	}
 }
+
+// TestPOPMaxWaiting: past POPOptions.MaxWaiting waiting receives, a
+// receive is refused with ErrTooManyWaiting at once.
+func TestPOPMaxWaiting(t *testing.T) {
+	e := startPOP(t, 1)
+	if err := e.Broker.POP().Open(broker.POPOptions{MaxWaiting: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := e.Broker.CompileFilter(broker.ExpressionTag, "*")
+	r := broker.POPReceive{Group: e.group, Topic: e.topic, ReadQueues: e.queues, Filter: f, Batch: 1, Invisible: time.Minute, Until: time.Now().Add(time.Hour)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Broker.POP().Receive(ctx, r)
+		done <- err
+	}()
+	brokertest.Eventually(t, 10*time.Second, "a parked receive", func() bool { return e.Broker.POP().Parked() == 1 })
+	if _, err := e.Broker.POP().Receive(context.Background(), r); !errors.Is(err, broker.ErrTooManyWaiting) {
+		t.Fatalf("second receive: %v, want ErrTooManyWaiting", err)
+	}
+	cancel()
+	if err := brokertest.Wait(t, done, 10*time.Second, "the cancelled receive"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled receive: %v", err)
+	}
+	if n := e.Broker.POP().Waiting(); n != 0 {
+		t.Fatalf("%d receives still counted as waiting", n)
+	}
+}
