@@ -447,7 +447,7 @@ type Broker struct {
 	clients    *clientTable
 	holds      *holdTable
 	filters    *filterCache
-	arrivals   arrivalHooks                             // front ends' arrival callbacks (local.go)
+	pop        *popEngine                               // POP consumption (pop.go)
 	pullCheck  atomic.Pointer[func(group string) error] // OnPull
 	registerMu sync.Mutex                               // serialises registrations
 	regBytes   atomic.Int64                             // registration body bytes sent, all name servers
@@ -510,6 +510,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.levels = opts.DelayLevels
 	b.sched = make(chan struct{}, 1)
+	b.pop = newPopEngine(b)
 	b.topics, err = loadTopics(b.store, topicsConfig{
 		log:               b.log,
 		now:               b.now,
@@ -780,7 +781,7 @@ func response(req *remoting.Command, code int16, format string, args ...any) *re
 // arrived is the store's arrival hook.
 func (b *Broker) arrived(topic string, queue int32, maxOffset int64) {
 	b.holds.arrived(topic, queue, maxOffset)
-	b.arrivals.call(topic, queue)
+	b.pop.wake(topic)
 	switch topic {
 	case ScheduleTopic, TimerTopic:
 		select {

@@ -42,6 +42,9 @@
 //	| outbox      | events.go     | retry and dead-letter events (format in  |
 //	|             |               | core/outbox)                             |
 //	| adminTable  | admin.go      | the admin command registry               |
+//	| popEngine   | pop.go        | POP consumption: cursors, in-flight      |
+//	|             |               | messages, receipt handles, waiting       |
+//	|             |               | receives, receive attempts               |
 //	+-------------+---------------+------------------------------------------+
 //
 // A component gets a logger, a clock, the store or the narrow part of it it
@@ -80,17 +83,20 @@
 // paths without a connection (a batch's messages queued on the store
 // together, so they share a group-commit round, as the remoting port's
 // fast sends do), DeadLetter the send-back's dead-letter move, CompileFilter
-// the filter cache; the Hooks (OnArrival, OnTransactionCheck, OnPull and
-// OnTopicDeleted) let the front end wake its long polls, ask its producers
-// for transaction states, keep a group consumed one way, and drop a
-// deleted topic's state.
+// the filter cache; the Hooks (OnTransactionCheck and OnPull) let the
+// front end ask its producers for transaction states and keep a group
+// consumed one way. Consumption by POP is the broker's own POP engine
+// (pop.go, below), reached through Broker.POP: the front end only
+// translates its protocol into the engine's typed calls and the engine's
+// errors into its codes.
 //
 // *Broker itself exports only the lifecycle (Serve, Shutdown, Ready,
 // Addr, Metrics), the typed operations above, and topic and group
 // administration; what one audience alone needs hangs off a small handle
 // (surface.go): View (read-only views), Outbox (events and dead letters,
-// for the NATS bridge), Admin (the admin command registry) and Hooks
-// (what a front end or the plugin host installs). A lint keeps the count
+// for the NATS bridge), Admin (the admin command registry), Hooks
+// (what a front end or the plugin host installs) and POP (the POP
+// engine, for the gRPC front end). A lint keeps the count
 // of *Broker's exported methods at 25 or fewer.
 //
 // inspect.go holds View's read-only views for in-process tools (the web
@@ -106,6 +112,78 @@
 // Every walk over a queue goes through the store's queue iterator
 // (store.QueueIter), which handles retention gaps, corruption holes and
 // unit filters in one place.
+//
+// # POP
+//
+// The POP engine (pop.go) serves consumption as RocketMQ 5 clients do it:
+// a receive hands out messages of every queue of a topic, each invisible
+// for a while under a receipt handle; an ack ends it, a change of
+// invisible time moves its deadline, and what is neither comes back when
+// its time ends. A front end opens it (POP.Open, with the liveness of its
+// clients' sessions) and calls it; a replica's broker never opens it: the
+// leader's state is in the replicated store, so a new leader serves the
+// flights, cursors and the handles' secret its predecessor replicated.
+// The broker itself wakes the engine's waiting receives on arrival
+// (Broker.arrived) and drops a deleted topic's POP state (DeleteTopic).
+//
+// For each (group, topic, queue) the state is a cursor, the next offset
+// never handed out, and the flights, the messages handed out and not
+// acknowledged:
+//
+//	          receive                      ack
+//	 queued ──────────► in flight ─────────────────► done
+//	(≥ cursor)    attempt 1, deadline   (flight deleted)
+//	                 │     ▲
+//	 deadline passed │     │ receive: attempt+1, new delivery id,
+//	 or change to 0  ▼     │          new deadline
+//	              deliverable again ──► %DLQ%<group> when attempt+1 would
+//	                                    exceed the group's retryMaxTimes+1
+//
+// A push consumer's receive (POPReceive.Owner) makes flights owned by its
+// client: while POPOptions.Alive says that client's session lives, a
+// passed deadline is renewed (DefaultPOPInvisible more) instead of ending
+// the flight, for at most an hour; an explicit change of invisible time
+// ends the renewal and, being a failed attempt, waits at least the
+// group's retry policy's delay for the attempt. Sessions are not durable,
+// so after a restart such flights end at their stored deadline.
+//
+// A receive first hands out flights whose deadline passed, then new
+// messages from each queue's cursor through the filter (tag hash from the
+// queue unit, then the record for SQL92), examining at most 4096 units a
+// queue. A FIFO group (consumeMessageOrderly) takes nothing new from a
+// queue that has a flight. A group new to POP starts where it left off by
+// pull, else at a queue's start while its first messages are there, else
+// at its tail. The group's consumer offset is kept at the lowest offset
+// in flight (else the cursor), so retention, lag and pull consumers see
+// what POP consumed. A receive retried with the same attempt id (its
+// answer was lost) gets those of its messages still current again, with
+// the same handles; the last 4096 attempts are remembered (positions, not
+// bodies).
+//
+// Index keys (store PutValues, no fsync; group and topic hold no NUL).
+// They keep the names of the layout in which the gRPC front end kept
+// this state, so data directories and sets of that layout keep working:
+//
+//	grpc/pop/c/<group>\x00<topic>\x00<queue u32>            → cursor u64
+//	grpc/pop/f/<group>\x00<topic>\x00<queue u32><offset u64> → attempt u32,
+//	                                                          delivery u64,
+//	                                                          deadline ms u64
+//	                                         [auto_renew: renew-until ms u64,
+//	                                                      owner client id]
+//	metadata grpc/pop/secret (fsync'd)                       → 32 random bytes
+//
+// A receipt handle is base64url (no padding) of 45 bytes:
+//
+//	+---------+----------+--------+-------------+--------------+----------+
+//	| version | queue id | offset | delivery id | deadline ms  | MAC      |
+//	| 1 (u8)  | u32      | u64    | u64         | u64 (Unix)   | 16 bytes |
+//	+---------+----------+--------+-------------+--------------+----------+
+//
+// MAC is HMAC-SHA256 under the store's secret over "rh/" group NUL topic
+// NUL and the 29 bytes before it, truncated. A transaction id
+// (POP.TransactionID) is the half message's commit-log offset (u64) and
+// a 12-byte MAC under the same secret over "txn" NUL topic NUL and the
+// offset, in hex.
 //
 // # Invariants
 //
@@ -300,4 +378,30 @@
 //     SERVICE_NOT_AVAILABLE, which the official clients retry on another
 //     broker, naming the leader, logged at debug level and rate-limited:
 //     a failover is routine, not a system error.
+//
+// POP (pop.go):
+//
+//  25. A receipt handle is accepted only if its MAC verifies for the
+//     call's group and topic, its flight exists, its delivery id is the
+//     flight's current one and the flight's deadline has not passed. So a
+//     handle acknowledges at most one delivery: a later delivery, a
+//     changed invisible time, an ack or a dead-letter move each make it
+//     ErrBadReceiptHandle. The secret is the store's, so a handle stays
+//     valid across restarts and a set's change of leader.
+//  26. A cursor is written in the same index batch as the flights of the
+//     messages it passed, so after a crash no message is past the cursor
+//     without being in flight: what was in flight is delivered again
+//     after its deadline (at least once); an acknowledged message's flight
+//     is deleted before the ack returns, and it is never delivered again
+//     unless the crash loses the unsynced deletion too.
+//  27. A delivery's attempt is 1 on the first delivery and grows by one
+//     on each redelivery; the message due for attempt retryMaxTimes+2 is
+//     stored in %DLQ%<group> (with its outbox event, invariant 5) and its
+//     flight ends.
+//  28. A waiting receive returns when a message arrives on its topic,
+//     when a flight's deadline passes (a change of invisible time that
+//     moves a deadline of its group before the receive's wake-up wakes it
+//     to sleep until the new one), when its Until passes, when its Stop
+//     closes or its context ends; at most POPOptions.MaxWaiting receives
+//     wait at once.
 package broker

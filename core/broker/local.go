@@ -198,32 +198,6 @@ func (b *Broker) DeadLetter(group string, rec message.Record, reason string) err
 	return b.store.Append(msgs)
 }
 
-// arrivalHooks are the front ends' callbacks: arrivals (OnArrival) and
-// deleted topics (OnTopicDeleted).
-type arrivalHooks struct {
-	mu      sync.RWMutex
-	fns     []func(topic string, queue int32)
-	deleted []func(topic string)
-}
-
-func (h *arrivalHooks) call(topic string, queue int32) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, fn := range h.fns {
-		fn(topic, queue)
-	}
-}
-
-// OnArrival calls fn, on the store's append path, whenever messages
-// arrive on a queue; fn must not block. It is for in-process front ends
-// that long-poll.
-func (h Hooks) OnArrival(fn func(topic string, queue int32)) {
-	b := h.b
-	b.arrivals.mu.Lock()
-	defer b.arrivals.mu.Unlock()
-	b.arrivals.fns = append(b.arrivals.fns, fn)
-}
-
 // TxnCheckFunc asks a producer of group, reached by an in-process front
 // end, for the state of the transaction whose half message was first
 // stored at origin; m is the message as the producer sent it. It reports
@@ -251,23 +225,4 @@ func (b *Broker) pullAllowed(group string) error {
 		return (*fn)(group)
 	}
 	return nil
-}
-
-// OnTopicDeleted calls fn after DeleteTopic removed a topic's data, so a
-// front end drops what it keeps of the topic (a topic created again
-// starts empty, invariant 13).
-func (h Hooks) OnTopicDeleted(fn func(topic string)) {
-	b := h.b
-	b.arrivals.mu.Lock()
-	defer b.arrivals.mu.Unlock()
-	b.arrivals.deleted = append(b.arrivals.deleted, fn)
-}
-
-func (b *Broker) topicDeleted(topic string) {
-	b.arrivals.mu.RLock()
-	fns := b.arrivals.deleted
-	b.arrivals.mu.RUnlock()
-	for _, fn := range fns {
-		fn(topic)
-	}
 }

@@ -9,9 +9,10 @@ package broker
 //	Outbox  the event log and dead letters, for the NATS bridge
 //	Admin   the admin command registry and group administration
 //	Hooks   callbacks and factories a front end or plugin host installs
+//	POP     the POP consumption engine, for the gRPC front end (pop.go)
 //
 // Each is a handle on the broker, cheap to copy; none holds state of its
-// own.
+// own (POP's state is the broker's engine, behind the handle).
 
 // View is the read-only side of a broker: consumers, messages, pending
 // timers and transactions, lags. It changes nothing.

@@ -417,7 +417,7 @@ func (b *Broker) DeleteTopic(topic string) error {
 	})
 	b.holds.releaseTopic(topic)
 	b.prefilter.drop(topic)
-	b.topicDeleted(topic)
+	b.pop.dropTopic(topic)
 	b.log.Info("topic data deleted", "topic", topic)
 	return nil
 }

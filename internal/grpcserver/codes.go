@@ -15,8 +15,6 @@ import (
 // place our errors become the Status of a response.
 var (
 	ErrClientIDRequired = errors.New("grpcserver: x-mq-client-id metadata is required")
-	ErrBadReceiptHandle = errors.New("grpcserver: receipt handle is invalid, expired or superseded")
-	ErrBadTransactionID = errors.New("grpcserver: transaction id is invalid")
 	ErrUnknownClient    = errors.New("grpcserver: unknown client: send Settings over Telemetry first")
 	ErrTooManyRequests  = errors.New("grpcserver: too many sessions or waiting receives")
 	ErrUnsupported      = errors.New("grpcserver: not supported by this broker")
@@ -56,13 +54,15 @@ func codeOf(err error) pb.Code {
 		return ce.code
 	case errors.Is(err, ErrClientIDRequired):
 		return pb.Code_CLIENT_ID_REQUIRED
-	case errors.Is(err, ErrBadReceiptHandle):
+	case errors.Is(err, broker.ErrBadReceiptHandle):
 		return pb.Code_INVALID_RECEIPT_HANDLE
-	case errors.Is(err, ErrBadTransactionID), errors.Is(err, broker.ErrTxnNotPending):
+	case errors.Is(err, broker.ErrBadTransactionID), errors.Is(err, broker.ErrTxnNotPending):
 		return pb.Code_INVALID_TRANSACTION_ID
+	case errors.Is(err, broker.ErrNoMessage):
+		return pb.Code_MESSAGE_NOT_FOUND
 	case errors.Is(err, ErrUnknownClient):
 		return pb.Code_UNRECOGNIZED_CLIENT_TYPE
-	case errors.Is(err, ErrTooManyRequests):
+	case errors.Is(err, ErrTooManyRequests), errors.Is(err, broker.ErrTooManyWaiting):
 		return pb.Code_TOO_MANY_REQUESTS
 	case errors.Is(err, ErrUnsupported):
 		return pb.Code_UNSUPPORTED

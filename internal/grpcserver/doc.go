@@ -1,10 +1,14 @@
 // Package grpcserver serves RocketMQ 5 clients: the gRPC MessagingService
 // of apache.rocketmq.v2 (internal/rmqpb), with POP consumption, over the
 // same broker and store as the 4.x remoting port. It is a front end like
-// the remoting handlers: sends, transactions, filters and dead letters go
-// through core/broker's in-process methods (local.go there), messages are
-// read through the store's queue iterator, and the POP state lives in the
-// store's index.
+// the remoting handlers, and a translator only: sends, transactions,
+// filters and dead letters go through core/broker's in-process methods
+// (local.go there), and consumption through the broker's POP engine
+// (Broker.POP, core/broker/pop.go), which keeps the POP state, the receipt
+// handles and the waiting receives. This package maps each request to the
+// broker's typed calls and the broker's errors to Status codes (codes.go);
+// what is protocol only (sessions, Telemetry, building pb.Message) stays
+// here.
 //
 // # What is served
 //
@@ -55,31 +59,25 @@
 // gRPC endpoint as every queue's broker (HA_NOT_AVAILABLE while no leader
 // is known), and every other call is refused before its handler runs
 // with HA_NOT_AVAILABLE, its message naming the leader; the 5.x clients
-// retry such a send. A replica keeps no POP state: the leader's is in
-// the replicated store, so a new leader serves the flights, cursors and
+// retry such a send. A replica opens no POP engine: the leader's state is
+// in the replicated store, so a new leader serves the flights, cursors and
 // the receipt handles' secret its predecessor replicated.
 //
-// # POP state
+// # POP
 //
-// For each (group, topic, queue) the state is a cursor, the next offset
-// never handed out, and the flights, the messages handed out and not
-// acknowledged:
-//
-//	          receive                      ack
-//	 queued ──────────► in flight ─────────────────► done
-//	(≥ cursor)    attempt 1, deadline   (flight deleted)
-//	                 │     ▲
-//	 deadline passed │     │ receive: attempt+1, new delivery id,
-//	 or Change...(0) ▼     │          new deadline
-//	              deliverable again ──► %DLQ%<group> when attempt+1 would
-//	                                    exceed the group's retryMaxTimes+1
-//
-// A push consumer's receive (auto_renew, no invisible duration) makes
-// flights owned by its client: while that client's session lives, a
-// passed deadline is renewed (30 s more) instead of ending the flight, for
-// at most an hour; an explicit ChangeInvisibleDuration ends the renewal.
-// Sessions are not durable, so after a restart such flights end at their
-// stored deadline.
+// ReceiveMessage, AckMessage, ChangeInvisibleDuration and
+// ForwardMessageToDeadLetterQueue check the client, the group and the
+// topic, then call the broker's POP engine, whose state, receipt handles
+// and invariants core/broker's doc.go describes. A receive's batch is
+// batch_size (default 32, at most 1024), its invisible time
+// invisible_duration (default 30 s); auto_renew without an invisible
+// duration (a push consumer) makes its client the owner of what it gets,
+// kept invisible while its session lives. Long polling lasts the
+// request's long_polling_timeout, at most the server's LongPolling, and
+// ends 200 ms before the call's deadline or when the server stops;
+// MaxWaiting bounds the receives waiting at once (TOO_MANY_REQUESTS past
+// it). A receive that ends empty is MESSAGE_NOT_FOUND; what a client never
+// got (its stream broke) is released to be delivered again at once.
 //
 // # Retry policy
 //
@@ -98,61 +96,12 @@
 // bodies) and a retry gets those of its messages still current again,
 // with the same handles.
 //
-// A receive first hands out flights whose deadline passed, then new
-// messages from each queue's cursor through the filter (tag hash from the
-// queue unit, then the record for SQL92). A FIFO group
-// (consumeMessageOrderly) takes nothing new from a queue that has a
-// flight. The group's consumer offset is kept at the lowest offset in
-// flight (else the cursor), so retention, lag and 4.x consumers see what
-// POP consumed.
-//
-// Index keys (store PutValues, no fsync; group and topic hold no NUL):
-//
-//	grpc/pop/c/<group>\x00<topic>\x00<queue u32>            → cursor u64
-//	grpc/pop/f/<group>\x00<topic>\x00<queue u32><offset u64> → attempt u32,
-//	                                                          delivery u64,
-//	                                                          deadline ms u64
-//	                                         [auto_renew: renew-until ms u64,
-//	                                                      owner client id]
-//	metadata grpc/pop/secret (fsync'd)                       → 32 random bytes
-//
-// # Receipt handles
-//
-// base64url (no padding) of 45 bytes:
-//
-//	+---------+----------+--------+-------------+--------------+----------+
-//	| version | queue id | offset | delivery id | deadline ms  | MAC      |
-//	| 1 (u8)  | u32      | u64    | u64         | u64 (Unix)   | 16 bytes |
-//	+---------+----------+--------+-------------+--------------+----------+
-//
-// MAC is HMAC-SHA256 under the store's secret over "rh/" group NUL topic
-// NUL and the 29 bytes before it, truncated. Transaction ids are the half
-// message's commit-log offset (u64) and a 12-byte MAC, in hex.
-//
 // # Invariants
 //
-//  1. A handle is accepted only if its MAC verifies for the request's
-//     group and topic, its flight exists, its delivery id is the flight's
-//     current one and the flight's deadline has not passed. So a handle
-//     acknowledges at most one delivery: a later delivery, a changed
-//     invisible duration, an ack or a dead-letter move each make it
-//     INVALID_RECEIPT_HANDLE.
-//  2. A cursor is written in the same index batch as the flights of the
-//     messages it passed, so after a crash no message is past the cursor
-//     without being in flight: what was in flight is delivered again
-//     after its deadline (at least once); an acknowledged message's flight
-//     is deleted before the ack is answered, and it is never delivered
-//     again unless the crash loses the unsynced deletion too.
-//  3. delivery_attempt is 1 on the first delivery and grows by one on
-//     each redelivery; the message due for attempt retryMaxTimes+2 is
-//     stored in %DLQ%<group> (with its outbox event) and its flight ends.
-//  4. A waiting receive is answered when a message arrives on its topic,
-//     when a flight's deadline passes (a ChangeInvisibleDuration that
-//     moves a deadline of its group before the receive's wake-up wakes it
-//     to sleep until the new one), when its long-polling time or
-//     (200 ms before) its deadline ends, or when the server stops; at most
-//     MaxWaiting receives wait at once, and at most MaxSessions sessions
-//     exist.
-//  5. Nothing here writes a message except through core/broker: sends,
-//     commits and dead letters keep the broker's invariants.
+//  1. An error becomes a Status code in one place, codes.go: by its
+//     kind (errors.Is / errors.As), never by its text.
+//  2. At most MaxSessions sessions exist.
+//  3. Nothing here writes a message or POP state except through
+//     core/broker: sends, commits, dead letters and POP consumption keep
+//     the broker's invariants.
 package grpcserver

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -58,88 +59,46 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		// POP's would fight them over the same group offsets.
 		return end(refuse(pb.Code_FORBIDDEN, "group %s is consumed by %d 4.x (remoting) consumer(s), e.g. %s: a group consumes either by POP over gRPC or by pull at a time", group, len(ids), ids[0]))
 	}
-	r := popRequest{group: group, topic: topic, readQueues: nq, batch: int(req.GetBatchSize()), topicRes: req.GetMessageQueue().GetTopic()}
-	if r.batch <= 0 {
-		r.batch = DefaultReceiveBatch
+	r := broker.POPReceive{Group: group, Topic: topic, ReadQueues: nq, Batch: int(req.GetBatchSize()),
+		Client: c.clientID, AttemptID: req.GetAttemptId(), Stop: s.quit}
+	if r.Batch <= 0 {
+		r.Batch = DefaultReceiveBatch
 	}
-	r.batch = min(r.batch, MaxReceiveBatch)
-	r.invisible = DefaultInvisible
+	r.Batch = min(r.Batch, MaxReceiveBatch)
+	r.Invisible = DefaultInvisible
 	if req.GetAutoRenew() && req.InvisibleDuration == nil {
 		// A push consumer: its live session keeps what it holds invisible.
-		r.owner = c.clientID
+		r.Owner = c.clientID
 	}
 	if req.InvisibleDuration != nil {
-		if r.invisible = req.GetInvisibleDuration().AsDuration(); r.invisible <= 0 {
-			return end(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is not positive", r.invisible))
+		if r.Invisible = req.GetInvisibleDuration().AsDuration(); r.Invisible <= 0 {
+			return end(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is not positive", r.Invisible))
 		}
 	}
-	if r.filter, err = s.compileFilter(req.GetFilterExpression()); err != nil {
+	if r.Filter, err = s.compileFilter(req.GetFilterExpression()); err != nil {
 		return end(err)
 	}
-	gc, _ := s.b.GroupConfig(group)
-	r.maxDeliveries = int32(gc.RetryMaxTimes + 1)
-	r.fifo = gc.ConsumeMessageOrderly
 
 	now := s.opts.Now()
 	poll := s.opts.LongPolling
 	if req.LongPollingTimeout != nil {
 		poll = min(max(req.GetLongPollingTimeout().AsDuration(), 0), poll)
 	}
-	until := now.Add(poll)
+	r.Until = now.Add(poll)
 	if dl, ok := ctx.Deadline(); ok {
 		// Answer before the client gives up on the call.
-		if early := now.Add(time.Until(dl) - 200*time.Millisecond); early.Before(until) {
-			until = early
+		if early := now.Add(time.Until(dl) - 200*time.Millisecond); early.Before(r.Until) {
+			r.Until = early
 		}
 	}
-	if s.pop.waiting.Add(1) > int64(s.opts.MaxWaiting) {
-		s.pop.waiting.Add(-1)
-		return end(ErrTooManyRequests)
+	got, err := s.b.POP().Receive(ctx, r)
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return err // the client is gone: nothing to answer
+	case err != nil:
+		return end(err)
 	}
-	defer s.pop.waiting.Add(-1)
-	if got := s.pop.replayAttempt(c.clientID, req.GetAttemptId(), r, now); len(got) > 0 {
-		// A retry of a receive whose answer was lost: the same messages.
-		return s.deliver(stream, r, got)
-	}
-	w, stop := s.pop.watch(group, topic)
-	defer stop()
-	for {
-		w.looking()
-		got, next, err := s.pop.receive(r, s.opts.Now())
-		if err != nil {
-			return end(err)
-		}
-		if len(got) > 0 {
-			s.pop.rememberAttempt(c.clientID, req.GetAttemptId(), r, got)
-			return s.deliver(stream, r, got)
-		}
-		now := s.opts.Now()
-		wait := until.Sub(now)
-		if !next.IsZero() {
-			wait = min(wait, next.Sub(now))
-		}
-		if !now.Before(until) {
-			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "no new message"))
-		}
-		wait = max(wait, time.Millisecond)
-		w.sleepUntil(now.Add(wait))
-		t := time.NewTimer(wait)
-		s.pop.parked.Add(1)
-		select {
-		case <-w.ch:
-		case <-t.C:
-		case <-ctx.Done():
-			s.pop.parked.Add(-1)
-			t.Stop()
-			return ctx.Err()
-		case <-s.quit:
-			s.pop.parked.Add(-1)
-			t.Stop()
-			return end(refuse(pb.Code_MESSAGE_NOT_FOUND, "the broker is shutting down"))
-		}
-		s.pop.parked.Add(-1)
-		t.Stop()
-	}
+	return s.deliver(stream, req.GetMessageQueue().GetTopic(), r, got)
 }
 
 // compileFilter compiles a receive's filter through the broker's filters.
@@ -160,17 +119,18 @@ func (s *Server) compileFilter(fe *pb.FilterExpression) (broker.Filter, error) {
 
 // deliver streams the messages popped: OK, each message, then the
 // delivery timestamp.
-func (s *Server) deliver(stream pb.MessagingService_ReceiveMessageServer, r popRequest, got []delivery) error {
+// topicRes is the topic as the client named it.
+func (s *Server) deliver(stream pb.MessagingService_ReceiveMessageServer, topicRes *pb.Resource, r broker.POPReceive, got []broker.POPDelivery) error {
 	if err := stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Status{Status: okStatus()}}); err != nil {
-		s.pop.release(r.group, r.topic, got, s.opts.Now())
+		s.b.POP().Release(r.Group, r.Topic, got)
 		return err
 	}
 	for i, d := range got {
-		m := s.messagePB(r, d)
+		m := s.messagePB(topicRes, r.Topic, r.Invisible, d)
 		if err := stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Message{Message: m}}); err != nil {
 			// The client is gone: what it did not get is deliverable
 			// again now, not after the invisible time.
-			s.pop.release(r.group, r.topic, got[i:], s.opts.Now())
+			s.b.POP().Release(r.Group, r.Topic, got[i:])
 			return err
 		}
 	}
@@ -186,11 +146,13 @@ var systemKeys = map[string]bool{
 	message.PropertyTransactionID: true, "MSG_REGION": true, "TRACE_ON": true,
 }
 
-// messagePB builds the delivered form of a stored message.
-func (s *Server) messagePB(r popRequest, d delivery) *pb.Message {
-	props := d.rec.Properties()
-	body := d.rec.Body()
-	if d.rec.SysFlag()&message.SysFlagCompressed != 0 {
+// messagePB builds the delivered form of a stored message of topic, as
+// the client named it in topicRes (nil: from topic's name), received to
+// stay invisible for invisible.
+func (s *Server) messagePB(topicRes *pb.Resource, topic string, invisible time.Duration, d broker.POPDelivery) *pb.Message {
+	props := d.Record.Properties()
+	body := d.Record.Body()
+	if d.Record.SysFlag()&message.SysFlagCompressed != 0 {
 		if zr, err := zlib.NewReader(bytes.NewReader(body)); err == nil {
 			if plain, err := io.ReadAll(io.LimitReader(zr, int64(s.opts.MaxBodySize)+1)); err == nil {
 				body = plain
@@ -203,18 +165,18 @@ func (s *Server) messagePB(r popRequest, d delivery) *pb.Message {
 		BodyDigest:        &pb.Digest{Type: pb.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
 		BodyEncoding:      pb.Encoding_IDENTITY,
 		MessageType:       pb.MessageType_NORMAL,
-		BornTimestamp:     timestamppb.New(time.UnixMilli(d.rec.BornTimestamp())),
-		BornHost:          d.rec.BornHost().Addr().String(),
-		StoreTimestamp:    timestamppb.New(time.UnixMilli(d.rec.StoreTimestamp())),
-		StoreHost:         d.rec.StoreHost().String(),
-		ReceiptHandle:     &d.handle,
-		QueueId:           d.queue,
-		QueueOffset:       &d.offset,
-		InvisibleDuration: durationpb.New(r.invisible),
-		DeliveryAttempt:   &d.attempt,
+		BornTimestamp:     timestamppb.New(time.UnixMilli(d.Record.BornTimestamp())),
+		BornHost:          d.Record.BornHost().Addr().String(),
+		StoreTimestamp:    timestamppb.New(time.UnixMilli(d.Record.StoreTimestamp())),
+		StoreHost:         d.Record.StoreHost().String(),
+		ReceiptHandle:     &d.Handle,
+		QueueId:           d.Queue,
+		QueueOffset:       &d.Offset,
+		InvisibleDuration: durationpb.New(invisible),
+		DeliveryAttempt:   &d.Attempt,
 	}
 	if sp.MessageId == "" {
-		sp.MessageId = message.OffsetMsgID(d.rec.StoreHost(), d.rec.CommitLogOffset())
+		sp.MessageId = message.OffsetMsgID(d.Record.StoreHost(), d.Record.CommitLogOffset())
 	}
 	if v, ok := props.Lookup(message.PropertyTags); ok {
 		t := string(v)
@@ -231,10 +193,10 @@ func (s *Server) messagePB(r popRequest, d delivery) *pb.Message {
 			sp.MessageType, sp.DeliveryTimestamp = pb.MessageType_DELAY, timestamppb.New(time.UnixMilli(ms))
 		}
 	}
-	if d.rec.SysFlag()&message.SysFlagTxMask == message.SysFlagTxCommit {
+	if d.Record.SysFlag()&message.SysFlagTxMask == message.SysFlagTxCommit {
 		sp.MessageType = pb.MessageType_TRANSACTION
 	}
-	if strings.HasPrefix(r.topic, broker.DLQGroupTopicPrefix) {
+	if strings.HasPrefix(topic, broker.DLQGroupTopicPrefix) {
 		sp.DeadLetterQueue = &pb.DeadLetterQueue{Topic: props.Get(message.PropertyRetryTopic), MessageId: props.Get(message.PropertyOriginMessageID)}
 	}
 	user := map[string]string{}
@@ -244,9 +206,8 @@ func (s *Server) messagePB(r popRequest, d delivery) *pb.Message {
 		}
 		return true
 	})
-	topicRes := r.topicRes
 	if topicRes == nil {
-		topicRes = unwrap(r.topic)
+		topicRes = unwrap(topic)
 	}
 	return &pb.Message{Topic: topicRes, UserProperties: user, SystemProperties: sp, Body: body}
 }
@@ -264,9 +225,8 @@ func (s *Server) AckMessage(ctx context.Context, req *pb.AckMessageRequest) (*pb
 	}
 	resp := &pb.AckMessageResponse{}
 	var common *pb.Status
-	now := s.opts.Now()
 	for _, e := range req.GetEntries() {
-		st := statusOf(s.pop.ack(group, topic, nq, e.GetReceiptHandle(), now))
+		st := statusOf(s.b.POP().Ack(group, topic, nq, e.GetReceiptHandle()))
 		resp.Entries = append(resp.Entries, &pb.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st})
 		switch {
 		case common == nil:
@@ -298,8 +258,7 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvi
 	if d < 0 || d > 12*time.Hour {
 		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is outside 0..12h", d))}, nil
 	}
-	gc, _ := s.b.GroupConfig(group)
-	h, err := s.pop.changeInvisible(group, topic, nq, req.GetReceiptHandle(), d, gc.RetryPolicy(s.b.View().DelayLevels()), s.opts.Now())
+	h, err := s.b.POP().ChangeInvisible(group, topic, nq, req.GetReceiptHandle(), d)
 	return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err), ReceiptHandle: h}, nil
 }
 
@@ -312,7 +271,7 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *pb.Fo
 	}
 	nq, err := s.consumerTopic(group, topic)
 	if err == nil {
-		err = s.pop.deadLetter(group, topic, nq, req.GetReceiptHandle(), s.opts.Now())
+		err = s.b.POP().DeadLetter(group, topic, nq, req.GetReceiptHandle())
 	}
 	return &pb.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(err)}, nil
 }

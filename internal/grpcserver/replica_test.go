@@ -27,7 +27,7 @@ func TestReplicaNamesLeader(t *testing.T) {
 	leader := "127.0.0.9:18081"
 	known := make(chan bool, 1)
 	known <- true
-	g, err := grpcserver.New(grpcserver.Options{Broker: e.Broker, Store: e.Store, BrokerName: "set-r", Logger: brokertest.Logger(),
+	g, err := grpcserver.New(grpcserver.Options{Broker: e.Broker, BrokerName: "set-r", Logger: brokertest.Logger(),
 		Leader: func() (string, string) {
 			k := <-known
 			known <- k

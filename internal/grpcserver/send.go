@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -172,7 +168,7 @@ func (s *Server) sent(topic string, m *pb.Message, entry *pb.SendResultEntry, r 
 	}
 	entry.Status, entry.Offset = okStatus(), r.QueueOffset
 	if m.GetSystemProperties().GetMessageType() == pb.MessageType_TRANSACTION {
-		entry.TransactionId = s.pop.txnID(topic, r.CommitLogOffset)
+		entry.TransactionId = s.b.POP().TransactionID(topic, r.CommitLogOffset)
 	}
 }
 
@@ -197,42 +193,13 @@ func gunzip(b []byte, limit int) ([]byte, error) {
 	return out, nil
 }
 
-// txnID returns the transaction id of the half message at off of topic:
-// the offset and a MAC, so a client can end only a transaction it was
-// given.
-func (p *popState) txnID(topic string, off int64) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(off))
-	return hex.EncodeToString(b[:]) + hex.EncodeToString(p.mac([]byte("txn\x00"+topic+"\x00"), b[:])[:12])
-}
-
-// parseTxnID returns the half message offset a transaction id names.
-func (p *popState) parseTxnID(topic, id string) (int64, error) {
-	raw, err := hex.DecodeString(id)
-	if err != nil || len(raw) != 20 {
-		return 0, ErrBadTransactionID
-	}
-	if !hmac.Equal(raw[8:], p.mac([]byte("txn\x00"+topic+"\x00"), raw[:8])[:12]) {
-		return 0, ErrBadTransactionID
-	}
-	return int64(binary.BigEndian.Uint64(raw[:8])), nil
-}
-
-// mac is HMAC-SHA256 under the store's secret of domain and b.
-func (p *popState) mac(domain, b []byte) []byte {
-	m := hmac.New(sha256.New, p.secret)
-	m.Write(domain)
-	m.Write(b)
-	return m.Sum(nil)
-}
-
 // EndTransaction commits or rolls back a half message.
 func (s *Server) EndTransaction(ctx context.Context, req *pb.EndTransactionRequest) (*pb.EndTransactionResponse, error) {
 	topic := resource(req.GetTopic())
 	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Pub)); err != nil {
 		return &pb.EndTransactionResponse{Status: statusOf(err)}, nil
 	}
-	off, err := s.pop.parseTxnID(topic, req.GetTransactionId())
+	off, err := s.b.POP().ParseTransactionID(topic, req.GetTransactionId())
 	if err == nil {
 		switch req.GetResolution() {
 		case pb.TransactionResolution_COMMIT, pb.TransactionResolution_ROLLBACK:
@@ -260,11 +227,11 @@ func (s *Server) checkTransaction(group string, m *message.Message, origin int64
 		s.log.Warn("encode an orphaned transaction", "topic", topic, "offset", origin, "err", err)
 		return false
 	}
-	pm := s.messagePB(popRequest{topic: topic}, delivery{rec: message.Record(rec), queue: m.QueueID, offset: m.QueueOffset})
+	pm := s.messagePB(nil, topic, 0, broker.POPDelivery{Record: message.Record(rec), Queue: m.QueueID, Offset: m.QueueOffset})
 	sp := pm.SystemProperties
 	sp.ReceiptHandle, sp.DeliveryAttempt, sp.InvisibleDuration = nil, nil, nil
 	sp.MessageType = pb.MessageType_TRANSACTION
 	return s.sessions.push(topic, &pb.TelemetryCommand{Status: okStatus(), Command: &pb.TelemetryCommand_RecoverOrphanedTransactionCommand{
-		RecoverOrphanedTransactionCommand: &pb.RecoverOrphanedTransactionCommand{Message: pm, TransactionId: s.pop.txnID(topic, origin)},
+		RecoverOrphanedTransactionCommand: &pb.RecoverOrphanedTransactionCommand{Message: pm, TransactionId: s.b.POP().TransactionID(topic, origin)},
 	}})
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
-	"github.com/rmq-go/rmq/core/store"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
@@ -34,7 +33,7 @@ const (
 	DefaultMaxWaiting       = 1024
 	DefaultSessionExpiry    = 120 * time.Second
 	DefaultLongPolling      = 20 * time.Second
-	DefaultInvisible        = 30 * time.Second
+	DefaultInvisible        = broker.DefaultPOPInvisible
 	DefaultReceiveBatch     = 32
 	MaxReceiveBatch         = 1024
 	DefaultMaxDeliveries    = broker.DefaultMaxReconsumeTimes + 1
@@ -43,10 +42,9 @@ const (
 
 // Options configure a Server. Zero values mean the stated default.
 type Options struct {
-	// Broker serves the sends, transactions and filters. Required.
+	// Broker serves the sends, transactions, filters and POP consumption
+	// (its POP engine). Required.
 	Broker *broker.Broker `yaml:"-"`
-	// Store holds the messages and the POP state. Required: the broker's.
-	Store *store.Store `yaml:"-"`
 	// BrokerName names the broker in routes. Default broker-a.
 	BrokerName string `yaml:"-"`
 	// Advertise is the gRPC address routes name (host:port). Default the
@@ -104,9 +102,6 @@ func (o *Options) fill() error {
 	if o.Broker == nil {
 		errs = append(errs, errors.New("grpcserver: Options.Broker is required"))
 	}
-	if o.Store == nil {
-		errs = append(errs, errors.New("grpcserver: Options.Store is required"))
-	}
 	if o.BrokerName == "" {
 		o.BrokerName = broker.DefaultBrokerName
 	}
@@ -158,7 +153,6 @@ type Server struct {
 	b        *broker.Broker
 	grpc     *grpc.Server
 	sessions *sessionTable
-	pop      *popState
 
 	addr    string // advertised, set by Serve
 	started chan struct{}
@@ -167,8 +161,8 @@ type Server struct {
 	stop    sync.Once
 }
 
-// New checks opts and returns a Server; it loads the POP state's secret
-// from the store.
+// New checks opts and returns a Server; it opens the broker's POP engine
+// (which loads its secret from the store) unless it serves a replica.
 func New(opts Options) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -176,14 +170,11 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, b: opts.Broker, started: make(chan struct{}), quit: make(chan struct{})}
 	s.sessions = newSessionTable(opts.MaxSessions, opts.SessionExpiry)
 	if opts.Leader == nil { // a replica keeps no POP state (replica.go)
-		var err error
-		if s.pop, err = newPopState(opts.Store, opts.Broker, opts.Logger); err != nil {
+		err := opts.Broker.POP().Open(broker.POPOptions{Alive: s.sessions.alive, MaxWaiting: opts.MaxWaiting, Now: opts.Now})
+		if err != nil {
 			return nil, err
 		}
-		s.pop.alive = s.sessions.alive
-		opts.Broker.Hooks().OnArrival(s.pop.arrived)
 		opts.Broker.Hooks().OnTransactionCheck(s.checkTransaction)
-		opts.Broker.Hooks().OnTopicDeleted(s.pop.dropTopic)
 		opts.Broker.Hooks().OnPull(func(group string) error {
 			if s.sessions.hasConsumers(group) {
 				return fmt.Errorf("group %s is consumed by POP over gRPC: a group consumes either by POP or by pull at a time", group)

@@ -75,8 +75,9 @@ var rules = []rule{
 	{from: "internal/grpcserver", deny: []string{"plugins", "filters", "cmd", "internal/server", "core/namesrv", "github.com/tetratelabs/wazero", "github.com/nats-io"}},
 	// It speaks to the broker in the broker's own types and errors, never
 	// in the remoting protocol's codes, headers or remarks (core/broker
-	// keeps the remoting handlers and imports core/remoting itself).
-	{from: "internal/grpcserver", deny: []string{"core/remoting"}, direct: true},
+	// keeps the remoting handlers and imports core/remoting itself), and
+	// consumes through the broker's POP engine, never the store itself.
+	{from: "internal/grpcserver", deny: []string{"core/remoting", "core/store"}, direct: true},
 	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate", "internal/properties", "internal/ratelog", "internal/sniff"}},
 	// Guests may use the filters, which are built over core/message views
 	// and compile into WASM; the host-side plugin checker loads guests

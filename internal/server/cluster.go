@@ -121,7 +121,7 @@ func (s *Server) startRoleGRPC(b *broker.Broker, r role) error {
 			return string(v), "node " + id
 		}
 	}
-	g, err := s.newGRPC(b, s.Store, s.GRPCAddr, leader) // grpc.go
+	g, err := s.newGRPC(b, s.GRPCAddr, leader) // grpc.go
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/remoting"
-	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/grpcserver"
 )
 
@@ -27,7 +26,7 @@ func (s *Server) startGRPC() error {
 	if err != nil {
 		return fmt.Errorf("grpc: listen on %s: %w", s.cfg.GRPCListen, err)
 	}
-	g, err := s.newGRPC(s.Broker, s.Store, grpcAdvertise(ln.Addr(), s.BrokerAddr), nil)
+	g, err := s.newGRPC(s.Broker, grpcAdvertise(ln.Addr(), s.BrokerAddr), nil)
 	if err != nil {
 		ln.Close()
 		return err
@@ -38,12 +37,12 @@ func (s *Server) startGRPC() error {
 	return nil
 }
 
-// newGRPC builds the gRPC endpoint of b on st, advertising advertise
+// newGRPC builds the gRPC endpoint of b, advertising advertise
 // unless the config names an address; leader, when set, makes it a
 // replicated set's replica's (cluster.go).
-func (s *Server) newGRPC(b *broker.Broker, st *store.Store, advertise string, leader func() (string, string)) (*grpcserver.Server, error) {
+func (s *Server) newGRPC(b *broker.Broker, advertise string, leader func() (string, string)) (*grpcserver.Server, error) {
 	o := s.cfg.GRPC
-	o.Broker, o.Store, o.Leader = b, st, leader
+	o.Broker, o.Leader = b, leader
 	o.BrokerName = s.cfg.Broker.BrokerName
 	if s.cfg.Cluster != nil {
 		o.BrokerName = s.cfg.Cluster.SetName
