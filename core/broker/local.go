@@ -54,16 +54,25 @@ type LocalSent struct {
 // stored as Store.Append returns (after the fsync under FlushSync).
 func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
 	out := make([]LocalSent, len(ss))
-	var wg sync.WaitGroup
+	// Every message is checked and built before any is queued, so that
+	// they reach the store together and share its next round.
+	built := make([][]*message.Message, len(ss))
 	for i := range ss {
 		msgs, err := b.localMessages(ss[i])
 		if err != nil {
 			out[i] = LocalSent{Err: err}
 			continue
 		}
+		built[i] = msgs
+	}
+	var wg sync.WaitGroup
+	for i, msgs := range built {
+		if msgs == nil {
+			continue
+		}
 		m := msgs[0]
 		wg.Add(1)
-		err = b.store.AppendAsync(msgs, func(err error) {
+		err := b.store.AppendAsync(msgs, func(err error) {
 			// On the store's completion goroutine: quick, no waiting.
 			if err != nil {
 				out[i] = LocalSent{Err: b.storeRefusal(err)}
