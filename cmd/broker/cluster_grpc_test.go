@@ -455,7 +455,7 @@ func TestReplicatedSetGRPCKillLeader(t *testing.T) {
 	rs.kill(leader, syscall.SIGKILL)
 	killedAt, atKill := time.Now(), nAcked.Load()
 	// A survivor stops naming the dead leader in its routes once it has
-	// not heard from it for half a heartbeat timeout, before the election
+	// not heard from it for a heartbeat timeout, before the election
 	// ends, and then names the new one.
 	survivor := rs.members[0]
 	if survivor == leader {
@@ -747,7 +747,7 @@ func TestReplicatedSetNodeClientFailover(t *testing.T) {
 	rs.kill(leader, syscall.SIGKILL)
 	killedAt := time.Now()
 	// A client that starts before the replica has stopped naming the
-	// dead leader (half a heartbeat timeout) would be held there until
+	// dead leader (a heartbeat timeout) would be held there until
 	// its route refresh, as one running across the kill is.
 	rs.leader()
 	elected := time.Since(killedAt)

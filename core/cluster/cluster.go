@@ -431,10 +431,12 @@ func (n *Node) LeaderID() string {
 
 // LeaderContact returns the set's leader as this member knows it, and
 // whether that is current: this member leads, or heard from the leader
-// within half raft's heartbeat timeout (a leader sends heartbeats ten
-// times as often). A leader that died stops being current here a
-// heartbeat timeout or more before the others elect another, so a member
-// can stop naming it to clients at once.
+// within raft's heartbeat timeout (a leader sends heartbeats ten times as
+// often, so a live leader misses that only when something is badly wrong;
+// half of it proved too little on a loaded machine, where replicas
+// refused route queries with their leader alive). A leader that died
+// stops being current here as the others start to elect another, so a
+// member stops naming it to clients before the election ends.
 func (n *Node) LeaderContact() (id string, current bool) {
 	id = n.LeaderID()
 	if id == "" {
@@ -444,7 +446,7 @@ func (n *Node) LeaderContact() (id string, current bool) {
 		return id, true
 	}
 	t := n.raft.LastContact()
-	return id, !t.IsZero() && time.Since(t) < n.hbeat/2
+	return id, !t.IsZero() && time.Since(t) < n.hbeat
 }
 
 // Close leaves the set: raft stops, then the store closes. A leader

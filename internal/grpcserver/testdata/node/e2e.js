@@ -40,8 +40,13 @@ async function producerSimple() {
   const fifoTopic = env('RMQ_FIFO_TOPIC');
   const group = env('RMQ_GROUP');
   const checked = [];
+  // One topic at startup: the client (1.0.8) sends its settings once it
+  // has the first route and only then waits for the answer, so an answer
+  // that comes while it still fetches a second route is missed and
+  // startup waits forever. The FIFO topic's route is fetched at its first
+  // send.
   const producer = new Producer({
-    ...base, topics: [ topic, fifoTopic ],
+    ...base, topics: [ topic ],
     checker: { async check(mv) { checked.push(mv.messageId); return TransactionResolution.COMMIT; } },
   });
   step('producer startup');
