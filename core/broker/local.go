@@ -54,9 +54,8 @@ type LocalSent struct {
 // stored as Store.Append returns (after the fsync under FlushSync).
 func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
 	out := make([]LocalSent, len(ss))
-	// Every message is checked and built before any is queued, so that
-	// they reach the store together and share its next round.
 	built := make([][]*message.Message, len(ss))
+	var all []*message.Message
 	for i := range ss {
 		msgs, err := b.localMessages(ss[i])
 		if err != nil {
@@ -64,25 +63,42 @@ func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
 			continue
 		}
 		built[i] = msgs
+		all = append(all, msgs...)
+	}
+	sent := func(i int, err error) {
+		if err != nil {
+			out[i] = LocalSent{Err: b.storeRefusal(err)}
+			return
+		}
+		m := built[i][0]
+		out[i] = LocalSent{QueueID: sentQueue(m), QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset, Topic: m.Topic}
+	}
+	// One append queues them all in the store's next round. What it
+	// refuses before queueing anything (together too large for a segment,
+	// or one message's own limits) is queued message by message instead,
+	// so each is answered on its own.
+	done := make(chan struct{})
+	err := b.store.AppendAsync(all, func(err error) {
+		// On the store's completion goroutine: quick, no waiting.
+		for i := range built {
+			if built[i] != nil {
+				sent(i, err)
+			}
+		}
+		close(done)
+	})
+	if err == nil {
+		<-done
+		return out
 	}
 	var wg sync.WaitGroup
 	for i, msgs := range built {
 		if msgs == nil {
 			continue
 		}
-		m := msgs[0]
 		wg.Add(1)
-		err := b.store.AppendAsync(msgs, func(err error) {
-			// On the store's completion goroutine: quick, no waiting.
-			if err != nil {
-				out[i] = LocalSent{Err: b.storeRefusal(err)}
-			} else {
-				out[i] = LocalSent{QueueID: sentQueue(m), QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset, Topic: m.Topic}
-			}
-			wg.Done()
-		})
-		if err != nil {
-			out[i] = LocalSent{Err: b.storeRefusal(err)}
+		if err := b.store.AppendAsync(msgs, func(err error) { sent(i, err); wg.Done() }); err != nil {
+			sent(i, err)
 			wg.Done()
 		}
 	}
