@@ -147,14 +147,17 @@
 // group's retry policy's delay for the attempt. Sessions are not durable,
 // so after a restart such flights end at their stored deadline.
 //
-// A receive first hands out flights whose deadline passed, then new
-// messages from each queue's cursor through the filter (tag hash from the
+// A receive first hands out flights whose deadline passed, earliest due
+// first (a queue keeps its flights in a heap by deadline, so the flights
+// not yet due cost a receive nothing), then new messages from each
+// queue's cursor through the filter (tag hash from the
 // queue unit, then the record for SQL92), examining at most 4096 units a
 // queue. A FIFO group (consumeMessageOrderly) takes nothing new from a
 // queue that has a flight. A group new to POP starts where it left off by
 // pull, else at a queue's start while its first messages are there, else
 // at its tail. The group's consumer offset is kept at the lowest offset
-// in flight (else the cursor), so retention, lag and pull consumers see
+// in flight (else the cursor), found by walking up from the last lowest,
+// not by a scan of the flights, so retention, lag and pull consumers see
 // what POP consumed. A receive retried with the same attempt id (its
 // answer was lost) gets those of its messages still current again, with
 // the same handles; the last 4096 attempts are remembered (positions, not

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -315,6 +316,9 @@ type flight struct {
 	// until renewUntil (Unix ms).
 	owner      string
 	renewUntil int64
+	// due is the deadline of the flight's entry in its queue's due heap:
+	// the entry that stands for it. Other entries of the flight are stale.
+	due int64
 }
 
 // alive reports whether a client's session lives, as Open's options say.
@@ -331,6 +335,117 @@ const popMaxRenew = time.Hour
 type popQueue struct {
 	cursor  int64 // next offset never handed out
 	flights map[int64]*flight
+	// due orders the flights by deadline, so a receive finds those due
+	// without looking at the others. A flight has one entry that stands
+	// for it (flight.due) at or before its deadline: a deadline moved
+	// later keeps its entry, which is pushed again when it comes up; one
+	// moved earlier is pushed at once (schedule). Entries of flights gone,
+	// or superseded, are dropped when they come up, or all at once when
+	// they outnumber the flights (compact).
+	due dueHeap
+	// low is at most the smallest offset in flights, or -1 when unknown:
+	// the committed offset (lowest) is found from there, not by a scan.
+	low int64
+}
+
+func newPOPQueue() *popQueue {
+	return &popQueue{cursor: -1, flights: map[int64]*flight{}, low: -1}
+}
+
+// add puts a flight of offset off in the queue, due at its deadline.
+func (pq *popQueue) add(off int64, f *flight) {
+	pq.flights[off] = f
+	if pq.low >= 0 && off < pq.low {
+		pq.low = off
+	}
+	pq.schedule(off, f)
+}
+
+// schedule gives f an entry at its deadline, the one that stands for it.
+func (pq *popQueue) schedule(off int64, f *flight) {
+	f.due = f.deadline
+	heap.Push(&pq.due, dueEntry{at: f.deadline, off: off})
+	if len(pq.due) > 2*len(pq.flights)+64 {
+		pq.compact()
+	}
+}
+
+// compact rebuilds the due heap from the flights, without stale entries.
+func (pq *popQueue) compact() {
+	pq.due = pq.due[:0]
+	for off, f := range pq.flights {
+		f.due = f.deadline
+		pq.due = append(pq.due, dueEntry{at: f.deadline, off: off})
+	}
+	heap.Init(&pq.due)
+}
+
+// popDue takes the next entry due at or before ms that stands for a
+// flight; ok is false when none is due. The flight has no entry after
+// this: the caller schedules it again unless it ends.
+func (pq *popQueue) popDue(ms int64) (off int64, f *flight, ok bool) {
+	for len(pq.due) > 0 && pq.due[0].at <= ms {
+		e := heap.Pop(&pq.due).(dueEntry)
+		f := pq.flights[e.off]
+		if f == nil || f.due != e.at {
+			continue // acknowledged, or another entry stands for it
+		}
+		return e.off, f, true
+	}
+	return 0, nil, false
+}
+
+// nextDue returns the time of the earliest entry (zero: none). It may be
+// a stale one: a receive then wakes early and finds nothing due.
+func (pq *popQueue) nextDue() time.Time {
+	if len(pq.due) == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(pq.due[0].at)
+}
+
+// lowest returns the smallest offset in flight, or the cursor when none
+// is, walking forward from low: acknowledgements in about the order of
+// delivery make it a step or two, and it scans the flights only when the
+// walk gets longer than they are many.
+func (pq *popQueue) lowest() int64 {
+	if len(pq.flights) == 0 {
+		return pq.cursor
+	}
+	if pq.low >= 0 {
+		for steps := 0; steps <= len(pq.flights) && pq.low < pq.cursor; steps++ {
+			if _, ok := pq.flights[pq.low]; ok {
+				return min(pq.low, pq.cursor)
+			}
+			pq.low++
+		}
+	}
+	low := int64(math.MaxInt64)
+	for off := range pq.flights {
+		low = min(low, off)
+	}
+	pq.low = low
+	return min(low, pq.cursor)
+}
+
+// dueEntry is a due heap's entry: a flight's offset and when it is due.
+type dueEntry struct{ at, off int64 }
+
+// dueHeap is a min-heap of entries by time, then offset, so flights due
+// together go out oldest first (container/heap).
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].off < h[j].off
+}
+func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)   { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }
 
 type popKey struct{ group, topic string }
@@ -552,10 +667,10 @@ func (p *popEngine) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*pop
 			q, off := int32(binary.BigEndian.Uint32(rest)), int64(binary.BigEndian.Uint64(rest[4:]))
 			pq := qs[q]
 			if pq == nil {
-				pq = &popQueue{cursor: -1, flights: map[int64]*flight{}}
+				pq = newPOPQueue()
 				qs[q] = pq
 			}
-			pq.flights[off] = f
+			pq.add(off, f)
 		}
 		pt.queues = qs
 	}
@@ -563,7 +678,7 @@ func (p *popEngine) queuesLocked(pt *popTopic, k popKey, nq int) (map[int32]*pop
 	for q := range int32(nq) {
 		pq := qs[q]
 		if pq == nil {
-			pq = &popQueue{cursor: -1, flights: map[int64]*flight{}}
+			pq = newPOPQueue()
 			qs[q] = pq
 		}
 		if pq.cursor >= 0 {
@@ -635,30 +750,23 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 	}
 	slices.Sort(qids)
 
-	// Redeliveries, oldest offset first in each queue.
+	// Redeliveries, earliest due first (oldest offset first among those
+	// due together).
 	for _, q := range qids {
 		pq := qs[q]
-		offs := make([]int64, 0, len(pq.flights))
-		for off, f := range pq.flights {
+		for len(out) < r.batch {
+			off, f, ok := pq.popDue(now.UnixMilli())
+			if !ok {
+				break
+			}
 			visible, renewed := p.visibleLocked(f, now, r.invisible)
 			if renewed {
 				put = append(put, store.KV{Key: popFlightKey(k, q, off), Value: f.encode()})
 			}
-			if visible {
-				offs = append(offs, off)
-			} else if t := time.UnixMilli(f.deadline); next.IsZero() || t.Before(next) {
-				next = t
-			}
-		}
-		slices.Sort(offs)
-		for _, off := range offs {
-			if len(out) >= r.batch {
-				if t := time.UnixMilli(pq.flights[off].deadline); next.IsZero() || t.Before(next) {
-					next = t
-				}
+			if !visible {
+				pq.schedule(off, f) // renewed, or its deadline moved later
 				continue
 			}
-			f := pq.flights[off]
 			rec, err := p.b.View().MessageAt(r.topic, q, off)
 			if err != nil {
 				// Gone with retention, or unreadable: nothing to deliver.
@@ -670,6 +778,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			}
 			if f.attempt+1 > r.maxDeliveries {
 				if err := p.b.DeadLetter(r.group, rec, fmt.Sprintf("delivered %d times over gRPC, the limit is %d", f.attempt, r.maxDeliveries)); err != nil {
+					pq.schedule(off, f)
 					return out, next, err
 				}
 				delete(pq.flights, off)
@@ -681,6 +790,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			f.delivery = p.nextID.Add(1)
 			f.deadline = deadline
 			f.owner, f.renewUntil = r.owner, renewUntil
+			pq.schedule(off, f)
 			put = append(put, store.KV{Key: popFlightKey(k, q, off), Value: f.encode()})
 			out = append(out, POPDelivery{Record: rec, Queue: q, Offset: off, Attempt: f.attempt, Deadline: deadline})
 		}
@@ -700,7 +810,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			// The queue is shorter than the cursor: the topic was deleted
 			// and created again. Start over at what it holds.
 			p.b.log.Info("POP cursor past the queue's end; the topic was recreated", "group", r.group, "topic", r.topic, "queue", q, "cursor", pq.cursor, "max", maxOff)
-			pq.cursor = minOff
+			pq.cursor, pq.low = minOff, -1
 			touched[q] = true
 			put = append(put, store.KV{Key: popCursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(minOff))})
 		}
@@ -718,7 +828,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 		for _, rec := range got {
 			off := rec.QueueOffset()
 			f := &flight{attempt: 1, delivery: p.nextID.Add(1), deadline: deadline, owner: r.owner, renewUntil: renewUntil}
-			pq.flights[off] = f
+			pq.add(off, f)
 			put = append(put, store.KV{Key: popFlightKey(k, q, off), Value: f.encode()})
 			out = append(out, POPDelivery{Record: rec, Queue: q, Offset: off, Attempt: 1, Deadline: deadline})
 		}
@@ -743,6 +853,11 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 	}
 	for q := range touched {
 		p.commitLocked(k, q, qs[q])
+	}
+	for _, q := range qids {
+		if t := qs[q].nextDue(); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
 	}
 	return out, next, nil
 }
@@ -794,10 +909,7 @@ func (p *popEngine) commitLocked(k popKey, q int32, pq *popQueue) {
 	if pq.cursor < 0 {
 		return // not a read queue: nothing of it is consumed here
 	}
-	low := pq.cursor
-	for off := range pq.flights {
-		low = min(low, off)
-	}
+	low := pq.lowest()
 	if err := p.b.store.CommitOffset(k.group, k.topic, q, low); err != nil {
 		p.b.log.Warn("commit POP offset", "group", k.group, "topic", k.topic, "err", err)
 	}
@@ -908,7 +1020,7 @@ func (p *popEngine) changeInvisible(group, topic string, nq int, handle string, 
 	}
 	pt := p.lock(k)
 	defer pt.mu.Unlock()
-	_, f, err := p.currentLocked(pt, k, h, nq, now)
+	pq, f, err := p.currentLocked(pt, k, h, nq, now)
 	if err != nil {
 		return "", err
 	}
@@ -919,6 +1031,9 @@ func (p *popEngine) changeInvisible(group, topic string, nq int, handle string, 
 	f.delivery = p.nextID.Add(1)
 	f.deadline = now.Add(d).UnixMilli()
 	f.owner, f.renewUntil = "", 0 // the client chose when it comes back
+	if f.deadline < f.due {
+		pq.schedule(h.offset, f)
+	}
 	if err := p.b.store.PutValues(store.KV{Key: popFlightKey(k, h.queue, h.offset), Value: f.encode()}); err != nil {
 		return "", err
 	}
@@ -972,6 +1087,9 @@ func (p *popEngine) release(group, topic string, ds []POPDelivery, now time.Time
 		}
 		if f := pq.flights[d.Offset]; f != nil && f.deadline == d.Deadline && f.attempt == d.Attempt {
 			f.deadline, f.owner, f.renewUntil = now.UnixMilli(), "", 0
+			if f.deadline < f.due {
+				pq.schedule(d.Offset, f)
+			}
 			put = append(put, store.KV{Key: popFlightKey(k, d.Queue, d.Offset), Value: f.encode()})
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -268,5 +270,147 @@ func TestPOPMaxWaiting(t *testing.T) {
 	}
 	if n := e.Broker.POP().Waiting(); n != 0 {
 		t.Fatalf("%d receives still counted as waiting", n)
+	}
+}
+
+// BenchmarkPOPAckInFlight: acknowledging one message and receiving the
+// next while n others of the queue stay in flight, as a push consumer with
+// a deep local cache does. What one ack and one receive cost should not
+// grow with n.
+func BenchmarkPOPAckInFlight(b *testing.B) {
+	for _, n := range []int{32, 1024, 8192} {
+		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
+			e := &popEnv{Env: brokertest.Start(b), topic: brokertest.Name("Pop"), group: brokertest.Name("g"), queues: 1}
+			if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: e.topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
+				b.Fatal(err)
+			}
+			if err := e.Broker.POP().Open(broker.POPOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			f, err := e.Broker.CompileFilter(broker.ExpressionTag, "*")
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch := make([]broker.LocalSend, 0, 256)
+			for sent := 0; sent < n+b.N; {
+				batch = batch[:0]
+				for ; len(batch) < cap(batch) && sent < n+b.N; sent++ {
+					batch = append(batch, broker.LocalSend{Topic: e.topic, QueueID: 0, BornTimestamp: 1, Body: []byte("x")})
+				}
+				for _, r := range e.Broker.SendLocalBatch(batch) {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+			}
+			receive := func(k int) []broker.POPDelivery {
+				got, err := e.Broker.POP().Receive(context.Background(), broker.POPReceive{Group: e.group, Topic: e.topic, ReadQueues: 1,
+					Filter: f, Batch: k, Invisible: time.Hour, Until: time.Now()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return got
+			}
+			var held []string
+			for len(held) < n {
+				for _, d := range receive(min(32, n-len(held))) {
+					held = append(held, d.Handle)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if err := e.Broker.POP().Ack(e.group, e.topic, 1, held[i]); err != nil {
+					b.Fatal(err)
+				}
+				got := receive(1)
+				if len(got) != 1 {
+					b.Fatalf("received %d, want 1", len(got))
+				}
+				held = append(held, got[0].Handle)
+			}
+		})
+	}
+}
+
+// TestPOPManyInFlight: with far more acknowledged than in flight (the due
+// heap compacts), acknowledgements out of order commit the lowest offset
+// still in flight, and messages whose invisible time is cut to zero come
+// back oldest first, each once, while the others stay invisible.
+func TestPOPManyInFlight(t *testing.T) {
+	e := startPOP(t, 1)
+	const n = 200
+	for i := range n {
+		e.send(t, fmt.Sprint(i))
+	}
+	handles := make([]string, n)
+	for got := 0; got < n; {
+		ds := e.receive(t, time.Hour)
+		if len(ds) == 0 {
+			t.Fatalf("received %d of %d", got, n)
+		}
+		for _, d := range ds {
+			if handles[d.Offset] != "" {
+				t.Fatalf("offset %d received twice", d.Offset)
+			}
+			handles[d.Offset] = d.Handle
+			got++
+		}
+	}
+	committed := func() int64 {
+		t.Helper()
+		off, _ := e.Store.ConsumerOffset(e.group, e.topic, 0)
+		return off
+	}
+	ack := func(off int) {
+		t.Helper()
+		if err := e.Broker.POP().Ack(e.group, e.topic, 1, handles[off]); err != nil {
+			t.Fatalf("ack %d: %v", off, err)
+		}
+	}
+	// Acknowledge every offset but multiples of 4, newest first.
+	for off := n - 1; off >= 0; off-- {
+		if off%4 != 0 {
+			ack(off)
+		}
+	}
+	if got := committed(); got != 0 {
+		t.Fatalf("committed %d with offset 0 in flight, want 0", got)
+	}
+	ack(0)
+	if got := committed(); got != 4 {
+		t.Fatalf("committed %d after acknowledging 0, want 4 (the lowest in flight)", got)
+	}
+	// Cut the invisible time of every other remaining one to zero.
+	var want []int64
+	for off := 8; off < n; off += 8 {
+		h, err := e.Broker.POP().ChangeInvisible(e.group, e.topic, 1, handles[off], 0)
+		if err != nil {
+			t.Fatalf("change invisible of %d: %v", off, err)
+		}
+		handles[off] = h
+		want = append(want, int64(off))
+	}
+	var again []int64
+	for {
+		ds := e.receive(t, time.Hour)
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			if d.Attempt != 2 {
+				t.Fatalf("offset %d came back at attempt %d, want 2", d.Offset, d.Attempt)
+			}
+			again = append(again, d.Offset)
+			handles[d.Offset] = d.Handle
+		}
+	}
+	if !slices.Equal(again, want) {
+		t.Fatalf("came back %v, want %v", again, want)
+	}
+	for off := 4; off < n; off += 4 {
+		ack(off)
+	}
+	if got := committed(); got != n {
+		t.Fatalf("committed %d with nothing in flight, want %d", got, n)
 	}
 }
