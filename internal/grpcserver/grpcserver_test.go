@@ -1,6 +1,7 @@
 package grpcserver_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -1110,5 +1111,25 @@ func TestConnectionCap(t *testing.T) {
 	first.conn.Close()
 	if err := call(second, 10*time.Second); err != nil {
 		t.Fatalf("the second connection after the first closed: %v", err)
+	}
+}
+
+// TestLargestMessageThroughWindows: a message of the largest body the
+// broker takes, several times the port's fixed flow-control windows,
+// crosses them and is stored whole.
+func TestLargestMessageThroughWindows(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Big")
+	e.createTopic(t, topic, 1)
+	body := make([]byte, broker.DefaultMaxMessageSize)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	m := msg(topic, "big", "t", "")
+	m.Body = body
+	e.send(t, m)
+	rec, err := e.Broker.View().MessageAt(topic, 0, 0)
+	if err != nil || !bytes.Equal(rec.Body(), body) {
+		t.Fatalf("stored: %v, %d bytes, want the %d sent", err, len(rec.Body()), len(body))
 	}
 }

@@ -191,6 +191,9 @@ func New(opts Options) (*Server, error) {
 		grpc.WaitForHandlers(true),
 		grpc.MaxConcurrentStreams(uint32(opts.MaxStreams)),
 		grpc.MaxRecvMsgSize(opts.MaxBodySize + 1<<20),
+		// Fixed flow-control windows: see streamWindow.
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(opts.HandshakeTimeout),
 	}
@@ -352,3 +355,14 @@ func unwrap(name string) *pb.Resource {
 	}
 	return &pb.Resource{Name: name}
 }
+
+// HTTP/2 flow-control windows of the gRPC port. Setting them turns off
+// grpc-go's bandwidth-delay estimation, which pings the client whenever
+// data arrives on a connection with no ping out: with one call in flight
+// per connection, as a client sending synchronously has, that was a ping
+// and its answer to handle on every call. What they allow unread is also
+// all a connection can make the broker hold beyond the message it reads.
+const (
+	streamWindow = 256 << 10
+	connWindow   = 1 << 20
+)
