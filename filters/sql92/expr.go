@@ -242,7 +242,7 @@ func (st *evalState) prefetchBytewise(names []string) {
 // remember records v as the value of k if k is one of names.
 func (st *evalState) remember(names []string, k, v []byte) {
 	for i, name := range names {
-		if string(k) == name {
+		if same(k, name) {
 			st.vals[i] = v
 			st.found |= 1 << i
 			return
@@ -398,7 +398,7 @@ func (n *node) comparePropConst(st *evalState) tri {
 	eq := n.cmp == cmpEq
 	switch c.kind {
 	case kString: // only = and <> are allowed with strings
-		return triOf(bytes.Equal(v, c.s) == eq)
+		return triOf(same(v, c.s) == eq)
 	case kBool: // likewise
 		return triOf(bytes.EqualFold(v, []byte("true")) == c.b == eq)
 	}
@@ -556,4 +556,29 @@ func (n *node) memSize() int {
 		size += k.memSize()
 	}
 	return size
+}
+
+// same reports whether a and b hold the same bytes: in WebAssembly
+// (scanBytewise) with sameBytewise, natively with the runtime's
+// comparison.
+func same[T string | []byte](a []byte, b T) bool {
+	if scanBytewise {
+		return sameBytewise(a, b)
+	}
+	return string(a) == string(b)
+}
+
+// sameBytewise compares a and b in a loop, which for the few bytes of a
+// key or value is cheaper in WebAssembly than a call to the runtime's
+// comparison.
+func sameBytewise[T string | []byte](a []byte, b T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

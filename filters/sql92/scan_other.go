@@ -2,6 +2,7 @@
 
 package sql92
 
-// scanBytewise selects prefetchPairs: natively bytes.IndexByte is
-// vectorised and the faster way to split properties.
+// scanBytewise selects prefetchPairs, and same's use of the runtime's
+// comparison: natively bytes.IndexByte and memequal are vectorised and the
+// faster way.
 const scanBytewise = false
