@@ -66,7 +66,7 @@
 // # ABI versions and compatibility
 //
 // The ABI has a major and a minor version, abi.Version and abi.Minor (today
-// v1.2). The major is in the name of the marker a module exports
+// v1.3). The major is in the name of the marker a module exports
 // (broker_abi_v1) and in the sdk's module path: this module speaks v1, and
 // an ABI v2 would come as the module github.com/rmq-go/rmq/sdk/v2. The minor
 // is in the module's info block. The rule a broker applies when it loads a
@@ -94,7 +94,10 @@
 //
 // # Self-tests
 //
-// AddFilterTest, AddAllocateTest and AddTxnTest register vectors the broker
-// replays through the real call path before a new or reloaded module serves
-// traffic; CheckSelfTests runs them natively in the author's own tests.
+// AddFilterTest, AddAllocateTest, AddTxnTest and AddTransformTest register
+// vectors the broker replays through the real call path before a new or
+// reloaded module serves traffic; CheckSelfTests runs them natively in the
+// author's own tests. A transform test (ABI v1.3) states the outcome, not
+// the bytes: stored as sent, stored with the topic, tags, keys, properties
+// or body it gives, or rejected with a reason containing its text.
 package sdk

@@ -49,9 +49,16 @@ var state struct {
 	exprs    map[string]*compiledExpr
 	lastExpr *compiledExpr
 
-	filterTests   []FilterTest
-	allocateTests []AllocateTest
-	txnTests      []TxnTest
+	filterTests    []FilterTest
+	allocateTests  []AllocateTest
+	txnTests       []TxnTest
+	transformTests []TransformTest
+	// staticTests counts the tests registered before the first Init; a
+	// later Init drops what the one before it added.
+	staticTests struct {
+		set                           bool
+		filter, alloc, txn, transform int
+	}
 }
 
 // maxCachedExpressions bounds the compiled expressions a module keeps; the
@@ -147,6 +154,15 @@ func fail(s abi.Status, msg string) abi.Status {
 // runInit is broker_init.
 func runInit(config []byte) abi.Status {
 	state.config = append([]byte(nil), config...)
+	if st := &state.staticTests; !st.set {
+		st.set = true
+		st.filter, st.alloc, st.txn, st.transform = len(state.filterTests), len(state.allocateTests), len(state.txnTests), len(state.transformTests)
+	} else {
+		state.filterTests = state.filterTests[:st.filter]
+		state.allocateTests = state.allocateTests[:st.alloc]
+		state.txnTests = state.txnTests[:st.txn]
+		state.transformTests = state.transformTests[:st.transform]
+	}
 	for _, v := range []any{state.filter, state.allocator, state.txn, state.transform} {
 		if in, ok := v.(Initializer); ok {
 			if err := in.Init(state.config); err != nil {

@@ -16,8 +16,9 @@ func reset(t *testing.T) {
 	t.Cleanup(func() { state = saved })
 	state.filter, state.allocator, state.txn, state.transform = nil, nil, nil, nil
 	state.exprs, state.lastExpr = nil, nil
-	state.filterTests, state.allocateTests, state.txnTests = nil, nil, nil
+	state.filterTests, state.allocateTests, state.txnTests, state.transformTests = nil, nil, nil, nil
 	state.buf = nil
+	state.staticTests.set = false
 }
 
 // tagFilter matches messages whose tag is one of the expression's
@@ -52,7 +53,7 @@ func filterBatch(t *testing.T, expr string, tags ...string) ([]byte, uint32) {
 			QueueID:    int32(i),
 			Topic:      []byte("T"),
 			Tags:       []byte(tag),
-			Properties: encodeProperties(map[string]string{"region": "eu"}, tag, ""),
+			Properties: encodeProperties(map[string]string{"region": "eu"}, tag, "", false),
 		}
 		in = abi.AppendFilterRecord(in, &r)
 	}

@@ -58,10 +58,45 @@ type TxnTest struct {
 	Want    Decision
 }
 
+// TransformTest is a self-test of the transform (ABI v1.3): what it must
+// make of Message, whose Topic, Tags, Keys, Properties and Body are used.
+// Name identifies the test in the broker's error when it fails.
+type TransformTest struct {
+	Name    string
+	Message TestMessage
+	Want    TransformWant
+}
+
+// TransformWant is the outcome a TransformTest expects; the zero value
+// means the message is stored as it was sent. The broker compares
+// outcomes: properties as a set of pairs, in any order, and a change that
+// leaves everything as sent counts as passing it.
+type TransformWant struct {
+	// Reject: the transform must reject the message, with a reason that
+	// contains Reason. The fields below are then unused.
+	Reject bool
+	Reason string
+
+	// Topic is the topic the message must go to ("": the one it was sent
+	// to).
+	Topic string
+	// Properties, when not nil, are all the properties the message must
+	// have afterwards (TAGS and KEYS among them); nil: as sent.
+	Properties map[string]string
+	// Tags and Keys, when not empty, are the TAGS and KEYS the message must
+	// have afterwards, over Properties (or the properties sent).
+	Tags, Keys string
+	// Body, when not nil, is the body the message must have afterwards;
+	// nil: as sent.
+	Body []byte
+}
+
 // AddFilterTest registers a self-test vector for the filter. The broker
 // replays every vector of a newly loaded or reloaded module before it serves
 // traffic, and refuses the module if one fails. Call it from an init
-// function or from Init (vectors may depend on the config).
+// function or from Init (vectors may depend on the config; the tests an
+// Init adds replace those a previous Init added, as when a native test
+// calls InitForTest with another config).
 func AddFilterTest(t FilterTest) { state.filterTests = append(state.filterTests, t) }
 
 // AddAllocateTest registers a self-test vector for the allocator.
@@ -70,17 +105,65 @@ func AddAllocateTest(t AllocateTest) { state.allocateTests = append(state.alloca
 // AddTxnTest registers a self-test vector for the transaction-check policy.
 func AddTxnTest(t TxnTest) { state.txnTests = append(state.txnTests, t) }
 
-// encodeProperties encodes m as the broker stores it, adding TAGS and KEYS
-// unless m sets them.
-func encodeProperties(m map[string]string, tags, keys string) []byte {
+// AddTransformTest registers a self-test vector for the transform. The
+// broker replays it on every load and reload, as it does filter tests,
+// and refuses the module naming the test if the transform's outcome
+// differs. Modules with transform tests need a broker of ABI v1.3 or
+// later.
+func AddTransformTest(t TransformTest) { state.transformTests = append(state.transformTests, t) }
+
+// result returns the expectation w encodes for a test of message m: nil
+// when the message must pass as sent.
+func (w *TransformWant) result(m *TestMessage) *abi.TransformResult {
+	if w.Reject {
+		return &abi.TransformResult{Action: abi.TransformReject, Reason: []byte(w.Reason)}
+	}
+	r := &abi.TransformResult{Action: abi.TransformChange}
+	if w.Topic != "" {
+		r.Topic = []byte(w.Topic)
+	}
+	if w.Properties != nil || w.Tags != "" || w.Keys != "" {
+		base := w.Properties
+		if base == nil {
+			base = sentProperties(m)
+		}
+		r.Properties = append([]byte{}, encodeProperties(base, w.Tags, w.Keys, true)...)
+	}
+	if w.Body != nil {
+		r.Body = w.Body
+	}
+	if r.Topic == nil && r.Properties == nil && r.Body == nil {
+		return nil
+	}
+	return r
+}
+
+// sentProperties returns the properties a test message is sent with.
+func sentProperties(m *TestMessage) map[string]string {
+	all := make(map[string]string, len(m.Properties)+2)
+	Properties(encodeProperties(m.Properties, m.Tags, m.Keys, false)).Each(func(k, v string) bool {
+		all[k] = v
+		return true
+	})
+	return all
+}
+
+// encodeProperties encodes m as the broker stores it with TAGS and KEYS
+// added: under m's own unless override, over them if it is set.
+func encodeProperties(m map[string]string, tags, keys string, override bool) []byte {
 	all := make(map[string]string, len(m)+2)
+	if override {
+		maps.Copy(all, m)
+	}
 	if tags != "" {
 		all["TAGS"] = tags
 	}
 	if keys != "" {
 		all["KEYS"] = keys
 	}
-	maps.Copy(all, m)
+	if !override {
+		maps.Copy(all, m)
+	}
 	return encodePropertyMap(all)
 }
 
@@ -89,7 +172,7 @@ func vectors() ([]abi.Vector, error) {
 	var vs []abi.Vector
 	for _, t := range state.filterTests {
 		m := t.Message
-		props := encodeProperties(m.Properties, m.Tags, m.Keys)
+		props := encodeProperties(m.Properties, m.Tags, m.Keys, false)
 		pm := Properties(props)
 		r := abi.FilterRecord{
 			QueueID:        m.QueueID,
@@ -135,7 +218,7 @@ func vectors() ([]abi.Vector, error) {
 			ProducerGroup:  []byte(m.ProducerGroup),
 			Topic:          []byte(m.Topic),
 			MsgID:          []byte(m.MsgID),
-			Properties:     encodeProperties(m.Properties, "", ""),
+			Properties:     encodeProperties(m.Properties, "", "", false),
 		}
 		if h.EncodedLen() < 0 {
 			return nil, fmt.Errorf("txn test %q: message too large", m.MsgID)
@@ -145,7 +228,25 @@ func vectors() ([]abi.Vector, error) {
 		abi.PutTxnResult(out, 0, abi.TxnAction(t.Want.Action), waitMs(t.Want.Wait))
 		vs = append(vs, abi.Vector{Kind: abi.KindTxnCheck, Count: 1, In: in, Out: out})
 	}
+	for i, t := range state.transformTests {
+		m := t.Message
+		rec := abi.TransformRecord{Topic: []byte(m.Topic), Properties: encodeProperties(m.Properties, m.Tags, m.Keys, false), Body: m.Body}
+		if rec.EncodedLen() < 0 {
+			return nil, fmt.Errorf("transform test %s: message too large", transformTestName(i, t.Name))
+		}
+		e := abi.TransformExpectation{Name: transformTestName(i, t.Name), Result: t.Want.result(&m)}
+		vs = append(vs, abi.Vector{Kind: abi.KindTransform, In: abi.AppendTransformRecord(nil, &rec), Out: abi.AppendTransformExpectation(nil, &e)})
+	}
 	return vs, nil
+}
+
+// transformTestName is the name a transform test is reported by: its own,
+// or its position among the transform tests.
+func transformTestName(i int, name string) string {
+	if name != "" {
+		return name
+	}
+	return fmt.Sprintf("#%d", i+1)
 }
 
 // selfTests is broker_selftest. A test that cannot be encoded yields an
@@ -175,6 +276,12 @@ func CheckSelfTests() error {
 	}
 	var errs []error
 	for i, v := range vs {
+		if v.Kind == abi.KindTransform {
+			if err := replayTransform(v); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		got, err := replay(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("self-test %d (kind %d): %w", i, v.Kind, err))
@@ -221,4 +328,34 @@ func replay(v abi.Vector) ([]byte, error) {
 		return nil, fmt.Errorf("%v: %s", s, abi.ReadError(state.buf))
 	}
 	return out, nil
+}
+
+// replayTransform runs one transform vector and checks its outcome as the
+// broker does.
+func replayTransform(v abi.Vector) error {
+	e, err := abi.ReadTransformExpectation(v.Out)
+	if err != nil {
+		return fmt.Errorf("transform self-test: %w", err)
+	}
+	var rec abi.TransformRecord
+	if err := abi.ReadTransformRecord(v.In, &rec); err != nil {
+		return fmt.Errorf("transform self-test %q: %w", e.Name, err)
+	}
+	buffer(uint32(len(v.In) + abi.MaxErrorLen + 4))
+	out, s := runTransform(v.In)
+	if s != abi.StatusOK {
+		return fmt.Errorf("transform self-test %q: %v: %s", e.Name, s, abi.ReadError(state.buf))
+	}
+	var got *abi.TransformResult
+	if out != nil {
+		r, err := abi.ReadTransformResult(out)
+		if err != nil {
+			return fmt.Errorf("transform self-test %q: result: %w", e.Name, err)
+		}
+		got = &r
+	}
+	if err := e.Check(&rec, got); err != nil {
+		return fmt.Errorf("transform self-test %q: %w", e.Name, err)
+	}
+	return nil
 }

@@ -263,18 +263,18 @@ func TestPluginKinds(t *testing.T) {
 		want          []string
 	}{
 		{"allocate", "requests.jsonl", []string{
-			"allocate plugin, ABI v1.2, version 0.1.0: init and self-tests passed",
+			"allocate plugin, ABI v1.3, version 0.1.0: init and self-tests passed",
 			"line 1: c1 of group billing gets 2 of 3 queues: Orders@broker-a/0 Orders@broker-a/2",
 			"line 2: c2 of group billing gets 1 of 3 queues: Orders@broker-a/1",
 		}},
 		{"txncheck", "messages.jsonl", []string{
-			"txncheck plugin, ABI v1.2, version 0.1.0: init and self-tests passed",
+			"txncheck plugin, ABI v1.3, version 0.1.0: init and self-tests passed",
 			"line 1: wait 6s (msgId m1, 0 checks so far)",
 			"line 2: check-now (msgId m2, 1 checks so far)",
 			"line 3: rollback (msgId m3, 5 checks so far)",
 		}},
 		{"transform", "messages.jsonl", []string{
-			"transform plugin, ABI v1.2, version 0.1.0: init and self-tests passed",
+			"transform plugin, ABI v1.3, version 0.1.0: init and self-tests passed",
 			"line 1: changed: properties TAGS=eu region=eu",
 			"line 2: rejected: property region is required",
 		}},
@@ -306,6 +306,27 @@ func TestPluginKinds(t *testing.T) {
 			code, _, errs = runCmd("plugin", "test", filepath.Join(mod, "my"+c.kind+".wasm"), "--kind", c.kind, "--messages", bad)
 			if code != 1 || !strings.Contains(errs, "line 2: json: unknown field") {
 				t.Errorf("a bad sample: exit %d, %q", code, errs)
+			}
+			if c.kind == "transform" {
+				// A self-test that is wrong about the outcome refuses the
+				// module, naming the test.
+				src := filepath.Join(mod, "main.go")
+				b, err := os.ReadFile(src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wrong := strings.Replace(string(b), `Want:    sdk.TransformWant{Tags: "eu"}`, `Want:    sdk.TransformWant{Tags: "us"}`, 1)
+				if wrong == string(b) {
+					t.Fatal("the scaffold's self-test for the tag is not where the test expects it")
+				}
+				writeFile(t, mod, "main.go", wrong)
+				if code, out, errs := runCmd("plugin", "build", mod); code != 0 {
+					t.Fatalf("build: exit %d\n%s%s", code, out, errs)
+				}
+				code, _, errs = runCmd("plugin", "test", filepath.Join(mod, "my"+c.kind+".wasm"), "--kind", c.kind, "--messages", filepath.Join(mod, c.samples))
+				if code != 1 || !strings.Contains(errs, `self-test failed: vector 0 (transform test "a region becomes the tag"): properties {TAGS="eu", region="eu"}, want {TAGS="us", region="eu"}`) {
+					t.Errorf("a wrong self-test: exit %d, %q", code, errs)
+				}
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -69,11 +70,21 @@ func checkExpression(g *generation, inst *instance, expr string) (*projection, e
 	if err != nil {
 		return nil, wrapf(ErrOutput, "broker_filter_keys: %v", err)
 	}
-	pr.all, pr.keys = false, make([][]byte, len(keys))
-	for i, k := range keys {
-		pr.keys[i] = []byte(k)
-	}
+	pr.all, pr.keys = false, projectable(keys)
 	return pr, nil
+}
+
+// projectable returns the keys scanProperties projects on: those without
+// 0x01, since a key holding one names no property (the format ends a key
+// at its first 0x01) and scanProperties counts on there being none.
+func projectable(keys []string) [][]byte {
+	out := make([][]byte, 0, len(keys))
+	for _, k := range keys {
+		if !strings.Contains(k, "\x01") {
+			out = append(out, []byte(k))
+		}
+	}
+	return out
 }
 
 // Expression returns the expression f evaluates.
@@ -215,12 +226,12 @@ func scanProperties(dst []byte, p message.Properties, projecting bool, keys [][]
 		if !projecting {
 			continue
 		}
-		k := piece
-		if i := bytes.IndexByte(piece, 0x01); i >= 0 {
-			k = piece[:i]
-		}
+		// The key is piece up to its first 0x01 (all of it if none), so it
+		// is want when piece starts with want followed by 0x01 or nothing:
+		// keys hold no 0x01 (checkExpression drops those), and comparing
+		// prefixes spares finding the separator in every piece.
 		for _, want := range keys {
-			if bytes.Equal(k, want) {
+			if n := len(want); len(piece) >= n && (len(piece) == n || piece[n] == 0x01) && string(piece[:n]) == string(want) {
 				dst = append(dst, piece...)
 				dst = append(dst, 0x02)
 				break

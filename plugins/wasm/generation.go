@@ -46,6 +46,7 @@ type generation struct {
 	hash  string  // sha256 of the module, hex
 	info  abi.Info
 	shape moduleShape
+	tests int // self-test vectors of the plugin's kind the canary passed
 	// instrumented is set for an untrusted module whose code counts down
 	// to interruptCheck (interrupt.go); an untrusted module the rewriter
 	// cannot handle runs with wazero's checks instead.
@@ -365,6 +366,13 @@ func (g *generation) selfTest(ctx context.Context, inst *instance) error {
 		if v.Kind != kindBit {
 			continue
 		}
+		if g.opts.Kind == KindTransform {
+			if err := replayTransform(ctx, inst, i, v); err != nil {
+				return err
+			}
+			g.tests++
+			continue
+		}
 		got, err := g.replay(ctx, inst, v)
 		if err != nil {
 			return fmt.Errorf("%w: vector %d: %w", ErrSelfTest, i, err)
@@ -372,6 +380,40 @@ func (g *generation) selfTest(ctx context.Context, inst *instance) error {
 		if !bytes.Equal(got, v.Out) {
 			return wrapf(ErrSelfTest, "vector %d: output %x, want %x", i, got, v.Out)
 		}
+		g.tests++
+	}
+	return nil
+}
+
+// replayTransform runs transform vector i through inst and compares the
+// outcome with the one the vector expects (ABI v1.3): the error names the
+// vector's test.
+func replayTransform(ctx context.Context, inst *instance, i int, v abi.Vector) error {
+	e, err := abi.ReadTransformExpectation(v.Out)
+	if err != nil {
+		return wrapf(ErrOutput, "broker_selftest: vector %d: %v", i, err)
+	}
+	var rec abi.TransformRecord
+	if err := abi.ReadTransformRecord(v.In, &rec); err != nil {
+		return wrapf(ErrOutput, "broker_selftest: vector %d (transform test %q): %v", i, e.Name, err)
+	}
+	m := TransformMessage{Topic: string(rec.Topic), SysFlag: int32(rec.SysFlag), Properties: rec.Properties, Body: rec.Body}
+	var out TransformResult
+	if err := transformCall(ctx, inst, &m, &out); err != nil {
+		return fmt.Errorf("%w: vector %d (transform test %q): %w", ErrSelfTest, i, e.Name, err)
+	}
+	var got *abi.TransformResult
+	switch {
+	case out.Reject:
+		got = &abi.TransformResult{Action: abi.TransformReject, Reason: []byte(out.Reason)}
+	case out.Changed():
+		got = &abi.TransformResult{Action: abi.TransformChange, Properties: out.Properties, Body: out.Body}
+		if out.Topic != "" {
+			got.Topic = []byte(out.Topic)
+		}
+	}
+	if err := e.Check(&rec, got); err != nil {
+		return wrapf(ErrSelfTest, "vector %d (transform test %q): %v", i, e.Name, err)
 	}
 	return nil
 }

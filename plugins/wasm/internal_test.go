@@ -28,7 +28,7 @@ func FuzzProject(f *testing.F) {
 	f.Add([]byte("a\x01x\x01y\x02a\x02\x01\x02a"), "a", "")
 	f.Fuzz(func(t *testing.T, b []byte, k1, k2 string) {
 		p := message.Properties(b)
-		keys := [][]byte{[]byte(k1), []byte(k2)}
+		keys := projectable([]string{k1, k2})
 		tags, keyList, projected := scanProperties(nil, p, true, keys)
 		got := message.Properties(projected)
 		if wantTags, _ := p.Lookup(message.PropertyTags); !bytes.Equal(tags, wantTags) {

@@ -289,6 +289,7 @@ func (p *Plugin) Stats() Stats {
 		s.SHA256 = g.hash
 		s.ABI, s.ABIMinor = int(g.info.Version), int(g.info.Minor)
 		s.Generation = g.seq
+		s.SelfTests = g.tests
 		s.Disabled = g.errDisabled() != nil
 		g.mu.Lock()
 		s.Instances = g.mu.live

@@ -16,6 +16,7 @@ type Stats struct {
 	ABI        int    // the ABI major version the module speaks
 	ABIMinor   int    // and its minor (0 for a module that does not say)
 	Generation int    // 1 after Load, plus one per Reload
+	SelfTests  int    // self-test vectors of its kind the serving module passed when loaded
 	Instances  int    // live instances of the serving module
 	Calls      uint64 // calls into the module (batches)
 	Records    uint64 // records or half messages passed in those calls

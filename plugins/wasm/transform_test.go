@@ -2,6 +2,7 @@ package wasm_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -90,6 +91,38 @@ func TestTransformClosedFollowsPolicy(t *testing.T) {
 			if err != nil || out[0].Changed() || out[0].Reject {
 				t.Errorf("closed, under pass: %+v, %v; want the message as sent", out[0], err)
 			}
+		}
+	}
+}
+
+// TestTransformSelfTests loads a transform whose self-tests hold (it
+// loads, and serves as they say) and, one at a time, tests that are wrong
+// about a topic, a pass, a reason, a store or a body: each refuses the
+// module with ErrSelfTest naming the test.
+func TestTransformSelfTests(t *testing.T) {
+	path := guest(t, "transformtests")
+	p, err := wasm.Load(ctx(t), wasm.Options{Name: "checked", Kind: wasm.KindTransform, Path: path, CacheDir: cacheDir, Config: []byte("good")})
+	if err != nil {
+		t.Fatalf("correct self-tests: %v", err)
+	}
+	defer p.Close(ctx(t))
+	if s := p.Stats(); s.ABIMinor != 3 {
+		t.Errorf("ABI minor %d, want 3", s.ABIMinor)
+	}
+	out := make([]wasm.TransformResult, 1)
+	if err := p.Transform(ctx(t), []wasm.TransformMessage{{Topic: "Orders", Properties: message.EncodeProperties(map[string]string{"TAGS": "audit"})}}, out); err != nil || out[0].Topic != "Audit" {
+		t.Errorf("audit: %+v, %v", out[0], err)
+	}
+	for name, want := range map[string]string{
+		"wrong-topic":  `topic "Audit", want "Orders2"`,
+		"wrong-pass":   `topic "Audit", want "Orders"`,
+		"wrong-reason": `want a reason containing "too large"`,
+		"wrong-stored": `rejected with "tag bad is not allowed", want the message stored`,
+		"wrong-body":   `body "****", want "xxxx"`,
+	} {
+		_, err := wasm.Load(ctx(t), wasm.Options{Name: name, Kind: wasm.KindTransform, Path: path, CacheDir: cacheDir, Config: []byte(name)})
+		if !errors.Is(err, wasm.ErrSelfTest) || !strings.Contains(err.Error(), `transform test "`+name+`"`) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want ErrSelfTest naming the test and saying %s", name, err, want)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 // package doc, "Versions").
 const (
 	Version = 1
-	Minor   = 2 // 1: FlagFilterBodyInflated; 2: KindTransform
+	Minor   = 3 // 1: FlagFilterBodyInflated; 2: KindTransform; 3: transform self-tests
 )
 
 // Names a module exports. Every function listed here is optional except

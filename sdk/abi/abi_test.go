@@ -218,3 +218,40 @@ func TestKeyList(t *testing.T) {
 		t.Fatal("too many keys accepted")
 	}
 }
+
+// TestTransformExpectation round-trips the expectations of each kind and
+// refuses a truncated one.
+func TestTransformExpectation(t *testing.T) {
+	for _, e := range []TransformExpectation{
+		{Name: "pass"},
+		{Name: "change", Result: &TransformResult{Action: TransformChange, Topic: []byte("T2"), Properties: []byte("a\x011\x02"), Body: []byte{}, Reason: []byte{}}},
+		{Name: "reject", Result: &TransformResult{Action: TransformReject, Reason: []byte("why")}},
+	} {
+		b := AppendTransformExpectation(nil, &e)
+		got, err := ReadTransformExpectation(b)
+		if err != nil || got.Name != e.Name || (got.Result == nil) != (e.Result == nil) {
+			t.Fatalf("%s: %+v, %v", e.Name, got, err)
+		}
+		if e.Result != nil && (got.Result.Action != e.Result.Action || string(got.Result.Topic) != string(e.Result.Topic) ||
+			string(got.Result.Properties) != string(e.Result.Properties) || (got.Result.Body == nil) != (e.Result.Body == nil) ||
+			string(got.Result.Reason) != string(e.Result.Reason)) {
+			t.Fatalf("%s: %+v", e.Name, got.Result)
+		}
+		for n := range len(b) {
+			// Cut right after the name it reads as a pass; anywhere else it
+			// does not read.
+			if _, err := ReadTransformExpectation(b[:n]); (err == nil) != (n == 2+len(e.Name)) {
+				t.Errorf("%s cut to %d bytes: %v", e.Name, n, err)
+			}
+		}
+	}
+	// Properties compare as a set; a later value of a key wins.
+	in := TransformRecord{Topic: []byte("T"), Properties: []byte("a\x011\x02b\x012\x02")}
+	e := TransformExpectation{Result: &TransformResult{Action: TransformChange, Properties: []byte("b\x012\x02a\x011\x02")}}
+	if err := e.Check(&in, nil); err != nil {
+		t.Errorf("reordered properties: %v", err)
+	}
+	if err := e.Check(&in, &TransformResult{Action: TransformChange, Properties: []byte("a\x010\x02b\x012\x02a\x011\x02")}); err != nil {
+		t.Errorf("a repeated key: %v", err)
+	}
+}

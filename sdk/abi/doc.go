@@ -232,8 +232,28 @@
 //	|  4   | in len i        |                                             |
 //	|  4   | out len o       |                                             |
 //	|  i   | input           | exactly as the host would pass it           |
-//	|  o   | expected output | result bytes, txn results or u32 indices    |
+//	|  o   | expected output | result bytes, txn results or u32 indices;   |
+//	|      |                 | for a transform, an expectation (v1.3)      |
 //	+------+-----------------+---------------------------------------------+
+//
+// A transform vector (ABI v1.3; count 0) holds one transform record as its
+// input. Its expected output is not compared byte for byte but read as an
+// expectation (TransformExpectation):
+//
+//	+-------+-------------+-----------------------------------------------+
+//	| size  | field       | meaning                                       |
+//	+-------+-------------+-----------------------------------------------+
+//	| 2     | name len n  |                                               |
+//	| n     | name        | names the test in the host's error            |
+//	| rest  | result      | nothing: the message must be stored as sent;  |
+//	|       |             | a transform result: a change lists what the   |
+//	|       |             | message must hold after (Unchanged: as sent), |
+//	|       |             | a reject a substring of the reason            |
+//	+-------+-------------+-----------------------------------------------+
+//
+// The host runs the record through broker_transform and compares outcomes:
+// the topic and body by bytes, the properties as a set of pairs, a change
+// that changes nothing as a pass.
 //
 // # Invariants
 //

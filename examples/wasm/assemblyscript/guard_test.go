@@ -72,8 +72,8 @@ func checkMasks(t *testing.T, p *wasm.Plugin) {
 func TestGuardMasks(t *testing.T) {
 	t.Run("assemblyscript", func(t *testing.T) {
 		p := loadGuard(t, "mask=card,email keep=4")
-		if s := p.Stats(); s.Version != "1.0.0" {
-			t.Fatalf("version %q", s.Version)
+		if s := p.Stats(); s.Version != "1.0.0" || s.ABIMinor != 3 || s.SelfTests != 1 {
+			t.Fatalf("version %q, ABI minor %d, %d self-tests passed at load; want 1.0.0, 3 and 1", s.Version, s.ABIMinor, s.SelfTests)
 		}
 		checkMasks(t, p)
 		// A value with an escape is masked whole; "card" as a value is not a key.
@@ -102,6 +102,9 @@ func TestGuardMasks(t *testing.T) {
 // guest's reason, which the producer receives; one with it passes.
 func TestGuardRejects(t *testing.T) {
 	p := loadGuard(t, "require=KEYS,tenant mask=card")
+	if n := p.Stats().SelfTests; n != 2 {
+		t.Errorf("%d self-tests passed at load, want 2 (a missing property, a masked field)", n)
+	}
 	msgs := []wasm.TransformMessage{
 		{Topic: "Orders", Properties: message.EncodeProperties(map[string]string{"KEYS": "k1"}), Body: []byte(`{}`)},
 		{Topic: "Orders", Properties: message.EncodeProperties(map[string]string{"KEYS": "k1", "tenant": "acme"}), Body: []byte(`{"id":1}`)},

@@ -40,6 +40,9 @@ func TestModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close(context.Background())
+	if n := p.Stats().SelfTests; n != 2 {
+		t.Errorf("%d self-tests passed at load, want 2", n)
+	}
 	msgs := []wasm.TransformMessage{
 		{Topic: "Payments", Properties: message.EncodeProperties(map[string]string{"KEYS": "k1"}), Body: []byte(`{"card":"4111111111111111"}`)},
 		{Topic: "Payments", Body: []byte(`{"id":"x"}`)},
@@ -53,5 +56,18 @@ func TestModule(t *testing.T) {
 	}
 	if out[1].Changed() || out[1].Reject {
 		t.Errorf("message without the field: %+v, want unchanged", out[1])
+	}
+}
+
+// TestSelfTests runs the module's self-tests natively for configs that
+// keep none, some or all of the value, and nested fields.
+func TestSelfTests(t *testing.T) {
+	for _, config := range []string{testConfig, `{"fields": ["customer.email"]}`, `{"fields": ["card"], "keep": 12}`} {
+		if err := sdk.InitForTest([]byte(config)); err != nil {
+			t.Fatal(err)
+		}
+		if err := sdk.CheckSelfTests(); err != nil {
+			t.Errorf("%s: %v", config, err)
+		}
 	}
 }

@@ -56,7 +56,40 @@ func (k *masker) Init(config []byte) error {
 		}
 		k.paths = append(k.paths, path)
 	}
+	k.addTests()
 	return nil
+}
+
+// addTests adds the self-test that follows from the config: a body holding
+// just the first field, the string "1234567890", comes out with the field
+// masked but for its last keep characters and the property MASKED=true.
+// It is left out when another field shares the first one's top-level
+// name, whose masking would change the answer.
+func (k *masker) addTests() {
+	first := k.paths[0]
+	for _, p := range k.paths[1:] {
+		if p[0] == first[0] {
+			return
+		}
+	}
+	const value = "1234567890"
+	keep := min(k.keep, len(value))
+	nest := func(v string) []byte { // {"a":{"b":"v"}} for the path a.b
+		b, _ := json.Marshal(v)
+		for i := len(first) - 1; i >= 0; i-- {
+			key, _ := json.Marshal(first[i])
+			b = append(append(append(append([]byte{'{'}, key...), ':'), b...), '}')
+		}
+		return b
+	}
+	sdk.AddTransformTest(sdk.TransformTest{
+		Name:    "the first field masked",
+		Message: sdk.TestMessage{Topic: "T", Tags: "t", Body: nest(value)},
+		Want: sdk.TransformWant{
+			Properties: map[string]string{"TAGS": "t", "MASKED": "true"},
+			Body:       nest(strings.Repeat("*", len(value)-keep) + value[len(value)-keep:]),
+		},
+	})
 }
 
 // Transform decodes the body only when one of the fields is present, which
@@ -120,6 +153,10 @@ func (k *masker) mask(doc map[string]any, path []string) {
 func init() {
 	sdk.SetVersion("jsonmask/1")
 	sdk.RegisterTransform(&masker{})
+	// Self-tests the broker replays at every load; Init adds the one that
+	// depends on the fields.
+	sdk.AddTransformTest(sdk.TransformTest{Name: "a body that is not JSON passes",
+		Message: sdk.TestMessage{Topic: "T", Body: []byte("card 4111111111111111")}})
 }
 
 func main() {}

@@ -52,6 +52,9 @@ func TestModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close(context.Background())
+	if n := p.Stats().SelfTests; n != 3 {
+		t.Errorf("%d self-tests passed at load, want 3", n)
+	}
 	var msgs []wasm.TransformMessage
 	for _, c := range cases {
 		msgs = append(msgs, wasm.TransformMessage{Topic: "Orders", Body: []byte(c.body)})
@@ -88,5 +91,23 @@ func TestModule(t *testing.T) {
 		Module: guestbuild.Module(t, "."), Config: []byte(`{"required":{"x":"date"}}`)})
 	if !errors.Is(err, wasm.ErrInit) {
 		t.Errorf("load with a bad schema: %v, want ErrInit", err)
+	}
+}
+
+// TestSelfTests runs the module's self-tests natively for several schemas:
+// nested fields, every type, and one that cannot be met (which leaves out
+// the test of a passing body).
+func TestSelfTests(t *testing.T) {
+	for _, schema := range []string{
+		testSchema,
+		`{"required": {"a": "string", "b": "number", "c": "boolean", "d": "object", "d.e": "null", "f": "array"}}`,
+		`{"required": {"x": "string", "x.y": "number"}}`,
+	} {
+		if err := sdk.InitForTest([]byte(schema)); err != nil {
+			t.Fatal(err)
+		}
+		if err := sdk.CheckSelfTests(); err != nil {
+			t.Errorf("%s: %v", schema, err)
+		}
 	}
 }

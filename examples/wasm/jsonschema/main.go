@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -61,7 +62,65 @@ func (s *schema) Init(config []byte) error {
 		s.fields = append(s.fields, field{name: name, path: path, typ: typ})
 	}
 	slices.SortFunc(s.fields, func(a, b field) int { return strings.Compare(a.name, b.name) })
+	addSchemaTests(c.Required)
 	return nil
+}
+
+// sample is a JSON value of each type.
+var sample = map[string]any{"string": "x", "number": 1, "boolean": true, "object": map[string]any{}, "array": []any{}, "null": nil}
+
+// addSchemaTests adds the self-tests that follow from the schema: an empty
+// object lacks the first required field (by name), and a body holding
+// every field with a value of its type passes. The second is left out
+// when the schema cannot be met (a field inside one that is not an
+// object).
+func addSchemaTests(required map[string]string) {
+	first := slices.Min(slices.Collect(maps.Keys(required)))
+	sdk.AddTransformTest(sdk.TransformTest{
+		Name:    "an empty object lacks " + first,
+		Message: sdk.TestMessage{Topic: "T", Body: []byte("{}")},
+		Want:    sdk.TransformWant{Reject: true, Reason: "field " + first + " is required"},
+	})
+	doc := map[string]any{}
+	for name, typ := range required {
+		if !place(doc, strings.Split(name, "."), typ) {
+			return
+		}
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return
+	}
+	sdk.AddTransformTest(sdk.TransformTest{Name: "a body with every field passes", Message: sdk.TestMessage{Topic: "T", Body: body}})
+}
+
+// place puts a sample of typ at path in doc, reporting false when the path
+// runs through a field that is not an object.
+func place(doc map[string]any, path []string, typ string) bool {
+	for _, p := range path[:len(path)-1] {
+		v, ok := doc[p]
+		if !ok {
+			v = map[string]any{}
+			doc[p] = v
+		}
+		next, isObject := v.(map[string]any)
+		if !isObject {
+			return false
+		}
+		doc = next
+	}
+	last := path[len(path)-1]
+	if v, ok := doc[last]; ok {
+		// Already an object holding deeper fields: it must be an object.
+		_, isObject := v.(map[string]any)
+		return typ == "object" && isObject
+	}
+	v := sample[typ]
+	if typ == "object" {
+		v = map[string]any{}
+	}
+	doc[last] = v
+	return true
 }
 
 // typeOf names the JSON type of a raw value.
@@ -124,6 +183,13 @@ func firstNonSpace(b []byte) int {
 func init() {
 	sdk.SetVersion("jsonschema/1")
 	sdk.RegisterTransform(&schema{})
+	// Self-tests the broker replays at every load; Init adds those that
+	// depend on the schema.
+	sdk.AddTransformTest(sdk.TransformTest{
+		Name:    "an array is not an object",
+		Message: sdk.TestMessage{Topic: "T", Body: []byte(`[1, 2]`)},
+		Want:    sdk.TransformWant{Reject: true, Reason: "body is not a JSON object"},
+	})
 }
 
 func main() {}

@@ -1,10 +1,10 @@
-// The guest side of the broker's plugin ABI v1.2 shared by every kind: the
+// The guest side of the broker's plugin ABI v1.3 shared by every kind: the
 // host imports, the reusable buffer, the config, the info block and error
 // messages. Layouts are those of package sdk/abi (docs/plugins.md, "ABI").
 
 /** ABI major and minor this SDK speaks. */
 export const ABI_VERSION: u16 = 1;
-export const ABI_MINOR: u16 = 2;
+export const ABI_MINOR: u16 = 3;
 
 /** Statuses a guest function returns (sdk/abi Status). */
 export const STATUS_OK: i32 = 0;
@@ -184,4 +184,32 @@ export function findProperty(ptr: usize, len: i32, key: ArrayBuffer): i64 {
     i = end + 1;
   }
   return -1;
+}
+
+// Self-test vectors, each encoded whole (kind, count, input, expected
+// output) by the kind that added it; the host replays them on every load
+// and reload.
+const selfTests = new Array<ArrayBuffer>();
+
+/** Adds one encoded self-test vector. */
+export function addSelfTest(v: ArrayBuffer): void {
+  selfTests.push(v);
+}
+
+let selfTestPtr: usize = 0;
+
+/** broker_selftest() → PackPtrLen of the self-test vectors. */
+export function broker_selftest(): i64 {
+  let n = 4;
+  for (let i = 0; i < selfTests.length; i++) n += selfTests[i].byteLength;
+  if (selfTestPtr != 0) heap.free(selfTestPtr);
+  selfTestPtr = heap.alloc(<usize>n);
+  store<u32>(selfTestPtr, <u32>selfTests.length);
+  let at = selfTestPtr + 4;
+  for (let i = 0; i < selfTests.length; i++) {
+    const v = selfTests[i];
+    memory.copy(at, changetype<usize>(v), <usize>v.byteLength);
+    at += <usize>v.byteLength;
+  }
+  return packPtrLen(selfTestPtr, n);
 }

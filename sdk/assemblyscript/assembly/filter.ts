@@ -1,7 +1,7 @@
 // The filter kind: broker_filter over a batch of records (docs/plugins.md,
 // "Filter batch").
 import {
-  addKind, addFlags, fail, findProperty, packPtrLen, KIND_FILTER, FLAG_FILTER_BODY, FLAG_FILTER_BODY_INFLATED,
+  addKind, addFlags, addSelfTest, fail, findProperty, packPtrLen, KIND_FILTER, FLAG_FILTER_BODY, FLAG_FILTER_BODY_INFLATED,
   STATUS_OK, STATUS_BAD_INPUT, STATUS_BAD_EXPRESSION, STATUS_FAILED, STATUS_NOT_IMPLEMENTED,
 } from "./abi";
 
@@ -236,10 +236,6 @@ export function broker_filter_keys(inPtr: usize, len: i32): i64 {
   return packPtrLen(keysPtr, n);
 }
 
-// Self-test vectors: filter batches of one record each and the result byte
-// a correct module gives, which the host replays on every load and reload.
-let selfTests = new Array<ArrayBuffer>();
-
 /**
  * Adds a self-test: expression expr on a message with this topic, tag, keys
  * and properties (pairs: name, value, name, value ...) must give match. The
@@ -283,25 +279,7 @@ export function addFilterTest(expr: string, topic: string, tag: string, keys: st
   memory.copy(at, changetype<usize>(p), <usize>p.byteLength);
   at += <usize>p.byteLength;
   store<u8>(at, match ? FILTER_MATCH : FILTER_NO_MATCH);
-  selfTests.push(v);
-}
-
-let selfTestPtr: usize = 0;
-
-/** broker_selftest() → PackPtrLen of the self-test vectors. */
-export function broker_selftest(): i64 {
-  let n = 4;
-  for (let i = 0; i < selfTests.length; i++) n += selfTests[i].byteLength;
-  if (selfTestPtr != 0) heap.free(selfTestPtr);
-  selfTestPtr = heap.alloc(<usize>n);
-  store<u32>(selfTestPtr, <u32>selfTests.length);
-  let at = selfTestPtr + 4;
-  for (let i = 0; i < selfTests.length; i++) {
-    const v = selfTests[i];
-    memory.copy(at, changetype<usize>(v), <usize>v.byteLength);
-    at += <usize>v.byteLength;
-  }
-  return packPtrLen(selfTestPtr, n);
+  addSelfTest(v);
 }
 
 // STATUS_FAILED is for plugins that cannot decide; re-exported for them.

@@ -1,7 +1,7 @@
 // The transform kind: broker_transform on one message as it is sent
 // (docs/plugins.md, "Transform record" and "Transform result").
 import {
-  addKind, fail, findProperty, packPtrLen, KIND_TRANSFORM, MAX_ERROR_LEN,
+  addKind, addSelfTest, fail, findProperty, packPtrLen, KIND_TRANSFORM, MAX_ERROR_LEN,
   STATUS_BAD_INPUT, STATUS_NOT_IMPLEMENTED,
 } from "./abi";
 
@@ -219,4 +219,110 @@ export function broker_transform(inPtr: usize, len: i32): i64 {
   }
   if (body != null) memory.copy(at, body.dataStart, <usize>body.byteLength);
   return packPtrLen(p, n);
+}
+
+/**
+ * What a transform self-test expects: build it with wantStored, wantRejected
+ * or wantChanged.
+ */
+export class TransformWant {
+  reject: bool = false;
+  reason: string = "";
+  topic: string = "";
+  properties: string[] | null = null;
+  body: string | null = null;
+}
+
+/** The message must be stored as it was sent. */
+export function wantStored(): TransformWant {
+  return new TransformWant();
+}
+
+/** The message must be rejected with a reason that contains reason. */
+export function wantRejected(reason: string): TransformWant {
+  const w = new TransformWant();
+  w.reject = true;
+  w.reason = reason;
+  return w;
+}
+
+/**
+ * The message must be stored to topic ("": the one it was sent to), with
+ * exactly these properties (pairs: name, value, ...; null: as sent, TAGS
+ * and KEYS among them) and this body (null: as sent). The broker compares
+ * properties as a set, in any order.
+ */
+export function wantChanged(topic: string, properties: string[] | null, body: string | null): TransformWant {
+  const w = new TransformWant();
+  w.topic = topic;
+  w.properties = properties;
+  w.body = body;
+  return w;
+}
+
+function encodePairs(pairs: string[]): ArrayBuffer {
+  let s = "";
+  for (let i = 0; i + 1 < pairs.length; i += 2) s += pairs[i] + "\x01" + pairs[i + 1] + "\x02";
+  return String.UTF8.encode(s);
+}
+
+function put(at: usize, b: ArrayBuffer | null): usize {
+  if (b == null) return at;
+  memory.copy(at, changetype<usize>(b), <usize>b.byteLength);
+  return at + <usize>b.byteLength;
+}
+
+/**
+ * Adds a transform self-test (ABI v1.3): a message sent to topic with these
+ * properties (pairs: name, value, ...; tags and keys as TAGS and KEYS) and
+ * body must come out as want says. The broker replays it on every load and
+ * reload and refuses the module, naming the test, if the outcome differs.
+ */
+export function addTransformTest(name: string, topic: string, properties: string[], body: string, want: TransformWant): void {
+  const nm = String.UTF8.encode(name);
+  const t = String.UTF8.encode(topic);
+  const p = encodePairs(properties);
+  const b = String.UTF8.encode(body);
+  const inLen = RECORD_HEADER_LEN + t.byteLength + p.byteLength + b.byteLength;
+  let wt: ArrayBuffer | null = null;
+  let wp: ArrayBuffer | null = null;
+  let wb: ArrayBuffer | null = null;
+  let wr: ArrayBuffer | null = null;
+  if (want.reject) wr = String.UTF8.encode(want.reason);
+  if (want.topic.length > 0) wt = String.UTF8.encode(want.topic);
+  if (want.properties != null) wp = encodePairs(want.properties!);
+  if (want.body != null) wb = String.UTF8.encode(want.body!);
+  const result = want.reject || wt != null || wp != null || wb != null;
+  let outLen = 2 + nm.byteLength;
+  if (result) {
+    outLen += RESULT_HEADER_LEN;
+    if (wt != null) outLen += wt.byteLength;
+    if (wp != null) outLen += wp.byteLength;
+    if (wb != null) outLen += wb.byteLength;
+    if (wr != null) outLen += wr.byteLength;
+  }
+  const v = new ArrayBuffer(16 + inLen + outLen);
+  const base = changetype<usize>(v);
+  store<u8>(base, KIND_TRANSFORM);
+  store<u32>(base, 0, 4);
+  store<u32>(base, <u32>inLen, 8);
+  store<u32>(base, <u32>outLen, 12);
+  let at = base + 16;
+  store<u32>(at, 0);
+  store<u16>(at, <u16>t.byteLength, 4);
+  store<u16>(at, 0, 6);
+  store<u32>(at, <u32>p.byteLength, 8);
+  store<u32>(at, <u32>b.byteLength, 12);
+  at = put(put(put(at + <usize>RECORD_HEADER_LEN, t), p), b);
+  store<u16>(at, <u16>nm.byteLength);
+  at = put(at + 2, nm);
+  if (result) {
+    store<u32>(at, want.reject ? ACTION_REJECT : ACTION_CHANGE);
+    store<u32>(at, wt != null ? <u32>wt.byteLength : UNCHANGED, 4);
+    store<u32>(at, wp != null ? <u32>wp.byteLength : UNCHANGED, 8);
+    store<u32>(at, wb != null ? <u32>wb.byteLength : UNCHANGED, 12);
+    store<u32>(at, wr != null ? <u32>wr.byteLength : 0, 16);
+    put(put(put(put(at + <usize>RESULT_HEADER_LEN, wt), wp), wb), wr);
+  }
+  addSelfTest(v);
 }

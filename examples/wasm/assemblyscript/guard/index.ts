@@ -8,7 +8,9 @@
 //
 // A masked message gets property MASKED=true; one without the fields is
 // stored as sent. Compressed bodies are not masked.
-import { TransformMessage, registerTransform, onInit, setVersion } from "../../../../sdk/assemblyscript/assembly/index";
+import {
+  TransformMessage, registerTransform, onInit, setVersion, addTransformTest, wantStored, wantRejected, wantChanged,
+} from "../../../../sdk/assemblyscript/assembly/index";
 export * from "../../../../sdk/assemblyscript/assembly/exports/transform";
 
 let required: string[] = [];
@@ -32,7 +34,38 @@ function configure(config: string): string | null {
       keep = <i32>n;
     } else return "unknown setting '" + name + "'";
   }
+  addTests();
   return null;
+}
+
+// addTests adds the self-tests that follow from the config: a message
+// lacking the first required property is rejected, and one carrying them
+// all with the first masked field in its body comes out masked.
+function addTests(): void {
+  const props: string[] = [];
+  for (let i = 0; i < required.length; i++) {
+    props.push(required[i]);
+    props.push("x");
+  }
+  if (required.length > 0) {
+    addTransformTest("without " + required[0], "T", [], "{}", wantRejected("missing property " + required[0]));
+  }
+  if (masked.length == 0) {
+    addTransformTest("with every required property", "T", props, "{}", wantStored());
+    return;
+  }
+  const value = "1234567890";
+  const k = keep < value.length ? keep : value.length;
+  const field = "{\"" + masked[0] + "\":\"";
+  if (k == value.length) {
+    addTransformTest(masked[0] + " kept whole", "T", props, field + value + "\"}", wantStored());
+    return;
+  }
+  const want = props.slice(0);
+  want.push("MASKED");
+  want.push("true");
+  const maskedValue = "*".repeat(value.length - k) + value.substring(value.length - k);
+  addTransformTest(masked[0] + " masked", "T", props, field + value + "\"}", wantChanged("", want, field + maskedValue + "\"}"));
 }
 
 function isSpace(c: u8): bool {

@@ -1,4 +1,4 @@
 // The wasm exports of a transform plugin. A plugin's entry file re-exports
 // them: export * from "<sdk>/assembly/exports/transform";
-export { broker_abi_v1, broker_buffer, broker_init, broker_info } from "../abi";
+export { broker_abi_v1, broker_buffer, broker_init, broker_info, broker_selftest } from "../abi";
 export { broker_transform } from "../transform";
