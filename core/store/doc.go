@@ -285,6 +285,16 @@
 //     committed and applied. A member keeps the committed values beside
 //     its own, writes only those to its index, and goes back to them
 //     when it stops leading: no member holds a value the set does not.
+//  17. With Options.WriteAhead (writeahead.go) the replicated log's owner
+//     writes a round's bytes when it stores the entry, before the set
+//     commits it (WriteRound, one SyncRounds per batch), and Apply only
+//     indexes it. A round must begin where the stored rounds end
+//     (StoredEnd); CutRounds drops stored rounds past an offset at or
+//     after the applied end, zeroed and synced before it returns. No
+//     reader (queue, key or offset lookup, snapshot, the log's end) sees
+//     past the applied end; recovery keeps the rounds past it, unapplied,
+//     for the owner to cut to the end of its own log, and applying a
+//     round again that lies below the applied end does nothing.
 //
 // # Reading a queue
 //
