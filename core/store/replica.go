@@ -74,6 +74,9 @@ type replState struct {
 	// apply (writeahead.go); at or below the applied end, none are.
 	// Written under applyMu.
 	stored atomic.Int64
+	// floor is where the rounds the replicated log may apply again begin
+	// (HoldRoundsFrom): retention keeps every segment ending past it.
+	floor atomic.Int64
 	// syncMu serialises syncReplicated; recorded is the end it last
 	// wrote to the index (replEndKey), guarded by syncMu.
 	syncMu   sync.Mutex

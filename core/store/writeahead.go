@@ -234,3 +234,18 @@ func (s *Store) ReadRound(id uint64, spans []RoundSpan) ([]byte, error) {
 	}
 	return e, nil
 }
+
+// HoldRoundsFrom sets where the rounds the replicated log may still apply
+// again begin: its owner's last snapshot ends there, and a restart
+// replays every entry after it, reading their rounds from the commit
+// log. Retention of a write-ahead store never deletes a segment ending
+// past it, whatever the reason (age or a full disk); until the first
+// call it deletes none. The floor never moves back.
+func (s *Store) HoldRoundsFrom(off int64) {
+	for {
+		cur := s.repl.floor.Load()
+		if off <= cur || s.repl.floor.CompareAndSwap(cur, off) {
+			return
+		}
+	}
+}

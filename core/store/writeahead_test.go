@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -292,5 +293,49 @@ func TestWriteAheadTornBatch(t *testing.T) {
 				t.Fatalf("%d records, want %d", len(got), len(want))
 			}
 		})
+	}
+}
+
+// TestWriteAheadRetentionHeld: retention of a write-ahead store deletes
+// no segment ending past the floor HoldRoundsFrom set (none before the
+// first call), however old, and the floor never moves back.
+func TestWriteAheadRetentionHeld(t *testing.T) {
+	l := newMemberLog()
+	l.ahead = true
+	defer l.stop()
+	var mu sync.Mutex
+	now := time.Now()
+	s := storetest.Open(t, store.Options{Dir: "/r", FS: vfs.NewMem(), SegmentSize: 8 << 10, Replicator: l, WriteAhead: true,
+		Retention: time.Hour, RetentionInterval: time.Hour, DiskHighWater: -1, Logger: quietLogger(),
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	defer s.Close()
+	l.join(s)
+	s.Promote()
+	var offs []int64
+	for i := 0; i < 40; i++ {
+		m := storetest.Msg("H", 0, fmt.Sprintf("%02d%s", i, strings.Repeat("y", 1000)))
+		if err := s.Append([]*message.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+		offs = append(offs, m.CommitLogOffset)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	if n, err := s.RunRetention(); err != nil || n != 0 {
+		t.Fatalf("retention without a floor deleted %d segments (%v), want none", n, err)
+	}
+	floor := offs[20]
+	s.HoldRoundsFrom(floor)
+	s.HoldRoundsFrom(offs[5]) // does not move it back
+	n, err := s.RunRetention()
+	if err != nil || n == 0 {
+		t.Fatalf("retention under a floor at %d deleted %d segments (%v), want some", floor, n, err)
+	}
+	if lo, _ := s.CommitLogOffsets(); lo > floor || lo == 0 {
+		t.Fatalf("the log begins at %d after retention, want above 0 and at most the floor %d", lo, floor)
+	}
+	if got := storetest.ReadQueue(t, s, "H", 0, 20); len(got) != 20 {
+		t.Fatalf("%d records past the floor readable, want 20", len(got))
 	}
 }
