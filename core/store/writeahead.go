@@ -209,21 +209,21 @@ func (s *Store) syncRange(from, to int64) error {
 // gives ErrOffsetGone.
 func (s *Store) ReadRound(id uint64, spans []RoundSpan) ([]byte, error) {
 	n := 1 + 8 + 4
+	end := s.StoredEnd()
 	for _, sp := range spans {
+		if sp.Off < 0 || sp.Len < 0 || sp.Off > end || int64(sp.Len) > end-sp.Off {
+			return nil, fmt.Errorf("%w: round chunk of %d bytes at %d: the stored rounds end at %d", ErrNotFound, sp.Len, sp.Off, end)
+		}
+		if sp.Off%s.opts.SegmentSize+int64(sp.Len) > s.opts.SegmentSize {
+			return nil, fmt.Errorf("%w: round chunk at %d crosses a segment", ErrCorruption, sp.Off)
+		}
 		n += 12 + sp.Len
 	}
 	e := make([]byte, 0, n)
 	e = append(e, entryRound)
 	e = binary.BigEndian.AppendUint64(e, id)
 	e = binary.BigEndian.AppendUint32(e, uint32(len(spans)))
-	end := s.StoredEnd()
 	for _, sp := range spans {
-		if sp.Off < 0 || sp.Len <= 0 || sp.Off > end || int64(sp.Len) > end-sp.Off {
-			return nil, fmt.Errorf("%w: round chunk of %d bytes at %d: the stored rounds end at %d", ErrNotFound, sp.Len, sp.Off, end)
-		}
-		if sp.Off%s.opts.SegmentSize+int64(sp.Len) > s.opts.SegmentSize {
-			return nil, fmt.Errorf("%w: round chunk at %d crosses a segment", ErrCorruption, sp.Off)
-		}
 		e = binary.BigEndian.AppendUint64(e, uint64(sp.Off))
 		e = binary.BigEndian.AppendUint32(e, uint32(sp.Len))
 		at := len(e)
