@@ -40,7 +40,20 @@ type logStore struct {
 	// round entry's bytes go to the store it returns, and the WAL keeps
 	// where they lie.
 	rounds func() *store.Store
+	// failed is told of a failed write, sync or cut of the commit log:
+	// what the store holds is then unknown, and the member leaves its
+	// set (Node.failWith).
+	failed func(error)
 	log    hclog.Logger
+}
+
+// fail reports err, unless the store was closed, to s.failed and returns
+// it.
+func (s *logStore) fail(err error) error {
+	if s.failed != nil && !errors.Is(err, store.ErrClosed) {
+		s.failed(err)
+	}
+	return err
 }
 
 // retention is how much of the log's tail compaction leaves: the entries
@@ -109,7 +122,8 @@ func (s *logStore) GetLog(index uint64, l *raft.Log) error {
 // its own write and fsync carry only the small entries. A round that
 // does not begin where the stored rounds end is refused
 // (store.ErrRoundConflict): raft cuts a conflicting tail before storing
-// the entries that replace it. When the WAL's write fails, the rounds
+// the entries that replace it. A round that cannot be written or synced
+// fails the member (failed); when the WAL's own write fails, the rounds
 // the batch wrote are cut again.
 func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if s.rounds == nil {
@@ -130,8 +144,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 			continue
 		}
 		if err := st.WriteRound(l.Data); err != nil {
-			s.cutBack(st, from)
-			return fmt.Errorf("cluster: raft log entry %d: %w", l.Index, err)
+			return s.fail(fmt.Errorf("cluster: raft log entry %d: %w", l.Index, err))
 		}
 		if from < 0 {
 			from = start
@@ -147,7 +160,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		return s.WAL.StoreLogs(logs)
 	}
 	if err := st.SyncRounds(); err != nil {
-		return err
+		return s.fail(err)
 	}
 	if err := s.WAL.StoreLogs(out); err != nil {
 		s.cutBack(st, from)
@@ -166,7 +179,7 @@ func (s *logStore) cutBack(st *store.Store, from int64) {
 		return
 	}
 	if err := st.CutRounds(from); err != nil {
-		s.log.Error("cutting the rounds of a raft log write that failed", "err", err)
+		s.fail(fmt.Errorf("cluster: cutting the rounds of a raft log write that failed: %w", err))
 	}
 }
 
@@ -244,7 +257,10 @@ func (s *logStore) deleteTail(lo, hi uint64) error {
 	if _, applied := st.CommitLogOffsets(); cut < applied {
 		cut = applied
 	}
-	return st.CutRounds(cut)
+	if err := st.CutRounds(cut); err != nil {
+		return s.fail(err)
+	}
+	return nil
 }
 
 // keptFrom returns the first entry of first..last the retention keeps

@@ -97,8 +97,8 @@ func (s *Store) StoredEnd() int64 {
 // StoredEnd (ErrRoundConflict otherwise); one that lies wholly below the
 // applied end is a replay and is skipped. The bytes are durable only
 // after SyncRounds, and readable only once Apply applied the entry. A
-// failed write leaves StoredEnd where it was; the next round's write
-// zeroes what it may have left.
+// failed write fails the store, as a failed write at Apply does, and
+// leaves StoredEnd where it was.
 func (s *Store) WriteRound(entry []byte) error {
 	if len(entry) == 0 || entry[0] != entryRound {
 		return fmt.Errorf("%w: WriteRound of a replicated entry that is not a round", ErrCorruption)
@@ -126,7 +126,9 @@ func (s *Store) WriteRound(entry []byte) error {
 		return fmt.Errorf("%w: round at %d, the stored rounds end at %d", ErrRoundConflict, r.start, end)
 	}
 	if err := s.writeRound(r); err != nil {
+		// As a write at Apply does, a failed write fails the store.
 		s.dirtyEnd = max(s.dirtyEnd, r.end)
+		s.fail(err)
 		return err
 	}
 	s.dirtyEnd = 0
