@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,31 +20,50 @@ import (
 
 // loopback is a one-member replicated log for the pointer log's tests:
 // it gives each proposal the next index, stores it in logs (as raft's
-// leader stores its own entries) and applies it to st, one at a time.
+// leader stores its own entries) and applies it to st, one at a time and
+// in the order proposed.
 type loopback struct {
-	mu      sync.Mutex
 	logs    *logStore
 	st      *store.Store
 	next    uint64
 	entries map[uint64][]byte
+	props   chan loopProposal
+	done    chan struct{}
+}
+
+type loopProposal struct {
+	entry []byte
+	done  func(error)
+}
+
+func newLoopback() *loopback {
+	lb := &loopback{entries: map[uint64][]byte{}, props: make(chan loopProposal, 16), done: make(chan struct{})}
+	go lb.run()
+	return lb
 }
 
 func (lb *loopback) Propose(entry []byte, done func(error)) {
-	e := bytes.Clone(entry)
-	go func() {
-		lb.mu.Lock()
-		defer lb.mu.Unlock()
+	lb.props <- loopProposal{bytes.Clone(entry), done}
+}
+
+func (lb *loopback) run() {
+	defer close(lb.done)
+	for p := range lb.props {
 		lb.next++
-		lb.entries[lb.next] = e
-		l := &raft.Log{Index: lb.next, Term: 1, Type: raft.LogCommand, Data: e, AppendedAt: time.Now()}
-		if lb.logs != nil {
-			if err := lb.logs.StoreLogs([]*raft.Log{l}); err != nil {
-				done(err)
-				return
-			}
+		lb.entries[lb.next] = p.entry
+		l := &raft.Log{Index: lb.next, Term: 1, Type: raft.LogCommand, Data: p.entry, AppendedAt: time.Now()}
+		if err := lb.logs.StoreLogs([]*raft.Log{l}); err != nil {
+			p.done(err)
+			continue
 		}
-		done(lb.st.Apply(e))
-	}()
+		p.done(lb.st.Apply(p.entry))
+	}
+}
+
+// stop ends the log; the entries are read only after it.
+func (lb *loopback) stop() {
+	close(lb.props)
+	<-lb.done
 }
 
 // member is a store and its pointer log in dir.
@@ -63,23 +81,39 @@ func storeOptions(dir string, r store.Replicator, ahead bool) store.Options {
 
 // openMember opens a member whose store writes rounds ahead (pointers
 // true) or at their apply, as members did before the pointer log.
-func openMember(t *testing.T, dir string, pointers bool) *member {
+// A member with pointers reconciles its store with its log as Node.Open
+// does, taking snapIndex for its newest snapshot's; tune changes the
+// store's options.
+func openMember(t *testing.T, dir string, pointers bool, tune ...func(*store.Options)) *member {
 	t.Helper()
-	m := &member{dir: dir, lb: &loopback{entries: map[uint64][]byte{}}}
+	return openMemberAt(t, dir, pointers, 0, tune...)
+}
+
+func openMemberAt(t *testing.T, dir string, pointers bool, snapIndex uint64, tune ...func(*store.Options)) *member {
+	t.Helper()
+	m := &member{dir: dir, lb: newLoopback()}
 	logs, err := openLogStore(dir, retention{}, 0, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(storeOptions(dir, m.lb, pointers))
+	o := storeOptions(dir, m.lb, pointers)
+	for _, fn := range tune {
+		fn(&o)
+	}
+	st, err := store.Open(o)
 	if err != nil {
 		logs.Close()
 		t.Fatal(err)
 	}
-	if pointers {
-		logs.rounds = func() *store.Store { return st }
-	}
 	m.st, m.logs = st, logs
 	m.lb.st, m.lb.logs = st, logs
+	if pointers {
+		logs.rounds = func() *store.Store { return st }
+		if err := reconcileRounds(logs, st, snapIndex); err != nil {
+			m.close(t)
+			t.Fatal(err)
+		}
+	}
 	if last, err := logs.LastIndex(); err == nil {
 		m.lb.next = last
 	}
@@ -88,6 +122,7 @@ func openMember(t *testing.T, dir string, pointers bool) *member {
 
 func (m *member) close(t *testing.T) {
 	t.Helper()
+	m.lb.stop()
 	if err := m.st.Close(); err != nil {
 		t.Fatal(err)
 	}

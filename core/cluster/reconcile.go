@@ -28,12 +28,24 @@ import (
 // first round after that snapshot (HoldRoundsFrom); a snapshot persisted
 // later moves the floor on.
 func (n *Node) reconcile(files *raft.FileSnapshotStore) error {
-	st := n.Store()
-	first, err := n.logs.FirstIndex()
+	var snapIndex uint64
+	snaps, err := files.List()
+	if err != nil {
+		return fmt.Errorf("cluster: list snapshots: %w", err)
+	}
+	if len(snaps) > 0 {
+		snapIndex = snaps[0].Index
+	}
+	return reconcileRounds(n.logs, n.Store(), snapIndex)
+}
+
+// reconcileRounds is reconcile with the newest snapshot's index.
+func reconcileRounds(logs *logStore, st *store.Store, snapIndex uint64) error {
+	first, err := logs.FirstIndex()
 	if err != nil {
 		return err
 	}
-	last, err := n.logs.LastIndex()
+	last, err := logs.LastIndex()
 	if err != nil {
 		return err
 	}
@@ -42,7 +54,7 @@ func (n *Node) reconcile(files *raft.FileSnapshotStore) error {
 	var tail []raft.Log
 	for i := last; i >= first && i > 0; i-- {
 		var l raft.Log
-		if err := n.logs.WAL.GetLog(i, &l); err != nil {
+		if err := logs.WAL.GetLog(i, &l); err != nil {
 			return fmt.Errorf("cluster: raft log entry %d: %w", i, err)
 		}
 		_, end, ok, err := roundSpan(&l)
@@ -90,30 +102,22 @@ func (n *Node) reconcile(files *raft.FileSnapshotStore) error {
 		}
 	}
 	if stored := st.StoredEnd(); stored > end {
-		n.log.Info("cutting rounds past the raft log's last", "from", stored, "to", end)
+		logs.log.Info("cutting rounds past the raft log's last", "from", stored, "to", end)
 		if err := st.CutRounds(end); err != nil {
 			return err
 		}
 	}
-	return n.holdFromSnapshot(files, first, last)
+	return holdFromSnapshot(logs, st, snapIndex, first, last)
 }
 
 // holdFromSnapshot sets the store's retention floor at the first round
-// after the newest snapshot (or where the stored rounds end, with none).
-func (n *Node) holdFromSnapshot(files *raft.FileSnapshotStore, first, last uint64) error {
-	st := n.Store()
-	var snapIndex uint64
-	snaps, err := files.List()
-	if err != nil {
-		return fmt.Errorf("cluster: list snapshots: %w", err)
-	}
-	if len(snaps) > 0 {
-		snapIndex = snaps[0].Index
-	}
+// after the snapshot at snapIndex (or where the stored rounds end, with
+// none).
+func holdFromSnapshot(logs *logStore, st *store.Store, snapIndex, first, last uint64) error {
 	floor := st.StoredEnd()
 	for i := max(first, snapIndex+1); i <= last && i > 0; i++ {
 		var l raft.Log
-		if err := n.logs.WAL.GetLog(i, &l); err != nil {
+		if err := logs.WAL.GetLog(i, &l); err != nil {
 			return fmt.Errorf("cluster: raft log entry %d: %w", i, err)
 		}
 		if start, ok, err := roundStart(&l); err != nil {
