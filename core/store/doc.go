@@ -245,10 +245,18 @@
 // refuses offset commits (ErrNotLeader) and ignores SetProgress. Metadata
 // writes, the keys
 // components keep (PutKeys, PutValues, DeleteKeys, DeleteKeyRange) and
-// topic deletions are entries too. The commit log is then synced in the
-// background, and after each sync the offset it covers, a round boundary,
-// is written to the index ('r'): recovery cuts the log there, and the
-// replicated log supplies the rest again. Every unit below the cut stays
+// topic deletions are entries too. Without WriteAhead, the commit log is
+// then synced in the background, and after each sync the offset it
+// covers, a round boundary, is written to the index ('r'): recovery cuts
+// the log there, and the replicated log supplies the rest again. With
+// Options.WriteAhead (what core/cluster runs: its raft log points into the
+// commit log) the replicated log's owner writes and syncs each round when
+// it stores the entry (WriteRound, SyncRounds), so Apply only indexes
+// it; 'r' then records the applied end, recovery indexes up to it and
+// keeps the rounds past it unapplied (StoredEnd), for the owner to cut
+// back to where its own log ends (CutRounds), and retention keeps every
+// segment ending past the floor the owner sets (HoldRoundsFrom): the
+// rounds its log may apply again after a restart. Every unit below the cut stays
 // in its queue, whether its block came from the index or only from the
 // recovery scan (whose blocks trimming reads back from the recovery's
 // own batch), so the rounds written again continue each queue without a
