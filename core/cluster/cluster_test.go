@@ -709,7 +709,9 @@ func TestRetentionUnderSnapshots(t *testing.T) {
 		t.Fatal("appends failed")
 	}
 	commit := l.node.Status().CommitIndex
-	waitFor(t, "the restarted member applies the log", func() bool { return f.node.Status().AppliedIndex >= commit })
+	for _, m := range s.members {
+		waitFor(t, m.opts.NodeID+" applies the log", func() bool { return m.node.Status().AppliedIndex >= commit })
+	}
 	if err := f.node.Failed(); err != nil {
 		t.Fatalf("the restarted member failed: %v", err)
 	}

@@ -21,7 +21,10 @@ import (
 // exactly its bytes, so every round raft may apply is in the commit log,
 // as a pointer's is. The rounds at or below the store's applied end are
 // applied: raft replays them from the last snapshot, and the store skips
-// them.
+// them. A pointer past the commit log's end is possible only after a
+// snapshot install that a crash kept raft from following with the
+// removal of the log it replaced; one the snapshot covers has the whole
+// log removed, as raft would have, and any other is corruption.
 //
 // A restart replays every entry after the newest snapshot, reading its
 // round from the commit log, so retention keeps the segments from the
@@ -74,12 +77,22 @@ func reconcileRounds(logs *logStore, st *store.Store, snapIndex uint64) error {
 	for _, l := range tail {
 		start, e, _, _ := roundSpan(&l)
 		if isPointer(&l) {
-			if e > st.StoredEnd() {
-				return fmt.Errorf("%w: raft log entry %d points at %d..%d, past the commit log's end %d",
-					store.ErrCorruption, l.Index, start, e, st.StoredEnd())
+			if e <= st.StoredEnd() {
+				end = e
+				continue
 			}
-			end = e
-			continue
+			if l.Index <= snapIndex {
+				// The store is a snapshot installed from the leader, and
+				// raft stopped before removing the log it replaced: do it
+				// now, as raft would have (the snapshot covers the entry).
+				logs.log.Warn("removing the raft log an installed snapshot replaced", "first", first, "last", last)
+				if err := logs.WAL.DeleteRange(first, last); err != nil {
+					return err
+				}
+				return reconcileRounds(logs, st, snapIndex)
+			}
+			return fmt.Errorf("%w: raft log entry %d points at %d..%d, past the commit log's end %d",
+				store.ErrCorruption, l.Index, start, e, st.StoredEnd())
 		}
 		if e <= st.StoredEnd() {
 			id, spans, _, _ := store.ParseRound(l.Data)

@@ -3,9 +3,12 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/core/store/storetest"
@@ -201,3 +204,46 @@ func TestRetentionKeepsRoundsAfterSnapshot(t *testing.T) {
 		t.Fatalf("read %d records after retention, not the last of the %d appended", len(got), len(want))
 	}
 }
+
+// TestReconcileAfterInstall: a member whose store was replaced by an
+// installed snapshot, and that stopped before raft removed the log the
+// snapshot replaced, opens with that log removed when the snapshot
+// covers its entries; a pointer past the commit log that no snapshot
+// covers keeps the member from opening.
+func TestReconcileAfterInstall(t *testing.T) {
+	entries, n, _ := source(t, "i", 6, 3)
+	dir := t.TempDir()
+	m := openMember(t, dir, true)
+	storeRange(t, m.logs, entries, 1, n, 1)
+	m.close(t)
+	// The installed store: empty here, its snapshot covering entry n.
+	if err := os.RemoveAll(filepath.Join(dir, "store")); err != nil {
+		t.Fatal(err)
+	}
+
+	logs, err := openLogStore(dir, retention{}, 0, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(storeOptions(dir, refuseAll{}, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs.rounds = func() *store.Store { return st }
+	if err := reconcileRounds(logs, st, 0); !errors.Is(err, store.ErrCorruption) {
+		t.Fatalf("a pointer past the commit log, no snapshot covering it: %v, want ErrCorruption", err)
+	}
+	if err := reconcileRounds(logs, st, n); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := logs.LastIndex(); err != nil || last != 0 {
+		t.Fatalf("the log the snapshot replaced ends at %d (%v), want it removed", last, err)
+	}
+	st.Close()
+	logs.Close()
+}
+
+// refuseAll is the Replicator of a store that never leads.
+type refuseAll struct{}
+
+func (refuseAll) Propose(_ []byte, done func(error)) { done(errors.New("not the leader")) }
