@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/rmq-go/rmq/core/store"
@@ -247,3 +248,47 @@ func TestReconcileAfterInstall(t *testing.T) {
 type refuseAll struct{}
 
 func (refuseAll) Propose(_ []byte, done func(error)) { done(errors.New("not the leader")) }
+
+// TestReconcileTornStoreLogsCrash is TestReconcileTornStoreLogs with a
+// crash of the store's filesystem, keeping only what was synced, at the
+// point where StoreLogs has synced the batch's rounds and the WAL has not
+// stored their pointers; some of the stored rounds were applied, and the
+// applied end recorded for part of them only.
+func TestReconcileTornStoreLogsCrash(t *testing.T) {
+	entries, n, want := source(t, "crash", 12, 3)
+	k := n - 4
+	dir := t.TempDir()
+	mem := vfs.NewCrashableMem()
+	onMem := func(fs vfs.FS) func(*store.Options) { return func(o *store.Options) { o.FS = fs; o.Dir = "/store" } }
+	m := openMember(t, dir, true, onMem(mem))
+	storeRange(t, m.logs, entries, 1, k, 1)
+	applyRange(t, m.st, entries, 1, 2)
+	if err := m.st.SyncReplicated(); err != nil {
+		t.Fatal(err)
+	}
+	applyRange(t, m.st, entries, 3, 5)
+	for i := k + 1; i <= n; i++ {
+		if err := m.st.WriteRound(entries[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.st.SyncRounds(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	m.close(t)
+
+	m = openMember(t, dir, true, onMem(crashed))
+	defer m.close(t)
+	if got, want := m.st.StoredEnd(), roundEnd(t, entries[k]); got != want {
+		t.Fatalf("after the crash, the stored rounds end at %d, want the WAL's last round's end %d", got, want)
+	}
+	if _, applied := m.st.CommitLogOffsets(); applied != roundEnd(t, entries[2]) {
+		t.Fatalf("after the crash, the applied end is %d, want the recorded %d", applied, roundEnd(t, entries[2]))
+	}
+	storeRange(t, m.logs, entries, k+1, n, 1)
+	applyRange(t, m.st, entries, 1, n)
+	if got := readBodies(t, m.st); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read %d records, want %d", len(got), len(want))
+	}
+}
