@@ -225,6 +225,7 @@ func Open(opts Options) (*Node, error) {
 	n.snaps = snapshotStore{files, n}
 	so := opts.Store
 	so.Replicator = n
+	so.WriteAhead = true
 	if err := n.finishInstall(files, so); err != nil {
 		return nil, err
 	}
@@ -233,6 +234,12 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.store.Store(st)
+	n.logs.rounds = n.Store
+	n.logs.failed = n.failWith
+	if err := n.reconcile(files); err != nil {
+		st.Close()
+		return nil, err
+	}
 
 	layer := opts.StreamLayer
 	if layer == nil {

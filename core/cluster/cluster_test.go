@@ -673,3 +673,56 @@ func TestTLSRaftPort(t *testing.T) {
 		t.Fatalf("a connection without a member's certificate was served (%v)", err)
 	}
 }
+
+// TestRetentionUnderSnapshots runs retention that wants every sealed
+// segment gone, every few milliseconds, while the set takes writes and
+// snapshots: each member keeps the rounds after its newest snapshot,
+// which raft replays from the commit log after a restart. A member
+// stopped and restarted replays them and catches up; a member that fell
+// behind what the leader kept installs a snapshot instead.
+func TestRetentionUnderSnapshots(t *testing.T) {
+	s := newSet(t, 3, func(o *cluster.Options) {
+		o.SnapshotThreshold = 32
+		o.SnapshotInterval = 20 * time.Millisecond
+		o.TrailingLogs = 8
+		o.TrailingDuration = -1
+		o.Store.SegmentSize = 64 << 10
+		o.Store.Retention = time.Millisecond
+		o.Store.RetentionInterval = 5 * time.Millisecond
+		o.Store.DiskHighWater = -1
+	})
+	l := s.leader(nil)
+	var f *member
+	for _, m := range s.members {
+		if m != l {
+			f = m
+			break
+		}
+	}
+	body := strings.Repeat("r", 1000)
+	if _, errs := appendN(l.node.Store(), "early"+body, 600); errs != 0 {
+		t.Fatal("appends failed")
+	}
+	s.stop(f)
+	s.restart(f)
+	if _, errs := appendN(l.node.Store(), "late"+body, 600); errs != 0 {
+		t.Fatal("appends failed")
+	}
+	commit := l.node.Status().CommitIndex
+	for _, m := range s.members {
+		waitFor(t, m.opts.NodeID+" applies the log", func() bool { return m.node.Status().AppliedIndex >= commit })
+	}
+	if err := f.node.Failed(); err != nil {
+		t.Fatalf("the restarted member failed: %v", err)
+	}
+	for _, m := range s.members {
+		if lo, _ := m.node.Store().CommitLogOffsets(); lo == 0 {
+			t.Fatalf("%s's retention deleted nothing", m.opts.NodeID)
+		}
+		for q := range int32(4) {
+			if got, want := m.node.Store().MaxOffset("T", q), l.node.Store().MaxOffset("T", q); got != want {
+				t.Fatalf("%s: queue %d ends at %d, the leader's at %d", m.opts.NodeID, q, got, want)
+			}
+		}
+	}
+}

@@ -4,20 +4,27 @@
 //
 // # Data path
 //
-//	leader: Append ─▶ store round ─▶ Propose ─▶ raft log (fsync) ─▶ majority ─▶ commit
-//	                                                                             │
-//	every member:                          store.Apply ◀── FSM.Apply ◀──────────┘
-//	                                       write the round's bytes at the same offsets,
-//	                                       dispatch its records to the consume queues
+//	leader: Append ─▶ store round ─▶ Propose ─▶ StoreLogs on a majority ─▶ commit
+//	                                            │ round's bytes → commit log (fsync)
+//	                                            │ pointer → raft-wal (fsync)
+//	every member:                               ▼
+//	                             store.Apply ◀── FSM.Apply ◀── GetLog (rebuilt)
+//	                             index the round, move the applied end
 //
 // A group-commit round of the store is one raft entry holding the round's
 // bytes exactly as the commit log stores them, so every member's commit
 // log is byte for byte the same, and commit-log offsets, queue offsets and
-// message ids survive a failover. An append is acknowledged once the
-// round's entry is committed (stored with fsync by a majority) and applied
-// on the leader; the members' commit logs are synced in the background,
-// and after a crash each member cuts its log at its last synced end and
-// re-applies the rest from the raft log (store.Options.Replicator).
+// message ids survive a failover. raft's log is a pointer log (pointer.go,
+// logstore.go): when a member stores an entry, a round's bytes go into its
+// commit log at their offsets (store.WriteRound, one fsync per batch) and
+// raft-wal keeps a pointer to them; every other entry stays in raft-wal
+// whole. GetLog rebuilds the entry and checks its CRC. A round is thus
+// written once per member, and readers see it only once it is applied
+// (store.Options.WriteAhead). An append is acknowledged once the round's
+// entry is committed (stored by a majority) and applied on the leader. A
+// conflicting tail raft cuts is cut from the commit log too (CutRounds);
+// at start the commit log is cut back to the WAL's last round, whose
+// bytes a crash may have outrun (reconcile.go).
 //
 // Consumer offsets and scheduler positions (progress values) are proposed
 // by the leader as they change, many in one entry at most every 10 ms; an
@@ -47,9 +54,10 @@
 // own (an fsync in the background), leaves the set (Failed, OnFail): the
 // FSM applies and snapshots nothing more, the store takes no writes, a
 // leader hands leadership over, and raft shuts down, so the member
-// neither votes nor can be elected. Reopening it is the way back: the
-// store recovers to its last synced end and raft replays the log from
-// the last snapshot, or installs a newer one. A snapshot that fails to
+// neither votes nor can be elected. A round that StoreLogs cannot write,
+// sync or cut fails the member the same way. Reopening it is the way
+// back: the store recovers to its applied end and raft replays the log
+// from the last snapshot, or installs a newer one. A snapshot that fails to
 // install leaves the member out the same way (its store directory then
 // holds part of a snapshot, and Restore never closes a store twice).
 //
@@ -59,7 +67,8 @@
 // its log, leaving TrailingLogs entries; the log store leaves more (its
 // DeleteRange stops short): every entry appended in the last
 // TrailingDuration (10 min), as far back as they take at most
-// TrailingBytes (16 GiB) on disk. A member restarted, or cut off, for
+// TrailingBytes (16 GiB) on disk (of the WAL, which holds pointers in
+// the rounds' place). A member restarted, or cut off, for
 // less than that catches up from the leader's log, receiving what it
 // missed and no more; only one away longer, or one whose disk was lost,
 // needs a snapshot. Status.RaftReceived, the bytes a member read from its
@@ -88,11 +97,15 @@
 //     that does not continue a member's log where it ends is an error
 //     that stops that member's store, never silently skipped.
 //  4. A member restarted after a crash never serves a round it has not
-//     re-applied from the raft log: the store cuts its log back to its
-//     last synced end, a round boundary.
+//     applied: the store indexes up to its recorded applied end and keeps
+//     the rounds past it unapplied, cut back to the end of the WAL's last
+//     round, until raft's replay applies them.
 //  5. A member whose store failed applies, snapshots, votes and leads
 //     no more until reopened: no snapshot of it claims more than its
 //     store holds, and the raft log keeps what it missed.
+//  6. Every round raft-wal points to is in the commit log, synced, before
+//     the pointer is stored; retention deletes no segment ending past the
+//     first round after the newest snapshot, which a restart replays.
 //
 // # Security
 //

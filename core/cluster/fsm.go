@@ -55,11 +55,12 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := n.Store().Checkpoint(); err != nil {
 		return nil, err
 	}
-	snap, err := n.Store().TakeSnapshot()
+	st := n.Store()
+	snap, err := st.TakeSnapshot()
 	if err != nil {
 		return nil, err
 	}
-	return fsmSnapshot{snap}, nil
+	return fsmSnapshot{snap, st}, nil
 }
 
 // Restore replaces this member's store with a snapshot from the leader:
@@ -78,6 +79,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	so := n.opts.Store
 	so.Replicator = n
+	so.WriteAhead = true
 	if err := store.RestoreDir(so.FS, so.Dir, rc); err != nil {
 		// RestoreDir is atomic: the directory holds the old store still
 		// (or, had it got past its commit point, the new one). It is
@@ -112,14 +114,24 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type fsmSnapshot struct{ snap *store.Snapshot }
+type fsmSnapshot struct {
+	snap *store.Snapshot
+	st   *store.Store
+}
 
+// Persist writes the snapshot's manifest. Once it is stored, a restart
+// replays only the entries after it, so the store's retention may delete
+// the rounds before its end (HoldRoundsFrom).
 func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if _, err := s.snap.WriteTo(sink); err != nil {
 		sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	s.st.HoldRoundsFrom(s.snap.End())
+	return nil
 }
 
 func (fsmSnapshot) Release() {}

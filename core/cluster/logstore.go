@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/rmq-go/rmq/core/store"
 )
 
 // logStore keeps raft's log and its stable values in raft-wal
@@ -35,6 +36,24 @@ type logStore struct {
 	dir  string
 	keep retention
 	now  func() time.Time
+	// rounds, when set, makes the log a pointer log (pointer.go): a
+	// round entry's bytes go to the store it returns, and the WAL keeps
+	// where they lie.
+	rounds func() *store.Store
+	// failed is told of a failed write, sync or cut of the commit log:
+	// what the store holds is then unknown, and the member leaves its
+	// set (Node.failWith).
+	failed func(error)
+	log    hclog.Logger
+}
+
+// fail reports err, unless the store was closed, to s.failed and returns
+// it.
+func (s *logStore) fail(err error) error {
+	if s.failed != nil && !errors.Is(err, store.ErrClosed) {
+		s.failed(err)
+	}
+	return err
 }
 
 // retention is how much of the log's tail compaction leaves: the entries
@@ -63,7 +82,7 @@ func openLogStore(dir string, keep retention, segment int, hlog hclog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft log: %w", err)
 	}
-	return &logStore{WAL: w, dir: walDir, keep: keep, now: time.Now}, nil
+	return &logStore{WAL: w, dir: walDir, keep: keep, now: time.Now, log: hlog}, nil
 }
 
 // GetLog reads an entry, answering raft's ErrLogNotFound for one before
@@ -79,7 +98,89 @@ func (s *logStore) GetLog(index uint64, l *raft.Log) error {
 	if index < first {
 		return raft.ErrLogNotFound
 	}
-	return s.WAL.GetLog(index, l)
+	if err := s.WAL.GetLog(index, l); err != nil {
+		return err
+	}
+	if s.rounds == nil || !isPointer(l) {
+		return nil
+	}
+	data, err := readPointer(s.rounds(), l.Data)
+	if errors.Is(err, store.ErrOffsetGone) {
+		// Retention deleted the round's bytes: raft sends a snapshot.
+		return raft.ErrLogNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: raft log entry %d: %w", index, err)
+	}
+	l.Data = data
+	return nil
+}
+
+// StoreLogs stores entries in order. In a pointer log, every round's
+// bytes are written into the commit log first, synced once for the
+// batch, and the WAL then stores a pointer to them in the round's place:
+// its own write and fsync carry only the small entries. A round that
+// does not begin where the stored rounds end is refused
+// (store.ErrRoundConflict): raft cuts a conflicting tail before storing
+// the entries that replace it. A round that cannot be written or synced
+// fails the member (failed); when the WAL's own write fails, the rounds
+// the batch wrote are cut again.
+func (s *logStore) StoreLogs(logs []*raft.Log) error {
+	if s.rounds == nil {
+		return s.WAL.StoreLogs(logs)
+	}
+	st := s.rounds()
+	var out []*raft.Log
+	from := int64(-1)
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		p, start, ok, err := makePointer(l.Data)
+		if err != nil {
+			return fmt.Errorf("cluster: raft log entry %d: %w", l.Index, err)
+		}
+		if !ok {
+			continue
+		}
+		if err := st.WriteRound(l.Data); err != nil {
+			return s.fail(fmt.Errorf("cluster: raft log entry %d: %w", l.Index, err))
+		}
+		if from < 0 {
+			from = start
+		}
+		if out == nil {
+			out = slices.Clone(logs)
+		}
+		c := *l
+		c.Data = p
+		out[i] = &c
+	}
+	if out == nil {
+		return s.WAL.StoreLogs(logs)
+	}
+	if err := st.SyncRounds(); err != nil {
+		return s.fail(err)
+	}
+	if err := s.WAL.StoreLogs(out); err != nil {
+		s.cutBack(st, from)
+		return err
+	}
+	return nil
+}
+
+// cutBack cuts the rounds a failed StoreLogs wrote, from offset from (none
+// when negative): the WAL holds no entry for them.
+func (s *logStore) cutBack(st *store.Store, from int64) {
+	if from < 0 {
+		return
+	}
+	if _, applied := st.CommitLogOffsets(); from < applied {
+		return
+	}
+	if err := st.CutRounds(from); err != nil {
+		s.fail(fmt.Errorf("cluster: cutting the rounds of a raft log write that failed: %w", err))
+	}
 }
 
 // DeleteRange removes the entries min to max. Raft calls it for two
@@ -90,6 +191,13 @@ func (s *logStore) GetLog(index uint64, l *raft.Log) error {
 // would do: raft never relies on a compacted entry being gone, and an
 // installed snapshot removes the whole log (IsMonotonic).
 func (s *logStore) DeleteRange(min, max uint64) error {
+	if s.rounds != nil {
+		if last, err := s.LastIndex(); err != nil {
+			return err
+		} else if max >= last && min <= last {
+			return s.deleteTail(min, max)
+		}
+	}
 	if s.keep.age > 0 && s.keep.bytes > 0 {
 		first, err := s.FirstIndex()
 		if err != nil {
@@ -115,6 +223,46 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	return s.WAL.DeleteRange(min, max)
 }
 
+// deleteTail removes the entries min to the last, and in a pointer log
+// the rounds they stored from the commit log, which the set never
+// applied: the next rounds take their offsets. The WAL goes first: a
+// crash between the two leaves rounds past the WAL's last, which the
+// next start cuts (reconcile). Rounds the store applied already (the
+// whole log goes after a snapshot install) are not cut.
+func (s *logStore) deleteTail(lo, hi uint64) error {
+	first, err := s.FirstIndex()
+	if err != nil {
+		return err
+	}
+	cut := int64(-1)
+	var l raft.Log
+	for i := max(lo, first); i <= hi && first > 0; i++ {
+		if err := s.WAL.GetLog(i, &l); err != nil {
+			return err
+		}
+		if start, ok, err := roundStart(&l); err != nil {
+			return fmt.Errorf("cluster: raft log entry %d: %w", i, err)
+		} else if ok {
+			cut = start
+			break
+		}
+	}
+	if err := s.WAL.DeleteRange(lo, hi); err != nil {
+		return err
+	}
+	if cut < 0 {
+		return nil
+	}
+	st := s.rounds()
+	if _, applied := st.CommitLogOffsets(); cut < applied {
+		cut = applied
+	}
+	if err := st.CutRounds(cut); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
 // keptFrom returns the first entry of first..last the retention keeps
 // (last+1 for none): the first appended within keep.age, or a later one
 // where the segments from it to the end take keep.bytes on disk. Entries
@@ -130,7 +278,8 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 	young := func(i uint64) bool {
 		var l raft.Log
 		for ; i <= last; i++ {
-			if err := s.GetLog(i, &l); err != nil {
+			// The WAL's own entry: a pointer's time is the round's.
+			if err := s.WAL.GetLog(i, &l); err != nil {
 				ferr = errors.Join(ferr, err)
 				return true
 			}

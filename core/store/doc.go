@@ -245,10 +245,18 @@
 // refuses offset commits (ErrNotLeader) and ignores SetProgress. Metadata
 // writes, the keys
 // components keep (PutKeys, PutValues, DeleteKeys, DeleteKeyRange) and
-// topic deletions are entries too. The commit log is then synced in the
-// background, and after each sync the offset it covers, a round boundary,
-// is written to the index ('r'): recovery cuts the log there, and the
-// replicated log supplies the rest again. Every unit below the cut stays
+// topic deletions are entries too. Without WriteAhead, the commit log is
+// then synced in the background, and after each sync the offset it
+// covers, a round boundary, is written to the index ('r'): recovery cuts
+// the log there, and the replicated log supplies the rest again. With
+// Options.WriteAhead (what core/cluster runs: its raft log points into the
+// commit log) the replicated log's owner writes and syncs each round when
+// it stores the entry (WriteRound, SyncRounds), so Apply only indexes
+// it; 'r' then records the applied end, recovery indexes up to it and
+// keeps the rounds past it unapplied (StoredEnd), for the owner to cut
+// back to where its own log ends (CutRounds), and retention keeps every
+// segment ending past the floor the owner sets (HoldRoundsFrom): the
+// rounds its log may apply again after a restart. Every unit below the cut stays
 // in its queue, whether its block came from the index or only from the
 // recovery scan (whose blocks trimming reads back from the recovery's
 // own batch), so the rounds written again continue each queue without a
@@ -285,6 +293,16 @@
 //     committed and applied. A member keeps the committed values beside
 //     its own, writes only those to its index, and goes back to them
 //     when it stops leading: no member holds a value the set does not.
+//  17. With Options.WriteAhead (writeahead.go) the replicated log's owner
+//     writes a round's bytes when it stores the entry, before the set
+//     commits it (WriteRound, one SyncRounds per batch), and Apply only
+//     indexes it. A round must begin where the stored rounds end
+//     (StoredEnd); CutRounds drops stored rounds past an offset at or
+//     after the applied end, zeroed and synced before it returns. No
+//     reader (queue, key or offset lookup, snapshot, the log's end) sees
+//     past the applied end; recovery keeps the rounds past it, unapplied,
+//     for the owner to cut to the end of its own log, and applying a
+//     round again that lies below the applied end does nothing.
 //
 // # Reading a queue
 //

@@ -170,6 +170,13 @@ type Options struct {
 	// then FlushAsync for the commit log: a round is durable once the
 	// replicated log holds it on a majority.
 	Replicator Replicator `yaml:"-"`
+	// WriteAhead says the replicated log is served from the commit log
+	// (writeahead.go): rounds are written by WriteRound when the
+	// replicated log stores them, before they are committed, and Apply
+	// only indexes them. Recovery then keeps the log past the applied end
+	// as unapplied rounds, for the owner to cut (CutRounds) to where its
+	// replicated log ends. Only with Replicator.
+	WriteAhead bool `yaml:"-"`
 	// Now is the clock. Default time.Now.
 	Now func() time.Time `yaml:"-"`
 }

@@ -62,16 +62,25 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
+	stored := end
 	if s.Replicated() {
 		// Past the last synced end, a round may be torn anywhere: cut
-		// there; the replicated log holds every round after it.
+		// there; the replicated log holds every round after it. Rounds
+		// written ahead stay in the log, unapplied: the owner cuts them
+		// to where its replicated log ends (CutRounds), and its replay
+		// indexes the rest.
 		if x, ok, err := getInt64(s.db, replEndKey); err != nil {
 			return fmt.Errorf("store: read the synced end: %w", err)
 		} else if ok && x < end {
-			if err := s.cutAt(x); err != nil {
-				return err
+			if s.opts.WriteAhead {
+				s.log.Info("commit log holds rounds past the applied end; the set's log applies them again", "applied", x, "end", end)
+			} else {
+				if err := s.cutAt(x); err != nil {
+					return err
+				}
+				s.log.Info("commit log cut at its last synced end; the set's log supplies the rest", "from", end, "to", x)
+				stored = x
 			}
-			s.log.Info("commit log cut at its last synced end; the set's log supplies the rest", "from", end, "to", x)
 			end = x
 		}
 	}
@@ -102,7 +111,8 @@ func (s *Store) recover() error {
 	}
 	s.mu.next = next
 	s.written.Store(end)
-	s.durable.Store(end)
+	s.durable.Store(stored)
+	s.repl.stored.Store(stored)
 	s.cq.dispatched = end
 	for k, q := range s.cq.queues {
 		q.assigned = q.next

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/rmq-go/rmq/core/message"
@@ -68,6 +70,17 @@ type replState struct {
 	// openEnd is where the log ended when the store opened: a topic
 	// deletion before it is a replay (see Apply). Set by Open.
 	openEnd int64
+	// stored is the end of the rounds WriteRound wrote ahead of their
+	// apply (writeahead.go); at or below the applied end, none are.
+	// Written under applyMu.
+	stored atomic.Int64
+	// floor is where the rounds the replicated log may apply again begin
+	// (HoldRoundsFrom): retention keeps every segment ending past it.
+	floor atomic.Int64
+	// syncMu serialises syncReplicated; recorded is the end it last
+	// wrote to the index (replEndKey), guarded by syncMu.
+	syncMu   sync.Mutex
+	recorded int64
 }
 
 // Replicated reports whether the store was opened with a Replicator.
@@ -86,13 +99,14 @@ func (s *Store) Writable() bool {
 
 // Promote makes a replicated store take writes. The caller has applied
 // every entry committed before (raft's Barrier): offsets are handed out
-// from the end of what was applied.
+// from the end of the stored rounds (StoredEnd), which is then the end
+// of what was applied.
 func (s *Store) Promote() {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next := s.written.Load()
+	next := s.StoredEnd()
 	if pos := next % s.opts.SegmentSize; pos > s.opts.SegmentSize-blankLen {
 		next += s.opts.SegmentSize - pos
 	}
@@ -275,34 +289,33 @@ func (s *Store) Apply(entry []byte) error {
 	return err
 }
 
-// applyRound writes a round's bytes and dispatches its records. A round
-// this store proposed is finished, waking its appenders.
+// applyRound writes a round's bytes, unless WriteRound wrote them ahead,
+// and dispatches its records. A round this store proposed is finished,
+// waking its appenders.
 func (s *Store) applyRound(p []byte) error {
-	if len(p) < 12 {
-		return fmt.Errorf("%w: short round entry", ErrCorruption)
+	id, r, err := parseRound(p, 0)
+	if err != nil {
+		return err
 	}
-	id := binary.BigEndian.Uint64(p)
-	n := int(binary.BigEndian.Uint32(p[8:]))
-	p = p[12:]
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.repl.closed {
 		return ErrClosed
 	}
 	if k := len(s.repl.inflight); k > 0 && s.repl.inflight[0].id == id {
-		r := s.repl.inflight[0]
+		own := s.repl.inflight[0]
 		s.repl.inflight[0] = nil
 		s.repl.inflight = s.repl.inflight[1:]
 		s.releaseSlots(1)
-		if err := s.storeRound(r); err != nil {
-			r.err = err
-			s.finish(r)
+		if err := s.storeRound(own); err != nil {
+			own.err = err
+			s.finish(own)
 			s.demoteLocked(err)
 			s.fail(err)
 			return err
 		}
-		s.finish(r)
-		s.recycle(r)
+		s.finish(own)
+		s.recycle(own)
 		return nil
 	}
 	// A round of another member: whatever this store proposed can no
@@ -310,30 +323,20 @@ func (s *Store) applyRound(p []byte) error {
 	if len(s.repl.inflight) > 0 || s.Writable() {
 		s.demoteLocked(errors.New("a round of another member was committed"))
 	}
-	r := &round{segSize: s.opts.SegmentSize}
-	for i := 0; i < n; i++ {
-		if len(p) < 12 {
-			return fmt.Errorf("%w: short round entry", ErrCorruption)
-		}
-		off := int64(binary.BigEndian.Uint64(p))
-		size := int(binary.BigEndian.Uint32(p[8:]))
-		if len(p) < 12+size {
-			return fmt.Errorf("%w: short round entry", ErrCorruption)
-		}
-		r.chunks = append(r.chunks, chunk{off: off, buf: p[12 : 12+size]})
-		p = p[12+size:]
-	}
 	if len(r.chunks) == 0 {
 		return nil
 	}
-	first, last := r.chunks[0], r.chunks[len(r.chunks)-1]
-	r.end = last.off + int64(len(last.buf))
+	r.segSize = s.opts.SegmentSize
 	written := s.written.Load()
-	switch {
+	switch stored := s.repl.stored.Load(); {
 	case r.end <= written:
 		return nil // applied before a restart
-	case first.off != written:
-		err := fmt.Errorf("%w: replicated round at %d does not follow the log's end %d", ErrCorruption, first.off, written)
+	case r.start != written:
+		err := fmt.Errorf("%w: replicated round at %d does not follow the log's end %d", ErrCorruption, r.start, written)
+		s.fail(err)
+		return err
+	case stored > written && stored < r.end:
+		err := fmt.Errorf("%w: replicated round %d..%d only partly stored (to %d)", ErrCorruption, r.start, r.end, stored)
 		s.fail(err)
 		return err
 	}
@@ -389,36 +392,45 @@ func (s *Store) unitsOf(r *round) error {
 	return nil
 }
 
-// storeRound writes r and makes its records visible. applyMu is held.
+// storeRound writes r, unless WriteRound stored it already, and makes
+// its records visible. applyMu is held.
 func (s *Store) storeRound(r *round) error {
 	s.stats.Rounds.Add(1)
 	s.stats.RoundMessages.Observe(int64(len(r.units)))
-	if err := s.writeRound(r); err != nil {
-		return err
+	if s.repl.stored.Load() < r.end {
+		if err := s.writeRound(r); err != nil {
+			return err
+		}
+		s.dirtyEnd = 0
 	}
 	s.written.Store(r.end)
-	s.dirtyEnd = 0
 	s.dispatchRound(r)
 	return nil
 }
 
-// syncReplicated fsyncs the log and records the end it covers (see
-// replEndKey).
+// syncReplicated fsyncs the log up to the applied end, unless
+// SyncRounds did, and records that end (see replEndKey). Its calls are
+// serialised, so the recorded end never goes back.
 func (s *Store) syncReplicated() error {
+	s.repl.syncMu.Lock()
+	defer s.repl.syncMu.Unlock()
 	s.applyMu.Lock()
 	end := s.written.Load()
 	s.applyMu.Unlock()
-	if end == s.durable.Load() {
+	if end == s.repl.recorded {
 		return nil
 	}
-	s.stats.FsyncBytes.Observe(end - s.durable.Load())
-	if err := s.syncActive(); err != nil {
-		return err
+	if d := s.durable.Load(); end > d {
+		s.stats.FsyncBytes.Observe(end - d)
+		if err := s.syncActive(); err != nil {
+			return err
+		}
+		s.durable.Store(end)
 	}
-	s.durable.Store(end)
 	if err := s.db.Set(replEndKey, int64Value(end), pebble.Sync); err != nil {
 		return fmt.Errorf("store: record the synced end: %w", err)
 	}
+	s.repl.recorded = end
 	return nil
 }
 

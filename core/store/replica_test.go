@@ -31,6 +31,10 @@ type memberLog struct {
 	applied func(entry []byte, err error)
 	// proposed is signalled by every Propose call.
 	proposed chan struct{}
+	// ahead makes the log write each round into every member's commit
+	// log (WriteRound, SyncRounds) before applying it, as a raft log
+	// served from the commit log stores it.
+	ahead bool
 
 	mu      sync.Mutex
 	log     [][]byte
@@ -84,6 +88,20 @@ func (l *memberLog) run() {
 			l.mu.Unlock()
 			var err error
 			for i, m := range members {
+				if l.ahead {
+					if _, _, ok, _ := store.ParseRound(p.entry); ok {
+						e := m.WriteRound(p.entry)
+						if e == nil {
+							e = m.SyncRounds()
+						}
+						if e != nil {
+							if i == 0 {
+								err = e
+							}
+							continue
+						}
+					}
+				}
 				if e := m.Apply(p.entry); i == 0 {
 					err = e
 				}

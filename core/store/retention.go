@@ -147,6 +147,9 @@ func (s *Store) RunRetention() (int, error) {
 		if reason == "" {
 			break
 		}
+		if s.opts.WriteAhead && end > s.repl.floor.Load() {
+			break // rounds the replicated log may apply again (HoldRoundsFrom)
+		}
 		if hooks.Floor != nil {
 			if held := below(s.resolveHolds(hooks.Floor()), end); len(held) > 0 {
 				s.stats.SegmentsHeld.Add(1)

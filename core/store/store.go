@@ -299,6 +299,7 @@ func Open(opts Options) (*Store, error) {
 		if err := s.db.Set(replEndKey, int64Value(s.written.Load()), pebble.Sync); err != nil {
 			return nil, fmt.Errorf("store: record the synced end: %w", err)
 		}
+		s.repl.recorded = s.written.Load()
 		s.repl.openEnd = s.written.Load()
 		// What a member recovers is what the set committed: values are
 		// changed only while leading, and reverted when demoted.
