@@ -95,11 +95,14 @@ type Options struct {
 	SnapshotInterval  time.Duration `yaml:"snapshotInterval"`
 	// TrailingDuration and TrailingBytes are how much of the raft log a
 	// snapshot leaves besides TrailingLogs: the entries of the last
-	// TrailingDuration (default 10 min), as far back as they take at most
-	// TrailingBytes of disk (default 16 GiB, 10 minutes at 27 MB/s). A
-	// member stopped or cut off for less catches up from the log; one
-	// away longer installs a snapshot, which copies the leader's whole
-	// commit log. A negative TrailingDuration keeps only TrailingLogs.
+	// TrailingDuration (default 6 h), as far back as they take at most
+	// TrailingBytes of disk (default 16 GiB). A round's entry is a pointer
+	// into the commit log of a few dozen bytes, so the raft log is a small
+	// fraction of the commit log it covers. A member stopped or cut off
+	// for less catches up from the log, as long as the leader's commit
+	// log still holds the rounds; one away longer installs a snapshot,
+	// which copies the leader's whole commit log. A negative
+	// TrailingDuration keeps only TrailingLogs.
 	TrailingDuration time.Duration `yaml:"trailingDuration"`
 	TrailingBytes    int64         `yaml:"trailingBytes" cfg:"size"`
 	// StreamLayer carries raft's traffic; nil listens on this member's
@@ -129,7 +132,7 @@ type Options struct {
 
 // Defaults of Options.TrailingDuration and TrailingBytes.
 const (
-	DefaultTrailingDuration = 10 * time.Minute
+	DefaultTrailingDuration = 6 * time.Hour
 	DefaultTrailingBytes    = 16 << 30
 )
 

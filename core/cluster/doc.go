@@ -66,7 +66,7 @@
 // raft takes a snapshot every SnapshotThreshold entries and then truncates
 // its log, leaving TrailingLogs entries; the log store leaves more (its
 // DeleteRange stops short): every entry appended in the last
-// TrailingDuration (10 min), as far back as they take at most
+// TrailingDuration (6 h), as far back as they take at most
 // TrailingBytes (16 GiB) on disk (of the WAL, which holds pointers in
 // the rounds' place). A member restarted, or cut off, for
 // less than that catches up from the leader's log, receiving what it
