@@ -434,6 +434,13 @@ func (n *node) comparePropConst(st *evalState) tri {
 	case kBool: // likewise
 		return triOf(bytes.EqualFold(v, []byte("true")) == c.b == eq)
 	}
+	if c.kind == kLong {
+		// The common case, an integer property against an integer
+		// literal, without parseNumber's general reading.
+		if x, ok := parseSmallInt(v); ok {
+			return triOf(holds(n.fastCmp, cmp3(x, c.i)))
+		}
+	}
 	x, ok := parseNumber(v)
 	if !ok {
 		if eq || n.cmp == cmpNe {
