@@ -44,7 +44,13 @@
 //
 // A filter's Matcher that implements PropertyReader names the properties
 // its expression reads; the broker then sends only those, which saves the
-// guest most of its work on messages with many properties.
+// guest most of its work on messages with many properties. A Filter that
+// implements ValueFilter (ValueFilterFunc) goes further (ABI v1.4): the
+// broker looks those properties up itself and sends their values in the
+// order named, which Message.Value and Message.Values read without scanning
+// anything; Property and Properties still answer over the named keys. The
+// native test path (CheckSelfTests) resolves the values as the broker does,
+// so a plain go test of the guest runs the same code.
 //
 // # Config and lifecycle
 //
@@ -66,7 +72,7 @@
 // # ABI versions and compatibility
 //
 // The ABI has a major and a minor version, abi.Version and abi.Minor (today
-// v1.3). The major is in the name of the marker a module exports
+// v1.4). The major is in the name of the marker a module exports
 // (broker_abi_v1) and in the sdk's module path: this module speaks v1, and
 // an ABI v2 would come as the module github.com/rmq-go/rmq/sdk/v2. The minor
 // is in the module's info block. The rule a broker applies when it loads a

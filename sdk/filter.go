@@ -62,6 +62,30 @@ type PropertyReader interface {
 	PropertyKeys() []string
 }
 
+// ValueFilter is a Filter that takes, for each matcher that is a
+// PropertyReader, the values of the properties it names already looked
+// up by the broker (ABI v1.4): when ResolvesValues reports true (asked
+// after Init), Message.Value(i) and Message.Values give the value of the
+// i-th key PropertyKeys listed without scanning anything, which is the
+// cheapest way for a guest to read properties. Message.Property and
+// Message.Properties still work, over the named keys. A matcher that is
+// not a PropertyReader gets every property, as without this. It needs a
+// broker of ABI v1.4 or later.
+type ValueFilter interface {
+	Filter
+	ResolvesValues() bool
+}
+
+// ValueFilterFunc adapts a function to a ValueFilter that asks for
+// resolved values.
+type ValueFilterFunc func(expression string) (Matcher, error)
+
+// Compile calls f.
+func (f ValueFilterFunc) Compile(expression string) (Matcher, error) { return f(expression) }
+
+// ResolvesValues reports true.
+func (ValueFilterFunc) ResolvesValues() bool { return true }
+
 // FilterFunc adapts a function to Filter.
 type FilterFunc func(expression string) (Matcher, error)
 
@@ -79,6 +103,10 @@ type compiledExpr struct {
 	expr string
 	m    Matcher
 	err  error
+	// names are the keys the matcher reads (PropertyReader), and values
+	// whether its records carry them resolved (filterValues).
+	names  []string
+	values bool
 }
 
 // matcher returns the compiled form of expr, compiling it on first sight.
@@ -95,6 +123,10 @@ func matcher(expr []byte) *compiledExpr {
 			err = fmt.Errorf("Compile(%q) returned no matcher", s)
 		}
 		c = &compiledExpr{expr: s, m: m, err: err}
+		if pr, ok := m.(PropertyReader); ok && err == nil {
+			c.names = pr.PropertyKeys()
+			c.values = filterValues() && len(c.names) <= abi.MaxFilterKeys
+		}
 		if state.exprs == nil || len(state.exprs) >= maxCachedExpressions {
 			state.exprs = make(map[string]*compiledExpr)
 		}
@@ -126,6 +158,12 @@ func runFilter(in []byte, count uint32, out []byte) abi.Status {
 		if rest, err = abi.ReadFilterRecord(rest, &m.r); err != nil {
 			return fail(abi.StatusBadInput, "filter record does not parse")
 		}
+		if m.resolved = c.values; c.values {
+			m.names, m.built = c.names, false
+			if m.present, err = abi.ReadFilterValues(m.r.Properties, m.vals[:len(c.names)]); err != nil {
+				return fail(abi.StatusBadInput, "filter record's values do not parse")
+			}
+		}
 		ok, err := c.m.Match(m)
 		if err != nil {
 			return fail(abi.StatusFailed, err.Error())
@@ -154,11 +192,10 @@ func runFilterKeys(in []byte) ([]byte, abi.Status) {
 	if c.err != nil {
 		return nil, fail(abi.StatusBadExpression, c.err.Error())
 	}
-	pr, ok := c.m.(PropertyReader)
-	if !ok {
+	if _, ok := c.m.(PropertyReader); !ok {
 		return nil, abi.StatusOK
 	}
-	b, err := abi.AppendKeyList(state.keys[:0], pr.PropertyKeys())
+	b, err := abi.AppendKeyList(state.keys[:0], c.names)
 	if err != nil {
 		return nil, fail(abi.StatusFailed, fmt.Sprintf("PropertyKeys: more than %d keys, or one too long", abi.MaxFilterKeys))
 	}

@@ -13,7 +13,41 @@ func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // Message is one message as a filter sees it. It is a view into the call's
 // buffer: its strings and slices are valid only until Match returns, so keep
 // a copy (strings.Clone, bytes.Clone) of anything needed later.
-type Message struct{ r abi.FilterRecord }
+type Message struct {
+	r abi.FilterRecord
+	// resolved: r.Properties holds the values of names (a ValueFilter's
+	// PropertyReader), read into vals and present. props is the
+	// properties string Properties rebuilds from them, once built.
+	resolved bool
+	built    bool
+	names    []string
+	present  uint64
+	vals     [abi.MaxFilterKeys][]byte
+	props    []byte
+}
+
+// Value returns the value of the i-th key the matcher's PropertyKeys
+// listed, resolved by the broker for a ValueFilter, and whether the message
+// has that property (a key listed twice yields the same value twice). It
+// reads nothing but the slot. For any other matcher, or an i out of range,
+// it returns nil, false. The bytes alias the call's buffer: do not modify
+// them.
+func (m *Message) Value(i int) ([]byte, bool) {
+	if !m.resolved || uint(i) >= uint(len(m.names)) {
+		return nil, false
+	}
+	return m.vals[i], m.present&(1<<i) != 0
+}
+
+// Values returns every value Value returns, in one call: vals[i] is the
+// value of the i-th listed key when bit i of present is set. Both are nil
+// and 0 for a matcher whose values are not resolved.
+func (m *Message) Values() (vals [][]byte, present uint64) {
+	if !m.resolved {
+		return nil, 0
+	}
+	return m.vals[:len(m.names)], m.present
+}
 
 // Topic returns the message's topic.
 func (m *Message) Topic() string { return view(m.r.Topic) }
@@ -24,11 +58,38 @@ func (m *Message) Tags() string { return view(m.r.Tags) }
 // Keys returns the KEYS property (keys separated by spaces), or "".
 func (m *Message) Keys() string { return view(m.r.Keys) }
 
-// Properties returns the message's properties.
-func (m *Message) Properties() Properties { return Properties(m.r.Properties) }
+// Properties returns the message's properties: for a PropertyReader only
+// those it names, and for a ValueFilter's a string rebuilt from the
+// resolved values (on first use per message, into a buffer the module
+// reuses).
+func (m *Message) Properties() Properties {
+	if !m.resolved {
+		return Properties(m.r.Properties)
+	}
+	if !m.built {
+		m.props = m.props[:0]
+		for i, k := range m.names {
+			if m.present&(1<<i) != 0 {
+				m.props = append(append(append(append(m.props, k...), nameSep), m.vals[i]...), valueSep)
+			}
+		}
+		m.built = true
+	}
+	return Properties(m.props)
+}
 
 // Property returns the value of one property.
-func (m *Message) Property(key string) (string, bool) { return Properties(m.r.Properties).Lookup(key) }
+func (m *Message) Property(key string) (string, bool) {
+	if m.resolved {
+		for i, k := range m.names {
+			if k == key {
+				return view(m.vals[i]), m.present&(1<<i) != 0
+			}
+		}
+		return "", false
+	}
+	return Properties(m.r.Properties).Lookup(key)
+}
 
 // HasBody reports whether the body was sent, which it is only to a filter
 // that implements BodyFilter.

@@ -88,6 +88,12 @@ func filterInflate() bool {
 	return ok && b.NeedsBody() && b.InflateBodies()
 }
 
+// filterValues reports whether the registered filter takes resolved values.
+func filterValues() bool {
+	v, ok := state.filter.(ValueFilter)
+	return ok && v.ResolvesValues()
+}
+
 // RegisterAllocator makes a the module's allocation strategy. Call it from
 // an init function. Registering a second one panics.
 func RegisterAllocator(a Allocator) {
@@ -181,6 +187,9 @@ func infoBlock() []byte {
 	}
 	if filterInflate() {
 		flags |= abi.FlagFilterBodyInflated
+	}
+	if filterValues() {
+		flags |= abi.FlagFilterValues
 	}
 	state.info = abi.AppendInfo(state.info[:0], abi.Info{
 		Version:       abi.Version,

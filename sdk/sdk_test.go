@@ -235,3 +235,81 @@ func TestRunFilterKeys(t *testing.T) {
 		t.Fatalf("bad expression: %v", s)
 	}
 }
+
+// valueMatcher names region, color and region again, and matches when what
+// Value, Property and Properties read agree with the expression: its value
+// of region, or "-" for none.
+type valueMatcher struct{ want string }
+
+func (valueMatcher) PropertyKeys() []string { return []string{"region", "color", "region"} }
+
+func (m valueMatcher) Match(msg *Message) (bool, error) {
+	v, ok := msg.Value(0)
+	v2, ok2 := msg.Value(2)
+	p, okp := msg.Property("region")
+	l, okl := msg.Properties().Lookup("region")
+	vals, present := msg.Values()
+	if ok != ok2 || ok != okp || ok != okl || string(v) != string(v2) || string(v) != p || p != l ||
+		len(vals) != 3 || (present&1 != 0) != ok {
+		return false, errors.New("the accessors disagree")
+	}
+	if _, ok := msg.Value(3); ok {
+		return false, errors.New("a slot past the named keys")
+	}
+	if !ok {
+		return m.want == "-", nil
+	}
+	return string(v) == m.want, nil
+}
+
+func TestValueFilter(t *testing.T) {
+	reset(t)
+	RegisterFilter(ValueFilterFunc(func(expr string) (Matcher, error) { return valueMatcher{expr}, nil }))
+	buffer(1 << 10)
+	if info, _ := abi.ReadInfo(infoBlock()); !info.Flags.Has(abi.FlagFilterValues) || info.Minor != 4 {
+		t.Fatalf("info block: %+v", info)
+	}
+	for _, tt := range []struct {
+		props map[string]string
+		want  string
+		match bool
+	}{
+		{map[string]string{"region": "eu", "color": "red"}, "eu", true},
+		{map[string]string{"region": "eu"}, "us", false},
+		{map[string]string{"color": "red"}, "-", true},
+		{map[string]string{"region": "eu"}, "-", false},
+	} {
+		AddFilterTest(FilterTest{Expression: tt.want, Message: TestMessage{Properties: tt.props}, Match: tt.match})
+	}
+	// The self-tests carry the values resolved, as the broker sends them.
+	vs, err := vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r abi.FilterRecord
+	_, rest, _ := abi.ReadFilterHeader(vs[0].In)
+	if _, err := abi.ReadFilterRecord(rest, &r); err != nil || string(r.Properties) != "\x02\x00eu\x03\x00red\x02\x00eu" {
+		t.Fatalf("vector's properties %q, %v", r.Properties, err)
+	}
+	if err := CheckSelfTests(); err != nil {
+		t.Fatal(err)
+	}
+	// Reading resolved values allocates nothing.
+	in := abi.AppendFilterRecord(abi.AppendFilterHeader(nil, "eu"), &abi.FilterRecord{Properties: []byte("\x02\x00eu\xff\xff\x02\x00eu")})
+	out := make([]byte, 1)
+	if n := testing.AllocsPerRun(100, func() {
+		buf := buffer(uint32(len(in)))
+		if s := runFilter(buf[:copy(buf, in)], 1, out); s != abi.StatusOK || out[0] != abi.FilterMatch {
+			t.Fatalf("resolved values: %v %d", s, out[0])
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per batch", n)
+	}
+	// A properties field that does not hold the named keys' values is bad
+	// input, never a match.
+	in = abi.AppendFilterHeader(nil, "eu")
+	in = abi.AppendFilterRecord(in, &abi.FilterRecord{Properties: []byte("region\x01eu\x02")})
+	if s := runFilter(in, 1, out); s != abi.StatusBadInput {
+		t.Fatalf("malformed values: %v", s)
+	}
+}

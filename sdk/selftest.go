@@ -188,6 +188,11 @@ func vectors() ([]abi.Vector, error) {
 		if filterBody() {
 			r.Body, r.HasBody = m.Body, true
 		}
+		if filterValues() {
+			if c := matcher([]byte(t.Expression)); c.values {
+				r.Properties = resolveValues(nil, props, c.names)
+			}
+		}
 		if r.EncodedLen() < 0 {
 			return nil, fmt.Errorf("filter test %q: message too large", t.Expression)
 		}
@@ -238,6 +243,21 @@ func vectors() ([]abi.Vector, error) {
 		vs = append(vs, abi.Vector{Kind: abi.KindTransform, In: abi.AppendTransformRecord(nil, &rec), Out: abi.AppendTransformExpectation(nil, &e)})
 	}
 	return vs, nil
+}
+
+// resolveValues appends the values of names in props as the broker
+// resolves them for a ValueFilter (abi.FlagFilterValues). A value too
+// long for the layout makes the field too long for a record too, which
+// the caller reports.
+func resolveValues(dst, props []byte, names []string) []byte {
+	for _, k := range names {
+		v, ok := lookupProperty(props, k)
+		var err error
+		if dst, err = abi.AppendFilterValue(dst, v, ok); err != nil {
+			dst = append(append(dst, 0xFE, 0xFF), v...)
+		}
+	}
+	return dst
 }
 
 // transformTestName is the name a transform test is reported by: its own,

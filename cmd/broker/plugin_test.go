@@ -263,18 +263,18 @@ func TestPluginKinds(t *testing.T) {
 		want          []string
 	}{
 		{"allocate", "requests.jsonl", []string{
-			"allocate plugin, ABI v1.3, version 0.1.0: init and self-tests passed",
+			"allocate plugin, ABI v1.4, version 0.1.0: init and self-tests passed",
 			"line 1: c1 of group billing gets 2 of 3 queues: Orders@broker-a/0 Orders@broker-a/2",
 			"line 2: c2 of group billing gets 1 of 3 queues: Orders@broker-a/1",
 		}},
 		{"txncheck", "messages.jsonl", []string{
-			"txncheck plugin, ABI v1.3, version 0.1.0: init and self-tests passed",
+			"txncheck plugin, ABI v1.4, version 0.1.0: init and self-tests passed",
 			"line 1: wait 6s (msgId m1, 0 checks so far)",
 			"line 2: check-now (msgId m2, 1 checks so far)",
 			"line 3: rollback (msgId m3, 5 checks so far)",
 		}},
 		{"transform", "messages.jsonl", []string{
-			"transform plugin, ABI v1.3, version 0.1.0: init and self-tests passed",
+			"transform plugin, ABI v1.4, version 0.1.0: init and self-tests passed",
 			"line 1: changed: properties TAGS=eu region=eu",
 			"line 2: rejected: property region is required",
 		}},

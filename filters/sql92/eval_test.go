@@ -50,6 +50,20 @@ func slow(n *node) *node {
 	return &c
 }
 
+// resolve looks each of e's properties up in p, as a broker that resolves
+// values for a plugin does, for EvalValues.
+func resolve(e *Expr, p message.Properties) ([][]byte, uint64) {
+	vals := make([][]byte, len(e.Properties()))
+	var present uint64
+	for i, name := range e.Properties() {
+		if v, ok := p.Lookup(name); ok {
+			vals[i] = v
+			present |= 1 << i
+		}
+	}
+	return vals, present
+}
+
 // eval3 returns the three-valued result of expr over p, from both paths.
 func eval3(t *testing.T, expr string, p message.Properties) string {
 	t.Helper()
@@ -66,6 +80,9 @@ func eval3(t *testing.T, expr string, p message.Properties) string {
 	}
 	if e.Eval(p) != (fast == triTrue) {
 		t.Errorf("%q: Eval disagrees with evalBool", expr)
+	}
+	if vals, present := resolve(e, p); e.EvalValues(vals, present) != (fast == triTrue) {
+		t.Errorf("%q: EvalValues disagrees with Eval", expr)
 	}
 	return [...]string{triFalse: "F", triTrue: "T", triUnknown: "U"}[fast]
 }

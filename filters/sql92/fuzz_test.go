@@ -90,6 +90,11 @@ func FuzzCompile(f *testing.F) {
 			if e.Eval(p) != (want == triTrue) {
 				t.Fatalf("%q: Eval disagrees with evalBool", expr)
 			}
+			if len(e.Properties()) <= 64 {
+				if vals, present := resolve(e, p); e.EvalValues(vals, present) != (want == triTrue) {
+					t.Fatalf("%q over %q: EvalValues disagrees with Eval", expr, p)
+				}
+			}
 		}
 	})
 }

@@ -39,6 +39,31 @@ func cmp3[T int64 | float64](a, b T) int {
 	return 0
 }
 
+// parseSmallInt reads text of 1 to 18 decimal digits, with an optional
+// sign, as the long parseNumber reads it; ok is false for anything else,
+// which parseNumber then reads.
+func parseSmallInt(b []byte) (int64, bool) {
+	neg := false
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var x int64
+	for _, c := range b {
+		if !isDigit(c) {
+			return 0, false
+		}
+		x = x*10 + int64(c-'0')
+	}
+	if neg {
+		x = -x
+	}
+	return x, true
+}
+
 // parseNumber reads a property's text as a number without allocating:
 //
 //	number   = [ "+" | "-" ] ( digits [ "." { digit } ] | "." digits ) [ exponent ] .

@@ -57,7 +57,21 @@ var numberSeeds = []string{
 	"Infinity", "inf", "1d", "5L", "--5", "+-5", "1e5.5", "١٢",
 }
 
+// checkSmallInt holds parseSmallInt to parseNumber: where it reads a
+// number, parseNumber reads the same long.
+func checkSmallInt(t *testing.T, s string) {
+	t.Helper()
+	if x, ok := parseSmallInt([]byte(s)); ok {
+		if want, wok := parseNumber([]byte(s)); !wok || want.isDouble || want.i != x {
+			t.Fatalf("parseSmallInt(%q) = %d, parseNumber gives %+v %v", s, x, want, wok)
+		}
+	}
+}
+
 func TestParseNumber(t *testing.T) {
+	for _, s := range append(numberSeeds, "999999999999999999", "-999999999999999999", "+0", "-0", "007") {
+		checkSmallInt(t, s)
+	}
 	for _, s := range numberSeeds {
 		got, ok := parseNumber([]byte(s))
 		want, wok := referenceNumber(s)
@@ -72,6 +86,7 @@ func FuzzParseNumber(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		checkSmallInt(t, s)
 		got, ok := parseNumber([]byte(s))
 		want, wok := referenceNumber(s)
 		if ok != wok || ok && !sameNum(got, want) {

@@ -37,6 +37,33 @@ func FuzzReadFilterRecord(f *testing.F) {
 	})
 }
 
+// FuzzReadFilterValues covers the resolved properties field of a filter
+// record (abi.FlagFilterValues): what decodes re-encodes to the same bytes.
+func FuzzReadFilterValues(f *testing.F) {
+	var seed []byte
+	seed, _ = abi.AppendFilterValue(seed, []byte("61"), true)
+	seed, _ = abi.AppendFilterValue(seed, nil, false)
+	seed, _ = abi.AppendFilterValue(seed, []byte{}, true)
+	f.Add(seed, uint8(3))
+	f.Add([]byte{0xFF, 0xFF, 0x01}, uint8(1))
+	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
+		vals := make([][]byte, int(n)%(abi.MaxFilterKeys+2))
+		present, err := abi.ReadFilterValues(b, vals)
+		if err != nil {
+			return
+		}
+		var again []byte
+		for i, v := range vals {
+			if again, err = abi.AppendFilterValue(again, v, present&(1<<i) != 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if string(again) != string(b) {
+			t.Fatalf("%x decodes to values that encode to %x", b, again)
+		}
+	})
+}
+
 func FuzzReadHalfMessage(f *testing.F) {
 	h := abi.HalfMessage{ProducerGroup: []byte("pg"), Topic: []byte("t"), MsgID: []byte("id")}
 	f.Add(abi.AppendHalfMessage(abi.AppendTxnHeader(nil, 1), &h))

@@ -26,6 +26,13 @@ type projection struct {
 	seq  int      // the generation it was asked of
 	all  bool     // every property
 	keys [][]byte // else only these
+	// values: the module takes the named keys' values resolved
+	// (abi.FlagFilterValues); named are the keys as the module listed
+	// them, and bit i of dead is set for a key holding 0x01, which names
+	// no property.
+	values bool
+	named  [][]byte
+	dead   uint64
 }
 
 // Filter checks expression with the plugin (which compiles it and reports a
@@ -71,6 +78,16 @@ func checkExpression(g *generation, inst *instance, expr string) (*projection, e
 		return nil, wrapf(ErrOutput, "broker_filter_keys: %v", err)
 	}
 	pr.all, pr.keys = false, projectable(keys)
+	if g.info.Flags.Has(abi.FlagFilterValues) {
+		pr.values = true
+		pr.named = make([][]byte, len(keys))
+		for i, k := range keys {
+			pr.named[i] = []byte(k)
+			if strings.Contains(k, "\x01") {
+				pr.dead |= 1 << i
+			}
+		}
+	}
 	return pr, nil
 }
 
@@ -165,7 +182,12 @@ const (
 func fill(inst *instance, fr *abi.FilterRecord, r message.Record, body bodyMode, pr *projection, scratch []byte) []byte {
 	props := r.Properties()
 	start := len(scratch)
-	tags, keys, scratch := scanProperties(scratch, props, !pr.all, pr.keys)
+	var tags, keys []byte
+	if pr.values {
+		tags, keys, scratch = resolveProperties(scratch, props, pr.named, pr.dead, &inst.vals)
+	} else {
+		tags, keys, scratch = scanProperties(scratch, props, !pr.all, pr.keys)
+	}
 	*fr = abi.FilterRecord{
 		QueueID:        r.QueueID(),
 		QueueOffset:    r.QueueOffset(),
@@ -237,6 +259,58 @@ func scanProperties(dst []byte, p message.Properties, projecting bool, keys [][]
 				break
 			}
 		}
+	}
+	return tags, keyList, dst
+}
+
+// resolveProperties reads p once for the filter record of a module that
+// takes resolved values: it returns the TAGS and KEYS properties as
+// scanProperties does and appends to dst, for each of keys in order, the
+// value message.Properties.Lookup gives it (the last of a well-formed pair)
+// or abi.ValueAbsent. Keys whose bit is set in dead (they hold 0x01) are
+// absent. vals is scratch, cleared before it returns. A value too long for
+// the layout is written as its length only, which makes the record's
+// properties too long for the layout: the caller's EncodedLen check fails.
+func resolveProperties(dst []byte, p message.Properties, keys [][]byte, dead uint64, vals *[abi.MaxFilterKeys][]byte) (tags, keyList, out []byte) {
+	var found uint64
+	for rest := []byte(p); len(rest) > 0; {
+		piece := rest
+		if i := bytes.IndexByte(rest, 0x02); i >= 0 {
+			piece, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if len(piece) >= 5 && piece[4] == 0x01 {
+			if k := string(piece[:4]); k == message.PropertyTags || k == message.PropertyKeys {
+				if v := piece[5:]; bytes.IndexByte(v, 0x01) < 0 {
+					if k == message.PropertyTags {
+						tags = v
+					} else {
+						keyList = v
+					}
+				}
+			}
+		}
+		// As in scanProperties, a piece is want's pair when it starts with
+		// want and a 0x01; it is well formed when no other 0x01 follows.
+		for i, want := range keys {
+			if n := len(want); len(piece) > n && piece[n] == 0x01 && dead&(1<<i) == 0 && string(piece[:n]) == string(want) {
+				if v := piece[n+1:]; bytes.IndexByte(v, 0x01) < 0 {
+					vals[i] = v
+					found |= 1 << i
+				}
+			}
+		}
+	}
+	for i := range keys {
+		v, ok := vals[i], found&(1<<i) != 0
+		if ok && len(v) > abi.MaxValueLen {
+			dst = append(dst, 0xFE, 0xFF)
+			dst = append(dst, v...)
+		} else {
+			dst, _ = abi.AppendFilterValue(dst, v, ok)
+		}
+		vals[i] = nil
 	}
 	return tags, keyList, dst
 }

@@ -45,8 +45,9 @@ type instance struct {
 	cc       *callContext
 	timer    *time.Timer
 
-	records []abi.FilterRecord // scratch for one filter batch
-	props   []byte             // scratch for the batch's projected properties and inflated bodies
+	records []abi.FilterRecord        // scratch for one filter batch
+	props   []byte                    // scratch for the batch's projected properties and inflated bodies
+	vals    [abi.MaxFilterKeys][]byte // scratch for resolving one record's property values
 
 	zr   io.ReadCloser // inflates bodies for filters that ask; reset per body
 	zsrc bytes.Reader

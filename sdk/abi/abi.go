@@ -11,7 +11,7 @@ import (
 // package doc, "Versions").
 const (
 	Version = 1
-	Minor   = 3 // 1: FlagFilterBodyInflated; 2: KindTransform; 3: transform self-tests
+	Minor   = 4 // 1: FlagFilterBodyInflated; 2: KindTransform; 3: transform self-tests; 4: FlagFilterValues
 )
 
 // Names a module exports. Every function listed here is optional except
@@ -125,6 +125,13 @@ const (
 	// record's compressed SysFlag bit. A body that does not inflate, or
 	// inflates past the host's limit, is sent as stored with the bit set.
 	FlagFilterBodyInflated
+	// FlagFilterValues (ABI v1.4) asks the host to resolve the properties
+	// a filter names through broker_filter_keys: in the batches of such an
+	// expression, each record's properties field holds the value of each
+	// named key, in the order named (see AppendFilterValue), instead of
+	// the pieces of the properties string. Expressions for which
+	// broker_filter_keys answers 0 (every property) are not affected.
+	FlagFilterValues
 )
 
 // Has reports whether f includes all of o.

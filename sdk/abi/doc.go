@@ -61,7 +61,8 @@
 //	|  1   | kinds         | bit 0 filter, bit 1 allocate, bit 2 txncheck, |
 //	|      |               | bit 3 (v1.2) transform                        |
 //	|  1   | flags         | bit 0: filter batches carry bodies; bit 1     |
-//	|      |               | (v1.1): bodies inflated by the host           |
+//	|      |               | (v1.1): bodies inflated by the host; bit 2    |
+//	|      |               | (v1.4): named properties' values resolved     |
 //	|  2   | version len v | ≤ 255                                         |
 //	|  v   | version       | the plugin's own version label                |
 //	|  2   | ABI minor     | Minor when built; absent (read as 0) in the   |
@@ -130,6 +131,32 @@
 // listed, in their order, so a lookup of a listed key reads as it would in
 // the whole string. The tags and keys fields still come from the whole
 // string. The host asks once per expression and module.
+//
+// # Resolved values (FlagFilterValues, ABI v1.4)
+//
+// A module whose info block sets FlagFilterValues gets, in the batches of
+// an expression for which broker_filter_keys listed n keys, a properties
+// field (props len p) that holds no properties string but the value of
+// each listed key, in the order listed:
+//
+//	+-------------+------------------------------------------------------+
+//	| size        | field                                                |
+//	+-------------+------------------------------------------------------+
+//	| n × (2+len) | value length (u16; ValueAbsent = 0xFFFF: the message |
+//	|             | has no such property), then the value's bytes        |
+//	+-------------+------------------------------------------------------+
+//
+// The host resolves each key as the broker's own lookup does: the value of
+// the last well-formed pair (exactly one 0x01 in the piece) with that key;
+// a key holding 0x01 is always absent, and a key listed twice gets its
+// value twice. An empty value is present with length 0. The field is
+// bounded by its u16 length as before, so the values of one record fit in
+// 65535 bytes with their lengths, or the record is refused, as a too-long
+// projected properties field is. Expressions for which broker_filter_keys
+// answered 0 carry the whole properties string, and a module without the
+// flag gets the layout above unchanged. A host older than v1.4 refuses a
+// module of minor 4 by the version rule, so a module that sets the flag
+// never meets a host that ignores it.
 //
 // # Transaction-check batch (broker_txn_check)
 //

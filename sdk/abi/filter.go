@@ -199,3 +199,58 @@ func ReadKeyList(b []byte) ([]string, error) {
 	}
 	return keys, nil
 }
+
+// ValueAbsent is the value length, in a resolved properties field
+// (FlagFilterValues), of a named key the message does not have.
+const ValueAbsent = 0xFFFF
+
+// MaxValueLen is the longest value a resolved properties field holds: one
+// less than ValueAbsent, and in practice less, since the field's length is
+// a u16 too.
+const MaxValueLen = ValueAbsent - 1
+
+// AppendFilterValue appends one entry of a resolved properties field: the
+// u16 length of v and its bytes, or ValueAbsent alone when ok is false. It
+// returns ErrLayout for a value longer than MaxValueLen.
+func AppendFilterValue(dst, v []byte, ok bool) ([]byte, error) {
+	if !ok {
+		return le.AppendUint16(dst, ValueAbsent), nil
+	}
+	if len(v) > MaxValueLen {
+		return dst, ErrLayout
+	}
+	dst = le.AppendUint16(dst, uint16(len(v)))
+	return append(dst, v...), nil
+}
+
+// ReadFilterValues splits a resolved properties field into exactly
+// len(vals) entries: vals[i] is the value of the i-th named key (aliasing
+// b), and bit i of the result is set when that key is present. It returns
+// ErrLayout when b holds fewer or more entries, or more than
+// MaxFilterKeys are asked for.
+func ReadFilterValues(b []byte, vals [][]byte) (present uint64, err error) {
+	if len(vals) > MaxFilterKeys {
+		return 0, ErrLayout
+	}
+	for i := range vals {
+		if len(b) < 2 {
+			return 0, ErrLayout
+		}
+		n := int(le.Uint16(b))
+		b = b[2:]
+		if n == ValueAbsent {
+			vals[i] = nil
+			continue
+		}
+		if n > len(b) {
+			return 0, ErrLayout
+		}
+		vals[i] = b[:n:n]
+		present |= 1 << i
+		b = b[n:]
+	}
+	if len(b) != 0 {
+		return 0, ErrLayout
+	}
+	return present, nil
+}

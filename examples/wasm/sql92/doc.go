@@ -6,9 +6,13 @@
 // the broker.
 //
 // Each distinct expression is compiled once per instance (the SDK caches
-// it); each message is evaluated against its properties in place. The
-// matcher names the properties its expression refers to
-// (sdk.PropertyReader), so the broker sends only those.
+// it). The matcher names the properties its expression refers to
+// (sdk.PropertyReader) and the filter asks for their values resolved
+// (sdk.ValueFilter, ABI v1.4), so the broker looks them up and the guest
+// evaluates the expression over those values (sql92.Expr.EvalValues)
+// without scanning any properties. With the config "properties" it takes
+// the named properties as pieces of the properties string instead and
+// scans them, as before ABI v1.4, which is there to compare the two.
 //
 // Build it with
 //

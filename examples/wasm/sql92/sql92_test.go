@@ -44,9 +44,13 @@ func records(tb testing.TB, n int) []message.Record {
 	return out
 }
 
-func load(tb testing.TB, untrusted bool) *wasm.Plugin {
+func load(tb testing.TB, untrusted bool) *wasm.Plugin { return loadConfig(tb, untrusted, "") }
+
+// loadConfig loads the guest with config: "" (values resolved by the
+// broker) or "properties" (the named properties sent as pieces).
+func loadConfig(tb testing.TB, untrusted bool, config string) *wasm.Plugin {
 	tb.Helper()
-	p, err := wasm.Load(tb.Context(), wasm.Options{Name: "sql92", Kind: wasm.KindFilter,
+	p, err := wasm.Load(tb.Context(), wasm.Options{Name: "sql92", Kind: wasm.KindFilter, Config: []byte(config),
 		Module: guestbuild.Module(tb, "."), CacheDir: tb.TempDir(), Untrusted: untrusted, PoolSize: 1, Deadline: deadline(untrusted)})
 	if err != nil {
 		tb.Fatal(err)
@@ -75,10 +79,70 @@ var expressions = []string{
 
 // TestSameAsNative checks the guest against the native filter on every
 // record and expression, trusted and untrusted (its code rewritten with
-// interruption checks).
+// interruption checks), taking the properties it names as values resolved
+// by the broker and as pieces of the properties string.
 func TestSameAsNative(t *testing.T) {
 	for _, untrusted := range []bool{false, true} {
-		t.Run(fmt.Sprintf("untrusted=%v", untrusted), func(t *testing.T) { sameAsNative(t, load(t, untrusted)) })
+		for _, config := range []string{"", "properties"} {
+			t.Run(fmt.Sprintf("untrusted=%v/config=%q", untrusted, config), func(t *testing.T) {
+				p := loadConfig(t, untrusted, config)
+				if got, want := p.Stats().ABIMinor, 4; got != want && config == "" {
+					t.Fatalf("guest built for ABI minor %d, want %d", got, want)
+				}
+				sameAsNative(t, p)
+				oddAsNative(t, p)
+			})
+		}
+	}
+}
+
+// oddRecords hold properties no encoder writes but a stored message may
+// carry: a key twice (the later value wins), empty values, malformed
+// pieces, and more properties than the evaluator remembers.
+var oddRecords = []string{
+	"a\x0160\x02color\x01red\x02a\x0190\x02",
+	"a\x0190\x02color\x01red\x02a\x0160\x02",
+	"a\x0160\x02color\x01\x02",
+	"a\x0160\x02color\x01red\x01x\x02",
+	"a\x0160\x02color\x01blue\x02color\x01red\x02region\x01\x02",
+	"p0\x011\x02p1\x011\x02p2\x011\x02p3\x011\x02p4\x011\x02p5\x011\x02p6\x011\x02p7\x011\x02p8\x012\x02p9\x01x\x02",
+	"",
+}
+
+// oddAsNative checks the guest against the native filter on oddRecords.
+func oddAsNative(t *testing.T, p *wasm.Plugin) {
+	batch := make([]message.Record, len(oddRecords))
+	for i, props := range oddRecords {
+		m := message.Message{Topic: "orders", QueueOffset: int64(i), Properties: message.Properties(props)}
+		b, err := message.AppendRecord(nil, &m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch[i] = b
+	}
+	for _, expr := range append(expressions,
+		"color = '' OR region IS NOT NULL",
+		"p0 = 1 AND p1 = 1 AND p2 = 1 AND p3 = 1 AND p4 = 1 AND p5 = 1 AND p6 = 1 AND p7 = 1 AND p8 = 2 AND p9 = 'x'",
+		"p9 IS NULL") {
+		native, err := sql92.Compile(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]bool, len(batch))
+		native.Match(batch, want)
+		f, err := p.Filter(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]bool, len(batch))
+		if err := f.Match(batch, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s over %q: wasm %v, native %v", expr, oddRecords[i], got[i], want[i])
+			}
+		}
 	}
 }
 
