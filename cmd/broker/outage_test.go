@@ -34,8 +34,9 @@ func outageLength() time.Duration {
 // of three with SIGKILL while four official producers send 1 KiB
 // messages, keeps it down for outageLength under that load and starts it
 // again. The members snapshot every second or so, leaving 16 entries
-// beside the retention: only trailingDuration keeps what the member
-// missed in the leader's log. It installs no snapshot, converges, and
+// beside the log store's retention: only it (trailingDuration, and the
+// rounds the commit log still holds) keeps what the member missed in the
+// leader's log. It installs no snapshot, converges, and
 // every acknowledged message is on every member; it receives on its raft
 // port about what it missed, far less than the whole commit log.
 func TestReplicatedSetMemberOutageCatchesUpFromLog(t *testing.T) {
@@ -54,11 +55,12 @@ func TestReplicatedSetMemberOutageCatchesUpFromLog(t *testing.T) {
 }
 
 // TestReplicatedSetMemberOutagePastRetentionInstallsSnapshot is the same
-// outage with a retention of one second: the leader's log no longer
-// holds what the member missed, so it installs a snapshot, a copy of the
-// whole commit log, and still converges with every acknowledged message.
+// outage with a raft log that keeps only raft's trailingLogs (a negative
+// trailingDuration): the leader's log no longer holds what the member
+// missed, so it installs a snapshot, a copy of the whole commit log, and
+// still converges with every acknowledged message.
 func TestReplicatedSetMemberOutagePastRetentionInstallsSnapshot(t *testing.T) {
-	r := runOutage(t, "set-p", 10*time.Second, 10*time.Second, time.Second)
+	r := runOutage(t, "set-p", 10*time.Second, 10*time.Second, -time.Second)
 	if r.snapshots == 0 {
 		t.Fatal("the member away past the retention installed no snapshot")
 	}

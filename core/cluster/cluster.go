@@ -95,14 +95,15 @@ type Options struct {
 	SnapshotInterval  time.Duration `yaml:"snapshotInterval"`
 	// TrailingDuration and TrailingBytes are how much of the raft log a
 	// snapshot leaves besides TrailingLogs: the entries of the last
-	// TrailingDuration (default 6 h), as far back as they take at most
+	// TrailingDuration (default 6 h) and every older one whose round the
+	// commit log still holds, as far back as they take at most
 	// TrailingBytes of disk (default 16 GiB). A round's entry is a pointer
 	// into the commit log of a few dozen bytes, so the raft log is a small
 	// fraction of the commit log it covers. A member stopped or cut off
-	// for less catches up from the log, as long as the leader's commit
-	// log still holds the rounds; one away longer installs a snapshot,
-	// which copies the leader's whole commit log. A negative
-	// TrailingDuration keeps only TrailingLogs.
+	// catches up from the log as long as the leader's commit log holds
+	// what it missed; one away longer installs a snapshot, which copies
+	// the leader's whole commit log. A negative TrailingDuration keeps
+	// only TrailingLogs.
 	TrailingDuration time.Duration `yaml:"trailingDuration"`
 	TrailingBytes    int64         `yaml:"trailingBytes" cfg:"size"`
 	// StreamLayer carries raft's traffic; nil listens on this member's

@@ -456,8 +456,8 @@ func TestFarBehindReplicaInstallsSnapshot(t *testing.T) {
 	s := newSet(t, 3, func(o *cluster.Options) {
 		o.SnapshotThreshold = 64
 		o.TrailingLogs = 16
-		o.TrailingDuration = time.Nanosecond // the replica is away longer
-		o.Store.SegmentSize = 16 << 10       // the log spans several segments
+		o.TrailingDuration = -1        // raft's TrailingLogs alone: the replica is away longer
+		o.Store.SegmentSize = 16 << 10 // the log spans several segments
 	})
 	l := s.leader(nil)
 	var behind *member
@@ -510,13 +510,25 @@ func TestFarBehindReplicaInstallsSnapshot(t *testing.T) {
 }
 
 // TestRestartedReplicaCatchesUpFromLog stops a replica while the others
-// take writes and snapshots, far past raft's TrailingLogs but within the
-// retention, and restarts it: it catches up from the leader's log,
-// receiving about what it missed rather than the whole commit log.
+// take writes and snapshots, far past raft's TrailingLogs, and restarts
+// it: it catches up from the leader's log, receiving about what it missed
+// rather than the whole commit log. The log keeps what it missed for its
+// age (the default TrailingDuration), or, past that age, because the
+// leader's commit log still holds the rounds.
 func TestRestartedReplicaCatchesUpFromLog(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		age  time.Duration
+	}{{"within the age", 0}, {"past the age", time.Nanosecond}} {
+		t.Run(tc.name, func(t *testing.T) { restartedReplicaCatchesUp(t, tc.age) })
+	}
+}
+
+func restartedReplicaCatchesUp(t *testing.T, age time.Duration) {
 	s := newSet(t, 3, func(o *cluster.Options) {
 		o.SnapshotThreshold = 64
 		o.TrailingLogs = 16
+		o.TrailingDuration = age
 		o.Store.SegmentSize = 16 << 10
 	})
 	l := s.leader(nil)

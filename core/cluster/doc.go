@@ -66,12 +66,13 @@
 // raft takes a snapshot every SnapshotThreshold entries and then truncates
 // its log, leaving TrailingLogs entries; the log store leaves more (its
 // DeleteRange stops short): every entry appended in the last
-// TrailingDuration (6 h), as far back as they take at most
-// TrailingBytes (16 GiB) on disk (of the WAL, which holds pointers in
-// the rounds' place). A member restarted, or cut off, for
-// less than that catches up from the leader's log, receiving what it
-// missed and no more; only one away longer, or one whose disk was lost,
-// needs a snapshot. Status.RaftReceived, the bytes a member read from its
+// TrailingDuration (6 h) and every older one whose round the commit log
+// still holds, as far back as they take at most TrailingBytes (16 GiB)
+// on disk (of the WAL, which holds pointers in the rounds' place). A
+// member restarted, or cut off, catches up from the leader's log as long
+// as the leader's commit log holds what it missed, receiving that and no
+// more; only one away longer, or one whose disk was lost, needs a
+// snapshot. Status.RaftReceived, the bytes a member read from its
 // raft port, tells the two apart. A conflicting tail raft cuts goes in full, and so
 // does the whole log once a member installed a snapshot (the store says
 // it is monotonic), so entries the leader replaced are never kept.

@@ -141,7 +141,7 @@ func TestFailedRestoreLeavesTheSet(t *testing.T) {
 	s := newSet(t, 3, func(o *cluster.Options) {
 		o.SnapshotThreshold = 64
 		o.TrailingLogs = 16
-		o.TrailingDuration = time.Nanosecond // the log keeps no entry for its age, so the member needs a snapshot
+		o.TrailingDuration = -1 // raft's TrailingLogs alone, so the member needs a snapshot
 	})
 	l := s.leader(nil)
 	var behind *member

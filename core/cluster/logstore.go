@@ -25,7 +25,8 @@ import (
 //
 // Raft compacts its log after each snapshot down to TrailingLogs entries;
 // the store keeps more than raft would (keep): every entry appended within
-// keep.age, as long as those from there to the end take at most
+// keep.age and, in a pointer log, every entry whose round the commit log
+// still holds, as long as those from there to the end take at most
 // keep.bytes on disk. A member that was away that long thus catches up
 // from the log instead of by a snapshot.
 //
@@ -264,9 +265,12 @@ func (s *logStore) deleteTail(lo, hi uint64) error {
 }
 
 // keptFrom returns the first entry of first..last the retention keeps
-// (last+1 for none): the first appended within keep.age, or a later one
-// where the segments from it to the end take keep.bytes on disk. Entries
-// are in the order they were appended, so both are found by bisection.
+// (last+1 for none): the first appended within keep.age or, in a pointer
+// log, the first whose round the commit log still holds, whichever comes
+// first; or a later one where the segments from it to the end take
+// keep.bytes on disk. Entries are in the order they were appended, and
+// their rounds in the order of their offsets, so each is found by
+// bisection.
 func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 	horizon := s.now().Add(-s.keep.age)
 	var ferr error
@@ -301,6 +305,13 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 	if ferr != nil {
 		return 0, ferr
 	}
+	if s.rounds != nil && lo > first {
+		from, err := s.readableFrom(first, lo)
+		if err != nil {
+			return 0, err
+		}
+		lo = min(lo, from)
+	}
 	segs, err := s.segments()
 	if err != nil {
 		return 0, err
@@ -326,6 +337,51 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 		}
 	}
 	return lo, nil
+}
+
+// readAhead is how many entries readableFrom looks at, from the one it
+// probes, for a round: entries between rounds (raft's own, the store's
+// progress and metadata) have no offset of their own.
+const readAhead = 16
+
+// readableFrom returns the first entry of first..hi-1 whose round the
+// commit log still holds (hi when none is found): an entry whose next
+// round, within readAhead entries, begins at or after the commit log's
+// first offset, or that has no round within them. Whatever it returns,
+// every round before it lies before that offset: each probe that moves
+// the bound up found such a round at or after it, and rounds are stored
+// in the order of their offsets.
+func (s *logStore) readableFrom(first, hi uint64) (uint64, error) {
+	minOff, _ := s.rounds().CommitLogOffsets()
+	var ferr error
+	held := func(i uint64) bool {
+		var l raft.Log
+		for j := i; j < i+readAhead && j < hi; j++ {
+			if err := s.WAL.GetLog(j, &l); err != nil {
+				ferr = errors.Join(ferr, err)
+				return true
+			}
+			start, ok, err := roundStart(&l)
+			if err != nil {
+				ferr = errors.Join(ferr, fmt.Errorf("cluster: raft log entry %d: %w", j, err))
+				return true
+			}
+			if ok {
+				return start >= minOff
+			}
+		}
+		return true
+	}
+	lo := first
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if held(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, ferr
 }
 
 // segmentSpan is a WAL segment file: its size and the base index of the

@@ -292,3 +292,67 @@ func TestReconcileTornStoreLogsCrash(t *testing.T) {
 		t.Fatalf("read %d records, want %d", len(got), len(want))
 	}
 }
+
+// TestLogKeepsReadableRounds: raft's compaction of a pointer log leaves
+// every entry whose round the commit log still holds, however old, so a
+// member away longer than the retention's age catches up from the log
+// for as long as the leader's commit log keeps what it missed; the
+// entries before the first round retention deleted go.
+func TestLogKeepsReadableRounds(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	retain := func(o *store.Options) {
+		o.SegmentSize = 16 << 10
+		o.Retention = time.Hour
+		o.RetentionInterval = time.Hour // run below
+		o.DiskHighWater = -1
+		o.Now = func() time.Time { return now }
+	}
+	m := openMember(t, dir, true, retain)
+	m.st.Promote()
+	m.appendN(t, "k", 40, 2)
+	n := m.lb.next
+	m.close(t)
+
+	now = now.Add(2 * time.Hour)
+	m = openMemberAt(t, dir, true, n/2, retain)
+	defer m.close(t)
+	if deleted, err := m.st.RunRetention(); err != nil || deleted == 0 {
+		t.Fatalf("retention deleted %d segments (%v), want some", deleted, err)
+	}
+	// The first entry whose round is still readable, and every one after.
+	readable := n + 1
+	for i := n; i >= 1; i-- {
+		var l raft.Log
+		if err := m.logs.GetLog(i, &l); errors.Is(err, raft.ErrLogNotFound) {
+			break
+		} else if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		readable = i
+	}
+	if readable <= 1 || readable > n/2+1 {
+		t.Fatalf("entries readable from %d of 1..%d, want retention to have deleted some before the snapshot at %d", readable, n, n/2)
+	}
+	// Every entry is older than the retention's minute: only the rounds'
+	// bytes keep them.
+	m.logs.keep = retention{age: time.Minute, bytes: 1 << 30}
+	m.logs.now = func() time.Time { return now }
+	if err := m.logs.DeleteRange(1, n-1); err != nil {
+		t.Fatal(err)
+	}
+	first, err := m.logs.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first > readable {
+		t.Fatalf("compaction left entries %d..%d: it dropped readable ones from %d", first, n, readable)
+	}
+	var l raft.Log
+	if err := m.logs.GetLog(first, &l); err != nil {
+		t.Fatalf("the first entry kept, %d: %v", first, err)
+	}
+	if first < readable {
+		t.Fatalf("compaction left entries %d..%d: more than the readable ones from %d", first, n, readable)
+	}
+}

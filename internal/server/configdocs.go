@@ -110,7 +110,7 @@ var configDocs = map[string]string{
 	"cluster.snapshotThreshold":  "raft log entries past the last snapshot before the next",
 	"cluster.trailingLogs":       "entries a snapshot leaves in the raft log",
 	"cluster.snapshotInterval":   "how often the snapshot threshold is checked",
-	"cluster.trailingDuration":   "keep the raft log of this last while; negative: trailingLogs only",
+	"cluster.trailingDuration":   "keep the raft log of this last while, and as long as the commit log holds its rounds; negative: trailingLogs only",
 	"cluster.trailingBytes":      "most disk the trailing raft log takes",
 
 	"embeddedNamesrv":                    "the embedded name server",
