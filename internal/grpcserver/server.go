@@ -288,9 +288,10 @@ const (
 // required, and with ACL on, a signature of an account holding res.
 func (s *Server) begin(ctx context.Context, res ...acl.Resource) (call, error) {
 	var c call
-	md, _ := metadata.FromIncomingContext(ctx)
+	// One value at a time: FromIncomingContext would copy every header
+	// of the call, at each call.
 	first := func(k string) string {
-		if v := md.Get(k); len(v) > 0 {
+		if v := metadata.ValueFromIncomingContext(ctx, k); len(v) > 0 {
 			return v[0]
 		}
 		return ""
