@@ -293,15 +293,7 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 		}
 		return true
 	}
-	lo, hi := first, last+1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if young(mid) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
+	lo := firstTrue(first, last+1, young)
 	if ferr != nil {
 		return 0, ferr
 	}
@@ -327,16 +319,21 @@ func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 		}
 		return n <= s.keep.bytes
 	}
-	hi = last + 1
+	return firstTrue(lo, last+1, small), nil
+}
+
+// firstTrue returns the first i of lo..hi-1 for which f is true, f being
+// false up to some i and true from there on (hi when it is never true).
+func firstTrue(lo, hi uint64, f func(uint64) bool) uint64 {
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		if small(mid) {
+		if f(mid) {
 			hi = mid
 		} else {
 			lo = mid + 1
 		}
 	}
-	return lo, nil
+	return lo
 }
 
 // readAhead is how many entries readableFrom looks at, from the one it
@@ -372,16 +369,7 @@ func (s *logStore) readableFrom(first, hi uint64) (uint64, error) {
 		}
 		return true
 	}
-	lo := first
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if held(mid) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo, ferr
+	return firstTrue(first, hi, held), ferr
 }
 
 // segmentSpan is a WAL segment file: its size and the base index of the

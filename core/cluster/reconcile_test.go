@@ -159,6 +159,18 @@ func TestReconcileOldWholeEntries(t *testing.T) {
 	}
 }
 
+// retainAnHour tunes a store to small segments that retention, run by
+// the test, deletes an hour after their last write by *now.
+func retainAnHour(now *time.Time) func(*store.Options) {
+	return func(o *store.Options) {
+		o.SegmentSize = 16 << 10
+		o.Retention = time.Hour
+		o.RetentionInterval = time.Hour // run by the test
+		o.DiskHighWater = -1
+		o.Now = func() time.Time { return *now }
+	}
+}
+
 // TestRetentionKeepsRoundsAfterSnapshot: a member's retention, told to
 // delete every sealed segment, keeps those holding the rounds after its
 // newest snapshot (a restart replays them from the commit log), and a
@@ -166,13 +178,7 @@ func TestReconcileOldWholeEntries(t *testing.T) {
 func TestRetentionKeepsRoundsAfterSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	retain := func(o *store.Options) {
-		o.SegmentSize = 16 << 10
-		o.Retention = time.Hour
-		o.RetentionInterval = time.Hour // run below
-		o.DiskHighWater = -1
-		o.Now = func() time.Time { return now }
-	}
+	retain := retainAnHour(&now)
 	m := openMember(t, dir, true, retain)
 	m.st.Promote()
 	want := m.appendN(t, "r", 40, 2)
@@ -301,13 +307,7 @@ func TestReconcileTornStoreLogsCrash(t *testing.T) {
 func TestLogKeepsReadableRounds(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	retain := func(o *store.Options) {
-		o.SegmentSize = 16 << 10
-		o.Retention = time.Hour
-		o.RetentionInterval = time.Hour // run below
-		o.DiskHighWater = -1
-		o.Now = func() time.Time { return now }
-	}
+	retain := retainAnHour(&now)
 	m := openMember(t, dir, true, retain)
 	m.st.Promote()
 	m.appendN(t, "k", 40, 2)
