@@ -204,7 +204,7 @@ func printClusterStatus(w io.Writer, rows []setMemberRow) error {
 	var out [][]string
 	for _, r := range rows {
 		if r.Error != "" {
-			out = append(out, []string{r.HTTP, "-", "-", "unreachable", "-", "-", "-", "-", "-", "-", "-"})
+			out = append(out, []string{r.HTTP, "-", "-", "unreachable", "-", "-", "-", "-", "-", "-", "-", "-"})
 			continue
 		}
 		state := r.State
@@ -212,9 +212,9 @@ func printClusterStatus(w io.Writer, rows []setMemberRow) error {
 			state += " (master at " + r.Serving + ")"
 		}
 		out = append(out, []string{r.HTTP, r.Set, r.Node, state, dash(r.Leader), fmt.Sprint(r.Term),
-			fmt.Sprint(r.CommitIndex), fmt.Sprint(r.AppliedIndex), fmt.Sprint(r.Behind), dash(r.LastContact), dash(r.GRPC)})
+			fmt.Sprint(r.CommitIndex), fmt.Sprint(r.AppliedIndex), fmt.Sprint(r.Behind), dash(r.LastContact), dash(r.LogSpan), dash(r.GRPC)})
 	}
-	return table(w, []string{"HTTP", "SET", "NODE", "STATE", "LEADER", "TERM", "COMMIT", "APPLIED", "BEHIND", "LAST CONTACT", "GRPC"}, out)
+	return table(w, []string{"HTTP", "SET", "NODE", "STATE", "LEADER", "TERM", "COMMIT", "APPLIED", "BEHIND", "LAST CONTACT", "LOG SPAN", "GRPC"}, out)
 }
 
 // Membership changes of a replicated set, asked of its leader's broker

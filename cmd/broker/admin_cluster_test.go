@@ -182,11 +182,13 @@ func TestAdminTwoBrokers(t *testing.T) {
 }
 
 // TestPrintClusterStatus prints a set's members as cluster status does,
-// each with its gRPC address, and an unreachable one as such.
+// each with how far back its raft log reaches and its gRPC address, and
+// an unreachable one as such.
 func TestPrintClusterStatus(t *testing.T) {
 	var rows []setMemberRow
 	var lead setMemberRow
 	lead.HTTP, lead.Set, lead.Node, lead.State, lead.Leader, lead.Serving, lead.GRPC = "127.0.0.1:8080", "set-a", "n1", "Leader", "n1", "127.0.0.1:10911", "127.0.0.1:8081"
+	lead.LogSpan = "26h3m7s"
 	rows = append(rows, lead, setMemberRow{HTTP: "127.0.0.1:8090", Error: "connection refused"})
 	var sb strings.Builder
 	if err := printClusterStatus(&sb, rows); err != nil {
@@ -195,7 +197,7 @@ func TestPrintClusterStatus(t *testing.T) {
 	out := sb.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "GRPC") ||
-		!strings.Contains(lines[1], "Leader (master at 127.0.0.1:10911)") || !strings.HasSuffix(strings.TrimSpace(lines[1]), "127.0.0.1:8081") ||
+		!strings.Contains(lines[1], "Leader (master at 127.0.0.1:10911)") || !strings.HasSuffix(strings.Join(strings.Fields(lines[1]), " "), "26h3m7s 127.0.0.1:8081") ||
 		!strings.Contains(lines[2], "unreachable") {
 		t.Fatalf("cluster status table:\n%s", out)
 	}

@@ -556,9 +556,14 @@ func restartedReplicaCatchesUp(t *testing.T, age time.Duration) {
 		}
 	}
 	// raft alone would have compacted the log to TrailingLogs behind its
-	// end, past where the stopped replica's log ends.
-	if moved := l.node.Status().LastIndex - first; moved < 2*16 {
+	// end, past where the stopped replica's log ends; the leader's status
+	// shows its log reaching back to it.
+	st := l.node.Status()
+	if moved := st.LastIndex - first; moved < 2*16 {
 		t.Fatalf("the log moved %d entries, not past TrailingLogs", moved)
+	}
+	if span, err := time.ParseDuration(st.LogSpan); st.FirstIndex == 0 || st.FirstIndex > first+1 || err != nil || span < 0 {
+		t.Fatalf("the leader's log starts at %d, %q ago (%v); the stopped replica's ended at %d", st.FirstIndex, st.LogSpan, err, first)
 	}
 	_, end := l.node.Store().CommitLogOffsets()
 	s.restart(behind)

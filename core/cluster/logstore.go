@@ -57,6 +57,32 @@ func (s *logStore) fail(err error) error {
 	return err
 }
 
+// span returns the log's first index and how long ago its entry was
+// appended, rounded to the second. An entry without a time (the
+// configuration a set bootstraps with) is as old as the next one with a
+// time, within readAhead entries; "" when none has one.
+func (s *logStore) span() (uint64, string) {
+	first, err := s.FirstIndex()
+	if err != nil || first == 0 {
+		return 0, ""
+	}
+	last, err := s.LastIndex()
+	if err != nil {
+		return first, ""
+	}
+	var l raft.Log
+	for i := first; i <= last && i < first+readAhead; i++ {
+		// The WAL's own entry: a pointer's time is the round's.
+		if err := s.WAL.GetLog(i, &l); err != nil {
+			break
+		}
+		if !l.AppendedAt.IsZero() && l.AppendedAt.UnixNano() > 0 {
+			return first, s.now().Sub(l.AppendedAt).Round(time.Second).String()
+		}
+	}
+	return first, ""
+}
+
 // retention is how much of the log's tail compaction leaves: the entries
 // appended within age, bounded by bytes on disk. A zero retention keeps
 // only what raft asks for.

@@ -17,9 +17,11 @@ type Status struct {
 	Leader string   `json:"leader"`
 	Term   uint64   `json:"term"`
 	Member []Member `json:"members"`
-	// LastIndex is the raft log's last entry here, CommitIndex the last
-	// this member knows committed, AppliedIndex the last its store
-	// applied; Lag is CommitIndex - AppliedIndex.
+	// FirstIndex and LastIndex are the raft log's first and last entries
+	// here, CommitIndex the last this member knows committed,
+	// AppliedIndex the last its store applied; Lag is CommitIndex -
+	// AppliedIndex.
+	FirstIndex   uint64 `json:"firstIndex"`
 	LastIndex    uint64 `json:"lastIndex"`
 	CommitIndex  uint64 `json:"commitIndex"`
 	AppliedIndex uint64 `json:"appliedIndex"`
@@ -27,6 +29,11 @@ type Status struct {
 	// LastContact is how long ago a follower last heard from the
 	// leader ("" on the leader).
 	LastContact string `json:"lastContact,omitempty"`
+	// LogSpan is how long ago the raft log's first entry here was
+	// appended ("" when it has none with a time): on the leader, how long
+	// a member may be away and still catch up from the log rather than
+	// by a snapshot, as long as the log goes on keeping it.
+	LogSpan string `json:"logSpan,omitempty"`
 	// Writable says the store takes writes (the leader, caught up).
 	Writable bool `json:"writable"`
 	// CommitLogEnd is the end of the member's commit log.
@@ -71,6 +78,7 @@ func (n *Node) Status() Status {
 		}
 	}
 	_, st.CommitLogEnd = n.Store().CommitLogOffsets()
+	st.FirstIndex, st.LogSpan = n.logs.span()
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			st.Member = append(st.Member, Member{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
