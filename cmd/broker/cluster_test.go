@@ -404,7 +404,7 @@ func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
 		https = append(https, m.http)
 	}
 	code, out, errOut := runCmd("admin", "cluster", "status", "--members", strings.Join(https, ","))
-	if code != 0 || strings.Count(out, "Leader (master at") != 1 || strings.Count(out, "Follower") != 2 {
+	if code != 0 || strings.Count(out, "Leader (master at") != 1 || strings.Count(out, "Follower") != 2 || !strings.Contains(out, "LOG SPAN") {
 		t.Fatalf("cluster status = %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("broker admin cluster status:\n%s", out)
@@ -425,7 +425,8 @@ func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
 		if broker := strings.Contains(text, "\nrmq_connections "); broker != lead {
 			t.Fatalf("%s: leader %v, broker series %v:\n%s", m.id, lead, broker, text)
 		}
-		if !strings.Contains(text, "rmq_store_messages_appended_total") || !strings.Contains(text, "rmq_cluster_applied_index") {
+		if !strings.Contains(text, "rmq_store_messages_appended_total") || !strings.Contains(text, "rmq_cluster_applied_index") ||
+			!strings.Contains(text, "rmq_cluster_log_span_seconds{") {
 			t.Fatalf("%s: store or cluster series missing", m.id)
 		}
 	}

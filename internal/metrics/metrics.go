@@ -166,6 +166,7 @@ var (
 	descClusterApplied   = desc("rmq_cluster_applied_index", "The last raft entry this member's store applied.", "set", "node")
 	descClusterSnapshots = desc("rmq_cluster_snapshots_installed_total", "Snapshots this member installed from the leader.", "set", "node")
 	descClusterFailed    = desc("rmq_cluster_failed", "1 once this member's store failed and it left its set, until restarted.", "set", "node")
+	descClusterLogSpan   = desc("rmq_cluster_log_span_seconds", "How long ago this member's raft log's first entry was appended: on the leader, how long a member may be away and catch up from the log.", "set", "node")
 )
 
 var all = []*prometheus.Desc{
@@ -178,6 +179,7 @@ var all = []*prometheus.Desc{
 	bridgeConnected, bridgeLagEvents, bridgeLagSeconds, bridgeInFlight, bridgePublished, bridgeDuplicates,
 	bridgeFailures, bridgeDropped, bridgeResends,
 	descClusterLeader, descClusterTerm, descClusterCommit, descClusterApplied, descClusterSnapshots, descClusterFailed,
+	descClusterLogSpan,
 }
 
 // Describe sends every series' description.
@@ -224,6 +226,9 @@ func (c *Collector) collectCluster(ch chan<- prometheus.Metric) {
 		failed = 1
 	}
 	gauge(ch, descClusterFailed, failed, s.Set, s.Node)
+	if span, err := time.ParseDuration(s.LogSpan); err == nil {
+		gauge(ch, descClusterLogSpan, int64(span.Seconds()), s.Set, s.Node)
+	}
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v int64, labels ...string) {
