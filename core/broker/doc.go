@@ -396,7 +396,9 @@
 //     without being in flight: what was in flight is delivered again
 //     after its deadline (at least once); an acknowledged message's flight
 //     is deleted before the ack returns, and it is never delivered again
-//     unless the crash loses the unsynced deletion too.
+//     unless the crash loses the unsynced deletion too. An ack of several
+//     handles (POP.AckAll) deletes their flights in one index batch (on a
+//     set, one entry of its log) and commits each queue's offset once.
 //  27. A delivery's attempt is 1 on the first delivery and grows by one
 //     on each redelivery; the message due for attempt retryMaxTimes+2 is
 //     stored in %DLQ%<group> (with its outbox event, invariant 5) and its

@@ -233,7 +233,22 @@ func (p POP) Ack(group, topic string, readQueues int, handle string) error {
 	if err != nil {
 		return err
 	}
-	return p.b.pop.ack(group, topic, readQueues, handle, o.Now())
+	return p.b.pop.ack(group, topic, readQueues, []string{handle}, o.Now())[0]
+}
+
+// AckAll acknowledges the messages the receipt handles name, as Ack
+// does each, in one write: errs[i] is handles[i]'s error, nil once it is
+// acknowledged.
+func (p POP) AckAll(group, topic string, readQueues int, handles []string) []error {
+	o, err := p.b.pop.opened()
+	if err != nil {
+		errs := make([]error, len(handles))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	return p.b.pop.ack(group, topic, readQueues, handles, o.Now())
 }
 
 // ChangeInvisible makes the message a receipt handle names deliverable
@@ -987,25 +1002,50 @@ func (p *popEngine) currentLocked(pt *popTopic, k popKey, h parsedHandle, nq int
 	return pq, f, nil
 }
 
-// ack ends the flight a handle names.
-func (p *popEngine) ack(group, topic string, nq int, handle string, now time.Time) error {
+// ack ends the flights the handles name, under one lock, with one write
+// of their keys and one offset commit per queue they touch: an AckMessage
+// of a received batch costs a key batch (and, on a replicated set, one
+// entry of its log), not one per message. errs[i] is handles[i]'s; a
+// handle named twice is acknowledged once, the second time refused as
+// one acknowledged already is.
+func (p *popEngine) ack(group, topic string, nq int, handles []string, now time.Time) []error {
 	k := popKey{group, topic}
-	h, err := p.parseHandle(k, handle)
-	if err != nil {
-		return err
+	errs := make([]error, len(handles))
+	hs := make([]parsedHandle, len(handles))
+	for i, handle := range handles {
+		hs[i], errs[i] = p.parseHandle(k, handle)
 	}
 	pt := p.lock(k)
 	defer pt.mu.Unlock()
-	pq, _, err := p.currentLocked(pt, k, h, nq, now)
-	if err != nil {
-		return err
+	var (
+		keys    [][]byte
+		acked   []int
+		touched = map[int32]*popQueue{}
+	)
+	for i, h := range hs {
+		if errs[i] != nil {
+			continue
+		}
+		pq, _, err := p.currentLocked(pt, k, h, nq, now)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		delete(pq.flights, h.offset)
+		keys = append(keys, popFlightKey(k, h.queue, h.offset))
+		acked = append(acked, i)
+		touched[h.queue] = pq
 	}
-	delete(pq.flights, h.offset)
-	if err := p.b.store.DeleteKeys(popFlightKey(k, h.queue, h.offset)); err != nil {
-		return err
+	if err := p.b.store.DeleteKeys(keys...); err != nil {
+		for _, i := range acked {
+			errs[i] = err
+		}
+		return errs
 	}
-	p.commitLocked(k, h.queue, pq)
-	return nil
+	for q, pq := range touched {
+		p.commitLocked(k, q, pq)
+	}
+	return errs
 }
 
 // changeInvisible makes the message a handle names deliverable again

@@ -93,6 +93,40 @@ func TestPOPHandleSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestPOPAckAll: one AckAll acknowledges a received batch, each handle
+// with its own result: a handle named twice is acknowledged once, a
+// malformed one refused, and the others are unaffected. The flights it
+// ended stay ended after a restart; the one it was not given survives.
+func TestPOPAckAll(t *testing.T) {
+	e := startPOP(t, 2)
+	for _, b := range []string{"a", "b", "c", "d"} {
+		e.send(t, b)
+	}
+	got := e.receive(t, time.Minute)
+	if len(got) != 4 {
+		t.Fatalf("received %d of 4", len(got))
+	}
+	h := func(i int) string { return got[i].Handle }
+	errs := e.Broker.POP().AckAll(e.group, e.topic, e.queues, []string{h(0), h(1), h(0), "not-a-handle", h(2)})
+	for i, want := range []error{nil, nil, broker.ErrBadReceiptHandle, broker.ErrBadReceiptHandle, nil} {
+		if (want == nil) != (errs[i] == nil) || (want != nil && !errors.Is(errs[i], want)) {
+			t.Fatalf("entry %d: %v, want %v (all: %v)", i, errs[i], want, errs)
+		}
+	}
+	e.Env = e.Restart(t)
+	if err := e.Broker.POP().Open(broker.POPOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := e.Broker.POP().Ack(e.group, e.topic, e.queues, h(i)); !errors.Is(err, broker.ErrBadReceiptHandle) {
+			t.Fatalf("handle %d, acknowledged before the restart: %v, want ErrBadReceiptHandle", i, err)
+		}
+	}
+	if err := e.Broker.POP().Ack(e.group, e.topic, e.queues, h(3)); err != nil {
+		t.Fatalf("the handle AckAll was not given, after the restart: %v", err)
+	}
+}
+
 // TestPOPSupersededHandle: a change of invisible time replaces the
 // handle; the old one is refused with the sentinel, so is one of another
 // group, and the new one acknowledges.

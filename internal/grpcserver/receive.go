@@ -225,8 +225,13 @@ func (s *Server) AckMessage(ctx context.Context, req *pb.AckMessageRequest) (*pb
 	}
 	resp := &pb.AckMessageResponse{}
 	var common *pb.Status
-	for _, e := range req.GetEntries() {
-		st := statusOf(s.b.POP().Ack(group, topic, nq, e.GetReceiptHandle()))
+	handles := make([]string, len(req.GetEntries()))
+	for i, e := range req.GetEntries() {
+		handles[i] = e.GetReceiptHandle()
+	}
+	errs := s.b.POP().AckAll(group, topic, nq, handles)
+	for i, e := range req.GetEntries() {
+		st := statusOf(errs[i])
 		resp.Entries = append(resp.Entries, &pb.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st})
 		switch {
 		case common == nil:
