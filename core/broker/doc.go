@@ -397,8 +397,9 @@
 //     after its deadline (at least once); an acknowledged message's flight
 //     is deleted before the ack returns, and it is never delivered again
 //     unless the crash loses the unsynced deletion too. An ack of several
-//     handles (POP.AckAll) deletes their flights in one index batch (on a
-//     set, one entry of its log) and commits each queue's offset once.
+//     handles (POP.AckAll) deletes their flights in one index batch per
+//     1,024 handles (on a set, one entry of its log) and commits each
+//     queue's offset once per batch.
 //  27. A delivery's attempt is 1 on the first delivery and grows by one
 //     on each redelivery; the message due for attempt retryMaxTimes+2 is
 //     stored in %DLQ%<group> (with its outbox event, invariant 5) and its

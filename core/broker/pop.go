@@ -236,19 +236,28 @@ func (p POP) Ack(group, topic string, readQueues int, handle string) error {
 	return p.b.pop.ack(group, topic, readQueues, []string{handle}, o.Now())[0]
 }
 
+// popAckBatch is the most handles one write of AckAll ends: a client's
+// AckMessage may name as many as its frame holds, and each write is held
+// under the group's lock and, on a set, is one entry of raft's log.
+const popAckBatch = 1024
+
 // AckAll acknowledges the messages the receipt handles name, as Ack
-// does each, in one write: errs[i] is handles[i]'s error, nil once it is
-// acknowledged.
+// does each, in one write per popAckBatch of them: errs[i] is
+// handles[i]'s error, nil once it is acknowledged.
 func (p POP) AckAll(group, topic string, readQueues int, handles []string) []error {
+	errs := make([]error, len(handles))
 	o, err := p.b.pop.opened()
 	if err != nil {
-		errs := make([]error, len(handles))
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
 	}
-	return p.b.pop.ack(group, topic, readQueues, handles, o.Now())
+	for i := 0; i < len(handles); i += popAckBatch {
+		j := min(i+popAckBatch, len(handles))
+		copy(errs[i:j], p.b.pop.ack(group, topic, readQueues, handles[i:j], o.Now()))
+	}
+	return errs
 }
 
 // ChangeInvisible makes the message a receipt handle names deliverable

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -124,6 +125,42 @@ func TestPOPAckAll(t *testing.T) {
 	}
 	if err := e.Broker.POP().Ack(e.group, e.topic, e.queues, h(3)); err != nil {
 		t.Fatalf("the handle AckAll was not given, after the restart: %v", err)
+	}
+}
+
+// TestPOPAckAllPastOneWrite: an AckAll of more handles than one write
+// takes ends every flight, across the writes.
+func TestPOPAckAllPastOneWrite(t *testing.T) {
+	e := startPOP(t, 1)
+	const n = 1100 // more than popAckBatch
+	sends := make([]broker.LocalSend, n)
+	for i := range sends {
+		sends[i] = broker.LocalSend{Topic: e.topic, QueueID: -1, BornTimestamp: time.Now().UnixMilli(), Body: []byte(strconv.Itoa(i))}
+	}
+	for _, r := range e.Broker.SendLocalBatch(sends) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	var handles []string
+	for len(handles) < n {
+		got := e.receive(t, time.Minute)
+		if len(got) == 0 {
+			t.Fatalf("received %d of %d", len(handles), n)
+		}
+		for _, d := range got {
+			handles = append(handles, d.Handle)
+		}
+	}
+	for i, err := range e.Broker.POP().AckAll(e.group, e.topic, e.queues, handles) {
+		if err != nil {
+			t.Fatalf("handle %d: %v", i, err)
+		}
+	}
+	for _, i := range []int{0, 1023, 1024, n - 1} {
+		if err := e.Broker.POP().Ack(e.group, e.topic, e.queues, handles[i]); !errors.Is(err, broker.ErrBadReceiptHandle) {
+			t.Fatalf("handle %d after AckAll: %v, want ErrBadReceiptHandle", i, err)
+		}
 	}
 }
 

@@ -58,9 +58,8 @@ func (s *logStore) fail(err error) error {
 }
 
 // span returns the log's first index and how long ago its entry was
-// appended, rounded to the second. An entry without a time (the
-// configuration a set bootstraps with) is as old as the next one with a
-// time, within readAhead entries; "" when none has one.
+// appended (appendedFrom), rounded to the second; "" when no entry has a
+// time.
 func (s *logStore) span() (uint64, string) {
 	first, err := s.FirstIndex()
 	if err != nil || first == 0 {
@@ -70,17 +69,28 @@ func (s *logStore) span() (uint64, string) {
 	if err != nil {
 		return first, ""
 	}
+	at, ok, err := s.appendedFrom(first, last)
+	if err != nil || !ok {
+		return first, ""
+	}
+	return first, s.now().Sub(at).Round(time.Second).String()
+}
+
+// appendedFrom returns when the entry at i was appended. An entry
+// without a time (the configuration BootstrapCluster writes) is as old
+// as the next one up to last with a time; ok is false when none has one.
+func (s *logStore) appendedFrom(i, last uint64) (at time.Time, ok bool, err error) {
 	var l raft.Log
-	for i := first; i <= last && i < first+readAhead; i++ {
+	for ; i <= last; i++ {
 		// The WAL's own entry: a pointer's time is the round's.
 		if err := s.WAL.GetLog(i, &l); err != nil {
-			break
+			return time.Time{}, false, err
 		}
 		if !l.AppendedAt.IsZero() && l.AppendedAt.UnixNano() > 0 {
-			return first, s.now().Sub(l.AppendedAt).Round(time.Second).String()
+			return l.AppendedAt, true, nil
 		}
 	}
-	return first, ""
+	return time.Time{}, false, nil
 }
 
 // retention is how much of the log's tail compaction leaves: the entries
@@ -300,24 +310,16 @@ func (s *logStore) deleteTail(lo, hi uint64) error {
 func (s *logStore) keptFrom(first, last uint64) (uint64, error) {
 	horizon := s.now().Add(-s.keep.age)
 	var ferr error
-	// young reports whether the entry at i, or the next one stored, was
-	// appended within the retention's age. An entry without a time (the
-	// configuration BootstrapCluster writes) is as old as the next one
-	// with a time, so a member stopped right after bootstrapping finds its
-	// entry still there.
+	// young reports whether the entry at i was appended within the
+	// retention's age (appendedFrom), so a member stopped right after
+	// bootstrapping finds its entry still there.
 	young := func(i uint64) bool {
-		var l raft.Log
-		for ; i <= last; i++ {
-			// The WAL's own entry: a pointer's time is the round's.
-			if err := s.WAL.GetLog(i, &l); err != nil {
-				ferr = errors.Join(ferr, err)
-				return true
-			}
-			if !l.AppendedAt.IsZero() && l.AppendedAt.UnixNano() > 0 {
-				return !l.AppendedAt.Before(horizon)
-			}
+		at, ok, err := s.appendedFrom(i, last)
+		if err != nil {
+			ferr = errors.Join(ferr, err)
+			return true
 		}
-		return true
+		return !ok || !at.Before(horizon)
 	}
 	lo := firstTrue(first, last+1, young)
 	if ferr != nil {
