@@ -12,8 +12,10 @@ ARG GO_VERSION=1.26
 FROM docker.io/library/golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
-# The plugin SDK is a module of its own that go.mod replaces with ./sdk.
+# The plugin SDK is a module of its own that go.mod replaces with ./sdk, and
+# raft one that it replaces with ./third_party/raft.
 COPY sdk/go.mod sdk/
+COPY third_party/raft/go.mod third_party/raft/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/broker ./cmd/broker \

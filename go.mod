@@ -95,3 +95,7 @@ require (
 // The plugin SDK is a module of its own, so a plugin's module needs nothing
 // but it; the broker builds against the copy in this repository.
 replace github.com/rmq-go/rmq/sdk => ./sdk
+
+// raft is hashicorp/raft with one change (third_party/raft/README.md): a
+// leader sends new entries to its followers while it stores them itself.
+replace github.com/hashicorp/raft => ./third_party/raft

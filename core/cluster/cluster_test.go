@@ -106,6 +106,9 @@ type member struct {
 	// fault makes every write to the member's commit log fail while set,
 	// restoreFault every write of a segment a snapshot restores.
 	fault, restoreFault atomic.Bool
+	// hold, while set, makes every sync of the member's commit log wait
+	// until the channel is closed.
+	hold atomic.Pointer[chan struct{}]
 }
 
 type set struct {
@@ -122,6 +125,10 @@ func faultFS(m *member) vfs.FS {
 		}
 		if m.restoreFault.Load() && op.Kind == errorfs.OpFileWrite && strings.Contains(op.Path, "commitlog") {
 			return errorfs.ErrInjected
+		}
+		if h := m.hold.Load(); h != nil && strings.Contains(op.Path, "commitlog") &&
+			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+			<-*h
 		}
 		return nil
 	}))
@@ -377,6 +384,50 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestFailoverKeepsAcknowledged stops the leader while appends run, many
 // times: every acknowledged message is on the new leader exactly once,
 // and the stopped member catches up when it comes back.
+// TestLeaderSendsWhileItStores checks that a leader's followers store an
+// entry while the leader's own store of it is still under way, and that
+// the append is acknowledged only once the leader's copy is stored too.
+func TestLeaderSendsWhileItStores(t *testing.T) {
+	s := newSet(t, 3, nil)
+	l := s.leader(nil)
+	st := l.node.Store()
+	if acked, _ := appendN(st, "warm", 8); len(acked) != 8 {
+		t.Fatalf("%d of 8 acknowledged", len(acked))
+	}
+	last := l.node.Status().LastIndex
+	hold := make(chan struct{})
+	l.hold.Store(&hold)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			l.hold.Store(nil)
+			close(hold)
+		}
+	}
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- st.Append([]*message.Message{msg("T", 0, "held")}) }()
+	for _, m := range s.members {
+		if m == l {
+			continue
+		}
+		waitFor(t, m.opts.NodeID+" stores the entry the leader holds", func() bool {
+			return m.node.Status().LastIndex > last
+		})
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("append acknowledged (%v) before the leader stored its entry", err)
+	default:
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s.waitSame(st)
+}
+
 func TestFailoverKeepsAcknowledged(t *testing.T) {
 	s := newSet(t, 3, nil)
 	all := map[string]bool{}

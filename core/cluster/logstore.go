@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -46,6 +47,41 @@ type logStore struct {
 	// set (Node.failWith).
 	failed func(error)
 	log    hclog.Logger
+
+	// staged holds the entries the leader is storing, from stagedFrom:
+	// its replicators send them meanwhile (raft.LogStager).
+	stageMu    sync.Mutex
+	staged     []*raft.Log
+	stagedFrom uint64
+}
+
+// StageLogs makes logs readable before StoreLogs stores them.
+func (s *logStore) StageLogs(logs []*raft.Log) {
+	if len(logs) == 0 {
+		return
+	}
+	s.stageMu.Lock()
+	s.staged = logs
+	s.stagedFrom = logs[0].Index
+	s.stageMu.Unlock()
+}
+
+// UnstageLogs ends StageLogs once StoreLogs returned.
+func (s *logStore) UnstageLogs([]*raft.Log) {
+	s.stageMu.Lock()
+	s.staged = nil
+	s.stageMu.Unlock()
+}
+
+// stagedLog reads a staged entry into l.
+func (s *logStore) stagedLog(index uint64, l *raft.Log) bool {
+	s.stageMu.Lock()
+	defer s.stageMu.Unlock()
+	if s.staged == nil || index < s.stagedFrom || index-s.stagedFrom >= uint64(len(s.staged)) {
+		return false
+	}
+	*l = *s.staged[index-s.stagedFrom]
+	return true
 }
 
 // fail reports err, unless the store was closed, to s.failed and returns
@@ -128,6 +164,9 @@ func openLogStore(dir string, keep retention, segment int, hlog hclog.Logger) (*
 // entries raft compacted, which the retention's bounds and a snapshot's
 // install decide instead.
 func (s *logStore) GetLog(index uint64, l *raft.Log) error {
+	if s.stagedLog(index, l) {
+		return nil
+	}
 	first, err := s.FirstIndex()
 	if err != nil {
 		return err
