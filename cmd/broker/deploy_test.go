@@ -64,6 +64,15 @@ func TestDockerfile(t *testing.T) {
 	if goVersion == nil || !strings.Contains(text, "ARG GO_VERSION="+goVersion[1]+"\n") {
 		t.Errorf("the Dockerfile does not build with go.mod's Go version %v", goVersion)
 	}
+	// go mod download, run before the sources are copied, needs the
+	// go.mod of every module go.mod replaces with a directory.
+	download := strings.Index(text, "RUN go mod download")
+	for _, m := range regexp.MustCompile(`(?m)^replace \S+ => \./(\S+)$`).FindAllStringSubmatch(string(mod), -1) {
+		copy := "COPY " + m[1] + "/go.mod " + m[1] + "/\n"
+		if i := strings.Index(text, copy); i < 0 || download < 0 || i > download {
+			t.Errorf("the Dockerfile does not copy %s/go.mod before go mod download", m[1])
+		}
+	}
 	for _, want := range []string{"CGO_ENABLED=0", "USER 65532:65532", "VOLUME /data", "COPY deploy/container.yaml /etc/rmq/broker.yaml"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the Dockerfile lacks %q", want)
