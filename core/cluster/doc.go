@@ -21,7 +21,11 @@
 // whole. GetLog rebuilds the entry and checks its CRC. A round is thus
 // written once per member, and readers see it only once it is applied
 // (store.Options.WriteAhead). An append is acknowledged once the round's
-// entry is committed (stored by a majority) and applied on the leader. A
+// entry is committed (stored by a majority) and applied on the leader.
+// The leader sends a batch to its followers while it stores the batch
+// itself (raft.LogStager: GetLog serves the staged entries meanwhile), and
+// counts its own copy only once StoreLogs returned; the raft module is
+// hashicorp/raft with that one change (third_party/raft). A
 // conflicting tail raft cuts is cut from the commit log too (CutRounds);
 // at start the commit log is cut back to the WAL's last round, whose
 // bytes a crash may have outrun (reconcile.go).
