@@ -68,8 +68,8 @@ func TestDockerfile(t *testing.T) {
 	// go.mod of every module go.mod replaces with a directory.
 	download := strings.Index(text, "RUN go mod download")
 	for _, m := range regexp.MustCompile(`(?m)^replace \S+ => \./(\S+)$`).FindAllStringSubmatch(string(mod), -1) {
-		copy := "COPY " + m[1] + "/go.mod " + m[1] + "/\n"
-		if i := strings.Index(text, copy); i < 0 || download < 0 || i > download {
+		step := "COPY " + m[1] + "/go.mod " + m[1] + "/\n"
+		if i := strings.Index(text, step); i < 0 || download < 0 || i > download {
 			t.Errorf("the Dockerfile does not copy %s/go.mod before go mod download", m[1])
 		}
 	}

@@ -381,9 +381,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestFailoverKeepsAcknowledged stops the leader while appends run, many
-// times: every acknowledged message is on the new leader exactly once,
-// and the stopped member catches up when it comes back.
 // TestLeaderSendsWhileItStores checks that a leader's followers store an
 // entry while the leader's own store of it is still under way, and that
 // the append is acknowledged only once the leader's copy is stored too.
@@ -428,6 +425,9 @@ func TestLeaderSendsWhileItStores(t *testing.T) {
 	s.waitSame(st)
 }
 
+// TestFailoverKeepsAcknowledged stops the leader while appends run, many
+// times: every acknowledged message is on the new leader exactly once,
+// and the stopped member catches up when it comes back.
 func TestFailoverKeepsAcknowledged(t *testing.T) {
 	s := newSet(t, 3, nil)
 	all := map[string]bool{}
