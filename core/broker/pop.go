@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"math"
 	"slices"
 	"sync"
@@ -101,7 +102,7 @@ func (p POP) Open(o POPOptions) error {
 	if err != nil {
 		return fmt.Errorf("broker: POP secret: %w", err)
 	}
-	e.opts.Store(&popOpened{POPOptions: o, secret: secret})
+	e.opts.Store(newPOPOpened(o, secret))
 	return nil
 }
 
@@ -109,6 +110,21 @@ func (p POP) Open(o POPOptions) error {
 type popOpened struct {
 	POPOptions
 	secret []byte
+	macs   sync.Pool // of *popMAC keyed with secret
+}
+
+func newPOPOpened(o POPOptions, secret []byte) *popOpened {
+	op := &popOpened{POPOptions: o, secret: secret}
+	op.macs.New = func() any { return &popMAC{h: hmac.New(sha256.New, secret)} }
+	return op
+}
+
+// popMAC is a keyed HMAC kept for reuse: after its first Reset it
+// restores its keyed state instead of hashing the key's pads again, and
+// buf holds what it hashes and its sum without allocating.
+type popMAC struct {
+	h   hash.Hash
+	buf []byte
 }
 
 // opened returns what Open set, or why the engine serves nothing.
@@ -293,7 +309,8 @@ func (p POP) TransactionID(topic string, off int64) string {
 	}
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(off))
-	return hex.EncodeToString(b[:]) + hex.EncodeToString(o.mac([]byte("txn\x00"+topic+"\x00"), b[:])[:12])
+	mac := o.mac(b[:], "txn\x00", topic, "\x00")
+	return hex.EncodeToString(b[:]) + hex.EncodeToString(mac[:12])
 }
 
 // ParseTransactionID returns the half message offset a transaction id of
@@ -307,7 +324,7 @@ func (p POP) ParseTransactionID(topic, id string) (int64, error) {
 	if err != nil || len(raw) != 20 {
 		return 0, ErrBadTransactionID
 	}
-	if !hmac.Equal(raw[8:], o.mac([]byte("txn\x00"+topic+"\x00"), raw[:8])[:12]) {
+	if mac := o.mac(raw[:8], "txn\x00", topic, "\x00"); !hmac.Equal(raw[8:], mac[:12]) {
 		return 0, ErrBadTransactionID
 	}
 	return int64(binary.BigEndian.Uint64(raw[:8])), nil
@@ -319,15 +336,27 @@ func (p POP) Waiting() int64 { return p.b.pop.waiting.Load() }
 // Parked returns the waiting receives asleep until their next wake-up.
 func (p POP) Parked() int64 { return p.b.pop.parked.Load() }
 
-// mac is HMAC-SHA256 under the store's secret of domain and b; the
-// engine is open.
-func (p *popEngine) mac(domain, b []byte) []byte { return p.opts.Load().mac(domain, b) }
+// mac is HMAC-SHA256 under the store's secret of the concatenation of
+// domain and then b; the engine is open.
+func (p *popEngine) mac(b []byte, domain ...string) [sha256.Size]byte {
+	return p.opts.Load().mac(b, domain...)
+}
 
-func (o *popOpened) mac(domain, b []byte) []byte {
-	m := hmac.New(sha256.New, o.secret)
-	m.Write(domain)
-	m.Write(b)
-	return m.Sum(nil)
+func (o *popOpened) mac(b []byte, domain ...string) (sum [sha256.Size]byte) {
+	m := o.macs.Get().(*popMAC)
+	m.h.Reset()
+	in := m.buf[:0]
+	for _, d := range domain {
+		in = append(in, d...)
+	}
+	in = append(in, b...)
+	m.h.Write(in)
+	copy(sum[:], m.h.Sum(in[:0]))
+	if cap(in) <= 1024 {
+		m.buf = in
+		o.macs.Put(m)
+	}
+	return sum
 }
 
 // flight is a message handed out and not yet acknowledged.
@@ -953,7 +982,8 @@ func (p *popEngine) handle(k popKey, q int32, off int64, f *flight) string {
 	b = binary.BigEndian.AppendUint64(b, uint64(off))
 	b = binary.BigEndian.AppendUint64(b, f.delivery)
 	b = binary.BigEndian.AppendUint64(b, uint64(f.deadline))
-	b = append(b, p.mac(popKeyBase("rh/", k), b)[:popHandleMAC]...)
+	mac := p.mac(b, "rh/", k.group, "\x00", k.topic, "\x00")
+	b = append(b, mac[:popHandleMAC]...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -970,7 +1000,7 @@ func (p *popEngine) parseHandle(k popKey, h string) (parsedHandle, error) {
 	if err != nil || len(b) != popHandleBody+popHandleMAC || b[0] != popHandleVersion {
 		return parsedHandle{}, ErrBadReceiptHandle
 	}
-	if !hmac.Equal(b[popHandleBody:], p.mac(popKeyBase("rh/", k), b[:popHandleBody])[:popHandleMAC]) {
+	if mac := p.mac(b[:popHandleBody], "rh/", k.group, "\x00", k.topic, "\x00"); !hmac.Equal(b[popHandleBody:], mac[:popHandleMAC]) {
 		return parsedHandle{}, ErrBadReceiptHandle
 	}
 	return parsedHandle{

@@ -5,7 +5,6 @@ import (
 	"compress/zlib"
 	"context"
 	"crypto/md5"
-	"encoding/hex"
 	"errors"
 	"io"
 	"strconv"
@@ -159,10 +158,9 @@ func (s *Server) messagePB(topicRes *pb.Resource, topic string, invisible time.D
 			}
 		}
 	}
-	sum := md5.Sum(body)
 	sp := &pb.SystemProperties{
 		MessageId:         props.Get(message.PropertyUniqKey),
-		BodyDigest:        &pb.Digest{Type: pb.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
+		BodyDigest:        &pb.Digest{Type: pb.DigestType_MD5, Checksum: md5Hex(md5.Sum(body))},
 		BodyEncoding:      pb.Encoding_IDENTITY,
 		MessageType:       pb.MessageType_NORMAL,
 		BornTimestamp:     timestamppb.New(time.UnixMilli(d.Record.BornTimestamp())),
@@ -210,6 +208,17 @@ func (s *Server) messagePB(topicRes *pb.Resource, topic string, invisible time.D
 		topicRes = unwrap(topic)
 	}
 	return &pb.Message{Topic: topicRes, UserProperties: user, SystemProperties: sp, Body: body}
+}
+
+// md5Hex is an MD5 sum in upper-case hexadecimal, as Apache's proxy
+// writes a body's digest and every client compares it.
+func md5Hex(sum [md5.Size]byte) string {
+	const digits = "0123456789ABCDEF"
+	var out [2 * md5.Size]byte
+	for i, c := range sum {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&0xf]
+	}
+	return string(out[:])
 }
 
 // AckMessage acknowledges messages by receipt handle, each answered on
