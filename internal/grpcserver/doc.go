@@ -96,6 +96,16 @@
 // bodies) and a retry gets those of its messages still current again,
 // with the same handles.
 //
+// # Transport
+//
+// The port serves plain HTTP/2 and TLS (both at once when the broker's TLS
+// is permissive, tls.go) with fixed flow-control windows, which keep
+// grpc-go from pinging a client on every call to estimate bandwidth
+// (server.go). grpc-go clients still ping for their own estimate, once
+// after every answer when one call is in flight; the acknowledgement of
+// such a ping waits up to 5 ms to leave with the next answer instead of
+// costing a write system call of its own (pingack.go).
+//
 // # Invariants
 //
 //  1. An error becomes a Status code in one place, codes.go: by its

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -197,12 +198,14 @@ func New(opts Options) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(opts.HandshakeTimeout),
 	}
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
 	switch {
 	case opts.TLS != nil && opts.TLSPermissive:
-		so = append(so, grpc.Creds(newPermissiveCreds(opts.TLS)))
+		creds = newPermissiveCreds(opts.TLS)
 	case opts.TLS != nil:
-		so = append(so, grpc.Creds(credentials.NewTLS(opts.TLS)))
+		creds = credentials.NewTLS(opts.TLS)
 	}
+	so = append(so, grpc.Creds(ackHoldCreds{creds, ackHold}))
 	s.grpc = grpc.NewServer(so...)
 	pb.RegisterMessagingServiceServer(s.grpc, s)
 	return s, nil

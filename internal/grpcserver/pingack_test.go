@@ -1,0 +1,216 @@
+package grpcserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
+)
+
+// frame returns one HTTP/2 frame as the framer writes it.
+func frame(t *testing.T, write func(*http2.Framer) error) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := write(http2.NewFramer(&b, nil)); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestOnlyPingAcks(t *testing.T) {
+	ack := frame(t, func(f *http2.Framer) error { return f.WritePing(true, [8]byte{1, 2, 3}) })
+	ping := frame(t, func(f *http2.Framer) error { return f.WritePing(false, [8]byte{1, 2, 3}) })
+	data := frame(t, func(f *http2.Framer) error { return f.WriteData(1, false, []byte("12345678")) })
+	settingsAck := frame(t, func(f *http2.Framer) error { return f.WriteSettingsAck() })
+	for _, c := range []struct {
+		name string
+		p    []byte
+		want bool
+	}{
+		{"one ack", ack, true},
+		{"two acks", append(append([]byte{}, ack...), ack...), true},
+		{"a ping", ping, false},
+		{"ack then data", append(append([]byte{}, ack...), data...), false},
+		{"data then ack", append(append([]byte{}, data...), ack...), false},
+		{"data of a ping's length", data, false},
+		{"settings ack", settingsAck, false},
+		{"ack cut short", ack[:len(ack)-1], false},
+		{"ack and a byte", append(append([]byte{}, ack...), 0), false},
+		{"nothing", nil, false},
+	} {
+		if got := onlyPingAcks(c.p); got != c.want {
+			t.Errorf("%s: onlyPingAcks = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestAckHoldConn: an acknowledgement written alone waits, goes out in
+// front of the next write in one write, or alone when its hold ends; a
+// failed write of the timer's fails every later write.
+func TestAckHoldConn(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	c := newAckHoldConn(server, time.Hour)
+	ack := frame(t, func(f *http2.Framer) error { return f.WritePing(true, [8]byte{7}) })
+	data := frame(t, func(f *http2.Framer) error { return f.WriteData(1, true, []byte("answer")) })
+
+	if n, err := c.Write(ack); n != len(ack) || err != nil {
+		t.Fatalf("held write: %d, %v", n, err)
+	}
+	c.mu.Lock()
+	held := len(c.held)
+	c.mu.Unlock()
+	if held != len(ack) {
+		t.Fatalf("%d bytes held after an acknowledgement, want %d", held, len(ack))
+	}
+
+	// net.Pipe delivers each Write as the reads of it: one read that
+	// returns both shows they left in one write.
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, 256)
+		n, _ := client.Read(b)
+		got <- b[:n]
+	}()
+	if n, err := c.Write(data); n != len(data) || err != nil {
+		t.Fatalf("write after a held acknowledgement: %d, %v", n, err)
+	}
+	if b := <-got; !bytes.Equal(b, append(append([]byte{}, ack...), data...)) {
+		t.Fatalf("one read got % x, want the acknowledgement and then the data", b)
+	}
+
+	// Alone, it leaves when its hold ends.
+	c.hold = 10 * time.Millisecond
+	if _, err := c.Write(ack); err != nil {
+		t.Fatal(err)
+	}
+	client.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b := make([]byte, len(ack))
+	if _, err := io.ReadFull(client, b); err != nil || !bytes.Equal(b, ack) {
+		t.Fatalf("the held acknowledgement alone: % x, %v", b, err)
+	}
+
+	// The timer's write fails: the connection reports it from then on.
+	client.Close()
+	if _, err := c.Write(ack); err != nil {
+		t.Fatalf("a held write fails at once: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := c.Write(data); err != nil {
+			if !errors.Is(err, io.ErrClosedPipe) {
+				t.Fatalf("write after the peer closed: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("writes to a closed peer kept succeeding")
+		}
+	}
+}
+
+// writeCounter counts the writes to the connections a listener accepts.
+type writeCounter struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{c, &l.writes}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// slowSends answers each send after a millisecond, as a send that waits
+// for its round's fsync does.
+type slowSends struct {
+	pb.UnimplementedMessagingServiceServer
+}
+
+func (slowSends) SendMessage(ctx context.Context, _ *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
+	select {
+	case <-time.After(time.Millisecond):
+	case <-ctx.Done():
+	}
+	return &pb.SendMessageResponse{Status: &pb.Status{Code: pb.Code_OK}}, nil
+}
+
+// TestPingAcksRideWithAnswers: a grpc-go client making one call at a time
+// pings after every answer; the server's acknowledgements leave with the
+// next answers, one write per call, where the transport alone makes two.
+func TestPingAcksRideWithAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		hold     bool
+		min, max float64 // writes per call
+	}{
+		{"held", true, 0.9, 1.2},
+		{"not held", false, 1.7, 2.2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted := &writeCounter{Listener: ln}
+			opt := grpc.Creds(insecure.NewCredentials())
+			if c.hold {
+				// A hold far beyond a call, so a slow machine cannot
+				// make an acknowledgement leave alone.
+				opt = grpc.Creds(ackHoldCreds{insecure.NewCredentials(), time.Minute})
+			}
+			// The broker's fixed windows: no pings of the server's own.
+			srv := grpc.NewServer(opt, grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow))
+			pb.RegisterMessagingServiceServer(srv, slowSends{})
+			go srv.Serve(counted)
+			defer srv.Stop()
+
+			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			cl := pb.NewMessagingServiceClient(conn)
+			send := func() {
+				if _, err := cl.SendMessage(t.Context(), &pb.SendMessageRequest{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 10 { // the connection's setup, and the first pings
+				send()
+			}
+			const calls = 200
+			w0 := counted.writes.Load()
+			for range calls {
+				send()
+			}
+			per := float64(counted.writes.Load()-w0) / calls
+			t.Logf("%.2f writes per call", per)
+			if per < c.min || per > c.max {
+				t.Errorf("%.2f writes per call, want %.1f to %.1f", per, c.min, c.max)
+			}
+		})
+	}
+}
