@@ -63,15 +63,11 @@ func serveFloor(proto string) error {
 		return err
 	}
 	switch proto {
-	case "grpc", "grpc-rounds":
-		var srv pb.MessagingServiceServer = floorGRPC{}
-		if proto == "grpc-rounds" {
-			srv = newRoundsGRPC()
-		}
+	case "grpc":
 		// The options that shape the transport's work are the broker's
 		// (server.go): fixed flow-control windows.
 		s := grpc.NewServer(grpc.InitialWindowSize(256<<10), grpc.InitialConnWindowSize(1<<20))
-		pb.RegisterMessagingServiceServer(s, srv)
+		pb.RegisterMessagingServiceServer(s, floorGRPC{})
 		go s.Serve(ln)
 	case "remoting":
 		s := remoting.NewServer(remoting.ServerOptions{})
@@ -115,36 +111,6 @@ func (floorGRPC) SendMessage(_ context.Context, req *pb.SendMessageRequest) (*pb
 			MessageId: m.GetSystemProperties().GetMessageId(), Offset: floorOffset.Add(1)}
 	}
 	return &pb.SendMessageResponse{Status: &pb.Status{Code: pb.Code_OK, Message: "OK"}, Entries: entries}, nil
-}
-
-// roundsGRPC answers sends as the broker does, in rounds: a send waits
-// for the round that follows it, and a round ends every 100 µs, waking
-// every send it holds at once.
-type roundsGRPC struct {
-	floorGRPC
-	mu    sync.Mutex
-	round chan struct{}
-}
-
-func newRoundsGRPC() *roundsGRPC {
-	r := &roundsGRPC{round: make(chan struct{})}
-	go func() {
-		for range time.Tick(100 * time.Microsecond) {
-			r.mu.Lock()
-			close(r.round)
-			r.round = make(chan struct{})
-			r.mu.Unlock()
-		}
-	}()
-	return r
-}
-
-func (r *roundsGRPC) SendMessage(ctx context.Context, req *pb.SendMessageRequest) (*pb.SendMessageResponse, error) {
-	r.mu.Lock()
-	round := r.round
-	r.mu.Unlock()
-	<-round
-	return r.floorGRPC.SendMessage(ctx, req)
 }
 
 // startFloor starts a child serving proto and returns its address and
@@ -202,25 +168,23 @@ func BenchmarkTransportFloor(b *testing.B) {
 			}, func() { cl.Close() }
 		})
 	})
-	for _, proto := range []string{"grpc", "grpc-rounds"} {
-		b.Run(proto, func(b *testing.B) {
-			addr, pid := startFloor(b, proto)
-			runFloor(b, pid, func() (func(i int) error, func()) {
-				conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					b.Fatal(err)
+	b.Run("grpc", func(b *testing.B) {
+		addr, pid := startFloor(b, "grpc")
+		runFloor(b, pid, func() (func(i int) error, func()) {
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cl := pb.NewMessagingServiceClient(conn)
+			return func(i int) error {
+				r, err := cl.SendMessage(context.Background(), &pb.SendMessageRequest{Messages: []*pb.Message{msg("BenchTopic", strconv.Itoa(i), "t", string(body))}})
+				if err == nil && r.GetStatus().GetCode() != pb.Code_OK {
+					err = fmt.Errorf("send answered %v", r.GetStatus())
 				}
-				cl := pb.NewMessagingServiceClient(conn)
-				return func(i int) error {
-					r, err := cl.SendMessage(context.Background(), &pb.SendMessageRequest{Messages: []*pb.Message{msg("BenchTopic", strconv.Itoa(i), "t", string(body))}})
-					if err == nil && r.GetStatus().GetCode() != pb.Code_OK {
-						err = fmt.Errorf("send answered %v", r.GetStatus())
-					}
-					return err
-				}, func() { conn.Close() }
-			})
+				return err
+			}, func() { conn.Close() }
 		})
-	}
+	})
 }
 
 // runFloor sends b.N times over floorConns connections that dial makes,
