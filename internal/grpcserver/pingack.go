@@ -62,7 +62,13 @@ func onlyPingAcks(p []byte) bool {
 
 // maxHeld bounds the acknowledgements held on one connection: a client
 // that pings faster than answers go out gets them written at once.
-const maxHeld = 16 * (frameHeaderLen + pingLen)
+// keptBuf bounds the buffer a connection keeps for joining them to the
+// next write: enough for a send's answer; a larger write joined to an
+// acknowledgement (rare) allocates its own.
+const (
+	maxHeld = 16 * (frameHeaderLen + pingLen)
+	keptBuf = 1 << 10
+)
 
 // ackHoldConn is a server connection whose lone PING ACKs wait (see
 // above). Its Write is called by the transport's one writer goroutine;
@@ -105,7 +111,7 @@ func (c *ackHoldConn) Write(p []byte) (int, error) {
 	held := len(c.held)
 	c.held = c.held[:0]
 	n, err := c.Conn.Write(c.buf)
-	if cap(c.buf) > 64<<10 {
+	if cap(c.buf) > keptBuf {
 		c.buf = nil
 	}
 	if err != nil {
