@@ -214,3 +214,52 @@ func TestPingAcksRideWithAnswers(t *testing.T) {
 		})
 	}
 }
+
+// collector is the far side of a connection: what was written to it.
+type collector struct {
+	net.Conn // nil: only Write and Close are called
+	got      bytes.Buffer
+	writes   int
+}
+
+func (c *collector) Write(p []byte) (int, error) {
+	c.writes++
+	return c.got.Write(p)
+}
+
+func (c *collector) Close() error { return nil }
+
+// FuzzAckHoldConn: whatever is written, in whatever pieces, arrives
+// whole and in order, and a write that is only PING ACKs is held.
+func FuzzAckHoldConn(f *testing.F) {
+	var ack [frameHeaderLen + pingLen]byte
+	ack[2], ack[3], ack[4] = pingLen, framePing, flagAck
+	f.Add(append(append([]byte{17}, ack[:]...), 3, 'a', 'b', 'c'))
+	f.Add(append(append([]byte{34}, ack[:]...), ack[:]...))
+	f.Add([]byte{0, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		far := &collector{}
+		c := newAckHoldConn(far, time.Hour)
+		var want bytes.Buffer
+		// Each piece is a length byte and that many bytes.
+		for len(in) > 0 {
+			n := min(int(in[0]), len(in)-1)
+			p := in[1 : 1+n]
+			in = in[1+n:]
+			before, held := far.writes, len(c.held)
+			if m, err := c.Write(p); m != len(p) || err != nil {
+				t.Fatalf("Write(%d bytes) = %d, %v", len(p), m, err)
+			}
+			if onlyPingAcks(p) && held+len(p) <= maxHeld && far.writes != before {
+				t.Fatalf("a write of PING ACKs alone went out at once")
+			}
+			want.Write(p)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(far.got.Bytes(), want.Bytes()) {
+			t.Fatalf("the far side got % x, want % x", far.got.Bytes(), want.Bytes())
+		}
+	})
+}
