@@ -134,10 +134,24 @@ func (c *ackHoldConn) flushHeld() {
 	}
 }
 
-// Close writes what is held, best effort, and closes.
+// closeFlushTimeout bounds Close's write of what is held.
+const closeFlushTimeout = 100 * time.Millisecond
+
+// Close writes what is held, best effort, and closes. The transport
+// closes a connection to end a write its peer does not read, so Close
+// never waits for a write in progress: it then drops what is held (PING
+// ACKs of a connection going away) and closes at once, which ends that
+// write.
 func (c *ackHoldConn) Close() error {
 	c.timer.Stop()
-	c.flushHeld()
+	if c.mu.TryLock() {
+		if len(c.held) > 0 && c.err == nil {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+			_, _ = c.Conn.Write(c.held)
+		}
+		c.held, c.err = nil, net.ErrClosed
+		c.mu.Unlock()
+	}
 	return c.Conn.Close()
 }
 

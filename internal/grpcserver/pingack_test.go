@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,7 +218,7 @@ func TestPingAcksRideWithAnswers(t *testing.T) {
 
 // collector is the far side of a connection: what was written to it.
 type collector struct {
-	net.Conn // nil: only Write and Close are called
+	net.Conn // nil: only Write, SetWriteDeadline and Close are called
 	got      bytes.Buffer
 	writes   int
 }
@@ -228,6 +229,8 @@ func (c *collector) Write(p []byte) (int, error) {
 }
 
 func (c *collector) Close() error { return nil }
+
+func (c *collector) SetWriteDeadline(time.Time) error { return nil }
 
 // FuzzAckHoldConn: whatever is written, in whatever pieces, arrives
 // whole and in order, and a write that is only PING ACKs is held.
@@ -262,4 +265,40 @@ func FuzzAckHoldConn(f *testing.F) {
 			t.Fatalf("the far side got % x, want % x", far.got.Bytes(), want.Bytes())
 		}
 	})
+}
+
+// TestAckHoldConnCloseDuringStuckWrite: the transport closes a connection
+// to end a write its peer does not read; Close must not wait for that
+// write.
+func TestAckHoldConnCloseDuringStuckWrite(t *testing.T) {
+	server, client := net.Pipe() // a write blocks until the other side reads
+	defer client.Close()
+	c := newAckHoldConn(server, time.Hour)
+	ack := frame(t, func(f *http2.Framer) error { return f.WritePing(true, [8]byte{7}) })
+	if _, err := c.Write(ack); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.Write([]byte("an answer nobody reads"))
+		wrote <- err
+	}()
+	// The write holds the connection's lock before it blocks in the pipe.
+	for c.mu.TryLock() {
+		c.mu.Unlock()
+		runtime.Gosched()
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for a write its peer never reads")
+	}
+	if err := <-wrote; !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("the stuck write ended with %v, want io.ErrClosedPipe", err)
+	}
 }
