@@ -888,6 +888,7 @@ func (r *Raft) ApplyLog(log Log, timeout time.Duration) ApplyFuture {
 		},
 	}
 	logFuture.init()
+	logFuture.ShutdownCh = r.shutdownCh // rmq-go: see README.md
 
 	select {
 	case <-timer:
@@ -914,6 +915,7 @@ func (r *Raft) Barrier(timeout time.Duration) Future {
 	// Create a log future, no index or term yet
 	logFuture := &logFuture{log: Log{Type: LogBarrier}}
 	logFuture.init()
+	logFuture.ShutdownCh = r.shutdownCh // rmq-go: see README.md
 
 	select {
 	case <-timer:
@@ -1136,6 +1138,7 @@ func (r *Raft) Restore(meta *SnapshotMeta, reader io.Reader, timeout time.Durati
 		},
 	}
 	noop.init()
+	noop.ShutdownCh = r.shutdownCh // rmq-go: see README.md
 	select {
 	case <-timer:
 		return ErrEnqueueTimeout

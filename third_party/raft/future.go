@@ -110,6 +110,13 @@ func (d *deferError) Error() error {
 	if d.errCh == nil {
 		panic("waiting for response on nil channel")
 	}
+	// rmq-go: an answer already given wins over a shutdown since
+	// (README.md).
+	select {
+	case d.err = <-d.errCh:
+		return d.err
+	default:
+	}
 	select {
 	case d.err = <-d.errCh:
 	case <-d.ShutdownCh:

@@ -122,6 +122,7 @@ func (r *Raft) requestConfigChange(req configurationChangeRequest, timeout time.
 		req: req,
 	}
 	future.init()
+	future.ShutdownCh = r.shutdownCh // rmq-go: see README.md
 	select {
 	case <-timer:
 		return errorFuture{ErrEnqueueTimeout}
