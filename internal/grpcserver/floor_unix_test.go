@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/md5"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +21,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/bench"
@@ -27,13 +30,21 @@ import (
 )
 
 // The transport floor: what each protocol's server costs per send when
-// the send does nothing. BenchmarkTransportFloor runs a server that
+// the send does nothing, and what a gRPC server costs per message it
+// hands a POP consumer. BenchmarkTransportFloor runs a server that
 // answers every send at once, with no store behind it, in a child
 // process (this test binary again), loads it from this process with 64
 // connections of one send in flight each, as `broker bench protocols`
 // loads a broker, and reports the child's CPU per send. What a broker
 // spends beyond it is its own work, the same over both protocols, so the
 // difference between the two floors is what gRPC adds to each send.
+//
+// BenchmarkPOPFloor does the same for POP consumption as `broker bench
+// protocols` runs it: receivers that each loop a ReceiveMessage of a batch
+// of 32 and one AckMessage of everything received, against a server that
+// streams the same 32 prebuilt messages every time and answers every ack
+// OK. Its rate bounds what any broker on grpc-go can reach with this
+// load on this machine.
 
 // floorServeEnv, set in a child's environment, makes the test binary
 // serve a do-nothing server of that protocol instead of running tests.
@@ -67,14 +78,28 @@ func serveFloor(proto string) error {
 		// The options that shape the transport's work are the broker's
 		// (server.go): fixed flow-control windows.
 		s := grpc.NewServer(grpc.InitialWindowSize(256<<10), grpc.InitialConnWindowSize(1<<20))
-		pb.RegisterMessagingServiceServer(s, floorGRPC{})
+		pb.RegisterMessagingServiceServer(s, floorGRPC{batch: floorBatch()})
 		go s.Serve(ln)
 	case "remoting":
 		s := remoting.NewServer(remoting.ServerOptions{})
 		var off atomic.Int64
-		s.Handle(remoting.SendMessageV2, func(_ *remoting.Conn, req *remoting.Command) *remoting.Command {
+		// Sends are answered on the connection's reader, as the broker's
+		// are (a FastHandler): the cheapest path the server has.
+		send := func(_ *remoting.Conn, req *remoting.Command, reply func(*remoting.Command)) bool {
 			resp := remoting.NewResponse(req, remoting.Success, "")
 			resp.SetFields("msgId", "7F00000100002A9F0000000000000000", "queueId", "0", "queueOffset", strconv.FormatInt(off.Add(1), 10))
+			reply(resp)
+			return true
+		}
+		s.HandleFast(remoting.SendMessageV2, send)
+		s.HandleFast(remoting.SendMessage, send)
+		// What `broker bench produce` asks before it sends.
+		s.Handle(remoting.UpdateAndCreateTopic, func(_ *remoting.Conn, req *remoting.Command) *remoting.Command {
+			return remoting.NewResponse(req, remoting.Success, "")
+		})
+		s.Handle(remoting.GetMaxOffset, func(_ *remoting.Conn, req *remoting.Command) *remoting.Command {
+			resp := remoting.NewResponse(req, remoting.Success, "")
+			resp.SetFields("offset", "0")
 			return resp
 		})
 		go s.Serve(ln)
@@ -97,9 +122,59 @@ func serveFloor(proto string) error {
 	return nil
 }
 
-// floorGRPC answers every send OK at once.
+// floorGRPC answers every send and ack OK at once, and streams batch to
+// every receive.
 type floorGRPC struct {
 	pb.UnimplementedMessagingServiceServer
+	batch []*pb.ReceiveMessageResponse
+}
+
+// floorPOPBatch is the messages of one receive, as `broker bench
+// protocols` asks for them.
+const floorPOPBatch = 32
+
+// floorBatch builds one receive's messages with the system properties a
+// broker fills in (receive.go), each with a 1 KiB body.
+func floorBatch() []*pb.ReceiveMessageResponse {
+	body := make([]byte, 1024)
+	sum := md5.Sum(body)
+	batch := make([]*pb.ReceiveMessageResponse, floorPOPBatch)
+	for i := range batch {
+		id, handle, tag := fmt.Sprintf("7F00000100002A9F%016X", i), fmt.Sprintf("%096x", i), "t"
+		queue, offset, attempt := int32(i%8), int64(i), int32(1)
+		batch[i] = &pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Message{Message: &pb.Message{
+			Topic: res("BenchTopic"), Body: body,
+			SystemProperties: &pb.SystemProperties{
+				MessageId: id, Tag: &tag,
+				BodyDigest:   &pb.Digest{Type: pb.DigestType_MD5, Checksum: fmt.Sprintf("%X", sum)},
+				BodyEncoding: pb.Encoding_IDENTITY, MessageType: pb.MessageType_NORMAL,
+				BornTimestamp: timestamppb.Now(), BornHost: "127.0.0.1", StoreTimestamp: timestamppb.Now(), StoreHost: "127.0.0.1:10911",
+				ReceiptHandle: &handle, QueueId: queue, QueueOffset: &offset,
+				InvisibleDuration: durationpb.New(30 * time.Second), DeliveryAttempt: &attempt,
+			},
+		}}}
+	}
+	return batch
+}
+
+func (f floorGRPC) ReceiveMessage(_ *pb.ReceiveMessageRequest, stream pb.MessagingService_ReceiveMessageServer) error {
+	if err := stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_Status{Status: &pb.Status{Code: pb.Code_OK, Message: "OK"}}}); err != nil {
+		return err
+	}
+	for _, m := range f.batch {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	return stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.Now()}})
+}
+
+func (floorGRPC) AckMessage(_ context.Context, req *pb.AckMessageRequest) (*pb.AckMessageResponse, error) {
+	entries := make([]*pb.AckMessageResultEntry, len(req.GetEntries()))
+	for i, e := range req.GetEntries() {
+		entries[i] = &pb.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: &pb.Status{Code: pb.Code_OK, Message: "OK"}}
+	}
+	return &pb.AckMessageResponse{Status: &pb.Status{Code: pb.Code_OK, Message: "OK"}, Entries: entries}, nil
 }
 
 var floorOffset atomic.Int64
@@ -144,6 +219,47 @@ func startFloor(b *testing.B, proto string) (string, int) {
 	return strings.TrimSpace(addr), cmd.Process.Pid
 }
 
+// BenchmarkLoadFloor runs `broker bench produce`'s own load, the load
+// generator of `bench compare`'s pairings 1 (64 connections, one send in
+// flight each) and 2 (4 connections, 128 each), against the do-nothing
+// remoting server: what the generator and a server that does nothing
+// with a send reach together on this machine. No broker, which stores
+// what it is sent, goes faster beside the same generator.
+func BenchmarkLoadFloor(b *testing.B) {
+	for _, c := range []struct{ conns, inFlight int }{{64, 1}, {4, 128}} {
+		b.Run(fmt.Sprintf("%dx%d", c.conns, c.inFlight), func(b *testing.B) {
+			addr, pid := startFloor(b, "remoting")
+			cpu0, err := bench.ProcessCPU(pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			self0, err := bench.ProcessCPU(os.Getpid())
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum, err := bench.Produce(context.Background(), bench.Options{Broker: addr, Conns: c.conns, InFlight: c.inFlight, Count: int64(b.N)}, io.Discard)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if sum.Errors != 0 {
+				b.Fatalf("%d errors: %q", sum.Errors, sum.ErrorSamples)
+			}
+			cpu1, err := bench.ProcessCPU(pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			self1, err := bench.ProcessCPU(os.Getpid())
+			if err != nil {
+				b.Fatal(err)
+			}
+			msgs := float64(sum.Messages)
+			b.ReportMetric(sum.MsgsPerSec, "msgs/s")
+			b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/msgs, "server-cpu-ns/msg")
+			b.ReportMetric(float64((self1-self0).Nanoseconds())/msgs, "load-cpu-ns/msg")
+		})
+	}
+}
+
 // floorConns is the connections, one send in flight each, as load 1 of
 // `broker bench protocols`.
 const floorConns = 64
@@ -153,7 +269,7 @@ func BenchmarkTransportFloor(b *testing.B) {
 	b.Run("remoting", func(b *testing.B) {
 		addr, pid := startFloor(b, "remoting")
 		props := "UNIQ_KEY\x01" + "7F000001000000000000000000000000" + "\x02WAIT\x01true\x02TAGS\x01t"
-		runFloor(b, pid, func() (func(i int) error, func()) {
+		runFloor(b, pid, floorConns, 1, func() (func(i int) error, func()) {
 			cl := remoting.NewClient(remoting.ClientOptions{})
 			return func(i int) error {
 				req := remoting.NewRequest(remoting.SendMessageV2, map[string]string{
@@ -170,7 +286,7 @@ func BenchmarkTransportFloor(b *testing.B) {
 	})
 	b.Run("grpc", func(b *testing.B) {
 		addr, pid := startFloor(b, "grpc")
-		runFloor(b, pid, func() (func(i int) error, func()) {
+		runFloor(b, pid, floorConns, 1, func() (func(i int) error, func()) {
 			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				b.Fatal(err)
@@ -187,10 +303,61 @@ func BenchmarkTransportFloor(b *testing.B) {
 	})
 }
 
-// runFloor sends b.N times over floorConns connections that dial makes,
-// and reports the sends per second and the server's CPU per send.
-func runFloor(b *testing.B, pid int, dial func() (send func(i int) error, close func())) {
-	sends := make([]func(int) error, floorConns)
+// floorReceivers is the POP receivers, as `broker bench protocols` runs
+// them.
+const floorReceivers = 8
+
+func BenchmarkPOPFloor(b *testing.B) {
+	addr, pid := startFloor(b, "grpc")
+	runFloor(b, pid, floorReceivers, floorPOPBatch, func() (func(i int) error, func()) {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cl := pb.NewMessagingServiceClient(conn)
+		recv := &pb.ReceiveMessageRequest{
+			Group: res("bench"), MessageQueue: &pb.MessageQueue{Topic: res("BenchTopic")},
+			FilterExpression:  &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "*"},
+			BatchSize:         floorPOPBatch,
+			InvisibleDuration: durationpb.New(30 * time.Second), LongPollingTimeout: durationpb.New(0),
+		}
+		return func(int) error {
+			stream, err := cl.ReceiveMessage(context.Background(), recv)
+			if err != nil {
+				return err
+			}
+			ack := &pb.AckMessageRequest{Group: recv.Group, Topic: recv.MessageQueue.Topic}
+			for {
+				r, err := stream.Recv()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				if m := r.GetMessage(); m != nil {
+					sp := m.GetSystemProperties()
+					ack.Entries = append(ack.Entries, &pb.AckMessageEntry{MessageId: sp.GetMessageId(), ReceiptHandle: sp.GetReceiptHandle()})
+				}
+			}
+			if len(ack.Entries) != floorPOPBatch {
+				return fmt.Errorf("received %d messages, want %d", len(ack.Entries), floorPOPBatch)
+			}
+			a, err := cl.AckMessage(context.Background(), ack)
+			if err == nil && a.GetStatus().GetCode() != pb.Code_OK {
+				err = fmt.Errorf("ack answered %v", a.GetStatus())
+			}
+			return err
+		}, func() { conn.Close() }
+	})
+}
+
+// runFloor makes calls over conns connections that dial makes, one in
+// flight on each, until b.N messages have gone, perCall in each call. It
+// reports the messages per second, and the server's and this process's
+// (the load's) CPU per message.
+func runFloor(b *testing.B, pid, conns, perCall int, dial func() (call func(i int) error, close func())) {
+	sends := make([]func(int) error, conns)
 	for i := range sends {
 		send, closeConn := dial()
 		b.Cleanup(closeConn)
@@ -201,8 +368,13 @@ func runFloor(b *testing.B, pid int, dial func() (send func(i int) error, close 
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, floorConns)
+	errs := make(chan error, conns)
+	calls := (int64(b.N) + int64(perCall) - 1) / int64(perCall)
 	cpu0, err := bench.ProcessCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	self0, err := bench.ProcessCPU(os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -213,7 +385,7 @@ func runFloor(b *testing.B, pid int, dial func() (send func(i int) error, close 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+			for i := next.Add(1); i <= calls; i = next.Add(1) {
 				if err := send(int(i)); err != nil {
 					errs <- err
 					return
@@ -232,11 +404,17 @@ func runFloor(b *testing.B, pid int, dial func() (send func(i int) error, close 
 	if err != nil {
 		b.Fatal(err)
 	}
+	self1, err := bench.ProcessCPU(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
 	r1, w1 := syscalls(b, pid)
-	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-	b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "server-cpu-ns/msg")
-	b.ReportMetric(float64(r1-r0)/float64(b.N), "server-reads/msg")
-	b.ReportMetric(float64(w1-w0)/float64(b.N), "server-writes/msg")
+	msgs := float64(calls * int64(perCall))
+	b.ReportMetric(msgs/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/msgs, "server-cpu-ns/msg")
+	b.ReportMetric(float64((self1-self0).Nanoseconds())/msgs, "load-cpu-ns/msg")
+	b.ReportMetric(float64(r1-r0)/msgs, "server-reads/msg")
+	b.ReportMetric(float64(w1-w0)/msgs, "server-writes/msg")
 }
 
 // syscalls returns the read and write system calls pid has made, from
