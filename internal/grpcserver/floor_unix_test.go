@@ -229,14 +229,7 @@ func BenchmarkLoadFloor(b *testing.B) {
 	for _, c := range []struct{ conns, inFlight int }{{64, 1}, {4, 128}} {
 		b.Run(fmt.Sprintf("%dx%d", c.conns, c.inFlight), func(b *testing.B) {
 			addr, pid := startFloor(b, "remoting")
-			cpu0, err := bench.ProcessCPU(pid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			self0, err := bench.ProcessCPU(os.Getpid())
-			if err != nil {
-				b.Fatal(err)
-			}
+			cpu0, self0 := cpuTimes(b, pid)
 			sum, err := bench.Produce(context.Background(), bench.Options{Broker: addr, Conns: c.conns, InFlight: c.inFlight, Count: int64(b.N)}, io.Discard)
 			if err != nil {
 				b.Fatal(err)
@@ -244,14 +237,7 @@ func BenchmarkLoadFloor(b *testing.B) {
 			if sum.Errors != 0 {
 				b.Fatalf("%d errors: %q", sum.Errors, sum.ErrorSamples)
 			}
-			cpu1, err := bench.ProcessCPU(pid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			self1, err := bench.ProcessCPU(os.Getpid())
-			if err != nil {
-				b.Fatal(err)
-			}
+			cpu1, self1 := cpuTimes(b, pid)
 			msgs := float64(sum.Messages)
 			b.ReportMetric(sum.MsgsPerSec, "msgs/s")
 			b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/msgs, "server-cpu-ns/msg")
@@ -370,14 +356,7 @@ func runFloor(b *testing.B, pid, conns, perCall int, dial func() (call func(i in
 	var wg sync.WaitGroup
 	errs := make(chan error, conns)
 	calls := (int64(b.N) + int64(perCall) - 1) / int64(perCall)
-	cpu0, err := bench.ProcessCPU(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	self0, err := bench.ProcessCPU(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
+	cpu0, self0 := cpuTimes(b, pid)
 	r0, w0 := syscalls(b, pid)
 	t0 := time.Now()
 	b.ResetTimer()
@@ -400,14 +379,7 @@ func runFloor(b *testing.B, pid, conns, perCall int, dial func() (call func(i in
 	for err := range errs {
 		b.Fatal(err)
 	}
-	cpu1, err := bench.ProcessCPU(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	self1, err := bench.ProcessCPU(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
+	cpu1, self1 := cpuTimes(b, pid)
 	r1, w1 := syscalls(b, pid)
 	msgs := float64(calls * int64(perCall))
 	b.ReportMetric(msgs/el.Seconds(), "msgs/s")
@@ -415,6 +387,19 @@ func runFloor(b *testing.B, pid, conns, perCall int, dial func() (call func(i in
 	b.ReportMetric(float64((self1-self0).Nanoseconds())/msgs, "load-cpu-ns/msg")
 	b.ReportMetric(float64(r1-r0)/msgs, "server-reads/msg")
 	b.ReportMetric(float64(w1-w0)/msgs, "server-writes/msg")
+}
+
+// cpuTimes returns the CPU time pid and this process have used.
+func cpuTimes(b *testing.B, pid int) (server, self time.Duration) {
+	b.Helper()
+	server, err := bench.ProcessCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if self, err = bench.ProcessCPU(os.Getpid()); err != nil {
+		b.Fatal(err)
+	}
+	return server, self
 }
 
 // syscalls returns the read and write system calls pid has made, from
