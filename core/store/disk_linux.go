@@ -22,3 +22,14 @@ func allocate(f vfs.File, size int64) (bool, error) {
 		return false, err
 	}
 }
+
+// dropCache asks the kernel to drop f's cached pages in [off, off+n). The
+// pages must be synced: dirty ones are only queued for writeback. A file
+// without a descriptor is left as it is.
+func dropCache(f vfs.File, off, n int64) error {
+	fd := f.Fd()
+	if fd == vfs.InvalidFd {
+		return nil
+	}
+	return unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
+}

@@ -30,3 +30,6 @@ func (s *Store) DeletedAt(topic string) (int64, bool) {
 	at, ok := s.mu.deleted[topic]
 	return at, ok
 }
+
+// TrimStep is the least the page-cache trimmer drops at once.
+const TrimStep = trimStep

@@ -64,6 +64,7 @@ const (
 	DefaultIndexCacheSize      = 64 << 20
 	DefaultIndexMemTableSize   = 32 << 20
 	DefaultKeyIndexFileEntries = 4 << 20
+	DefaultCacheWindow         = 1 << 30
 
 	// minSegmentSize keeps room for at least one small record.
 	minSegmentSize = 4 << 10
@@ -137,6 +138,16 @@ type Options struct {
 	// on the disks measured so far, the zeroing cost more CPU and p99
 	// latency than the cheaper fsyncs saved.
 	Prealloc int64 `yaml:"prealloc" cfg:"size"`
+	// CacheWindow is how much of the log, counted back from the last
+	// synced byte, is left in the operating system's page cache; older
+	// synced bytes are dropped from it (posix_fadvise DONTNEED), so each
+	// write lands in pages the kernel has just freed rather than in pages
+	// it must find afresh, and the log does not push the index's files out
+	// of memory. Consumers within the window read from memory; those
+	// further behind read from disk. Default 1 GiB. Negative (in code; in
+	// the config file, a window larger than the log) leaves every page to
+	// the kernel. Only on Linux; elsewhere nothing is dropped.
+	CacheWindow int64 `yaml:"cacheWindow" cfg:"size"`
 	// IndexCacheSize is the index's block cache. Default 64 MiB.
 	IndexCacheSize int64 `yaml:"indexCacheSize" cfg:"size"`
 	// IndexMemTableSize is the size of the index's memtable, where its
@@ -219,6 +230,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.IndexCacheSize == 0 {
 		o.IndexCacheSize = DefaultIndexCacheSize
+	}
+	if o.CacheWindow == 0 {
+		o.CacheWindow = DefaultCacheWindow
 	}
 	if o.TagCode == nil {
 		o.TagCode = DefaultTagCode

@@ -425,7 +425,7 @@ func (s *Store) syncReplicated() error {
 		if err := s.syncActive(); err != nil {
 			return err
 		}
-		s.durable.Store(end)
+		s.setDurable(end)
 	}
 	if err := s.db.Set(replEndKey, int64Value(end), pebble.Sync); err != nil {
 		return fmt.Errorf("store: record the synced end: %w", err)

@@ -91,6 +91,7 @@ type Store struct {
 	wg          sync.WaitGroup
 	stats       Stats
 	prealloc    *preallocator // nil when disabled
+	trim        *trimmer      // nil when CacheWindow is negative
 	hooks       atomic.Pointer[RetentionHooks]
 	ret         retentionState
 	disk        diskState // free space and the reserve file (disk.go)
@@ -134,6 +135,9 @@ type Stats struct {
 	// ProgressEntries counts the entries of progress values (offsets,
 	// positions) a replicated store's leader proposed.
 	ProgressEntries atomic.Int64
+	// CacheDropped is the log offset below which the synced log was last
+	// dropped from the page cache (see Options.CacheWindow).
+	CacheDropped atomic.Int64
 
 	// RoundMessages is the distribution of records per flush round (the
 	// group commit's size); FsyncDuration that of commit-log fsyncs, in
@@ -313,6 +317,10 @@ func Open(opts Options) (*Store, error) {
 	if opts.Prealloc > 0 {
 		s.prealloc = newPreallocator(s, opts.Prealloc)
 		s.goTracked(s.prealloc.loop)
+	}
+	if opts.CacheWindow > 0 {
+		s.trim = newTrimmer(s, opts.CacheWindow)
+		s.goTracked(s.trim.loop)
 	}
 	s.goTracked(s.flushLoop)
 	s.goTracked(s.completeLoop)
@@ -653,7 +661,7 @@ func (s *Store) flushOnce() bool {
 	s.written.Store(r.end)
 	s.dirtyEnd = 0
 	if s.opts.Flush == FlushSync {
-		s.durable.Store(r.end)
+		s.setDurable(r.end)
 	}
 	s.dispatchRound(r)
 	s.finish(r)
@@ -839,6 +847,13 @@ func (s *Store) syncActive() error {
 	return nil
 }
 
+// setDurable records that the log is synced up to end, which must not be
+// below what was recorded before.
+func (s *Store) setDurable(end int64) {
+	s.durable.Store(end)
+	s.trim.wake()
+}
+
 // syncLoop fsyncs every FlushInterval under FlushAsync.
 func (s *Store) syncLoop() {
 	s.every(s.opts.FlushInterval, func() {
@@ -859,7 +874,7 @@ func (s *Store) syncLoop() {
 			s.fail(fmt.Errorf("%w: %v", ErrFailed, err))
 			return
 		}
-		s.durable.Store(end)
+		s.setDurable(end)
 	})
 }
 

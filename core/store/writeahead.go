@@ -152,7 +152,7 @@ func (s *Store) SyncRounds() error {
 		s.fail(err)
 		return err
 	}
-	s.durable.Store(end)
+	s.setDurable(end)
 	return nil
 }
 

@@ -34,6 +34,7 @@ var configDocs = map[string]string{
 	"store.diskReserve":                  "free space kept for the index; appends fail with less than this free",
 	"store.maxPendingBytes":              "bytes appended but not yet written before appends wait",
 	"store.prealloc":                     "zero-fill the active segment this far ahead; 0: off",
+	"store.cacheWindow":                  "synced log left in the page cache; older synced log is dropped from it (Linux)",
 	"store.indexCacheSize":               "block cache of the index",
 	"store.indexMemTableSize":            "memtable of the index (1MiB..1GiB)",
 	"store.messageIndexEnable":           "index the KEYS and UNIQ_KEY of every message (query by key)",

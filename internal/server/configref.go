@@ -89,6 +89,7 @@ func CommandDefaults() Config {
 			IndexCacheSize:      store.DefaultIndexCacheSize,
 			IndexMemTableSize:   store.DefaultIndexMemTableSize,
 			KeyIndexFileEntries: store.DefaultKeyIndexFileEntries,
+			CacheWindow:         store.DefaultCacheWindow,
 		},
 		Broker: broker.Options{
 			BrokerName:               broker.DefaultBrokerName,
