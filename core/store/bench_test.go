@@ -80,46 +80,54 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // or flushed to its files (where every lookup builds an iterator over them).
 func BenchmarkReadQueue(b *testing.B) {
 	for _, flushed := range []bool{false, true} {
-		b.Run(fmt.Sprintf("flushed=%v", flushed), func(b *testing.B) {
-			s := storetest.Open(b, store.Options{Dir: b.TempDir(), Flush: store.FlushAsync, Logger: quietLogger()})
-			defer s.Close()
-			body := string(bytes.Repeat([]byte("x"), 1024))
-			const n = 100_000
-			for i := 0; i < n; i += 100 {
-				msgs := make([]*message.Message, 100)
-				for j := range msgs {
-					msgs[j] = storetest.Msg("read", 0, body)
-				}
-				if err := s.Append(msgs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if flushed {
-				if err := s.Checkpoint(); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.CompactIndex(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.SetBytes(1024)
-			b.ReportAllocs()
-			b.ResetTimer()
-			it := s.NewQueueIter("read", 0, store.IterOptions{MaxUnits: 32})
-			defer it.Close()
-			off := int64(0)
-			for i := 0; i < b.N; i += 32 {
-				if off >= n {
-					off = 0
-				}
-				for ok := it.SeekGE(off); ok; ok = it.Next() {
-				}
-				if err := it.Error(); err != nil {
-					b.Fatal(err)
-				}
-				off = it.NextOffset()
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-		})
+		// One queue's records lie back to back in the log; of eight
+		// queues written in turn, each record is seven others apart.
+		for _, queues := range []int{1, 8} {
+			b.Run(fmt.Sprintf("flushed=%v/queues=%d", flushed, queues), func(b *testing.B) {
+				benchReadQueue(b, flushed, queues)
+			})
+		}
 	}
+}
+
+func benchReadQueue(b *testing.B, flushed bool, queues int) {
+	s := storetest.Open(b, store.Options{Dir: b.TempDir(), Flush: store.FlushAsync, Logger: quietLogger()})
+	defer s.Close()
+	body := string(bytes.Repeat([]byte("x"), 1024))
+	const n = 100_000
+	for i := 0; i < n; i += 100 {
+		msgs := make([]*message.Message, 100)
+		for j := range msgs {
+			msgs[j] = storetest.Msg("read", int32((i+j)%queues), body)
+		}
+		if err := s.Append(msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if flushed {
+		if err := s.Checkpoint(); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.CompactIndex(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	it := s.NewQueueIter("read", 0, store.IterOptions{MaxUnits: 32})
+	defer it.Close()
+	off := int64(0)
+	for i := 0; i < b.N; i += 32 {
+		if off >= int64(n/queues) {
+			off = 0
+		}
+		for ok := it.SeekGE(off); ok; ok = it.Next() {
+		}
+		if err := it.Error(); err != nil {
+			b.Fatal(err)
+		}
+		off = it.NextOffset()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }

@@ -369,11 +369,12 @@ func (it *QueueIter) readSpan() error {
 	span := int64(u.Size) + trailerLen
 	for ; j < len(it.units); j++ {
 		n := it.units[j]
-		if n.Size <= 0 || n.CommitLogOffset != u.CommitLogOffset+span || span+int64(n.Size)+trailerLen > maxReadSpan ||
+		gap := n.CommitLogOffset - (u.CommitLogOffset + span)
+		if n.Size <= 0 || gap < 0 || gap > maxReadGap || span+gap+int64(n.Size)+trailerLen > maxReadSpan ||
 			n.CommitLogOffset/seg != u.CommitLogOffset/seg {
 			break
 		}
-		span += int64(n.Size) + trailerLen
+		span += gap + int64(n.Size) + trailerLen
 	}
 	if int64(cap(it.buf)) < span {
 		it.buf = make([]byte, span)

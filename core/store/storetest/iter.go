@@ -328,10 +328,19 @@ func testIterRetentionUnderIt(t *testing.T, cfg Config) {
 	}
 }
 
-// corruptAt flips a bit in the properties of the record of a queue offset.
+// corruptAt flips a bit in the properties of queue 0's record at a queue
+// offset.
 func corruptAt(t *testing.T, o store.Options, s *store.Store, topic string, off int64) {
 	t.Helper()
-	it := s.NewQueueIter(topic, 0, store.IterOptions{MaxRecords: 1})
+	CorruptRecord(t, o, s, topic, 0, off)
+}
+
+// CorruptRecord flips a bit in the properties of the record at a queue
+// offset of a queue, in the segment file itself, so that reading it fails
+// its checksum. o is what s was opened with.
+func CorruptRecord(t testing.TB, o store.Options, s *store.Store, topic string, queueID int32, off int64) {
+	t.Helper()
+	it := s.NewQueueIter(topic, queueID, store.IterOptions{MaxRecords: 1})
 	defer it.Close()
 	if !it.SeekGE(off) || it.Offset() != off {
 		t.Fatalf("no record at %d", off)
@@ -341,7 +350,7 @@ func corruptAt(t *testing.T, o store.Options, s *store.Store, topic string, off 
 	if fs == nil {
 		fs = vfs.Default
 	}
-	seg := u.CommitLogOffset / o.SegmentSize * o.SegmentSize
+	seg := u.CommitLogOffset / s.SegmentSize() * s.SegmentSize()
 	f, err := fs.OpenReadWrite(fs.PathJoin(o.Dir, "commitlog", fmt.Sprintf("%020d", seg)), vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
