@@ -84,6 +84,8 @@ func (in *instance) pull(ctx context.Context, r pullRequest) (*pullResult, error
 	if err != nil {
 		return nil, err
 	}
+	// The messages are copied out of the body (fromRecord).
+	defer resp.Recycle()
 	res := &pullResult{}
 	switch resp.Code {
 	case remoting.Success:

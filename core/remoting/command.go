@@ -126,6 +126,8 @@ type Command struct {
 	// below build it on first use; DecodeSendHeaderOf reads the pairs
 	// directly.
 	rawExt []string
+	// pooled is the pooled buffer Body was copied into, if any (Recycle).
+	pooled *[]byte
 }
 
 // releaseBody calls ReleaseBody, if set, once.

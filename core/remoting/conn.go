@@ -823,7 +823,7 @@ func (c *Conn) readLoop() error {
 			buf = nil
 		}
 		if cmd.IsResponse() {
-			cmd.Body = bytes.Clone(cmd.Body)
+			cmd.Body, cmd.pooled = copyBody(cmd.Body)
 			c.deliver(cmd)
 			continue
 		}

@@ -216,6 +216,7 @@ func (c *consumer) drain(w *worker, q int) bool {
 		switch resp.Code {
 		case remoting.Success:
 			got, bad = c.count(resp, want)
+			resp.Recycle()
 		case remoting.PullNotFound:
 			// Nothing at offset: the queue ends earlier than its max
 			// offset said.
