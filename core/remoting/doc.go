@@ -143,7 +143,11 @@
 // per request. A JSON
 // response a Client reads keeps its extFields as pairs until they are read
 // (see Command.ExtFields), as a request for a FastHandler does, since most
-// responses are read for a field or two.
+// responses are read for a field or two. Its body is copied out of the
+// reader's buffer, a large one (4 KiB to 4 MiB) into a pooled buffer that
+// [Command.Recycle] gives back once the caller is done with it: a consumer
+// pulling backlog then reuses a few buffers instead of making a new one,
+// and garbage, per pull.
 //
 // A malformed or oversize frame closes its connection only, logged with the
 // peer's address. A handler panic is recovered, logged, and answered with
