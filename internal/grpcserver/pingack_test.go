@@ -168,7 +168,9 @@ func TestPingAcksRideWithAnswers(t *testing.T) {
 		min, max float64 // writes per call
 	}{
 		{"held", true, 0.9, 1.2},
-		{"not held", false, 1.7, 2.2},
+		// Two writes per call, and now and then a window update or
+		// another acknowledgement besides (2.21 in one CI run).
+		{"not held", false, 1.7, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
