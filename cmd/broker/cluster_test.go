@@ -76,6 +76,14 @@ func startNamesrv(t *testing.T) *server.Server {
 	return ns
 }
 
+// waitingTest marks a test that spends most of its time waiting rather
+// than computing: for the official client's route refresh (every 30 s),
+// for a timed outage, for raft's timeouts. Such tests run beside one
+// another, -parallel of them at once (GOMAXPROCS by default), after the
+// package's other tests. Each starts its own name server and set, and
+// names its clients' instances apart (brokertest.Name).
+func waitingTest(t *testing.T) { t.Parallel() }
+
 func startSet(t *testing.T, name string, n int, namesrvs []string) *replicatedSet {
 	t.Helper()
 	return startSetWith(t, name, n, namesrvs)
@@ -340,6 +348,7 @@ func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 // SIGKILL while producers send synchronously, again and again: every
 // acknowledged message is stored, once, on every member.
 func TestReplicatedSetKillLeaderDuringSends(t *testing.T) {
+	waitingTest(t)
 	ns := startNamesrv(t)
 	rs := startSet(t, "set-a", 3, []string{ns.NamesrvAddr})
 	kills := 20

@@ -43,6 +43,7 @@ func (l *commitOnCheck) CheckLocalTransaction(m *primitive.MessageExt) primitive
 // producer and commits it, so a consumer group that starts afterwards
 // receives every message exactly once.
 func TestReplicatedSetFailoverKeepsTimersAndTransactions(t *testing.T) {
+	waitingTest(t)
 	ns := startNamesrv(t)
 	rs := startSet(t, "set-f", 3, []string{ns.NamesrvAddr})
 	const topic, n = "Failover", 10

@@ -40,6 +40,7 @@ func outageLength() time.Duration {
 // every acknowledged message is on every member; it receives on its raft
 // port about what it missed, far less than the whole commit log.
 func TestReplicatedSetMemberOutageCatchesUpFromLog(t *testing.T) {
+	waitingTest(t)
 	outage := outageLength()
 	// The retention outlasts the outage with room for the restart.
 	keep := max(10*time.Minute, outage+2*time.Minute)
@@ -60,6 +61,7 @@ func TestReplicatedSetMemberOutageCatchesUpFromLog(t *testing.T) {
 // missed, so it installs a snapshot, a copy of the whole commit log, and
 // still converges with every acknowledged message.
 func TestReplicatedSetMemberOutagePastRetentionInstallsSnapshot(t *testing.T) {
+	waitingTest(t)
 	r := runOutage(t, "set-p", 10*time.Second, 10*time.Second, -time.Second)
 	if r.snapshots == 0 {
 		t.Fatal("the member away past the retention installed no snapshot")

@@ -325,6 +325,7 @@ type partitionAck struct {
 //
 // RMQ_LONG_FAULTS=1 cuts each way three times, on a fresh set each.
 func TestReplicatedSetPartitions(t *testing.T) {
+	waitingTest(t)
 	rounds := 1
 	if os.Getenv("RMQ_LONG_FAULTS") != "" {
 		rounds = 3
@@ -339,6 +340,7 @@ func TestReplicatedSetPartitions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			waitingTest(t)
 			for r := range rounds {
 				partitionLeader(t, fmt.Sprintf("part%d", r), c.cut)
 			}
