@@ -12,9 +12,18 @@
 //
 // # Loading
 //
-//	read ─▶ size and sha256 check ─▶ compile (file cache) ─▶ validate exports
-//	and imports ─▶ instantiate (WASI, broker_v1) ─▶ _initialize ─▶ broker_init
-//	─▶ broker_info (kinds, body flag) ─▶ self-test vectors ─▶ serve
+//	read ─▶ size and sha256 check ─▶ declared counts ─▶ compile (file cache)
+//	─▶ validate exports and imports ─▶ instantiate (WASI, broker_v1)
+//	─▶ _initialize ─▶ broker_init ─▶ broker_info (kinds, body flag)
+//	─▶ self-test vectors ─▶ serve
+//
+// wazero allocates for the counts a module declares (entries of a section,
+// locals of a function, elements of a table) before it reads what they
+// count, and a failed allocation ends the process. The counts are read
+// first (limits.go): a vector may not claim more entries than its section
+// has bytes, a function has at most 50,000 locals with its parameters, and
+// a module's tables start with at most 10,000,000 elements together, the
+// limits browsers apply. Anything else malformed is left to wazero.
 //
 // The start step is _initialize for a WASI reactor (Go's -buildmode=c-shared).
 // A module that imports no WASI, as AssemblyScript's output, may instead

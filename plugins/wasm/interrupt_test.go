@@ -170,12 +170,23 @@ func TestInstrumentRefuses(t *testing.T) {
 	}
 }
 
-// FuzzInstrument checks that instrument fails cleanly on any input and
-// that what it makes of a module wazero accepts is accepted too.
+// FuzzInstrument checks that checkLimits and instrument fail cleanly on
+// any input, that no module checkLimits passes exhausts wazero's memory,
+// and that what instrument makes of a module wazero accepts is accepted
+// too.
 func FuzzInstrument(f *testing.F) {
 	f.Add(loopModule(false))
 	f.Add(loopModule(true))
+	f.Add(withLocals(1, 0xFFFFFFF0))
 	f.Fuzz(func(t *testing.T, bin []byte) {
+		// What checkLimits refuses would make wazero allocate without
+		// bound below; the broker refuses it the same way.
+		if err := checkLimits(bin); err != nil {
+			if !errors.Is(err, ErrModule) {
+				t.Fatalf("error %v is not ErrModule", err)
+			}
+			return
+		}
 		out, err := instrument(bin)
 		if err != nil {
 			if !errors.Is(err, errInstrument) {

@@ -1,0 +1,268 @@
+package wasm
+
+import "fmt"
+
+// A module's binary declares counts ahead of what they count: how many
+// imports follow, how many locals a function has, how large a table is.
+// wazero's decoder allocates for a declared count before it reads the
+// first entry, and its compiler for every declared local, so a module of a
+// few bytes can ask for gigabytes; when the allocation fails the Go
+// runtime ends the process, which no recover catches. checkLimits reads
+// those counts before wazero sees the module and refuses the ones no valid
+// module declares:
+//
+//   - a vector cannot hold more entries than bytes remain in its section,
+//     since every entry takes at least one;
+//   - a function has at most maxFunctionLocals locals, its parameters
+//     included;
+//   - the tables of a module start with at most maxTableElements elements
+//     between them.
+//
+// Both limits are those of the WebAssembly JavaScript API, so a module that
+// runs in a browser passes. checkLimits does not validate otherwise: what
+// it does not need to read it skips, and what is malformed beyond the
+// counts is left for wazero to report.
+const (
+	maxFunctionLocals = 50000
+	maxTableElements  = 10000000
+)
+
+// checkLimits reports, as ErrModule, the first declared count of bin that
+// breaks a limit above.
+func checkLimits(bin []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(instrumentError)
+			if !ok {
+				panic(r)
+			}
+			err = wrapf(ErrModule, "%s", string(e))
+		}
+	}()
+	if len(bin) < 8 {
+		return nil // wazero reports it
+	}
+	var (
+		params     []uint32 // the parameter count of each type
+		funcTypes  []uint32 // the type of each function the module defines
+		tableElems uint64
+	)
+	table := func(r *reader) {
+		r.valType()
+		tableElems += r.limitsMin()
+		if tableElems > maxTableElements {
+			fail(fmt.Sprintf("tables start with %d elements, more than the %d allowed", tableElems, maxTableElements))
+		}
+	}
+	for top := (&reader{b: bin, off: 8}); !top.done(); {
+		id := top.byte()
+		r := &reader{b: top.bytes(int(top.u32()))}
+		switch id {
+		case secType:
+			for range r.vec() {
+				if form := r.byte(); form != 0x60 {
+					fail(fmt.Sprintf("type form %#x", form))
+				}
+				n := r.vec()
+				for range n {
+					r.valType()
+				}
+				params = append(params, n)
+				for range r.vec() {
+					r.valType()
+				}
+			}
+		case secImport:
+			for range r.vec() {
+				r.name()
+				r.name()
+				switch kind := r.byte(); kind {
+				case 0x00: // func
+					r.u32()
+				case 0x01:
+					table(r)
+				case 0x02: // memory
+					r.limitsMin()
+				case 0x03: // global
+					r.valType()
+					r.byte()
+				case 0x04: // tag
+					r.byte()
+					r.u32()
+				default:
+					fail(fmt.Sprintf("import kind %#x", kind))
+				}
+			}
+		case secFunction:
+			for range r.vec() {
+				funcTypes = append(funcTypes, r.u32())
+			}
+		case secTable:
+			for range r.vec() {
+				table(r)
+			}
+		case secMemory:
+			for range r.vec() {
+				r.limitsMin()
+			}
+		case secGlobal:
+			for range r.vec() {
+				r.valType()
+				r.byte()
+				r.constExpr()
+			}
+		case secExport:
+			for range r.vec() {
+				r.name()
+				r.byte()
+				r.u32()
+			}
+		case secElement:
+			for range r.vec() {
+				flags := r.u32()
+				if flags > 7 {
+					fail(fmt.Sprintf("element segment flags %d", flags))
+				}
+				if flags&0x02 != 0 && flags&0x01 == 0 {
+					r.u32() // the table
+				}
+				if flags&0x01 == 0 {
+					r.constExpr() // the offset
+				}
+				if flags&0x03 != 0 {
+					r.valType() // the element kind or reference type
+				}
+				for range r.vec() {
+					if flags&0x04 != 0 {
+						r.constExpr()
+					} else {
+						r.u32()
+					}
+				}
+			}
+		case secCode:
+			for i := range r.vec() {
+				fr := &reader{b: r.bytes(int(r.u32()))}
+				var sum uint64
+				if int(i) < len(funcTypes) && int(funcTypes[i]) < len(params) {
+					sum = uint64(params[funcTypes[i]])
+				}
+				for range fr.vec() {
+					sum += uint64(fr.u32())
+					fr.valType()
+				}
+				if sum > maxFunctionLocals {
+					fail(fmt.Sprintf("function %d has %d locals, more than the %d allowed", i, sum, maxFunctionLocals))
+				}
+			}
+		case secData:
+			for range r.vec() {
+				switch flags := r.u32(); flags {
+				case 0:
+					r.constExpr()
+				case 1:
+				case 2:
+					r.u32()
+					r.constExpr()
+				default:
+					fail(fmt.Sprintf("data segment flags %d", flags))
+				}
+				r.bytes(int(r.vec()))
+			}
+		case secTag:
+			for range r.vec() {
+				r.byte()
+				r.u32()
+			}
+		case secCustom:
+			if r.name() != "name" {
+				break
+			}
+			for !r.done() {
+				id := r.byte()
+				sub := &reader{b: r.bytes(int(r.u32()))}
+				switch id {
+				case 1: // function names
+					sub.nameMap()
+				case 2: // local names
+					for range sub.vec() {
+						sub.u32()
+						sub.nameMap()
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// vec reads a vector's length and fails if fewer bytes remain than it
+// counts entries.
+func (r *reader) vec() uint32 {
+	n := r.u32()
+	if uint64(n) > uint64(len(r.b)-r.off) {
+		fail(fmt.Sprintf("a vector of %d entries in %d bytes", n, len(r.b)-r.off))
+	}
+	return n
+}
+
+// nameMap skips a vector of index and name pairs.
+func (r *reader) nameMap() {
+	for range r.vec() {
+		r.u32()
+		r.name()
+	}
+}
+
+// valType skips a value type: one byte, or a reference type's prefix and
+// heap type.
+func (r *reader) valType() {
+	if c := r.byte(); c == 0x63 || c == 0x64 {
+		r.sleb(33)
+	}
+}
+
+// limitsMin reads a table's or memory's limits and returns the minimum.
+func (r *reader) limitsMin() uint64 {
+	flags := r.byte()
+	bits := uint(32)
+	if flags&0x04 != 0 {
+		bits = 64
+	}
+	lo := r.uleb(bits)
+	if flags&0x01 != 0 {
+		r.uleb(bits)
+	}
+	return lo
+}
+
+// constExpr skips a constant expression: the instructions wazero accepts
+// in one, up to its end.
+func (r *reader) constExpr() {
+	for {
+		switch op := r.byte(); op {
+		case 0x0B: // end
+			return
+		case 0x41: // i32.const
+			r.sleb(32)
+		case 0x42: // i64.const
+			r.sleb(64)
+		case 0x43: // f32.const
+			r.bytes(4)
+		case 0x44: // f64.const
+			r.bytes(8)
+		case 0x23, 0xD2: // global.get, ref.func
+			r.u32()
+		case 0xD0: // ref.null
+			r.sleb(33)
+		case 0x6A, 0x6B, 0x6C, 0x7C, 0x7D, 0x7E: // extended constants
+		case 0xFD: // v128.const
+			if r.byte() != 0x0C {
+				fail("vector instruction in a constant expression")
+			}
+			r.bytes(16)
+		default:
+			fail(fmt.Sprintf("opcode %#x in a constant expression", op))
+		}
+	}
+}
