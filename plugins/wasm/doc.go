@@ -23,7 +23,11 @@
 // first (limits.go): a vector may not claim more entries than its section
 // has bytes, a function has at most 50,000 locals with its parameters, and
 // a module's tables start with at most 10,000,000 elements together, the
-// limits browsers apply. Anything else malformed is left to wazero.
+// limits browsers apply. Each table the module defines is also given a
+// maximum, its share of those 10,000,000 or its minimum if larger, since
+// wazero would let a table without one grow to 32 GiB; a table.grow past it
+// returns -1, as the specification allows any grow to. Anything else
+// malformed is left to wazero.
 //
 // The start step is _initialize for a WASI reactor (Go's -buildmode=c-shared).
 // A module that imports no WASI, as AssemblyScript's output, may instead

@@ -109,7 +109,7 @@ func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte) (_ 
 	if opts.SHA256 != "" && opts.SHA256 != g.hash {
 		return nil, wrapf(ErrHash, "module has sha256 %s, config expects %s", g.hash, opts.SHA256)
 	}
-	if err := checkLimits(bin); err != nil {
+	if bin, err = checkLimits(bin); err != nil {
 		return nil, err
 	}
 	if opts.Untrusted {

@@ -287,19 +287,6 @@ func (r *reader) u32() uint32 {
 
 func (r *reader) name() string { return string(r.bytes(int(r.u32()))) }
 
-// limits skips a table's or memory's limits.
-func (r *reader) limits() {
-	flags := r.byte()
-	bits := uint(32)
-	if flags&0x04 != 0 {
-		bits = 64
-	}
-	r.uleb(bits)
-	if flags&0x01 != 0 {
-		r.uleb(bits)
-	}
-}
-
 // blockType skips a block type: empty, a value type or a type index.
 func (r *reader) blockType() {
 	if r.off < len(r.b) && (r.b[r.off] == 0x40 || isValType(r.b[r.off])) {

@@ -181,7 +181,8 @@ func FuzzInstrument(f *testing.F) {
 	f.Fuzz(func(t *testing.T, bin []byte) {
 		// What checkLimits refuses would make wazero allocate without
 		// bound below; the broker refuses it the same way.
-		if err := checkLimits(bin); err != nil {
+		bin, err := checkLimits(bin)
+		if err != nil {
 			if !errors.Is(err, ErrModule) {
 				t.Fatalf("error %v is not ErrModule", err)
 			}

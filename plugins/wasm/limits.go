@@ -1,6 +1,9 @@
 package wasm
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // A module's binary declares counts ahead of what they count: how many
 // imports follow, how many locals a function has, how large a table is.
@@ -18,6 +21,12 @@ import "fmt"
 //   - the tables of a module start with at most maxTableElements elements
 //     between them.
 //
+// A table can also grow while the module runs, and wazero bounds a table
+// without a declared maximum only at four billion elements (32 GiB), so
+// checkLimits gives every table the module defines a maximum of its share
+// of maxTableElements (or its minimum, if larger). The specification lets
+// any table.grow fail, returning -1, so the module means what it meant.
+//
 // Both limits are those of the WebAssembly JavaScript API, so a module that
 // runs in a browser passes. checkLimits does not validate otherwise: what
 // it does not need to read it skips, and what is malformed beyond the
@@ -28,33 +37,39 @@ const (
 )
 
 // checkLimits reports, as ErrModule, the first declared count of bin that
-// breaks a limit above.
-func checkLimits(bin []byte) (err error) {
+// breaks a limit above. Otherwise it returns bin, or a copy whose tables
+// have been given their maximum.
+func checkLimits(bin []byte) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(instrumentError)
 			if !ok {
 				panic(r)
 			}
-			err = wrapf(ErrModule, "%s", string(e))
+			out, err = nil, wrapf(ErrModule, "%s", string(e))
 		}
 	}()
 	if len(bin) < 8 {
-		return nil // wazero reports it
+		return bin, nil // wazero reports it
 	}
 	var (
 		params     []uint32 // the parameter count of each type
 		funcTypes  []uint32 // the type of each function the module defines
 		tableElems uint64
 	)
-	table := func(r *reader) {
-		r.valType()
-		tableElems += r.limitsMin()
+	addTable := func(lo uint64) {
+		tableElems += lo
 		if tableElems > maxTableElements {
 			fail(fmt.Sprintf("tables start with %d elements, more than the %d allowed", tableElems, maxTableElements))
 		}
 	}
+	type replacement struct {
+		from, to int // the section's bytes in bin, its header included
+		body     []byte
+	}
+	var replace []replacement
 	for top := (&reader{b: bin, off: 8}); !top.done(); {
+		from := top.off
 		id := top.byte()
 		r := &reader{b: top.bytes(int(top.u32()))}
 		switch id {
@@ -79,10 +94,12 @@ func checkLimits(bin []byte) (err error) {
 				switch kind := r.byte(); kind {
 				case 0x00: // func
 					r.u32()
-				case 0x01:
-					table(r)
+				case 0x01: // table
+					r.valType()
+					_, lo, _ := r.limits()
+					addTable(lo)
 				case 0x02: // memory
-					r.limitsMin()
+					r.limits()
 				case 0x03: // global
 					r.valType()
 					r.byte()
@@ -98,12 +115,37 @@ func checkLimits(bin []byte) (err error) {
 				funcTypes = append(funcTypes, r.u32())
 			}
 		case secTable:
-			for range r.vec() {
-				table(r)
+			n := r.vec()
+			share := uint64(maxTableElements / max(n, 1))
+			body, capped := appendU32(nil, n), false
+			for range n {
+				start := r.off
+				init := r.off < len(r.b) && r.b[r.off] == 0x40
+				if init { // an initializer follows the table type
+					r.byte()
+					r.byte()
+				}
+				r.valType()
+				typeEnd := r.off
+				flags, lo, hi := r.limits()
+				addTable(lo)
+				if limit := max(lo, share); flags&0x01 == 0 || hi > limit {
+					flags, hi, capped = flags|0x01, limit, true
+				}
+				body = append(body, r.b[start:typeEnd]...)
+				body = binary.AppendUvarint(binary.AppendUvarint(append(body, flags), lo), hi)
+				exprStart := r.off
+				if init {
+					r.constExpr()
+				}
+				body = append(body, r.b[exprStart:r.off]...)
+			}
+			if capped {
+				replace = append(replace, replacement{from, top.off, body})
 			}
 		case secMemory:
 			for range r.vec() {
-				r.limitsMin()
+				r.limits()
 			}
 		case secGlobal:
 			for range r.vec() {
@@ -193,7 +235,17 @@ func checkLimits(bin []byte) (err error) {
 			}
 		}
 	}
-	return nil
+	if len(replace) == 0 {
+		return bin, nil
+	}
+	out = make([]byte, 0, len(bin)+16)
+	at := 0
+	for _, rp := range replace {
+		out = append(out, bin[at:rp.from]...)
+		out = append(appendU32(append(out, secTable), uint32(len(rp.body))), rp.body...)
+		at = rp.to
+	}
+	return append(out, bin[at:]...), nil
 }
 
 // vec reads a vector's length and fails if fewer bytes remain than it
@@ -222,18 +274,19 @@ func (r *reader) valType() {
 	}
 }
 
-// limitsMin reads a table's or memory's limits and returns the minimum.
-func (r *reader) limitsMin() uint64 {
-	flags := r.byte()
+// limits reads a table's or memory's limits: its flags, minimum and, if
+// flags has bit 0, maximum.
+func (r *reader) limits() (flags byte, lo, hi uint64) {
+	flags = r.byte()
 	bits := uint(32)
 	if flags&0x04 != 0 {
 		bits = 64
 	}
-	lo := r.uleb(bits)
+	lo = r.uleb(bits)
 	if flags&0x01 != 0 {
-		r.uleb(bits)
+		hi = r.uleb(bits)
 	}
-	return lo
+	return flags, lo, hi
 }
 
 // constExpr skips a constant expression: the instructions wazero accepts

@@ -69,7 +69,7 @@ func TestDeclaredCountsAreBounded(t *testing.T) {
 // locals, its parameters included: the bound refuses nothing a browser runs.
 func TestLocalsAtTheLimit(t *testing.T) {
 	bin := withLocals(2, maxFunctionLocals-2)
-	if err := checkLimits(bin); err != nil {
+	if _, err := checkLimits(bin); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -77,5 +77,39 @@ func TestLocalsAtTheLimit(t *testing.T) {
 	defer rt.Close(ctx)
 	if _, err := rt.CompileModule(ctx, bin); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTableGrowthIsBounded runs table.grow asking for four billion
+// elements, 32 GiB of references in wazero, from a table declared without
+// a maximum: the maximum checkLimits gives it makes the grow fail with -1,
+// as the specification allows any grow to, while small grows succeed.
+func TestTableGrowthIsBounded(t *testing.T) {
+	// (table 0 funcref) (func (export "grow") (param i32) (result i32)
+	//   (table.grow 0 (ref.null func) (local.get 0)))
+	bin := moduleOf(
+		wasmSection(secType, 1, 0x60, 1, 0x7F, 1, 0x7F),
+		wasmSection(secFunction, 1, 0),
+		wasmSection(secTable, 1, 0x70, 0x00, 0x00),
+		wasmSection(secExport, append(appendName([]byte{1}, "grow"), 0x00, 0x00)...),
+		wasmSection(secCode, append([]byte{1}, wasmBody(0, 0xD0, 0x70, 0x20, 0x00, 0xFC, 0x0F, 0x00, 0x0B)...)...),
+	)
+	out, err := checkLimits(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	mod, err := rt.Instantiate(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grow := mod.ExportedFunction("grow")
+	for _, tc := range []struct{ delta, want uint32 }{{5, 0}, {0xFFFFFFF0, 0xFFFFFFFF}, {maxTableElements, 0xFFFFFFFF}, {5, 5}} {
+		res, err := grow.Call(ctx, uint64(tc.delta))
+		if err != nil || uint32(res[0]) != tc.want {
+			t.Fatalf("grow(%d) = %v, %v; want %d", tc.delta, res, err, int32(tc.want))
+		}
 	}
 }
