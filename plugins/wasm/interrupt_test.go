@@ -178,6 +178,7 @@ func FuzzInstrument(f *testing.F) {
 	f.Add(loopModule(false))
 	f.Add(loopModule(true))
 	f.Add(withLocals(1, 0xFFFFFFF0))
+	f.Add(moduleOf(wasmSection(secCustom, append(appendName(nil, "name"), 1, 3, 0, 2, 0)...)))
 	f.Fuzz(func(t *testing.T, bin []byte) {
 		// What checkLimits refuses would make wazero allocate without
 		// bound below; the broker refuses it the same way.

@@ -30,7 +30,12 @@ import (
 // Both limits are those of the WebAssembly JavaScript API, so a module that
 // runs in a browser passes. checkLimits does not validate otherwise: what
 // it does not need to read it skips, and what is malformed beyond the
-// counts is left for wazero to report.
+// counts is left for wazero to report. What it does read, it reads with
+// the grammar wazero's decoder uses, so that both find the same counts in
+// the same places: wazero decodes a section's entries first and compares
+// their length with the section's only afterwards, and in the name
+// section it takes each subsection from where the last one's entries
+// ended, not from its declared size.
 const (
 	maxFunctionLocals = 50000
 	maxTableElements  = 10000000
@@ -95,9 +100,7 @@ func checkLimits(bin []byte) (out []byte, err error) {
 				case 0x00: // func
 					r.u32()
 				case 0x01: // table
-					r.valType()
-					_, lo, _ := r.limits()
-					addTable(lo)
+					addTable(r.tableType().lo)
 				case 0x02: // memory
 					r.limits()
 				case 0x03: // global
@@ -119,26 +122,12 @@ func checkLimits(bin []byte) (out []byte, err error) {
 			share := uint64(maxTableElements / max(n, 1))
 			body, capped := appendU32(nil, n), false
 			for range n {
-				start := r.off
-				init := r.off < len(r.b) && r.b[r.off] == 0x40
-				if init { // an initializer follows the table type
-					r.byte()
-					r.byte()
+				t := r.tableType()
+				addTable(t.lo)
+				if limit := max(t.lo, share); t.flags&0x01 == 0 || t.hi > limit {
+					t.flags, t.hi, capped = t.flags|0x01, limit, true
 				}
-				r.valType()
-				typeEnd := r.off
-				flags, lo, hi := r.limits()
-				addTable(lo)
-				if limit := max(lo, share); flags&0x01 == 0 || hi > limit {
-					flags, hi, capped = flags|0x01, limit, true
-				}
-				body = append(body, r.b[start:typeEnd]...)
-				body = binary.AppendUvarint(binary.AppendUvarint(append(body, flags), lo), hi)
-				exprStart := r.off
-				if init {
-					r.constExpr()
-				}
-				body = append(body, r.b[exprStart:r.off]...)
+				body = t.append(body)
 			}
 			if capped {
 				replace = append(replace, replacement{from, top.off, body})
@@ -220,10 +209,15 @@ func checkLimits(bin []byte) (out []byte, err error) {
 			if r.name() != "name" {
 				break
 			}
+			// wazero reads a known subsection's entries without regard to
+			// its size and the next subsection from where they end, so
+			// they must fill it exactly for both readers to agree.
 			for !r.done() {
 				id := r.byte()
 				sub := &reader{b: r.bytes(int(r.u32()))}
 				switch id {
+				case 0: // the module's name
+					sub.name()
 				case 1: // function names
 					sub.nameMap()
 				case 2: // local names
@@ -231,6 +225,11 @@ func checkLimits(bin []byte) (out []byte, err error) {
 						sub.u32()
 						sub.nameMap()
 					}
+				default:
+					continue
+				}
+				if !sub.done() {
+					fail(fmt.Sprintf("name subsection %d continues past its entries", id))
 				}
 			}
 		}
@@ -272,6 +271,51 @@ func (r *reader) valType() {
 	if c := r.byte(); c == 0x63 || c == 0x64 {
 		r.sleb(33)
 	}
+}
+
+// tableType is a table's type as the binary encodes it.
+type tableType struct {
+	ref       []byte // the reference type's encoding
+	flags     byte   // of the limits
+	lo, hi    uint64 // hi if flags has bit 0
+	init      bool   // an initializer follows
+	initBytes []byte // the initializer's constant expression
+}
+
+// tableType reads a table's type as wazero does, in the table section and
+// in imports alike: an optional initializer prefix (0x40 0x00), the
+// reference type, the limits, and then the initializer.
+func (r *reader) tableType() (t tableType) {
+	if r.off < len(r.b) && r.b[r.off] == 0x40 {
+		r.off++
+		if r.byte() != 0x00 {
+			fail("table prefix 0x40 without 0x00")
+		}
+		t.init = true
+	}
+	start := r.off
+	r.valType()
+	t.ref = r.b[start:r.off]
+	t.flags, t.lo, t.hi = r.limits()
+	if t.init {
+		start = r.off
+		r.constExpr()
+		t.initBytes = r.b[start:r.off]
+	}
+	return t
+}
+
+// append encodes t onto dst, 32-bit limits included.
+func (t tableType) append(dst []byte) []byte {
+	if t.init {
+		dst = append(dst, 0x40, 0x00)
+	}
+	dst = append(append(dst, t.ref...), t.flags)
+	dst = binary.AppendUvarint(dst, t.lo)
+	if t.flags&0x01 != 0 {
+		dst = binary.AppendUvarint(dst, t.hi)
+	}
+	return append(dst, t.initBytes...)
 }
 
 // limits reads a table's or memory's limits: its flags, minimum and, if

@@ -53,6 +53,18 @@ func TestDeclaredCountsAreBounded(t *testing.T) {
 		{"function names", "entries", moduleOf(wasmSection(secCustom, names...))},
 		{"table", "table", moduleOf(wasmSection(secTable, 1, 0x70, 0x00, 0x80, 0x80, 0x80, 0x40))},
 		{"data", "entries", moduleOf(wasmSection(secData, append([]byte{1, 1}, huge...)...))},
+		// wazero reads a known name subsection's entries without regard
+		// to its declared size, and takes the next subsection from where
+		// they end: here function names with no entries, then local
+		// names for four billion functions hidden inside the same
+		// subsection, and an empty subsection after it, so the section
+		// has bytes left when wazero reaches them.
+		{"hidden names", "continues past", moduleOf(wasmSection(secCustom,
+			append(append(append(appendName(nil, "name"), 1, 8, 0, 2, 6), huge...), 9, 0)...))},
+		// An imported table may carry an initializer prefix, as a defined
+		// one; its size counts all the same.
+		{"imported table", "table", moduleOf(wasmSection(secImport,
+			append(appendName(appendName([]byte{1}, "m"), "t"), 0x01, 0x40, 0x00, 0x70, 0x00, 0x80, 0x80, 0x80, 0x40, 0xD0, 0x70, 0x0B)...))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, untrusted := range []bool{false, true} {
