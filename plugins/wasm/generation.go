@@ -114,6 +114,10 @@ func newGeneration(ctx context.Context, p *Plugin, opts Options, bin []byte) (_ 
 	}
 	if opts.Untrusted {
 		ib, err := instrument(bin)
+		if err == nil {
+			// The rewrite keeps every count; this holds it to that.
+			_, err = checkLimits(ib)
+		}
 		if err != nil {
 			opts.Logger.Warn("wasm plugin runs with slower interruption checks", "plugin", opts.Name, "err", err)
 		} else {
