@@ -43,6 +43,33 @@ type setMember struct {
 	cmd                   *exec.Cmd
 	http                  string
 	exited                chan struct{}
+
+	// logMu guards logTail: the member's last log lines, across its
+	// restarts, for the report of a check that fails on its data.
+	logMu   sync.Mutex
+	logTail []string
+}
+
+// memberLogLines is how many of its last log lines a member keeps.
+const memberLogLines = 400
+
+// logLine keeps line in m's tail.
+func (m *setMember) logLine(line string) {
+	m.logMu.Lock()
+	defer m.logMu.Unlock()
+	if m.logTail = append(m.logTail, line); len(m.logTail) > memberLogLines {
+		m.logTail = slices.Delete(m.logTail, 0, len(m.logTail)-memberLogLines)
+	}
+}
+
+// reportLogs logs every member's last lines: what a check that found
+// their stores wrong needs to tell how they came to be.
+func (rs *replicatedSet) reportLogs() {
+	for _, m := range rs.members {
+		m.logMu.Lock()
+		rs.t.Logf("member %s, its last %d log lines:\n%s", m.id, len(m.logTail), strings.Join(m.logTail, "\n"))
+		m.logMu.Unlock()
+	}
 }
 
 // replicatedSet runs a set's members as child processes.
@@ -197,6 +224,7 @@ func (rs *replicatedSet) startMember(m *setMember) error {
 			if strings.Contains(line, "WARNING: DATA RACE") {
 				rs.races.Add(1)
 			}
+			m.logLine(line)
 			mu.Lock()
 			if last = append(last, line); len(last) > 20 {
 				last = last[1:]
@@ -317,7 +345,8 @@ func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 				got[string(it.Record().Body())]++
 			}
 			if err := it.Close(); err != nil {
-				rs.t.Fatal(err)
+				rs.reportLogs()
+				rs.t.Fatalf("member %s: %v", m.id, err)
 			}
 		}
 		st.Close()
@@ -338,6 +367,7 @@ func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 				}
 			}
 			slices.Sort(differ)
+			rs.reportLogs()
 			rs.t.Fatalf("member %s holds %d messages, %s %d; they differ in %d: %v", m.id, len(got), rs.members[0].id, len(first), len(differ), differ[:min(len(differ), 10)])
 		}
 	}
