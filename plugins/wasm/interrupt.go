@@ -64,6 +64,9 @@ const (
 	secTag       = 13
 )
 
+// wasmHeader opens a WebAssembly 1.0 binary: the magic and the version.
+var wasmHeader = []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+
 // sectionRank orders the known sections as the format requires them.
 var sectionRank = map[byte]int{
 	secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5, secTag: 6,
@@ -94,7 +97,7 @@ func instrument(bin []byte) (out []byte, err error) {
 			panic(r)
 		}
 	}()
-	if len(bin) < 8 || !bytes.Equal(bin[:8], []byte{0, 'a', 's', 'm', 1, 0, 0, 0}) {
+	if len(bin) < 8 || !bytes.Equal(bin[:8], wasmHeader) {
 		fail("not a WebAssembly 1.0 binary")
 	}
 	var secs []section

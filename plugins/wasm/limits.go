@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -54,8 +55,8 @@ func checkLimits(bin []byte) (out []byte, err error) {
 			out, err = nil, wrapf(ErrModule, "%s", string(e))
 		}
 	}()
-	if len(bin) < 8 {
-		return bin, nil // wazero reports it
+	if len(bin) < 8 || !bytes.Equal(bin[:8], wasmHeader) {
+		return bin, nil // not a WebAssembly 1.0 binary: wazero says so
 	}
 	var (
 		params     []uint32 // the parameter count of each type
@@ -278,26 +279,25 @@ type tableType struct {
 	ref       []byte // the reference type's encoding
 	flags     byte   // of the limits
 	lo, hi    uint64 // hi if flags has bit 0
-	init      bool   // an initializer follows
-	initBytes []byte // the initializer's constant expression
+	initBytes []byte // the initializer's constant expression, if any
 }
 
 // tableType reads a table's type as wazero does, in the table section and
 // in imports alike: an optional initializer prefix (0x40 0x00), the
 // reference type, the limits, and then the initializer.
 func (r *reader) tableType() (t tableType) {
-	if r.off < len(r.b) && r.b[r.off] == 0x40 {
+	init := r.off < len(r.b) && r.b[r.off] == 0x40
+	if init {
 		r.off++
 		if r.byte() != 0x00 {
 			fail("table prefix 0x40 without 0x00")
 		}
-		t.init = true
 	}
 	start := r.off
 	r.valType()
 	t.ref = r.b[start:r.off]
 	t.flags, t.lo, t.hi = r.limits()
-	if t.init {
+	if init {
 		start = r.off
 		r.constExpr()
 		t.initBytes = r.b[start:r.off]
@@ -307,7 +307,7 @@ func (r *reader) tableType() (t tableType) {
 
 // append encodes t onto dst, 32-bit limits included.
 func (t tableType) append(dst []byte) []byte {
-	if t.init {
+	if len(t.initBytes) > 0 {
 		dst = append(dst, 0x40, 0x00)
 	}
 	dst = append(append(dst, t.ref...), t.flags)

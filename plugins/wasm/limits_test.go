@@ -77,6 +77,15 @@ func TestDeclaredCountsAreBounded(t *testing.T) {
 	}
 }
 
+// TestNotWasmLeftToWazero checks that checkLimits passes what is not a
+// WebAssembly 1.0 binary on untouched, so the error says what it is.
+func TestNotWasmLeftToWazero(t *testing.T) {
+	_, err := Load(context.Background(), Options{Name: "p", Kind: KindFilter, Module: []byte("a text file, not a module\n")})
+	if !errors.Is(err, ErrModule) || !strings.Contains(err.Error(), "magic number") {
+		t.Fatalf("err = %v, want ErrModule naming the magic number", err)
+	}
+}
+
 // TestLocalsAtTheLimit compiles a function with exactly maxFunctionLocals
 // locals, its parameters included: the bound refuses nothing a browser runs.
 func TestLocalsAtTheLimit(t *testing.T) {
