@@ -301,6 +301,7 @@ func (rs *replicatedSet) storedAtOffsets(topic string, acked map[string]int64) {
 	for _, m := range rs.members {
 		rs.kill(m, syscall.SIGTERM)
 	}
+	kept := rs.keepDirs()
 	for _, m := range rs.members {
 		st, err := store.Open(store.Options{Dir: m.dataDir, Logger: brokertest.Logger()})
 		if err != nil {
@@ -316,12 +317,16 @@ func (rs *replicatedSet) storedAtOffsets(topic string, acked map[string]int64) {
 				at[string(it.Record().Body())] = it.Offset()
 			}
 			if err := it.Close(); err != nil {
-				t.Fatal(err)
+				rs.reportLogs()
+				kept()
+				t.Fatalf("member %s: %v", m.id, err)
 			}
 		}
 		st.Close()
 		for body, off := range acked {
 			if got, ok := at[body]; !ok || got != off {
+				rs.reportLogs()
+				kept()
 				t.Fatalf("member %s: acknowledged %s at offset %d is stored %v (at %d)", m.id, body, off, ok, got)
 			}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +28,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rmq-go/rmq/client"
+	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/namesrv"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
@@ -321,14 +324,109 @@ func (rs *replicatedSet) converged() {
 	})
 }
 
+// keepDirs copies the stopped members' data directories, as they were
+// before any check opened them, when RMQ_KEEP_FAILED names a directory;
+// the copies are removed unless the returned func is called, which logs
+// where they are. A check that finds a store wrong keeps them there.
+func (rs *replicatedSet) keepDirs() (keep func()) {
+	root := os.Getenv("RMQ_KEEP_FAILED")
+	if root == "" {
+		return func() {}
+	}
+	dir, err := os.MkdirTemp(root, strings.ReplaceAll(rs.t.Name(), "/", "_")+"-")
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+	for _, m := range rs.members {
+		if err := os.CopyFS(filepath.Join(dir, m.id), os.DirFS(m.dataDir)); err != nil {
+			rs.t.Fatal(err)
+		}
+	}
+	kept := false
+	rs.t.Cleanup(func() {
+		if !kept {
+			os.RemoveAll(dir)
+		}
+	})
+	return func() {
+		kept = true
+		rs.t.Logf("the members' data directories, as they stopped, are kept in %s", dir)
+	}
+}
+
+// servedBodies reads topic by queue offset from every member's broker,
+// the leader and the replicas alike, as a consumer pulls: each queue
+// from its first offset to its last, with no offset missing.
+func (rs *replicatedSet) servedBodies(topic string) map[*setMember]map[string]int {
+	rs.t.Helper()
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	call := func(addr string, code int16, ext map[string]string) (*remoting.Command, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return cl.Invoke(ctx, addr, remoting.NewRequest(code, ext, nil))
+	}
+	out := map[*setMember]map[string]int{}
+	for _, m := range rs.members {
+		st, ok := m.status()
+		addr := cmp.Or(st.Serving, st.Replica)
+		if !ok || addr == "" {
+			rs.t.Fatalf("member %s serves no reads: %+v", m.id, st)
+		}
+		got := map[string]int{}
+		for q := range 32 {
+			qid := strconv.Itoa(q)
+			r, err := call(addr, remoting.GetMaxOffset, map[string]string{"topic": topic, "queueId": qid})
+			if err != nil {
+				rs.t.Fatalf("member %s: max offset of %s/%d: %v", m.id, topic, q, err)
+			}
+			end, _ := strconv.ParseInt(r.Get("offset"), 10, 64)
+			if r.Code != remoting.Success || end == 0 {
+				continue
+			}
+			r, err = call(addr, remoting.GetMinOffset, map[string]string{"topic": topic, "queueId": qid})
+			if err != nil || r.Code != remoting.Success {
+				rs.t.Fatalf("member %s: min offset of %s/%d: %v %v", m.id, topic, q, r, err)
+			}
+			next, _ := strconv.ParseInt(r.Get("offset"), 10, 64)
+			for next < end {
+				r, err := call(addr, remoting.PullMessage, map[string]string{"consumerGroup": "StoredCheck", "topic": topic,
+					"queueId": qid, "queueOffset": strconv.FormatInt(next, 10), "maxMsgNums": "32",
+					"sysFlag": "4", "subscription": "*", "expressionType": "TAG", "commitOffset": "0", "suspendTimeoutMillis": "0"})
+				if err != nil || r.Code != remoting.Success {
+					rs.reportLogs()
+					rs.t.Fatalf("member %s: pull of %s/%d at %d (its queue ends at %d): %v %v", m.id, topic, q, next, end, r, err)
+				}
+				recs, err := message.DecodeRecords(r.Body)
+				if err != nil || len(recs) == 0 {
+					rs.t.Fatalf("member %s: pull of %s/%d at %d: %d records, %v", m.id, topic, q, next, len(recs), err)
+				}
+				for _, rec := range recs {
+					if rec.QueueOffset() != next {
+						rs.reportLogs()
+						rs.t.Fatalf("member %s: pull of %s/%d: offset %d is missing, the next record served is at %d", m.id, topic, q, next, rec.QueueOffset())
+					}
+					got[string(rec.Body())]++
+					next++
+				}
+			}
+		}
+		out[m] = got
+	}
+	return out
+}
+
 // storedBodies stops the set gracefully and reads topic from each
-// member's data directory: every member must hold the same messages.
+// member's data directory: every member must hold the same messages,
+// and serve them (servedBodies) before it stops.
 func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 	rs.t.Helper()
 	rs.converged()
+	served := rs.servedBodies(topic)
 	for _, m := range rs.members {
 		rs.kill(m, syscall.SIGTERM)
 	}
+	kept := rs.keepDirs()
 	var first map[string]int
 	for _, m := range rs.members {
 		st, err := store.Open(store.Options{Dir: m.dataDir, Logger: brokertest.Logger()})
@@ -346,10 +444,16 @@ func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 			}
 			if err := it.Close(); err != nil {
 				rs.reportLogs()
+				kept()
 				rs.t.Fatalf("member %s: %v", m.id, err)
 			}
 		}
 		st.Close()
+		if !maps.Equal(got, served[m]) {
+			rs.reportLogs()
+			kept()
+			rs.t.Fatalf("member %s served %d messages and holds %d", m.id, len(served[m]), len(got))
+		}
 		if first == nil {
 			first = got
 			continue
@@ -368,6 +472,7 @@ func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 			}
 			slices.Sort(differ)
 			rs.reportLogs()
+			kept()
 			rs.t.Fatalf("member %s holds %d messages, %s %d; they differ in %d: %v", m.id, len(got), rs.members[0].id, len(first), len(differ), differ[:min(len(differ), 10)])
 		}
 	}
