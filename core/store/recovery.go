@@ -410,9 +410,7 @@ func (s *Store) redispatch(rec message.Record, off int64, b *pebble.Batch) {
 		s.cq.queues[k] = q
 	}
 	u := Unit{QueueOffset: rec.QueueOffset(), CommitLogOffset: off, Size: int32(len(rec)), TagCode: s.opts.TagCode(rec)}
-	if full := s.putUnitLocked(q, u); full != nil {
-		b.Set(blockKey(k, q.prevNo), full, nil)
-	}
+	s.putUnitLocked(q, u, func(no int64, blk []byte) { b.Set(blockKey(k, no), blk, nil) })
 	if s.keys != nil && off >= s.keys.end {
 		s.indexRecord(rec, off)
 	}

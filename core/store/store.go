@@ -976,6 +976,13 @@ func (s *Store) dispatchRound(r *round) {
 	// one a query can find.
 	s.indexRound(r)
 	var b *pebble.Batch
+	var k queueKey
+	full := func(no int64, blk []byte) {
+		if b == nil {
+			b = s.db.NewBatch()
+		}
+		b.Set(blockKey(k, no), blk, nil)
+	}
 	s.cq.Lock()
 	for i := range r.units {
 		u := &r.units[i]
@@ -983,13 +990,8 @@ func (s *Store) dispatchRound(r *round) {
 			continue // appended before its topic was deleted
 		}
 		rec := message.Record(r.chunks[u.chunk].buf[u.at : u.at+int(u.size)])
-		unit := Unit{QueueOffset: u.qoff, CommitLogOffset: u.off, Size: u.size, TagCode: s.opts.TagCode(rec)}
-		if full := s.putUnitLocked(u.q, unit); full != nil {
-			if b == nil {
-				b = s.db.NewBatch()
-			}
-			b.Set(blockKey(u.q.key, u.q.prevNo), full, nil)
-		}
+		k = u.q.key
+		s.putUnitLocked(u.q, Unit{QueueOffset: u.qoff, CommitLogOffset: u.off, Size: u.size, TagCode: s.opts.TagCode(rec)}, full)
 	}
 	if n := len(r.units); n > 0 {
 		u := &r.units[n-1]
@@ -1024,19 +1026,21 @@ func (s *Store) dispatchRound(r *round) {
 	}
 }
 
-// putUnitLocked stores u in q's open block. When that completes the block,
-// it returns the block's bytes for the index (the block moves to q.prev).
-// s.cq must be held for writing.
-func (s *Store) putUnitLocked(q *queue, u Unit) []byte {
-	var full []byte
+// putUnitLocked stores u in q's open block. Each block that completes
+// (the open one, ended early when u lies past it, then u's own when u
+// fills it) goes to full, block number and bytes, for the index; the
+// bytes are valid only during the call. s.cq must be held for writing.
+func (s *Store) putUnitLocked(q *queue, u Unit, full func(no int64, blk []byte)) {
 	no := u.QueueOffset / blockUnits
 	if no < q.openNo {
-		return nil // an older block, already complete in the index
+		return // an older block, already complete in the index
 	}
 	if no > q.openNo {
 		// The open block ends early (holes at its end, or a block the
 		// recovery scan started past); close it and move on.
-		full = q.rotate(no)
+		if done := q.rotate(no); done != nil {
+			full(q.prevNo, done)
+		}
 	}
 	at := int(u.QueueOffset%blockUnits) * unitLen
 	if n := len(q.open); n < at+unitLen {
@@ -1050,9 +1054,10 @@ func (s *Store) putUnitLocked(q *queue, u Unit) []byte {
 		q.next = u.QueueOffset + 1
 	}
 	if len(q.open) == blockLen {
-		full = q.rotate(q.openNo + 1)
+		if done := q.rotate(q.openNo + 1); done != nil {
+			full(q.prevNo, done)
+		}
 	}
-	return full
 }
 
 // rotate completes the open block and opens block no, returning the
