@@ -265,7 +265,10 @@
 //  11. A replicated store acknowledges an append only when its round's
 //     entry is applied: after the set committed it. A round that was
 //     proposed and then failed by Demote (or by a failed proposal) may
-//     still be applied later, as another member's round.
+//     still be applied later, as another member's round. A round is
+//     proposed only in the term (Promote to Demote) that gave it its
+//     offsets; one the flusher took before a Demote fails instead, since
+//     the next Promote hands its offsets out again.
 //  12. Every member writes a round at the offsets its proposer gave it; a
 //     round that does not begin where the member's log ends, and is not
 //     wholly before it (a replay after a restart), stops the member's

@@ -33,3 +33,18 @@ func (s *Store) DeletedAt(topic string) (int64, bool) {
 
 // TrimStep is the least the page-cache trimmer drops at once.
 const TrimStep = trimStep
+
+// HoldProposals keeps the flusher from proposing a round it has taken
+// until release is called.
+func (s *Store) HoldProposals() (release func()) {
+	s.proposeMu.Lock()
+	return s.proposeMu.Unlock
+}
+
+// RoundTaken reports whether no round is pending: the flusher has taken
+// the last one.
+func (s *Store) RoundTaken() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.pending == nil
+}

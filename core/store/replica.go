@@ -47,8 +47,11 @@ var replEndKey = []byte{'r'}
 
 // replState is a replicated store's own state; see doc.go, "Replication".
 type replState struct {
-	// writable is set by Promote and cleared by Demote; guarded by s.mu.
+	// writable is set by Promote and cleared by Demote; term counts the
+	// Promote calls, and a round records the term it was begun in
+	// (round.term): both guarded by s.mu.
 	writable bool
+	term     uint64
 	// inflight are this store's proposed rounds not yet applied or
 	// failed, in log order; closed refuses rounds after Close began.
 	// Both guarded by applyMu.
@@ -117,6 +120,7 @@ func (s *Store) Promote() {
 	}
 	s.cq.RUnlock()
 	s.repl.writable = true
+	s.repl.term++
 }
 
 // Demote stops a replicated store taking writes and fails every append
@@ -195,6 +199,19 @@ func (s *Store) proposeRound(r *round) {
 		s.applyMu.Unlock()
 		s.releaseSlots(1)
 		r.err = ErrClosed
+		s.finish(r)
+		return
+	}
+	// A Demote that came after the flusher took r did not see it. Its
+	// offsets were handed out in a term that has ended, and a Promote
+	// since hands them out again: r must not be proposed.
+	s.mu.Lock()
+	stale := !s.repl.writable || r.term != s.repl.term
+	s.mu.Unlock()
+	if stale {
+		s.applyMu.Unlock()
+		s.releaseSlots(1)
+		r.err = fmt.Errorf("%w: leadership changed before the round was proposed", ErrNotLeader)
 		s.finish(r)
 		return
 	}

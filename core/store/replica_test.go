@@ -328,3 +328,42 @@ func TestReplicatedDeleteUnderAppends(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundOfAnEarlierLeadershipIsNotProposed demotes and promotes a
+// leader while the flusher holds a round it took before the demotion and
+// has not proposed yet. Its offsets belong to the earlier leadership,
+// and the first round of the new one takes them again: the old round
+// must fail, not be proposed, and every acknowledged message must stay
+// readable at its queue offset.
+func TestRoundOfAnEarlierLeadershipIsNotProposed(t *testing.T) {
+	l := newMemberLog()
+	defer l.stop()
+	s := storetest.Open(t, store.Options{Dir: t.TempDir(), SegmentSize: 1 << 20, Replicator: l, Logger: quietLogger(), CheckpointInterval: time.Hour})
+	defer s.Close()
+	l.join(s)
+	s.Promote()
+
+	release := s.HoldProposals()
+	old := make(chan error, 1)
+	if err := s.AppendAsync([]*message.Message{storetest.Msg("L", 0, "before")}, func(err error) { old <- err }); err != nil {
+		t.Fatal(err)
+	}
+	for !s.RoundTaken() {
+		runtime.Gosched()
+	}
+	s.Demote(errors.New("leadership lost"))
+	s.Promote()
+	release()
+	if err := s.Append([]*message.Message{storetest.Msg("L", 0, "after")}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"after"}
+	if err := <-old; err == nil {
+		want = []string{"before", "after"}
+	} else if !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("the held round failed with %v, want ErrNotLeader", err)
+	}
+	if got := readOffsets(t, s, "L"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("queue holds %q, want %q", got, want)
+	}
+}

@@ -164,6 +164,7 @@ const (
 // round is a group of appends written and synced together.
 type round struct {
 	id      uint64 // a replicated store's proposal (replica.go)
+	term    uint64 // a replicated store's term when the round began (replState.term)
 	segSize int64
 	start   int64 // log offset of the round's marker
 	chunks  []chunk
@@ -560,6 +561,7 @@ func (s *Store) newRoundLocked() *round {
 		r = &round{}
 	}
 	r.segSize = s.opts.SegmentSize
+	r.term = s.repl.term
 	r.done = make(chan struct{})
 	return r
 }
