@@ -34,11 +34,18 @@ func (s *Store) DeletedAt(topic string) (int64, bool) {
 // TrimStep is the least the page-cache trimmer drops at once.
 const TrimStep = trimStep
 
-// HoldProposals keeps the flusher from proposing a round it has taken
-// until release is called.
-func (s *Store) HoldProposals() (release func()) {
-	s.proposeMu.Lock()
-	return s.proposeMu.Unlock
+// HoldApply holds the lock that Apply, Promote, Demote and a proposal
+// take, until release is called.
+func (s *Store) HoldApply() (release func()) {
+	s.applyMu.Lock()
+	return s.applyMu.Unlock
+}
+
+// ReelectHeld demotes and promotes the store while HoldApply holds the
+// lock: a leadership lost and won again.
+func (s *Store) ReelectHeld(cause error) {
+	s.demoteLocked(cause)
+	s.promoteLocked()
 }
 
 // RoundTaken reports whether no round is pending: the flusher has taken

@@ -107,6 +107,11 @@ func (s *Store) Writable() bool {
 func (s *Store) Promote() {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	s.promoteLocked()
+}
+
+// promoteLocked is Promote with applyMu held.
+func (s *Store) promoteLocked() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := s.StoredEnd()
@@ -190,10 +195,8 @@ func (s *Store) releaseSlots(n int) {
 
 // proposeRound hands r to the replicated log, and then the topic
 // deletions that wait for it; Apply finishes it. The flusher took a slot
-// for it.
+// for it, and took it from pending under proposeMu, which it holds.
 func (s *Store) proposeRound(r *round) {
-	s.proposeMu.Lock()
-	defer s.proposeMu.Unlock()
 	s.applyMu.Lock()
 	if s.repl.closed {
 		s.applyMu.Unlock()

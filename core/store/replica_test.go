@@ -343,7 +343,7 @@ func TestRoundOfAnEarlierLeadershipIsNotProposed(t *testing.T) {
 	l.join(s)
 	s.Promote()
 
-	release := s.HoldProposals()
+	release := s.HoldApply()
 	old := make(chan error, 1)
 	if err := s.AppendAsync([]*message.Message{storetest.Msg("L", 0, "before")}, func(err error) { old <- err }); err != nil {
 		t.Fatal(err)
@@ -351,8 +351,7 @@ func TestRoundOfAnEarlierLeadershipIsNotProposed(t *testing.T) {
 	for !s.RoundTaken() {
 		runtime.Gosched()
 	}
-	s.Demote(errors.New("leadership lost"))
-	s.Promote()
+	s.ReelectHeld(errors.New("leadership lost"))
 	release()
 	if err := s.Append([]*message.Message{storetest.Msg("L", 0, "after")}); err != nil {
 		t.Fatal(err)
@@ -365,5 +364,54 @@ func TestRoundOfAnEarlierLeadershipIsNotProposed(t *testing.T) {
 	}
 	if got := readOffsets(t, s, "L"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("queue holds %q, want %q", got, want)
+	}
+}
+
+// TestDeletionAfterATakenRound deletes a topic while the flusher holds a
+// round of it, taken from pending and not yet proposed: the deletion
+// must go into the log after that round (it was asked for after the
+// round's appends), never before it.
+func TestDeletionAfterATakenRound(t *testing.T) {
+	l := newMemberLog()
+	defer l.stop()
+	proposed := make(chan byte, 4)
+	l.hold = func(e []byte) { proposed <- e[0] }
+	s := storetest.Open(t, store.Options{Dir: t.TempDir(), SegmentSize: 1 << 20, Replicator: l, Logger: quietLogger(), CheckpointInterval: time.Hour})
+	defer s.Close()
+	l.join(s)
+	s.Promote()
+
+	release := s.HoldApply()
+	appended := make(chan error, 1)
+	if err := s.AppendAsync([]*message.Message{storetest.Msg("D", 0, "m")}, func(err error) { appended <- err }); err != nil {
+		release()
+		t.Fatal(err)
+	}
+	for !s.RoundTaken() {
+		runtime.Gosched()
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- s.DeleteTopic("D") }()
+	// The round cannot be proposed while the lock is held; a deletion
+	// proposed meanwhile would come before it.
+	select {
+	case kind := <-proposed:
+		release()
+		t.Fatalf("entry %q proposed before the round the flusher holds", kind)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if err := <-appended; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	var kinds []byte
+	for _, e := range l.entries() {
+		kinds = append(kinds, e[0])
+	}
+	if string(kinds) != "RT" {
+		t.Fatalf("log holds entries %q, want the round, then the deletion", kinds)
 	}
 }

@@ -625,6 +625,13 @@ func (s *Store) flushOnce() bool {
 		}
 	}
 	s.gather()
+	if s.Replicated() {
+		// The round is taken and proposed under proposeMu, so a topic
+		// deletion (replicateDelete) either follows it as one of its
+		// deletes or goes into the log after it.
+		s.proposeMu.Lock()
+		defer s.proposeMu.Unlock()
+	}
 	s.mu.Lock()
 	r := s.mu.pending
 	s.mu.pending = nil
