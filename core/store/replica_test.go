@@ -329,6 +329,19 @@ func TestReplicatedDeleteUnderAppends(t *testing.T) {
 	}
 }
 
+// leadingStore opens a replicated store, the only member of its log, and
+// promotes it; both stop when the test ends.
+func leadingStore(t *testing.T) (*memberLog, *store.Store) {
+	t.Helper()
+	l := newMemberLog()
+	t.Cleanup(l.stop)
+	s := storetest.Open(t, store.Options{Dir: t.TempDir(), SegmentSize: 1 << 20, Replicator: l, Logger: quietLogger(), CheckpointInterval: time.Hour})
+	t.Cleanup(func() { s.Close() })
+	l.join(s)
+	s.Promote()
+	return l, s
+}
+
 // TestRoundOfAnEarlierLeadershipIsNotProposed demotes and promotes a
 // leader while the flusher holds a round it took before the demotion and
 // has not proposed yet. Its offsets belong to the earlier leadership,
@@ -336,12 +349,7 @@ func TestReplicatedDeleteUnderAppends(t *testing.T) {
 // must fail, not be proposed, and every acknowledged message must stay
 // readable at its queue offset.
 func TestRoundOfAnEarlierLeadershipIsNotProposed(t *testing.T) {
-	l := newMemberLog()
-	defer l.stop()
-	s := storetest.Open(t, store.Options{Dir: t.TempDir(), SegmentSize: 1 << 20, Replicator: l, Logger: quietLogger(), CheckpointInterval: time.Hour})
-	defer s.Close()
-	l.join(s)
-	s.Promote()
+	_, s := leadingStore(t)
 
 	release := s.HoldApply()
 	old := make(chan error, 1)
@@ -372,14 +380,9 @@ func TestRoundOfAnEarlierLeadershipIsNotProposed(t *testing.T) {
 // must go into the log after that round (it was asked for after the
 // round's appends), never before it.
 func TestDeletionAfterATakenRound(t *testing.T) {
-	l := newMemberLog()
-	defer l.stop()
+	l, s := leadingStore(t)
 	proposed := make(chan byte, 4)
 	l.hold = func(e []byte) { proposed <- e[0] }
-	s := storetest.Open(t, store.Options{Dir: t.TempDir(), SegmentSize: 1 << 20, Replicator: l, Logger: quietLogger(), CheckpointInterval: time.Hour})
-	defer s.Close()
-	l.join(s)
-	s.Promote()
 
 	release := s.HoldApply()
 	appended := make(chan error, 1)
