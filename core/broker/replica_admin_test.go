@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/core/store/storetest"
+	"github.com/rmq-go/rmq/filters/tag"
 	"github.com/rmq-go/rmq/internal/brokertest"
 )
 
@@ -49,5 +51,64 @@ func TestReplicaAdmin(t *testing.T) {
 	}
 	if r := call("dlq.list"); r.Code != remoting.NoPermission {
 		t.Fatalf("a built-in command on a replica: code %d %s", r.Code, r.Remark)
+	}
+}
+
+// TestReplicaServesTopicCreatedSince: a replica serves reads of a topic
+// its leader created after the replica's topic table was loaded (the
+// table is reloaded only at each registration), as soon as the topic is
+// in its store.
+func TestReplicaServesTopicCreatedSince(t *testing.T) {
+	st := storetest.Open(t, store.Options{Dir: t.TempDir(), Logger: brokertest.Logger()})
+	defer st.Close()
+	b, err := broker.New(broker.Options{Store: st, ReplicaID: 1, BrokerName: "set-x", Logger: brokertest.Logger(),
+		Filters: map[string]broker.FilterFactory{broker.ExpressionTag: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
+			return tag.Compile(expr)
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.Serve(ln)
+	defer b.Shutdown(context.Background())
+
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	pull := func() *remoting.Command {
+		t.Helper()
+		r, err := cl.Invoke(context.Background(), ln.Addr().String(), remoting.NewRequest(remoting.PullMessage, map[string]string{
+			"consumerGroup": "G", "topic": "Since", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+			"sysFlag": "4", "subscription": "*", "expressionType": "TAG", "commitOffset": "0", "suspendTimeoutMillis": "0"}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Served once: the replica loaded its table when it started.
+	if r := pull(); r.Code != remoting.TopicNotExist {
+		t.Fatalf("pull of a topic that does not exist yet: code %d %s", r.Code, r.Remark)
+	}
+
+	// What the leader's topic creation and a send leave in the store.
+	tc, err := json.Marshal(broker.TopicConfig{TopicName: "Since", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, TopicFilterType: "SINGLE_TAG"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutMeta("topic/Since", tc); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append([]*message.Message{storetest.Msg("Since", 0, "hello")}); err != nil {
+		t.Fatal(err)
+	}
+	r := pull()
+	if r.Code != remoting.Success {
+		t.Fatalf("pull from the replica: code %d %s", r.Code, r.Remark)
+	}
+	recs, err := message.DecodeRecords(r.Body)
+	if err != nil || len(recs) != 1 || string(recs[0].Body()) != "hello" {
+		t.Fatalf("pull from the replica: %d records, %v", len(recs), err)
 	}
 }

@@ -99,6 +99,12 @@ type topicTable struct {
 	// never counted against max.
 	replyTopic string
 
+	// replica marks a replica's table (topicsConfig.readOnly): get reads
+	// a topic it misses from the store, logging a failure at most every
+	// limitLogGap (storedLog).
+	replica   bool
+	storedLog limitLog
+
 	mu      sync.RWMutex
 	topics  map[string]TopicConfig
 	version remoting.DataVersion
@@ -126,7 +132,7 @@ type topicsConfig struct {
 // when it is missing or auto-creation is off, and the reply topic when it
 // is missing.
 func loadTopics(st *store.Store, cfg topicsConfig) (*topicTable, error) {
-	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, max: cfg.maxTopics, replyTopic: cfg.replyTopic, topics: map[string]TopicConfig{}}
+	t := &topicTable{log: cfg.log, now: cfg.now, store: st, changed: cfg.changed, max: cfg.maxTopics, replyTopic: cfg.replyTopic, replica: cfg.readOnly, topics: map[string]TopicConfig{}}
 	err := st.EachMeta(topicMetaKey, func(name string, v []byte) error {
 		var tc TopicConfig
 		if err := json.Unmarshal(v, &tc); err != nil {
@@ -179,8 +185,21 @@ func (t *topicTable) persist(tc TopicConfig) error {
 
 func (t *topicTable) get(topic string) (TopicConfig, bool) {
 	t.mu.RLock()
-	defer t.mu.RUnlock()
 	tc, ok := t.topics[topic]
+	t.mu.RUnlock()
+	if ok || !t.replica {
+		return tc, ok
+	}
+	// A replica reloads its table at each registration; a topic its
+	// leader created since is read from the store, so a replica serves
+	// what its store holds at once.
+	tc, ok, err := t.stored(topic)
+	if err != nil {
+		if t.storedLog.allow(t.now()) {
+			t.log.Warn("replica: topic config unreadable", "topic", logName(topic), "err", err)
+		}
+		return TopicConfig{}, false
+	}
 	return tc, ok
 }
 
