@@ -88,7 +88,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if p.queueID < 0 || int(p.queueID) >= tc.ReadQueueNums {
 		return response(req, remoting.SystemError, "pull: queue %d does not exist in topic %s (%d read queues)", p.queueID, p.topic, tc.ReadQueueNums)
 	}
-	b.notePull(p.group, p.topic, p.queueID, p.offset)
+	b.notePull(p.group, p.topic, p.queueID)
 	code, err := b.pullFilter(p)
 	if err != nil {
 		return response(req, code, "pull: %v", err)
@@ -348,20 +348,25 @@ type pullKey struct {
 	queue        int32
 }
 
-// notePull records that a group pulls a queue, and from where.
-func (b *Broker) notePull(group, topic string, queue int32, offset int64) {
+// notePull counts a group's pull of a queue.
+func (b *Broker) notePull(group, topic string, queue int32) {
 	k := pullKey{group, topic, queue}
 	v, ok := b.pulled.Load(k)
 	if !ok {
 		v, _ = b.pulled.LoadOrStore(k, new(atomic.Int64))
 	}
-	v.(*atomic.Int64).Store(offset)
+	v.(*atomic.Int64).Add(1)
 }
 
 // Pulled reports whether consumer group has pulled the queue since the
 // broker started.
-func (v View) Pulled(group, topic string, queue int32) bool {
-	b := v.b
-	_, ok := b.pulled.Load(pullKey{group, topic, queue})
-	return ok
+func (v View) Pulled(group, topic string, queue int32) bool { return v.Pulls(group, topic, queue) > 0 }
+
+// Pulls returns how many pulls of the queue consumer group has made since
+// the broker started (or the topic was last deleted).
+func (v View) Pulls(group, topic string, queue int32) int64 {
+	if c, ok := v.b.pulled.Load(pullKey{group, topic, queue}); ok {
+		return c.(*atomic.Int64).Load()
+	}
+	return 0
 }

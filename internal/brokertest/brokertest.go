@@ -183,19 +183,32 @@ func (e *Env) quietTeardown(t testing.TB) {
 	t.Cleanup(func() { e.Broker.Hooks().SetNotifyConsumerIDsChanged(false) })
 }
 
-// StartConsumer starts an official push consumer and waits until it pulls
-// every queue of topics (and, for clustering groups, its retry topic), so
-// its start-up rebalance is over. The official client's Start leaves that
-// rebalance running in the background, and a Shutdown that overlaps it is
-// a data race inside the client; waiting also makes tests independent of
-// how quickly the client settles.
+// StartConsumer starts an official push consumer and waits until the
+// group pulls every queue of topics (and, for clustering groups, its retry
+// topic) after the start, so the consumer's start-up rebalance is over.
+// The official client's Start leaves that rebalance running in the
+// background, and a Shutdown that overlaps it is a data race inside the
+// client; waiting also makes tests independent of how quickly the client
+// settles. A queue pulled before the start counts only once pulled again:
+// a group restarted with a new consumer has pulled them all before.
 func (e *Env) StartConsumer(t testing.TB, c rocketmq.PushConsumer, group string, clustering bool, topics ...string) {
 	t.Helper()
-	if err := c.Start(); err != nil {
-		t.Fatalf("start consumer: %v", err)
-	}
 	if clustering {
 		topics = append(topics, "%RETRY%"+group)
+	}
+	type queue struct {
+		topic string
+		id    int32
+	}
+	before := map[queue]int64{}
+	for _, topic := range topics {
+		tc := e.Broker.Topics()[topic] // no queues when it does not exist yet
+		for q := range int32(tc.ReadQueueNums) {
+			before[queue{topic, q}] = e.Broker.View().Pulls(group, topic, q)
+		}
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("start consumer: %v", err)
 	}
 	Eventually(t, 30*time.Second, "the consumer to pull every queue of "+strings.Join(topics, ", "), func() bool {
 		for _, topic := range topics {
@@ -204,7 +217,7 @@ func (e *Env) StartConsumer(t testing.TB, c rocketmq.PushConsumer, group string,
 				return false
 			}
 			for q := int32(0); q < int32(tc.ReadQueueNums); q++ {
-				if !e.Broker.View().Pulled(group, topic, q) {
+				if e.Broker.View().Pulls(group, topic, q) <= before[queue{topic, q}] {
 					return false
 				}
 			}
