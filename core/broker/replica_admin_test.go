@@ -15,12 +15,14 @@ import (
 	"github.com/rmq-go/rmq/internal/brokertest"
 )
 
-// TestReplicaAdmin: a replica refuses admin commands as writes, except
-// those registered with HandleReplicaAdmin, which it serves.
-func TestReplicaAdmin(t *testing.T) {
+// startReplica serves a replica (ReplicaID 1 of set-x) on a store of its
+// own, with opts otherwise; both stop when the test ends.
+func startReplica(t *testing.T, opts broker.Options) (*store.Store, *broker.Broker, net.Listener) {
+	t.Helper()
 	st := storetest.Open(t, store.Options{Dir: t.TempDir(), Logger: brokertest.Logger()})
-	defer st.Close()
-	b, err := broker.New(broker.Options{Store: st, ReplicaID: 1, BrokerName: "set-x", Logger: brokertest.Logger()})
+	t.Cleanup(func() { st.Close() })
+	opts.Store, opts.ReplicaID, opts.BrokerName, opts.Logger = st, 1, "set-x", brokertest.Logger()
+	b, err := broker.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +31,14 @@ func TestReplicaAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	go b.Serve(ln)
-	defer b.Shutdown(context.Background())
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	return st, b, ln
+}
+
+// TestReplicaAdmin: a replica refuses admin commands as writes, except
+// those registered with HandleReplicaAdmin, which it serves.
+func TestReplicaAdmin(t *testing.T) {
+	_, b, ln := startReplica(t, broker.Options{})
 	b.Admin().Handle("test.write", func(context.Context, json.RawMessage) (any, error) { return "written", nil })
 	b.Admin().HandleOnReplica("test.where", func(context.Context, json.RawMessage) (any, error) { return "ask the leader", nil })
 
@@ -59,21 +68,10 @@ func TestReplicaAdmin(t *testing.T) {
 // table is reloaded only at each registration), as soon as the topic is
 // in its store.
 func TestReplicaServesTopicCreatedSince(t *testing.T) {
-	st := storetest.Open(t, store.Options{Dir: t.TempDir(), Logger: brokertest.Logger()})
-	defer st.Close()
-	b, err := broker.New(broker.Options{Store: st, ReplicaID: 1, BrokerName: "set-x", Logger: brokertest.Logger(),
+	st, _, ln := startReplica(t, broker.Options{
 		Filters: map[string]broker.FilterFactory{broker.ExpressionTag: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
 			return tag.Compile(expr)
 		})}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go b.Serve(ln)
-	defer b.Shutdown(context.Background())
 
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
