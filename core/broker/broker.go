@@ -455,7 +455,7 @@ type Broker struct {
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
 	sched      chan struct{} // cap 1: wake the scheduler
-	pulled     sync.Map      // pullKey → *atomic.Int64: pulls of each queue by each group
+	pulled     sync.Map      // pullKey → *pulls: each group's pulls of each queue
 	locks      *lockTable
 	txn        *txnService
 	admin      adminTable

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/rmq-go/rmq/core/store"
@@ -17,7 +16,7 @@ func (b *Broker) LastPullOffset(group, topic string, queue int32) (int64, bool) 
 	if !ok {
 		return 0, false
 	}
-	return v.(*atomic.Int64).Load(), true
+	return v.(*pulls).offset.Load(), true
 }
 
 // PrefilterSkipped returns how many messages pulls skipped on their

@@ -88,7 +88,7 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 	if p.queueID < 0 || int(p.queueID) >= tc.ReadQueueNums {
 		return response(req, remoting.SystemError, "pull: queue %d does not exist in topic %s (%d read queues)", p.queueID, p.topic, tc.ReadQueueNums)
 	}
-	b.notePull(p.group, p.topic, p.queueID)
+	b.notePull(p.group, p.topic, p.queueID, p.offset)
 	code, err := b.pullFilter(p)
 	if err != nil {
 		return response(req, code, "pull: %v", err)
@@ -348,14 +348,22 @@ type pullKey struct {
 	queue        int32
 }
 
-// notePull counts a group's pull of a queue.
-func (b *Broker) notePull(group, topic string, queue int32) {
+// pulls is what the broker keeps of a group's pulls of a queue: how many,
+// and the offset the last one asked for.
+type pulls struct {
+	count, offset atomic.Int64
+}
+
+// notePull records a group's pull of a queue, from offset.
+func (b *Broker) notePull(group, topic string, queue int32, offset int64) {
 	k := pullKey{group, topic, queue}
 	v, ok := b.pulled.Load(k)
 	if !ok {
-		v, _ = b.pulled.LoadOrStore(k, new(atomic.Int64))
+		v, _ = b.pulled.LoadOrStore(k, new(pulls))
 	}
-	v.(*atomic.Int64).Add(1)
+	p := v.(*pulls)
+	p.offset.Store(offset)
+	p.count.Add(1)
 }
 
 // Pulled reports whether consumer group has pulled the queue since the
@@ -365,8 +373,8 @@ func (v View) Pulled(group, topic string, queue int32) bool { return v.Pulls(gro
 // Pulls returns how many pulls of the queue consumer group has made since
 // the broker started (or the topic was last deleted).
 func (v View) Pulls(group, topic string, queue int32) int64 {
-	if c, ok := v.b.pulled.Load(pullKey{group, topic, queue}); ok {
-		return c.(*atomic.Int64).Load()
+	if p, ok := v.b.pulled.Load(pullKey{group, topic, queue}); ok {
+		return p.(*pulls).count.Load()
 	}
 	return 0
 }
