@@ -186,20 +186,17 @@ func (b *Broker) EnsureTopic(topic string) (TopicConfig, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return TopicConfig{}, refusef(ErrNoQueue, "%w", err)
 	}
-	if tc, ok := b.topics.get(topic); ok {
+	// A replica's table reads a topic its leader created since the table
+	// was last reloaded from the store (lookup).
+	tc, ok, err := b.topics.lookup(topic)
+	switch {
+	case err != nil:
+		return TopicConfig{}, refusef(ErrInternal, "%w", err)
+	case ok:
 		return tc, nil
-	}
-	if b.opts.ReplicaID > 0 {
-		// The leader creates topics; a replica reads one created since
-		// its table was last reloaded from the store, and creates none.
-		tc, ok, err := b.topics.stored(topic)
-		switch {
-		case err != nil:
-			return TopicConfig{}, refusef(ErrInternal, "%w", err)
-		case !ok:
-			return TopicConfig{}, refusef(ErrTopicNotFound, "topic %s does not exist on this replica; its set's master creates topics", logName(topic))
-		}
-		return tc, nil
+	case b.opts.ReplicaID > 0:
+		// The leader creates topics; a replica creates none.
+		return TopicConfig{}, refusef(ErrTopicNotFound, "topic %s does not exist on this replica; its set's master creates topics", logName(topic))
 	}
 	if reservedTopic(topic) {
 		return TopicConfig{}, refusef(ErrNoPermission, "%w: %s", ErrReservedTopic, topic)

@@ -184,16 +184,7 @@ func (t *topicTable) persist(tc TopicConfig) error {
 }
 
 func (t *topicTable) get(topic string) (TopicConfig, bool) {
-	t.mu.RLock()
-	tc, ok := t.topics[topic]
-	t.mu.RUnlock()
-	if ok || !t.replica {
-		return tc, ok
-	}
-	// A replica reloads its table at each registration; a topic its
-	// leader created since is read from the store, so a replica serves
-	// what its store holds at once.
-	tc, ok, err := t.stored(topic)
+	tc, ok, err := t.lookup(topic)
 	if err != nil {
 		if t.storedLog.allow(t.now()) {
 			t.log.Warn("replica: topic config unreadable", "topic", logName(topic), "err", err)
@@ -201,6 +192,31 @@ func (t *topicTable) get(topic string) (TopicConfig, bool) {
 		return TopicConfig{}, false
 	}
 	return tc, ok
+}
+
+// lookup returns a topic's configuration. A replica reloads its table at
+// each registration; a topic its leader created since is read from the
+// store and kept in the table, as a new version, so a replica serves what
+// its store holds at once and registers it next time.
+func (t *topicTable) lookup(topic string) (TopicConfig, bool, error) {
+	t.mu.RLock()
+	tc, ok := t.topics[topic]
+	t.mu.RUnlock()
+	if ok || !t.replica {
+		return tc, ok, nil
+	}
+	tc, ok, err := t.stored(topic)
+	if err != nil || !ok {
+		return TopicConfig{}, false, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, known := t.topics[topic]; !known {
+		t.topics[topic] = tc
+		t.version.Counter++
+		t.version.Timestamp = t.now().UnixMilli()
+	}
+	return t.topics[topic], true, nil
 }
 
 // current returns a topic's configuration with the table's version.
