@@ -213,10 +213,16 @@ func (t *topicTable) lookup(topic string) (TopicConfig, bool, error) {
 	defer t.mu.Unlock()
 	if _, known := t.topics[topic]; !known {
 		t.topics[topic] = tc
-		t.version.Counter++
-		t.version.Timestamp = t.now().UnixMilli()
+		t.changedLocked()
 	}
 	return t.topics[topic], true, nil
+}
+
+// changedLocked moves the table to a new version. t.mu must be held for
+// writing.
+func (t *topicTable) changedLocked() {
+	t.version.Counter++
+	t.version.Timestamp = t.now().UnixMilli()
 }
 
 // current returns a topic's configuration with the table's version.
@@ -262,8 +268,7 @@ func (t *topicTable) put(tc TopicConfig) error {
 		return err
 	}
 	t.topics[tc.TopicName] = tc
-	t.version.Counter++
-	t.version.Timestamp = t.now().UnixMilli()
+	t.changedLocked()
 	t.mu.Unlock()
 	t.log.Info("topic saved", "topic", tc.TopicName, "read_queues", tc.ReadQueueNums, "write_queues", tc.WriteQueueNums, "perm", tc.Perm)
 	t.changed(tc.TopicName, false)
@@ -293,8 +298,7 @@ func (t *topicTable) delete(topic string) error {
 		return err
 	}
 	delete(t.topics, topic)
-	t.version.Counter++
-	t.version.Timestamp = t.now().UnixMilli()
+	t.changedLocked()
 	t.mu.Unlock()
 	t.log.Info("topic deleted", "topic", topic)
 	t.changed(topic, true)
@@ -543,7 +547,6 @@ func (t *topicTable) reload() (bool, error) {
 		return false, nil
 	}
 	t.topics = stored
-	t.version.Counter++
-	t.version.Timestamp = t.now().UnixMilli()
+	t.changedLocked()
 	return true, nil
 }
