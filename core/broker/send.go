@@ -169,18 +169,26 @@ func (b *Broker) sendMessages(c *remoting.Conn, req *remoting.Command, h *remoti
 	if len(req.Body) > b.opts.MaxMessageSize {
 		return nil, 0, refusef(ErrTooLarge, "body of %d bytes exceeds the %d-byte limit", len(req.Body), b.opts.MaxMessageSize)
 	}
-	m := b.newMessage(c, h, qid, req.Body, nil)
+	// The message and the slice that holds it are one allocation.
+	one := new(struct {
+		m    message.Message
+		msgs [1]*message.Message
+	})
+	m := &one.m
+	b.initMessage(m, c, h, qid, req.Body, nil)
 	if m.Properties, err = b.storedPropertiesString(h.Properties); err != nil {
 		return nil, 0, err
 	}
-	if err := b.transformSend(h.Topic, []*message.Message{m}); err != nil {
+	one.msgs[0] = m
+	msgs = one.msgs[:]
+	if err := b.transformSend(h.Topic, msgs); err != nil {
 		return nil, 0, err
 	}
 	extra, err := b.transform(c, m, h)
 	if err != nil {
 		return nil, 0, err
 	}
-	return append([]*message.Message{m}, extra...), 1, nil
+	return append(msgs, extra...), 1, nil
 }
 
 // sendWhat names a send in its refusal: "send", or "send batch".
@@ -202,7 +210,14 @@ func (b *Broker) sent(c *remoting.Conn, req *remoting.Command, msgs []*message.M
 
 // newMessage builds a stored message from a send header.
 func (b *Broker) newMessage(c *remoting.Conn, h *remoting.SendHeader, qid int32, body []byte, props message.Properties) *message.Message {
-	return &message.Message{
+	m := new(message.Message)
+	b.initMessage(m, c, h, qid, body, props)
+	return m
+}
+
+// initMessage sets m, which is zero, as newMessage does.
+func (b *Broker) initMessage(m *message.Message, c *remoting.Conn, h *remoting.SendHeader, qid int32, body []byte, props message.Properties) {
+	*m = message.Message{
 		Topic:          h.Topic,
 		QueueID:        qid,
 		Flag:           h.Flag,
@@ -303,26 +318,31 @@ func (b *Broker) storeRefusal(err error) error {
 
 // sendResponse answers a successful send.
 func (b *Broker) sendResponse(req *remoting.Command, msgs []*message.Message) *remoting.Command {
-	resp := remoting.NewResponse(req, remoting.Success, "")
+	// The response and its fields are one allocation, and the fields'
+	// text one more.
+	a := new(struct {
+		resp remoting.Command
+		kv   [10]string
+	})
+	a.resp = *remoting.NewResponse(req, remoting.Success, "")
 	first := msgs[0]
-	ids := message.OffsetMsgID(first.StoreHost, first.CommitLogOffset)
-	if len(msgs) > 1 {
-		var sb strings.Builder
-		sb.WriteString(ids)
-		for _, m := range msgs[1:] {
-			sb.WriteByte(',')
-			sb.WriteString(message.OffsetMsgID(m.StoreHost, m.CommitLogOffset))
-		}
-		ids = sb.String()
+	var buf [96]byte
+	text := message.AppendOffsetMsgID(buf[:0], first.StoreHost, first.CommitLogOffset)
+	for _, m := range msgs[1:] {
+		text = message.AppendOffsetMsgID(append(text, ','), m.StoreHost, m.CommitLogOffset)
 	}
-	resp.SetFields(
-		"msgId", ids,
+	idsEnd := len(text)
+	text = strconv.AppendInt(text, first.QueueOffset, 10)
+	all := string(text)
+	a.kv = [10]string{
+		"msgId", all[:idsEnd],
 		"queueId", strconv.Itoa(int(sentQueue(first))),
-		"queueOffset", strconv.FormatInt(first.QueueOffset, 10),
+		"queueOffset", all[idsEnd:],
 		"MSG_REGION", "DefaultRegion",
 		"TRACE_ON", "true",
-	)
-	return resp
+	}
+	a.resp.SetFields(a.kv[:]...)
+	return &a.resp
 }
 
 // sentQueue is the queue a message was sent to: for a half, delayed or

@@ -15,6 +15,12 @@ import (
 // offset off on host: uppercase hex of the address bytes, the port as an
 // int32 and off as an int64.
 func OffsetMsgID(host netip.AddrPort, off int64) string {
+	var out [56]byte
+	return string(AppendOffsetMsgID(out[:0], host, off))
+}
+
+// AppendOffsetMsgID appends OffsetMsgID(host, off) to dst.
+func AppendOffsetMsgID(dst []byte, host netip.AddrPort, off int64) []byte {
 	var b [28]byte
 	n := 0
 	if isV6(host) {
@@ -30,11 +36,10 @@ func OffsetMsgID(host netip.AddrPort, off int64) string {
 	binary.BigEndian.PutUint32(b[n:], uint32(host.Port()))
 	binary.BigEndian.PutUint64(b[n+4:], uint64(off))
 	const digits = "0123456789ABCDEF"
-	var out [56]byte
-	for i, c := range b[:n+12] {
-		out[2*i], out[2*i+1] = digits[c>>4], digits[c&0xF]
+	for _, c := range b[:n+12] {
+		dst = append(dst, digits[c>>4], digits[c&0xF])
 	}
-	return string(out[:2*(n+12)])
+	return dst
 }
 
 // ParseOffsetMsgID reverses OffsetMsgID. It accepts 32 (IPv4) or 56 (IPv6)

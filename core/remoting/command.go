@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 )
 
 // Errors of this package. Each says what becomes of the connection it
@@ -128,7 +129,24 @@ type Command struct {
 	rawExt []string
 	// pooled is the pooled buffer Body was copied into, if any (Recycle).
 	pooled *[]byte
+	// fast holds a request's fastOnReader and fastAnswered flags while a
+	// FastHandler serves it (Conn.serveFast), read and written atomically.
+	fast uint32
 }
+
+// Flags of Command.fast.
+const (
+	fastOnReader = 1 << iota // the fast handler is running on the reader
+	fastAnswered             // the fast handler's reply was called
+)
+
+// setFast sets flag in c.fast and reports whether it was clear.
+func (c *Command) setFast(flag uint32) bool {
+	return atomic.OrUint32(&c.fast, flag)&flag == 0
+}
+
+// clearFast clears flag in c.fast.
+func (c *Command) clearFast(flag uint32) { atomic.AndUint32(&c.fast, ^flag) }
 
 // releaseBody calls ReleaseBody, if set, once.
 func (c *Command) releaseBody() {

@@ -862,12 +862,14 @@ func (c *Conn) readLoop() error {
 // declined; the slot then passes to the worker that serves req.
 func (c *Conn) serveFast(req *Command) bool {
 	c.workers.Add(1)
-	// onReader is set while the fast handler runs: an answer given then
-	// is batched for the reader to write before it next waits for input;
-	// a later one goes to the writer, since its caller must not block.
-	var answered, onReader atomic.Bool
+	// req.fast holds fastOnReader while the fast handler runs: an answer
+	// given then is batched for the reader to write before it next waits
+	// for input; a later one goes to the writer, since its caller must not
+	// block. fastAnswered makes a second answer a logged no-op. The flags
+	// live in req, so the callback captures only c and req: one allocation
+	// per request.
 	reply := func(resp *Command) {
-		if !answered.CompareAndSwap(false, true) {
+		if !req.setFast(fastAnswered) {
 			c.log().Error("remoting: a fast handler answered twice; the second answer is dropped", "code", RequestCode(req.Code), "opaque", req.Opaque)
 			return
 		}
@@ -877,7 +879,7 @@ func (c *Conn) serveFast(req *Command) bool {
 		if resp != nil && !req.IsOneway() {
 			prepareReply(req, resp)
 			mode := sendDeferred
-			if onReader.Load() {
+			if atomic.LoadUint32(&req.fast)&fastOnReader != 0 {
 				mode = sendBatched
 			}
 			if err := c.send(resp, mode); err != nil && !errors.Is(err, ErrClosed) {
@@ -892,14 +894,14 @@ func (c *Conn) serveFast(req *Command) bool {
 			if r := recover(); r != nil {
 				c.log().Error("remoting: fast handler panicked", "code", RequestCode(req.Code), "opaque", req.Opaque,
 					"panic", r, "stack", string(debug.Stack()))
-				if !answered.Load() {
+				if atomic.LoadUint32(&req.fast)&fastAnswered == 0 {
 					reply(NewResponse(req, SystemError, fmt.Sprintf("remoting: handler for %s failed: %v", RequestCode(req.Code), r)))
 				}
 				ok = true
 			}
 		}()
-		onReader.Store(true)
-		defer onReader.Store(false)
+		req.setFast(fastOnReader)
+		defer req.clearFast(fastOnReader)
 		return c.ep.fast(c, req, reply)
 	}()
 	if !taken {
