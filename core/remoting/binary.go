@@ -73,8 +73,8 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 		dst = append(dst, v...)                                  // value
 	}
 	if c.ExtFields == nil {
-		for i := 0; i+1 < len(c.rawExt); i += 2 { // SetFields's pairs, or a lazily decoded request's
-			field(c.rawExt[i], c.rawExt[i+1])
+		for i, n := 0, c.pairLen(); i+1 < n; i += 2 { // SetFields's pairs, or a lazily decoded request's
+			field(c.pair(i), c.pair(i+1))
 		}
 	}
 	for k, v := range c.ExtFields {

@@ -74,7 +74,7 @@ func DecodeFrame(frame []byte, c *Command) error { return decodeFrame(frame, c, 
 
 // decodeFrame is DecodeFrame; a JSON command that lazy (given the command
 // decoded so far) reports true for keeps its extFields as pairs
-// (Command.rawExt) instead of a map.
+// (Command.lazyExt) instead of a map.
 func decodeFrame(frame []byte, c *Command, lazy func(*Command) bool) error {
 	m := c.ExtFields
 	clear(m)

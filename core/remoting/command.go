@@ -122,11 +122,18 @@ type Command struct {
 	// garbage collector. Senders use it to reuse large bodies.
 	ReleaseBody func(body []byte)
 	// rawExt holds the extFields as key, value pairs while ExtFields is
-	// nil: a request decoded for a FastHandler, or a response decoded by a
-	// Client, skips building the map (decodeFrame's lazy). The accessors
-	// below build it on first use; DecodeSendHeaderOf reads the pairs
-	// directly.
+	// nil, as SetFields gives them. The accessors below build the map on
+	// first use.
 	rawExt []string
+	// lazyExt holds the extFields of a request decoded for a FastHandler,
+	// or of a response decoded by a Client, which skip building the map
+	// (decodeFrame's lazy): the decoded header's text, from lazyAt on the
+	// places of its keys and values in it, alternating, each as two
+	// little-endian uint32 (start, end). The strings and where they are
+	// take one allocation. Like rawExt it stands until the map is built;
+	// DecodeSendHeaderOf reads it directly.
+	lazyExt string
+	lazyAt  int
 	// pooled is the pooled buffer Body was copied into, if any (Recycle).
 	pooled *[]byte
 	// fast holds a request's fastOnReader and fastAnswered flags while a
@@ -209,28 +216,54 @@ func (c *Command) Get(key string) string { return c.ext()[key] }
 // through Fields rather than ExtFields.
 func (c *Command) Fields() map[string]string { return c.ext() }
 
-// ext returns ExtFields, building it first from rawExt when the command
-// was decoded without it.
+// ext returns ExtFields, building it first from rawExt or lazyExt when
+// the command was decoded or built without it.
 func (c *Command) ext() map[string]string {
-	if c.rawExt != nil {
+	if c.hasPairs() {
 		c.parseExt()
 	}
 	return c.ExtFields
 }
 
-// parseExt builds ExtFields from rawExt, as DecodeFrame would have; a
+// hasPairs reports whether the extFields are kept as pairs (rawExt or
+// lazyExt), not in ExtFields.
+func (c *Command) hasPairs() bool { return c.rawExt != nil || c.lazyExt != "" }
+
+// pairLen returns how many keys and values, alternating, the command
+// keeps as pairs.
+func (c *Command) pairLen() int {
+	if c.lazyExt != "" {
+		return (len(c.lazyExt) - c.lazyAt) / 8
+	}
+	return len(c.rawExt)
+}
+
+// pair returns the i-th key or value of the pairs (pairLen).
+func (c *Command) pair(i int) string {
+	if c.lazyExt == "" {
+		return c.rawExt[i]
+	}
+	at := c.lazyAt + 8*i
+	s := c.lazyExt
+	start := uint32(s[at]) | uint32(s[at+1])<<8 | uint32(s[at+2])<<16 | uint32(s[at+3])<<24
+	end := uint32(s[at+4]) | uint32(s[at+5])<<8 | uint32(s[at+6])<<16 | uint32(s[at+7])<<24
+	return s[start:end]
+}
+
+// parseExt builds ExtFields from the pairs, as DecodeFrame would have; a
 // repeated key keeps its last value.
 func (c *Command) parseExt() {
-	if c.rawExt == nil {
+	if !c.hasPairs() {
 		return
 	}
+	n := c.pairLen()
 	if c.ExtFields == nil {
-		c.ExtFields = make(map[string]string, len(c.rawExt)/2)
+		c.ExtFields = make(map[string]string, n/2)
 	}
-	for i := 0; i+1 < len(c.rawExt); i += 2 {
-		c.ExtFields[c.rawExt[i]] = c.rawExt[i+1]
+	for i := 0; i+1 < n; i += 2 {
+		c.ExtFields[c.pair(i)] = c.pair(i + 1)
 	}
-	c.rawExt = nil
+	c.rawExt, c.lazyExt, c.lazyAt = nil, "", 0
 }
 
 // Require returns the extFields value of key, or an error wrapping
@@ -248,7 +281,7 @@ func (c *Command) Require(key string) (string, error) {
 // is encoded without one. kv is used, not copied; an odd last key is
 // dropped.
 func (c *Command) SetFields(kv ...string) {
-	c.ExtFields, c.rawExt = nil, kv[:len(kv)&^1]
+	c.ExtFields, c.rawExt, c.lazyExt, c.lazyAt = nil, kv[:len(kv)&^1], "", 0
 }
 
 // Set stores value under key, creating ExtFields if needed.

@@ -60,7 +60,7 @@ type endpoint struct {
 	// fast, if set, is offered each request first, on the reader's
 	// goroutine (Server.HandleFast); false passes it to handler. lazy
 	// reports the commands whose JSON extFields the reader leaves as
-	// pairs (Command.rawExt): a server's requests for fast, a client's
+	// pairs (Command.lazyExt): a server's requests for fast, a client's
 	// responses.
 	fast         func(c *Conn, req *Command, reply func(*Command)) bool
 	lazy         func(c *Command) bool

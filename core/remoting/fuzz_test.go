@@ -170,6 +170,41 @@ func FuzzJSONHeader(f *testing.F) {
 			t.Fatalf("%q: %v", header, err)
 		}
 		checkStdReads(t, &mine)
+
+		// Kept as pairs (a FastHandler's request, a Client's response),
+		// the same header reads the same, through the map built on
+		// demand, the send header and the encoders.
+		var lazy Command
+		if err := decodeFrame(jsonFrame(string(header)), &lazy, func(*Command) bool { return true }); err != nil {
+			t.Fatalf("%q: kept as pairs: %v", header, err)
+		}
+		if lazy.ExtFields != nil {
+			t.Fatalf("%q: kept as pairs, yet the map is built", header)
+		}
+		lh, lerr := DecodeSendHeaderOf(&lazy)
+		mh, merr := DecodeSendHeaderOf(&mine)
+		if lh != mh || (lerr == nil) != (merr == nil) {
+			t.Fatalf("%q: send header from pairs %+v (%v), from the map %+v (%v)", header, lh, lerr, mh, merr)
+		}
+		for _, st := range []byte{SerializeJSON, SerializeRocketMQ} {
+			a, b := lazy, mine
+			a.SerializeType, b.SerializeType = st, st
+			fa, errA := AppendFrame(nil, &a)
+			fb, errB := AppendFrame(nil, &b)
+			if (errA == nil) != (errB == nil) {
+				t.Fatalf("%q: encoding pairs: %v, the map: %v", header, errA, errB)
+			}
+			if errA != nil || len(want.ExtFields) > 1 || lazy.pairLen() != 2*len(want.ExtFields) {
+				continue // a map's keys come in any order; pairs keep a repeated key
+			}
+			if !bytes.Equal(fa, fb) {
+				t.Fatalf("%q: pairs encode as %q, the map as %q", header, fa, fb)
+			}
+		}
+		lazy.Fields()
+		if err := sameCommand(&lazy, &want); err != nil {
+			t.Fatalf("%q: kept as pairs: %v", header, err)
+		}
 	})
 }
 

@@ -175,6 +175,15 @@ func (d *jsonDecoder) decode(c *Command, m map[string]string, lazy func(*Command
 		return d.syntax("data after the header")
 	}
 
+	keep := extSeen && lazy != nil && lazy(c)
+	if keep {
+		// The pairs' places follow the text, in the same allocation.
+		c.lazyAt = len(d.out)
+		for _, sp := range d.pairs {
+			d.out = binary.LittleEndian.AppendUint32(d.out, uint32(sp.start))
+			d.out = binary.LittleEndian.AppendUint32(d.out, uint32(sp.end))
+		}
+	}
 	all := string(d.out)
 	if language.start >= 0 {
 		c.Language = internLanguage(d.out[language.start:language.end], all, language)
@@ -182,15 +191,8 @@ func (d *jsonDecoder) decode(c *Command, m map[string]string, lazy func(*Command
 	if remark.start >= 0 {
 		c.Remark = all[remark.start:remark.end]
 	}
-	if extSeen && lazy != nil && lazy(c) {
-		raw := make([]string, len(d.pairs))
-		for i, sp := range d.pairs {
-			raw[i] = all[sp.start:sp.end]
-		}
-		if len(raw) == 0 {
-			raw = []string{} // an empty object: ExtFields becomes an empty map
-		}
-		c.rawExt = raw
+	if keep {
+		c.lazyExt = all
 		return nil
 	}
 	if extSeen {
@@ -682,8 +684,8 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 		dst = appendJSONString(dst, v)
 	}
 	if c.ExtFields == nil {
-		for i := 0; i+1 < len(c.rawExt); i += 2 { // SetFields's pairs, or a lazily decoded request's
-			field(c.rawExt[i], c.rawExt[i+1])
+		for i, n := 0, c.pairLen(); i+1 < n; i += 2 { // SetFields's pairs, or a lazily decoded request's
+			field(c.pair(i), c.pair(i+1))
 		}
 	}
 	for k, v := range c.ExtFields {

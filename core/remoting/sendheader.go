@@ -110,16 +110,16 @@ func DecodeSendHeader(code int16, ext map[string]string) (SendHeader, error) {
 // DecodeSendHeaderOf is DecodeSendHeader of req's code and extFields; a
 // request decoded for a FastHandler is read without building its map.
 func DecodeSendHeaderOf(req *Command) (SendHeader, error) {
-	if req.rawExt == nil {
+	if !req.hasPairs() {
 		return DecodeSendHeader(req.Code, req.ExtFields)
 	}
 	var d sendDecoder
 	if sendKeysV2(req.Code) {
 		d.col = 1
 	}
-	for i := 0; i+1 < len(req.rawExt); i += 2 {
-		if f := sendField(req.rawExt[i], d.col); f >= 0 {
-			d.vals[f] = req.rawExt[i+1] // a repeated key keeps its last value, as in a map
+	for i, n := 0, req.pairLen(); i+1 < n; i += 2 {
+		if f := sendField(req.pair(i), d.col); f >= 0 {
+			d.vals[f] = req.pair(i + 1) // a repeated key keeps its last value, as in a map
 		}
 	}
 	return d.header(req.Code)
