@@ -244,10 +244,13 @@ func (c *Command) pair(i int) string {
 		return c.rawExt[i]
 	}
 	at := c.lazyAt + 8*i
-	s := c.lazyExt
-	start := uint32(s[at]) | uint32(s[at+1])<<8 | uint32(s[at+2])<<16 | uint32(s[at+3])<<24
-	end := uint32(s[at+4]) | uint32(s[at+5])<<8 | uint32(s[at+6])<<16 | uint32(s[at+7])<<24
-	return s[start:end]
+	return c.lazyExt[le32(c.lazyExt, at):le32(c.lazyExt, at+4)]
+}
+
+// le32 reads the little-endian uint32 at s[at:].
+func le32(s string, at int) uint32 {
+	_ = s[at+3]
+	return uint32(s[at]) | uint32(s[at+1])<<8 | uint32(s[at+2])<<16 | uint32(s[at+3])<<24
 }
 
 // parseExt builds ExtFields from the pairs, as DecodeFrame would have; a

@@ -289,23 +289,27 @@ func (d *jsonDecoder) intField(bits int) (n int64, set bool, err error) {
 	return n, true, nil
 }
 
-// parseJSONInt parses a JSON number that must be a whole decimal integer
-// within bits.
-func parseJSONInt(lit []byte, bits int) (int64, bool) {
+// parseJSONInt parses a whole decimal integer within bits: an optional
+// '-', then one to 18 digits. Anything else reports false.
+func parseJSONInt[T string | []byte](lit T, bits int) (int64, bool) {
 	neg := len(lit) > 0 && lit[0] == '-'
 	if neg {
 		lit = lit[1:]
 	}
+	if len(lit) == 0 || len(lit) > 18 {
+		return 0, false // 18 digits cannot overflow the sum below
+	}
 	limit := uint64(1) << (bits - 1) // magnitude of the minimum value
 	var u uint64
-	for _, c := range lit {
+	for i := 0; i < len(lit); i++ {
+		c := lit[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
 		u = u*10 + uint64(c-'0')
-		if u > limit {
-			return 0, false
-		}
+	}
+	if u > limit {
+		return 0, false
 	}
 	if neg {
 		return -int64(u), true

@@ -117,9 +117,21 @@ func DecodeSendHeaderOf(req *Command) (SendHeader, error) {
 	if sendKeysV2(req.Code) {
 		d.col = 1
 	}
-	for i, n := 0, req.pairLen(); i+1 < n; i += 2 {
-		if f := sendField(req.pair(i), d.col); f >= 0 {
-			d.vals[f] = req.pair(i + 1) // a repeated key keeps its last value, as in a map
+	if req.lazyExt == "" {
+		for i := 0; i+1 < len(req.rawExt); i += 2 {
+			if f := sendField(req.rawExt[i], d.col); f >= 0 {
+				d.vals[f] = req.rawExt[i+1] // a repeated key keeps its last value, as in a map
+			}
+		}
+		return d.header(req.Code)
+	}
+	// The places of the pairs, read here rather than through pair, which
+	// is not inlined.
+	s := req.lazyExt
+	for at := req.lazyAt; at+16 <= len(s); at += 16 {
+		ks, ke := le32(s, at), le32(s, at+4)
+		if f := sendField(s[ks:ke], d.col); f >= 0 {
+			d.vals[f] = s[le32(s, at+8):le32(s, at+12)]
 		}
 	}
 	return d.header(req.Code)
@@ -204,6 +216,9 @@ func (d *sendDecoder) num(field, bits int, def int64) int64 {
 	v := d.str(field)
 	if v == "" {
 		return def
+	}
+	if n, ok := parseJSONInt(v, bits); ok {
+		return n // plain digits, as clients write them
 	}
 	n, err := strconv.ParseInt(v, 10, bits)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -172,6 +173,26 @@ func TestSendFieldMatchesKeys(t *testing.T) {
 		}
 		if got := sendField(k, 1); got != -1 {
 			t.Errorf("sendField(%q, 1) = %d", k, got)
+		}
+	}
+}
+
+// TestSendHeaderNumbers holds the send header's numbers to strconv.ParseInt,
+// which reads what the fast path for plain digits does not.
+func TestSendHeaderNumbers(t *testing.T) {
+	for _, v := range []string{"0", "-0", "7", "007", "+7", "-", "--1", " 1", "1 ", "1e3", "0x10",
+		"2147483647", "2147483648", "-2147483648", "-2147483649",
+		"999999999999999999", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+		"-9223372036854775809", "18446744073709551616", "99999999999999999999999"} {
+		h, err := DecodeSendHeader(SendMessage, map[string]string{"queueId": v, "bornTimestamp": v})
+		q, qerr := strconv.ParseInt(v, 10, 32)
+		b, berr := strconv.ParseInt(v, 10, 64)
+		if (err == nil) != (qerr == nil && berr == nil) {
+			t.Errorf("%q: error %v, strconv %v / %v", v, err, qerr, berr)
+			continue
+		}
+		if err == nil && (int64(h.QueueID) != q || h.BornTimestamp != b) {
+			t.Errorf("%q: queueId %d, bornTimestamp %d; strconv %d, %d", v, h.QueueID, h.BornTimestamp, q, b)
 		}
 	}
 }
