@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,15 +82,11 @@ type replicatedSet struct {
 	races   atomic.Int32 // data races the members reported (under -race)
 }
 
-// freeAddr returns a loopback address nothing listens on now.
+// freeAddr returns a loopback address nothing listens on now, for a
+// member that comes back on it after a kill (brokertest.StableAddr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return brokertest.StableAddr(t)
 }
 
 // startNamesrv starts an in-process name server on a spare port; it stops

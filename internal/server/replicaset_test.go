@@ -77,12 +77,8 @@ func startServerSet(t *testing.T, n int, tune ...func(i int, c *server.Config)) 
 	t.Helper()
 	var peers []cluster.Peer
 	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("m%d", i), Addr: ln.Addr().String()})
-		ln.Close()
+		// Members restart on their raft addresses.
+		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("m%d", i), Addr: brokertest.StableAddr(t)})
 	}
 	name := brokertest.Name("set")
 	members := make([]*setServer, n)
