@@ -40,6 +40,7 @@ var httpLine = regexp.MustCompile(`msg="broker started" .*http=(\S+)`)
 // setMember is one broker process of a replicated set.
 type setMember struct {
 	id, raftAddr, dataDir string
+	listen                string // its broker's address, kept across restarts
 	grpc                  string // its gRPC listener (startSetGRPC), or ""
 	args                  []string
 	cmd                   *exec.Cmd
@@ -80,6 +81,11 @@ type replicatedSet struct {
 	name    string
 	members []*setMember
 	races   atomic.Int32 // data races the members reported (under -race)
+
+	// keepStores keeps the copies of the members' data directories that
+	// storedBodies made (RMQ_KEEP_FAILED), for a check of what they
+	// hold that fails after it.
+	keepStores func()
 }
 
 // freeAddr returns a loopback address nothing listens on now, for a
@@ -87,6 +93,15 @@ type replicatedSet struct {
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	return brokertest.StableAddr(t)
+}
+
+// newMember returns member id, not started, with its data directory and
+// its raft and broker addresses: both are the member's for good, as in a
+// deployment, so a client holding an old route reaches this member or
+// nothing, never another test's broker that took a freed port.
+func newMember(t *testing.T, id string) *setMember {
+	t.Helper()
+	return &setMember{id: id, raftAddr: freeAddr(t), listen: freeAddr(t), dataDir: t.TempDir()}
 }
 
 // startNamesrv starts an in-process name server on a spare port; it stops
@@ -142,7 +157,7 @@ func startSetOn(t *testing.T, name string, n int, namesrvs []string, grpc bool, 
 		rs.members = nil
 		var peers []string
 		for i := range n {
-			m := &setMember{id: fmt.Sprintf("%s-%d", name, i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
+			m := newMember(t, fmt.Sprintf("%s-%d", name, i))
 			if grpc {
 				m.grpc = freeAddr(t)
 			}
@@ -152,7 +167,7 @@ func startSetOn(t *testing.T, name string, n int, namesrvs []string, grpc bool, 
 		var err error
 		for _, m := range rs.members {
 			m.args = []string{"--set-name", name, "--node-id", m.id, "--peers", strings.Join(peers, ","),
-				"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", m.grpc,
+				"--data-dir", m.dataDir, "--listen", m.listen, "--namesrv-listen", "", "--grpc-listen", m.grpc,
 				"--namesrv", strings.Join(namesrvs, ","), "--http-listen", "127.0.0.1:0", "--log-level", "info"}
 			m.args = append(m.args, extra...)
 			if err = rs.startMember(m); err != nil {
@@ -422,6 +437,7 @@ func (rs *replicatedSet) storedBodies(topic string) map[string]int {
 		rs.kill(m, syscall.SIGTERM)
 	}
 	kept := rs.keepDirs()
+	rs.keepStores = kept
 	var first map[string]int
 	for _, m := range rs.members {
 		st, err := store.Open(store.Options{Dir: m.dataDir, Logger: brokertest.Logger()})

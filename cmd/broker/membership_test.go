@@ -46,7 +46,7 @@ func TestReplicatedSetMembership(t *testing.T) {
 	createSetTopic(t, rs, ns.NamesrvAddr, topic)
 	send("first", 50)
 	// A fourth member joins and catches up.
-	fourth := &setMember{id: "set-m-3", raftAddr: freeAddr(t), dataDir: t.TempDir()}
+	fourth := newMember(t, "set-m-3")
 	joining(fourth)
 	l := rs.leader()
 	if out := admin(l, "add-member", "--id", fourth.id, "--raft-addr", fourth.raftAddr); !strings.Contains(out, fourth.id) {
@@ -139,7 +139,7 @@ func TestReplicatedSetLostMajority(t *testing.T) {
 	// The set grows back to three with new members; the survivor runs on
 	// without the recovery flag from its next start.
 	for i := range 2 {
-		m := &setMember{id: fmt.Sprintf("set-l-new%d", i), raftAddr: freeAddr(t), dataDir: t.TempDir()}
+		m := newMember(t, fmt.Sprintf("set-l-new%d", i))
 		m.args = memberArgs(rs, m, append(rs.members, m), ns.NamesrvAddr, "--join")
 		rs.start(m)
 		st, _ := survivor.status()
@@ -192,7 +192,7 @@ func memberArgs(rs *replicatedSet, m *setMember, peers []*setMember, namesrv str
 		ps = append(ps, o.id+"="+o.raftAddr)
 	}
 	return append([]string{"--set-name", rs.name, "--node-id", m.id, "--peers", strings.Join(ps, ","),
-		"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+		"--data-dir", m.dataDir, "--listen", m.listen, "--namesrv-listen", "", "--grpc-listen", "",
 		"--namesrv", namesrv, "--http-listen", "127.0.0.1:0", "--log-level", "info"}, extra...)
 }
 
@@ -225,6 +225,7 @@ func (rs *replicatedSet) checkStoredOnce(topic string, acked map[string]bool, ex
 	t.Helper()
 	got := rs.storedBodies(topic)
 	t.Logf("%d messages acknowledged, %d stored on each of %d members", len(acked), len(got), len(rs.members))
+	failed := t.Failed()
 	for body := range acked {
 		if got[body] != 1 {
 			t.Errorf("acknowledged %s is stored %d times on the members", body, got[body])
@@ -237,5 +238,9 @@ func (rs *replicatedSet) checkStoredOnce(topic string, acked map[string]bool, ex
 	}
 	if exact && len(got) != len(acked) {
 		t.Errorf("the members hold %d messages, %d were acknowledged", len(got), len(acked))
+	}
+	if !failed && t.Failed() {
+		rs.reportLogs()
+		rs.keepStores()
 	}
 }

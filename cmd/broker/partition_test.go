@@ -245,7 +245,7 @@ func partitionedSet(t *testing.T, name string, n int, namesrv string) (*replicat
 	for attempt := 1; ; attempt++ {
 		rs.members = nil
 		for i := range n {
-			rs.members = append(rs.members, &setMember{id: fmt.Sprintf("%s-%d", name, i), raftAddr: freeAddr(t), dataDir: t.TempDir()})
+			rs.members = append(rs.members, newMember(t, fmt.Sprintf("%s-%d", name, i)))
 		}
 		rn := &raftNet{links: make([][]*raftLink, n)}
 		for a := range n {
@@ -267,7 +267,7 @@ func partitionedSet(t *testing.T, name string, n int, namesrv string) (*replicat
 				peers = append(peers, o.id+"="+addr)
 			}
 			m.args = []string{"--set-name", name, "--node-id", m.id, "--peers", strings.Join(peers, ","),
-				"--data-dir", m.dataDir, "--listen", "127.0.0.1:0", "--namesrv-listen", "", "--grpc-listen", "",
+				"--data-dir", m.dataDir, "--listen", m.listen, "--namesrv-listen", "", "--grpc-listen", "",
 				"--namesrv", namesrv, "--http-listen", "127.0.0.1:0", "--log-level", "info"}
 			if err = rs.startMember(m); err != nil {
 				break

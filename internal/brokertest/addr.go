@@ -11,39 +11,47 @@ import (
 	"testing"
 )
 
+// stableLow is the first port StableAddr picks from.
+const stableLow = 10000
+
 // StableAddr returns a loopback address, free now, for a server that a
 // test stops and starts again on the same address: a member of a
-// replicated set, whose peers know it by its raft address. A port from 0
-// would do for the first start, but while the server is down the kernel
-// may give the same port to any outgoing connection's local end, and the
-// restart then fails with "address already in use" for as long as that
-// connection lives. So the port is picked below the kernel's ephemeral
-// range (net.ipv4.ip_local_port_range), where neither binds to port 0
-// nor connections take ports, and never twice in one process.
+// replicated set, whose peers and clients know it by its address. A port
+// from 0 would do for the first start, but while the server is down the
+// kernel may give the same port to any outgoing connection's local end
+// (the restart then fails with "address already in use" for as long as
+// that connection lives) or to another test's listener (whose clients'
+// requests then reach the wrong server). So the port is picked below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range), where neither
+// binds to port 0 nor connections take ports, and is reserved for the
+// life of the process: never handed out twice in it, nor by StableAddr in
+// another test process while this one runs (a lock file per port).
 func StableAddr(t testing.TB) string {
 	t.Helper()
 	lo := ephemeralLow()
-	const first = 10000
 	stable.Lock()
 	defer stable.Unlock()
 	if stable.given == nil {
 		stable.given = map[int]bool{}
 	}
 	for range 1000 {
-		port := first + rand.IntN(lo-first)
+		port := stableLow + rand.IntN(lo-stableLow)
 		if stable.given[port] {
 			continue
 		}
+		if !reservePort(port) {
+			continue // another test process holds it
+		}
+		stable.given[port] = true // reserved or not, never twice here
 		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue // taken by another process
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		stable.given[port] = true
 		return addr
 	}
-	t.Fatalf("no free loopback port between %d and %d", first, lo)
+	t.Fatalf("no free loopback port between %d and %d", stableLow, lo)
 	return ""
 }
 
@@ -62,7 +70,7 @@ func ephemeralLow() int {
 		return fallback
 	}
 	var lo, hi int
-	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &lo, &hi); err != nil || lo <= 10000+1000 {
+	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &lo, &hi); err != nil || lo <= stableLow+1000 {
 		return fallback
 	}
 	return lo
