@@ -108,7 +108,7 @@ type Options struct {
 	TrailingBytes    int64         `yaml:"trailingBytes" cfg:"size"`
 	// StreamLayer carries raft's traffic; nil listens on this member's
 	// peer address with TCP (ListenTCP), with TLS when TLS and DialTLS
-	// are set.
+	// are set, and serves members of this set only.
 	StreamLayer raft.StreamLayer `yaml:"-"`
 	// TLS is the raft port's server config (requiring and verifying
 	// client certificates), DialTLS the config members dial each other
@@ -247,7 +247,7 @@ func Open(opts Options) (*Node, error) {
 
 	layer := opts.StreamLayer
 	if layer == nil {
-		layer, err = ListenTCP(n.self.Addr, opts.TLS, opts.DialTLS)
+		layer, err = ListenTCP(n.self.Addr, TCPLayer{Set: opts.SetName, Server: opts.TLS, Client: opts.DialTLS, Logger: n.log})
 		if err != nil {
 			st.Close()
 			return nil, err

@@ -122,4 +122,13 @@
 // a bounded time. The broker process sets them from its tls: section
 // when it names a caFile, and otherwise refuses peers off loopback unless
 // told the network is private.
+//
+// Every connection ListenTCP serves, TLS or not, first passes the set
+// check: the dialing member names its set, and a member of another set is
+// refused with a line saying so, which the dialer returns as its error.
+// A stale peer list, or an address reused for a new set, so never has a
+// member follow another set's leader and cut its log to match. The check
+// keeps out mistakes, not attackers. A connection without it, from a
+// member of an earlier version, is served, so a set restarted one member
+// at a time onto this version keeps its quorum.
 package cluster
