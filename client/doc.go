@@ -77,8 +77,12 @@
 // process queue, or one past the largest offset seen when it is empty:
 // a message is never committed past while it is unconsumed. Clustering
 // consumers commit to the broker (only forward, every 5 s, when a queue is
-// given up, and at shutdown); broadcasting consumers keep offsets in a
-// local file, written atomically with a backup of the previous version.
+// given up, and at shutdown). Every round sends each held queue's offset,
+// changed or not, as the official clients do: a broker that lost its last
+// offset checkpoint in a crash, or served an older commit late, is put
+// right. Each pull carries the offset too; this project's broker lets a
+// pull only move it forward. Broadcasting consumers keep offsets in a local file, written
+// atomically with a backup of the previous version.
 //
 // # Rebalancing
 //

@@ -41,9 +41,10 @@ type offsetStore interface {
 	update(q MessageQueue, offset int64, increaseOnly bool)
 	// read returns q's offset, or -1 when there is none.
 	read(ctx context.Context, q MessageQueue, from readType) (int64, error)
-	// persist saves the offsets of qs that changed since they were last
-	// saved; the errors of the queues that failed are joined, and those
-	// queues are tried again by the next call.
+	// persist saves the offsets of qs: the remote store sends every one,
+	// the local store writes when one changed since it was last saved.
+	// The errors of the queues that failed are joined, and those queues
+	// are tried again by the next call.
 	persist(ctx context.Context, qs []MessageQueue) error
 	// persistAll is persist of every queue held in memory.
 	persistAll(ctx context.Context) error
@@ -64,7 +65,7 @@ type offsetBroker interface {
 type storedOffset struct {
 	offset int64
 	// saved is the offset last known to be in the backing store, -1 if
-	// none; persist skips the queue while offset == saved.
+	// none; the local store skips a write while offset == saved.
 	saved int64
 }
 
@@ -195,6 +196,10 @@ func (s *remoteOffsetStore) read(ctx context.Context, q MessageQueue, from readT
 	return o, nil
 }
 
+// persist sends the offset of each of qs held in memory, changed or not,
+// as the official clients do: the broker's copy may have moved back since
+// it was last sent, by a crash that lost its last checkpoint or an older
+// commit it served late, and it heals at the next round.
 func (s *remoteOffsetStore) persist(ctx context.Context, qs []MessageQueue) error {
 	s.persistMu.Lock()
 	defer s.persistMu.Unlock()
@@ -203,12 +208,11 @@ func (s *remoteOffsetStore) persist(ctx context.Context, qs []MessageQueue) erro
 		s.table.mu.Lock()
 		o, ok := s.table.mu.m[q]
 		var offset int64
-		changed := ok && o.offset != o.saved
-		if changed {
+		if ok {
 			offset = o.offset
 		}
 		s.table.mu.Unlock()
-		if !changed {
+		if !ok || offset < 0 {
 			continue
 		}
 		if err := s.broker.updateConsumerOffset(ctx, s.group, q, offset); err != nil {

@@ -140,6 +140,36 @@ func TestPushClusteringEachMessageOnce(t *testing.T) {
 	}
 }
 
+// TestCommittedOffsetsHeal moves a group's offset back at the broker, as
+// a broker that lost its last offset checkpoint in a crash would have it,
+// while the consumer is idle: the consumer's next rounds put it right,
+// though nothing changed on its side.
+func TestCommittedOffsetsHeal(t *testing.T) {
+	e := startBroker(t)
+	topic, group := brokertest.Name("T"), brokertest.Name("g")
+	e.createTopic(t, topic, 1)
+	rec := newRecorder()
+	opts := e.consumerOptions(group)
+	opts.PersistInterval = 50 * time.Millisecond
+	startPush(t, opts, topic, Selector{}, ConcurrentFunc(func(_ context.Context, _ *ConcurrentContext, msgs []*MessageExt) ConsumeResult {
+		rec.add("", msgs)
+		return ConsumeSuccess
+	}))
+	bodies := e.produce(t, topic, "m", 5)
+	rec.waitDistinct(t, len(bodies), 30*time.Second)
+	committed := func(want int64) func() bool {
+		return func() bool {
+			off, _ := e.Store.ConsumerOffset(group, topic, 0)
+			return off == want
+		}
+	}
+	brokertest.Eventually(t, 10*time.Second, "offset 5 committed", committed(5))
+	if err := e.Store.CommitOffset(group, topic, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "offset 5 committed again", committed(5))
+}
+
 func TestPushBroadcastingEveryMemberGetsAll(t *testing.T) {
 	e := startBroker(t)
 	topic, group := brokertest.Name("T"), brokertest.Name("g")

@@ -274,7 +274,10 @@
 //     answered. Consumer offsets are checkpoints: a crash may replay the
 //     last few seconds of a group's messages, never skip any. An offset is
 //     stored only for a valid group name, an existing topic and queue, and
-//     a value within [0, the queue's max offset]. With
+//     a value within [0, the queue's max offset]. UPDATE_CONSUMER_OFFSET
+//     sets it; the offset a pull carries only moves it forward, since it
+//     is the client's offset when the pull left and a later commit may
+//     have been served first (store AdvanceOffset). With
 //     autoCreateSubscriptionGroup off (DisableAutoCreateGroup), a consumer
 //     group without a configuration registers no consumer, pulls nothing,
 //     stores no offset and sends nothing back. DELETE_TOPIC_IN_BROKER

@@ -101,6 +101,55 @@ func TestUpdateOffsetValidated(t *testing.T) {
 	}
 }
 
+// TestPullCommitOnlyAdvances checks that the offset a pull carries never
+// moves a group's committed offset back, while UPDATE_CONSUMER_OFFSET
+// may. A client sends its offset with each pull as it stood when the pull
+// left; a pull answered after a later explicit commit (long-polling, or
+// just another goroutine) would otherwise undo it, and a client that
+// commits only what changed would leave the older offset there for good.
+func TestPullCommitOnlyAdvances(t *testing.T) {
+	env := brokertest.Start(t)
+	createTopic(t, env, "Good", 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	for range 5 {
+		if r := sendRaw(t, cl, env, nil, []byte("x")); r.Code != remoting.Success {
+			t.Fatalf("send: %v", r)
+		}
+	}
+	commit := func(off string) {
+		t.Helper()
+		if r := invoke(t, cl, env, remoting.UpdateConsumerOffset, map[string]string{
+			"consumerGroup": "g", "topic": "Good", "queueId": "0", "commitOffset": off}, nil); r.Code != remoting.Success {
+			t.Fatalf("commit %s: %v", off, r)
+		}
+	}
+	pull := func(off string) {
+		t.Helper()
+		r := invoke(t, cl, env, remoting.PullMessage, map[string]string{"consumerGroup": "g", "topic": "Good", "queueId": "0",
+			"queueOffset": "0", "maxMsgNums": "32", "sysFlag": "5", "commitOffset": off, "suspendTimeoutMillis": "0",
+			"subscription": "*", "expressionType": "TAG"}, nil)
+		if r.Code != remoting.Success {
+			t.Fatalf("pull committing %s: %v", off, r)
+		}
+	}
+	want := func(off int64) {
+		t.Helper()
+		if got, ok := env.Store.ConsumerOffset("g", "Good", 0); !ok || got != off {
+			t.Fatalf("committed offset %d %v, want %d", got, ok, off)
+		}
+	}
+	pull("2")
+	want(2) // the first commit of a queue
+	commit("4")
+	pull("3")
+	want(4)
+	pull("5")
+	want(5)
+	commit("1")
+	want(1)
+}
+
 // TestDLQResendRefusesReservedTopics dead-letters messages whose
 // RETRY_TOPIC names the broker's own topics: resending them, to their
 // origin or to the retry topic, is refused and writes nothing there.

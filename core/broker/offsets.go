@@ -55,7 +55,11 @@ func (b *Broker) handleUpdateOffset(c *remoting.Conn, req *remoting.Command) *re
 	// A client that waits for the answer is told of the commit once it
 	// is durable (on a replicated set, committed by the set); a oneway
 	// commit, like one carried by a pull, does not hold the connection.
-	if code, err := b.commitOffset(group, topic, qid, off, !req.IsOneway()); err != nil {
+	how := commitSync
+	if req.IsOneway() {
+		how = commitAsync
+	}
+	if code, err := b.commitOffset(group, topic, qid, off, how); err != nil {
 		if errors.Is(err, store.ErrNotLeader) {
 			return b.notMaster(req, "update consumer offset", err)
 		}
@@ -64,13 +68,21 @@ func (b *Broker) handleUpdateOffset(c *remoting.Conn, req *remoting.Command) *re
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
+// commitMode is how commitOffset stores an offset.
+type commitMode int
+
+const (
+	commitAsync   commitMode = iota // store.CommitOffset: a oneway commit
+	commitSync                      // store.CommitOffsetSync: the client waits
+	commitAdvance                   // store.AdvanceOffset: a pull's commit, forward only
+)
+
 // commitOffset stores a consumer group's offset for a queue after checking
 // it: a valid group name (configured, with Options.DisableAutoCreateGroup),
 // a topic that exists, one of its queues, and an offset within [0, the
 // queue's max offset]. Offsets persist and are loaded at every start, so
-// anything else a client sends would be kept for good. sync waits until
-// the offset is durable (store.CommitOffsetSync).
-func (b *Broker) commitOffset(group, topic string, qid int32, off int64, sync bool) (int16, error) {
+// anything else a client sends would be kept for good.
+func (b *Broker) commitOffset(group, topic string, qid int32, off int64, how commitMode) (int16, error) {
 	if err := checkGroup(group); err != nil {
 		return remoting.SubscriptionGroupNotExist, err
 	}
@@ -88,8 +100,11 @@ func (b *Broker) commitOffset(group, topic string, qid int32, off int64, sync bo
 		return remoting.SystemError, fmt.Errorf("offset %d is outside the queue's 0..%d", off, maxOff)
 	}
 	commit := b.store.CommitOffset
-	if sync {
+	switch how {
+	case commitSync:
 		commit = b.store.CommitOffsetSync
+	case commitAdvance:
+		commit = b.store.AdvanceOffset
 	}
 	if err := commit(group, topic, qid, off); err != nil {
 		if errors.Is(err, store.ErrNotLeader) {

@@ -97,9 +97,12 @@ func (b *Broker) handlePull(c *remoting.Conn, req *remoting.Command) *remoting.C
 		return resp // before the commit: the holder's offset is not rewound
 	}
 	if p.sysFlag&pullCommitOffset != 0 && b.opts.ReplicaID == 0 {
-		// A commit the broker refuses does not fail the pull: the client
-		// still gets its messages, and commits again with the next one.
-		if _, err := b.commitOffset(p.group, p.topic, p.queueID, commit, false); err != nil {
+		// The client's offset as it stood when the pull left: it only
+		// moves the group's offset forward, since a commit sent after it
+		// may have been served first. A commit the broker refuses does
+		// not fail the pull: the client still gets its messages, and
+		// commits again with the next one.
+		if _, err := b.commitOffset(p.group, p.topic, p.queueID, commit, commitAdvance); err != nil {
 			b.log.Debug("pull: commit offset refused", "group", logName(p.group), "topic", p.topic, "queue", p.queueID, "err", err)
 		}
 	}

@@ -252,7 +252,7 @@ func (b *Broker) resetOffsets(a ResetArgs) (ResetResult, int16, error) {
 			to = committed
 		}
 		if !has || to != committed {
-			if code, err := b.commitOffset(a.Group, a.Topic, q, to, true); err != nil {
+			if code, err := b.commitOffset(a.Group, a.Topic, q, to, commitSync); err != nil {
 				return res, code, fmt.Errorf("group %s, %s queue %d: %w", a.Group, a.Topic, q, err)
 			}
 		}

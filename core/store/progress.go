@@ -16,13 +16,17 @@ import (
 // replicated store's leader proposes a changed value to its set at once
 // (progressLoop), a store that does not lead ignores it: its values are
 // the leader's.
-func (s *Store) SetProgress(name string, v int64) {
+func (s *Store) SetProgress(name string, v int64) { s.setProgress(name, v, false) }
+
+// setProgress is SetProgress; forward leaves a value that is already at
+// or past v alone.
+func (s *Store) setProgress(name string, v int64, forward bool) {
 	if s.Replicated() && !s.Writable() {
 		return
 	}
 	s.progress.Lock()
 	changed := false
-	if old, ok := s.progress.values[name]; !ok || old != v {
+	if old, ok := s.progress.values[name]; !ok || old < v || (old > v && !forward) {
 		s.progress.values[name] = v
 		s.progress.dirty[name] = struct{}{}
 		if s.repl.dirty != nil {
@@ -101,7 +105,22 @@ func (s *Store) CommitOffset(group, topic string, queueID int32, off int64) erro
 	if s.Replicated() && !s.Writable() {
 		return ErrNotLeader
 	}
-	s.SetProgress(consumerOffsetName(group, topic, queueID), off)
+	s.setProgress(consumerOffsetName(group, topic, queueID), off, false)
+	return nil
+}
+
+// AdvanceOffset is CommitOffset for an offset that may only move the
+// group's offset forward: one already at or past off is left alone. A
+// pull carries its client's offset as it stood when the pull left, and
+// may be served after a later, higher commit of the same client.
+func (s *Store) AdvanceOffset(group, topic string, queueID int32, off int64) error {
+	if group == "" || topic == "" || strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
+		return ErrBadName
+	}
+	if s.Replicated() && !s.Writable() {
+		return ErrNotLeader
+	}
+	s.setProgress(consumerOffsetName(group, topic, queueID), off, true)
 	return nil
 }
 
