@@ -99,14 +99,7 @@ func consumerOffsetName(group, topic string, queueID int32) string {
 // replicated store that does not lead its set refuses it with
 // ErrNotLeader; its leader proposes it to the set without waiting.
 func (s *Store) CommitOffset(group, topic string, queueID int32, off int64) error {
-	if group == "" || topic == "" || strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
-		return ErrBadName
-	}
-	if s.Replicated() && !s.Writable() {
-		return ErrNotLeader
-	}
-	s.setProgress(consumerOffsetName(group, topic, queueID), off, false)
-	return nil
+	return s.commitOffset(group, topic, queueID, off, false)
 }
 
 // AdvanceOffset is CommitOffset for an offset that may only move the
@@ -114,13 +107,17 @@ func (s *Store) CommitOffset(group, topic string, queueID int32, off int64) erro
 // pull carries its client's offset as it stood when the pull left, and
 // may be served after a later, higher commit of the same client.
 func (s *Store) AdvanceOffset(group, topic string, queueID int32, off int64) error {
+	return s.commitOffset(group, topic, queueID, off, true)
+}
+
+func (s *Store) commitOffset(group, topic string, queueID int32, off int64, forward bool) error {
 	if group == "" || topic == "" || strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
 		return ErrBadName
 	}
 	if s.Replicated() && !s.Writable() {
 		return ErrNotLeader
 	}
-	s.setProgress(consumerOffsetName(group, topic, queueID), off, true)
+	s.setProgress(consumerOffsetName(group, topic, queueID), off, forward)
 	return nil
 }
 
