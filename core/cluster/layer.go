@@ -9,11 +9,12 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/rmq-go/rmq/internal/ratelog"
 )
 
 // Bounds of raft's port: a connection has handshakeTimeout to prove
@@ -84,7 +85,7 @@ func ListenTCP(addr string, cfg TCPLayer) (raft.StreamLayer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	v := &vetter{set: cfg.Set, server: cfg.Server, log: log}
+	v := &vetter{set: cfg.Set, server: cfg.Server, log: ratelog.New(log, logGap)}
 	return tcpLayer{newVetListener(ln, v.vet), cfg.Set, cfg.Client}, nil
 }
 
@@ -144,11 +145,9 @@ func readLine(c net.Conn, max int) (string, error) {
 // vetter proves each accepted connection: its TLS handshake when server
 // is set, then the set check.
 type vetter struct {
-	set     string
-	server  *tls.Config
-	log     *slog.Logger
-	refused logGap // the refusals' log line
-	older   logGap // the log line of connections without the check
+	set    string
+	server *tls.Config
+	log    *ratelog.Log
 }
 
 func (v *vetter) vet(raw net.Conn) (net.Conn, error) {
@@ -165,9 +164,7 @@ func (v *vetter) vet(raw net.Conn) (net.Conn, error) {
 		return nil, err
 	}
 	if first[0] != setHello[0] {
-		if v.older.allow() {
-			v.log.Info("serving a raft connection without the set check (a member of a version before it)", "remote", raw.RemoteAddr().String())
-		}
+		v.log.Info("older", "serving a raft connection without the set check (a member of a version before it)", "remote", raw.RemoteAddr().String())
 		return &unreadConn{Conn: c, first: first[0], pending: true}, nil
 	}
 	rest, err := readLine(c, len(setHello)+maxSetName)
@@ -188,9 +185,7 @@ func (v *vetter) vet(raw net.Conn) (net.Conn, error) {
 		return c, nil
 	}
 	io.WriteString(c, why+"\n")
-	if v.refused.allow() {
-		v.log.Warn("refused a raft connection", "remote", raw.RemoteAddr().String(), "why", why)
-	}
+	v.log.Warn("refused", "refused a raft connection", "remote", raw.RemoteAddr().String(), "why", why)
 	return nil, errors.New(why)
 }
 
@@ -215,16 +210,9 @@ func (c *unreadConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// logGap lets a log line through at most once per logGapEvery, so a
+// logGap is the least time between two log lines of one kind, so a
 // stranger that keeps connecting cannot flood the log.
-type logGap struct{ last atomic.Int64 } // unix nanoseconds of the last line
-
-const logGapEvery = 10 * time.Second
-
-func (g *logGap) allow() bool {
-	now, last := time.Now().UnixNano(), g.last.Load()
-	return now-last >= int64(logGapEvery) && g.last.CompareAndSwap(last, now)
-}
+const logGap = 10 * time.Second
 
 // vetListener hands raft only connections that vet passed, vetting up to
 // maxHandshakes at once, each within handshakeTimeout.
