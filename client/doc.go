@@ -81,8 +81,8 @@
 // changed or not, as the official clients do: a broker that lost its last
 // offset checkpoint in a crash, or served an older commit late, is put
 // right. Each pull carries the offset too; this project's broker lets a
-// pull only move it forward. Broadcasting consumers keep offsets in a local file, written
-// atomically with a backup of the previous version.
+// pull only move it forward. Broadcasting consumers keep offsets in a
+// local file, written atomically with a backup of the previous version.
 //
 // # Rebalancing
 //

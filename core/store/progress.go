@@ -88,6 +88,12 @@ func (s *Store) EachProgress(prefix string, fn func(name string, v int64)) {
 	}
 }
 
+// offsetNamesOK reports whether a group and topic may name a consumer
+// offset: neither empty nor holding the key separator (NUL).
+func offsetNamesOK(group, topic string) bool {
+	return group != "" && topic != "" && strings.IndexByte(group, 0) < 0 && strings.IndexByte(topic, 0) < 0
+}
+
 // consumerOffsetName is the progress name of a consumer offset.
 func consumerOffsetName(group, topic string, queueID int32) string {
 	return "o/" + group + "\x00" + topic + "\x00" + strconv.Itoa(int(queueID))
@@ -111,7 +117,7 @@ func (s *Store) AdvanceOffset(group, topic string, queueID int32, off int64) err
 }
 
 func (s *Store) commitOffset(group, topic string, queueID int32, off int64, forward bool) error {
-	if group == "" || topic == "" || strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
+	if !offsetNamesOK(group, topic) {
 		return ErrBadName
 	}
 	if s.Replicated() && !s.Writable() {
@@ -130,7 +136,7 @@ func (s *Store) CommitOffsetSync(group, topic string, queueID int32, off int64) 
 	if !s.Replicated() {
 		return s.CommitOffset(group, topic, queueID, off)
 	}
-	if group == "" || topic == "" || strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
+	if !offsetNamesOK(group, topic) {
 		return ErrBadName
 	}
 	if !s.Writable() {
