@@ -154,7 +154,7 @@ func TestProduceProgress(t *testing.T) {
 	fb := startFake(t, true)
 	var out syncBuffer
 	var once sync.Once
-	fb.onSend = func() {
+	fb.setOnSend(func() {
 		once.Do(func() {
 			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
 				if strings.Contains(out.String(), " msgs/s ") {
@@ -163,7 +163,7 @@ func TestProduceProgress(t *testing.T) {
 			}
 			t.Error("no progress line within 10 s")
 		})
-	}
+	})
 	opts := testOptions(fb.addr)
 	opts.Count, opts.Progress = 100, 5*time.Millisecond
 	if _, err := Produce(context.Background(), opts, &out); err != nil {
@@ -235,11 +235,11 @@ func TestProduceContextCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var sends atomic.Int64
-	fb.onSend = func() {
+	fb.setOnSend(func() {
 		if sends.Add(1) == 200 {
 			cancel()
 		}
-	}
+	})
 	opts := testOptions(fb.addr)
 	opts.Duration = time.Hour
 	sum, err := Produce(ctx, opts, nil)

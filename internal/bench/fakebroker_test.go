@@ -39,8 +39,10 @@ type fakeBroker struct {
 	// maxExtra is added to every GET_MAX_OFFSET answer, so the queue claims
 	// more than it holds.
 	maxExtra atomic.Int64
-	// onSend, if set, runs for every send request (before the answer).
-	onSend func()
+	// onSend, if set, runs for every send request (before the answer). It
+	// is atomic because a test sets it after the fake starts serving, and
+	// the race detector sees no order through the client's writev.
+	onSend atomic.Pointer[func()]
 
 	counts sync.Map // request code (int16) → *atomic.Int64
 
@@ -220,9 +222,12 @@ func checkProps(p message.Properties) error {
 	return nil
 }
 
+// setOnSend makes f run for every send request from now on.
+func (fb *fakeBroker) setOnSend(f func()) { fb.onSend.Store(&f) }
+
 func (fb *fakeBroker) sendAnswer(req *remoting.Command) *remoting.Command {
-	if fb.onSend != nil {
-		fb.onSend()
+	if f := fb.onSend.Load(); f != nil {
+		(*f)()
 	}
 	if fb.holdSends.Load() {
 		return nil
