@@ -159,7 +159,10 @@
 //     becomes a hole.
 //  3. A record is returned to a reader only after its CRC-32C verified.
 //  4. Queue offsets of one queue are assigned in commit-log order without
-//     gaps, except for holes left by records lost to corruption.
+//     gaps, except for holes left by records lost to corruption. A
+//     consume-queue block in the index is only ever replaced by a later
+//     state of itself: the dispatch that completes a block and the
+//     checkpoint that writes it partial both commit it under cq.
 //  5. A failed write or fsync fails every append not yet acknowledged and
 //     hands its offsets out again; the bytes it may have left are zeroed by
 //     the next round's write, inside that round's fsync. Acknowledged

@@ -55,3 +55,8 @@ func (s *Store) RoundTaken() bool {
 	defer s.mu.Unlock()
 	return s.mu.pending == nil
 }
+
+// OnCheckpointUnlocked makes f run in each checkpoint once it has written
+// the consume-queue blocks and let go of their lock, before it writes the
+// checkpoint itself. Set it before the store is used concurrently.
+func (s *Store) OnCheckpointUnlocked(f func()) { s.checkpointUnlocked = f }

@@ -304,8 +304,8 @@ func (s *Store) checkpointLoop() {
 	})
 }
 
-// checkpoint writes the partial consume-queue blocks, the dispatch
-// checkpoint and dirty progress values in one batch. The checkpoint never
+// checkpoint writes the partial consume-queue blocks, then the dispatch
+// checkpoint and dirty progress values. The checkpoint never
 // passes the durable end of the log, so everything before it survives a
 // crash in both the log and the index.
 func (s *Store) checkpoint(final bool) error {
@@ -321,30 +321,55 @@ func (s *Store) checkpoint(final bool) error {
 	}
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
-	b := s.db.NewBatch()
-	defer b.Close()
 
+	// The partial blocks are committed before cq is let go. A block
+	// completed after this copy is then committed after it, by
+	// dispatchRound, also under cq; committed later, the copy would put
+	// the block's earlier state over the whole one, and once the block
+	// left memory its later units would read as holes.
 	s.cq.Lock()
+	var blocks *pebble.Batch
 	var written []*queue
 	for _, q := range s.cq.queues {
+		if q.registered && !q.dirty {
+			continue
+		}
+		if blocks == nil {
+			blocks = s.db.NewBatch()
+		}
 		if !q.registered {
-			b.Set(queueRegKey(q.key), int64Value(q.min), nil)
+			blocks.Set(queueRegKey(q.key), int64Value(q.min), nil)
 		}
 		if q.dirty {
-			b.Set(blockKey(q.key, q.openNo), q.open, nil)
+			blocks.Set(blockKey(q.key, q.openNo), q.open, nil)
 		}
-		if q.dirty || !q.registered {
-			written = append(written, q)
+		written = append(written, q)
+	}
+	if blocks != nil {
+		err := blocks.Commit(pebble.NoSync)
+		blocks.Close()
+		if err != nil {
+			s.cq.Unlock()
+			return fmt.Errorf("store: write index checkpoint: %w", err)
 		}
+	}
+	for _, q := range written {
+		q.dirty, q.registered = false, true
 	}
 	ck := min(s.cq.dispatched, s.durable.Load())
 	if s.opts.Flush == FlushAsync && final {
 		ck = s.cq.dispatched // Close synced the log first
 	}
-	for _, q := range written {
-		q.dirty, q.registered = false, true
-	}
 	s.cq.Unlock()
+	if s.checkpointUnlocked != nil {
+		s.checkpointUnlocked()
+	}
+
+	// The checkpoint and the progress values go in a second batch, after
+	// the blocks in the index's log: whatever recovery finds of it, it
+	// finds the blocks too.
+	b := s.db.NewBatch()
+	defer b.Close()
 	b.Set(checkpointKey, int64Value(ck), nil)
 	s.forgetDeletions(ck, b)
 
@@ -372,12 +397,7 @@ func (s *Store) checkpoint(final bool) error {
 		opts = pebble.Sync
 	}
 	if err := b.Commit(opts); err != nil {
-		// Put everything back so the next checkpoint retries it.
-		s.cq.Lock()
-		for _, q := range written {
-			q.dirty, q.registered = true, false
-		}
-		s.cq.Unlock()
+		// Put the values back so the next checkpoint retries them.
 		s.progress.Lock()
 		for _, name := range names {
 			s.progress.dirty[name] = struct{}{}

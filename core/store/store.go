@@ -53,8 +53,12 @@ type Store struct {
 
 	// indexMu serialises the index writes built from queue state read
 	// earlier (checkpoints, min-offset moves, topic deletion), so that no
-	// batch built before a deletion lands after it.
+	// batch built before a deletion lands after it. Blocks, which
+	// dispatchRound writes too, are written under cq instead.
 	indexMu sync.Mutex
+	// checkpointUnlocked, set only by tests, runs in a checkpoint once it
+	// has written the blocks and let go of cq.
+	checkpointUnlocked func()
 
 	// cq guards the dispatched side: consume-queue state readers see.
 	cq struct {
