@@ -76,6 +76,9 @@
 //	                                       the log's end when the topic was deleted
 //	'k' …                               → key-index entries of an older layout,
 //	                                       deleted at startup
+//	'F' name                            → a note that a one-time step of the
+//	                                       index's upgrade is done: "refilled"
+//	                                       (see Recovery of short blocks)
 //
 // # Key index
 //
@@ -169,6 +172,21 @@
 //     records are never rolled back. Under FlushAsync an fsync failure,
 //     which may have lost acknowledged records, stops the store taking
 //     writes (ErrFailed).
+//
+// # Recovery of short blocks
+//
+// Versions before invariant 4's second sentence could leave a
+// consume-queue block short: a checkpoint's partial copy, written over the
+// whole block a dispatch had just completed. The units it dropped read as
+// holes, though their records are in the commit log. Once in a store's
+// life, the first start of this version reads every block of the index;
+// each short block below its queue's last one is filled again from the
+// stretch of the log between its last unit and the next block's first,
+// with the records of its queue found there (refill.go). The blocks and
+// the 'F' "refilled" note are committed together, so the check never
+// runs again once it is done, and a store this version creates skips it.
+// A block that ends early for another reason (records lost to
+// corruption) finds nothing there and stays as it is.
 //
 // # Retention
 //

@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/cockroachdb/pebble/v2"
+)
 
 // CompactIndex compacts the whole index, so that benchmarks measure reads
 // of a settled LSM rather than of the compactions their loading started.
@@ -60,3 +64,24 @@ func (s *Store) RoundTaken() bool {
 // the consume-queue blocks and let go of their lock, before it writes the
 // checkpoint itself. Set it before the store is used concurrently.
 func (s *Store) OnCheckpointUnlocked(f func()) { s.checkpointUnlocked = f }
+
+// ShortenIndexBlock cuts block no of a queue in the index to its first
+// units units, as versions with the checkpoint's lost-update left some,
+// and forgets, unless keepNote, that the index was checked for such
+// blocks. Close the store and open it again to see the effect.
+func (s *Store) ShortenIndexBlock(topic string, queueID int32, no int64, units int, keepNote bool) error {
+	key := blockKey(queueKey{topic, queueID}, no)
+	v, closer, err := s.db.Get(key)
+	if err != nil {
+		return err
+	}
+	blk := append([]byte(nil), v[:units*unitLen]...)
+	closer.Close()
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Set(key, blk, nil)
+	if !keepNote {
+		b.Delete(refilledKey, nil)
+	}
+	return b.Commit(pebble.Sync)
+}

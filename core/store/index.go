@@ -19,6 +19,7 @@ const (
 	kindProgress   = 'p'
 	kindMeta       = 'M'
 	kindDeleted    = 'D'
+	kindFormat     = 'F'
 	// kindOldKeyIndex held key-index entries before the key index moved
 	// to its own files; recovery deletes any it finds.
 	kindOldKeyIndex = 'k'

@@ -34,6 +34,9 @@ func (s *Store) recover() error {
 	if err := s.loadDeleted(); err != nil {
 		return err
 	}
+	if err := s.refillShortBlocks(); err != nil {
+		return err
+	}
 
 	from := max(ck, s.cl.minOffset())
 	// The blocks the scan completes go to b; trimQueues reads them back
