@@ -53,12 +53,16 @@ func (s *Store) refillShortBlocks() error {
 	for it.First(); it.Valid(); it.Next() {
 		key, v := it.Key(), it.Value()
 		blocks++
+		if len(key) < 1+1+4+8 || key[len(key)-13] != 0 || len(v)%unitLen != 0 || len(v) > blockLen {
+			it.Close()
+			return fmt.Errorf("%w: index block %q", ErrCorruption, key)
+		}
 		if prevKey != nil && bytes.Equal(key[:len(key)-8], prevKey[:len(prevKey)-8]) {
 			// prevBlk is short and a later block of its queue follows.
 			short++
 			if blk, n, err := s.refillBlock(prevKey, prevBlk, v); err != nil {
 				s.log.Warn("consume queue: a short block could not be filled again",
-					"queue", string(prevKey[1:len(prevKey)-13]), "block", binary.BigEndian.Uint64(prevKey[len(prevKey)-8:]), "err", err)
+					"topic", string(prevKey[1:len(prevKey)-13]), "queue", int32(binary.BigEndian.Uint32(prevKey[len(prevKey)-12:])), "block", binary.BigEndian.Uint64(prevKey[len(prevKey)-8:]), "err", err)
 			} else if n > 0 {
 				refilled++
 				units += n
@@ -66,10 +70,6 @@ func (s *Store) refillShortBlocks() error {
 			}
 		}
 		prevKey, prevBlk = nil, nil
-		if len(key) < 1+1+4+8 || key[len(key)-13] != 0 || len(v)%unitLen != 0 || len(v) > blockLen {
-			it.Close()
-			return fmt.Errorf("%w: index block %q", ErrCorruption, key)
-		}
 		if len(v) < blockLen && len(v) > 0 {
 			prevKey, prevBlk = bytes.Clone(key), bytes.Clone(v)
 		}
