@@ -455,13 +455,16 @@ type Broker struct {
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
 	sched      chan struct{} // cap 1: wake the scheduler
-	pulled     sync.Map      // pullKey → *pulls: each group's pulls of each queue
-	locks      *lockTable
-	txn        *txnService
-	admin      adminTable
-	replAdmin  adminTable   // the admin commands a replica serves too (HandleReplicaAdmin)
-	assigned   assignments  // last good assignment per client (assignment.go)
-	relays     *relayLimits // bounds of the relays to clients (relays.go)
+	// schedMu excludes Recall and the scheduler's steps (recall.go).
+	schedMu     sync.Mutex
+	recallSwept time.Time // the scheduler's last sweep of tombstones
+	pulled      sync.Map  // pullKey → *pulls: each group's pulls of each queue
+	locks       *lockTable
+	txn         *txnService
+	admin       adminTable
+	replAdmin   adminTable   // the admin commands a replica serves too (HandleReplicaAdmin)
+	assigned    assignments  // last good assignment per client (assignment.go)
+	relays      *relayLimits // bounds of the relays to clients (relays.go)
 
 	// Rate limits of log lines: groups refused for having no config
 	// (Options.DisableAutoCreateGroup), heartbeats over their bounds.

@@ -163,12 +163,12 @@ func (b *Broker) requestRoll(end int64) {
 // asked for, if any. It runs on the scheduler's goroutine, so it never
 // races delivery for the same index keys. A failed roll is asked for
 // again at the scheduler's next turn.
-func (b *Broker) rollRequested() error {
+func (b *Broker) rollRequested(rc recalled) error {
 	end := b.rollTimersTo.Swap(0)
 	if end <= 0 {
 		return nil
 	}
-	if err := b.rollTimers(end); err != nil {
+	if err := b.rollTimers(end, rc); err != nil {
 		b.requestRoll(end)
 		return err
 	}
@@ -182,7 +182,7 @@ func (b *Broker) rollRequested() error {
 // Retention can then delete the original's segment. A crash between the
 // two leaves both indexed, and the message is delivered twice, never
 // lost, the same rule as delivery's.
-func (b *Broker) rollTimers(end int64) error {
+func (b *Broker) rollTimers(end int64, rc recalled) error {
 	it := b.store.NewQueueIter(TimerTopic, 0, store.IterOptions{MaxUnits: 1, OnCorrupt: b.parkedLost(TimerTopic)})
 	defer it.Close()
 	maxBytes := int(min(b.store.SegmentSize()/2, rollBatchBytes))
@@ -236,6 +236,13 @@ func (b *Broker) rollTimers(end int64) error {
 			if u.CommitLogOffset >= end {
 				done = true // pending keys follow the log's order
 				break
+			}
+			if rc.has(TimerTopic, 0, off) {
+				// Recalled, its keys back after a crash: dropped, not moved.
+				if err := b.store.DeleteKeys(timerKey(u.TagCode, off), pendingKey(off)); err != nil {
+					return err
+				}
+				continue
 			}
 			if size > 0 && size+len(r) > maxBytes {
 				if err := flush(); err != nil {

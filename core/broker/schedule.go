@@ -45,10 +45,13 @@ const (
 	// scheduleDiskFullWait is the wait after a re-put refused for a full
 	// disk, and the least time between two logs of one.
 	scheduleDiskFullWait = 10 * time.Second
-	levelProgressName    = "sched/level/"
-	timerIndexedName     = "sched/timer/indexed"
-	timerDueKey          = 't'
-	timerPendingKey      = 'u'
+	// recallSweepEvery is how often the tombstones of recalled messages
+	// whose records retention removed are dropped.
+	recallSweepEvery  = time.Minute
+	levelProgressName = "sched/level/"
+	timerIndexedName  = "sched/timer/indexed"
+	timerDueKey       = 't'
+	timerPendingKey   = 'u'
 )
 
 func timerKey(due, qoff int64) []byte {
@@ -115,30 +118,47 @@ func (b *Broker) runSchedule(diskLogged *time.Time) time.Time {
 		b.log.Error(msg, append(args, "err", err)...)
 		return now.Add(scheduleRetryWait)
 	}
+	// Each step excludes Recall and reads the recalled messages' tombstones
+	// afresh (recall.go).
+	step := func(f func(rc recalled) (time.Time, error)) (time.Time, error) {
+		b.schedMu.Lock()
+		defer b.schedMu.Unlock()
+		rc, err := b.loadRecalled()
+		if err != nil {
+			return time.Time{}, err
+		}
+		return f(rc)
+	}
 	for level := 1; level <= len(b.levels); level++ {
-		t, err := b.deliverLevel(level, now)
+		t, err := step(func(rc recalled) (time.Time, error) { return b.deliverLevel(level, now, rc) })
 		if err != nil {
 			t = failed("delayed delivery failed; retrying", err, "level", level)
 		}
 		earliest(t)
 	}
-	if err := b.indexTimers(); err != nil {
+	if _, err := step(func(rc recalled) (time.Time, error) { return time.Time{}, b.indexTimers(rc) }); err != nil {
 		earliest(failed("timer index failed; retrying", err))
 	}
-	t, err := b.deliverTimers(now)
+	t, err := step(func(rc recalled) (time.Time, error) { return b.deliverTimers(now, rc) })
 	if err != nil {
 		t = failed("timed delivery failed; retrying", err)
 	}
 	earliest(t)
-	if err := b.rollRequested(); err != nil {
+	if _, err := step(func(rc recalled) (time.Time, error) { return time.Time{}, b.rollRequested(rc) }); err != nil {
 		earliest(failed("moving timed messages forward for retention failed; retrying", err))
+	}
+	if now.Sub(b.recallSwept) >= recallSweepEvery {
+		b.recallSwept = now
+		if err := b.sweepRecalled(); err != nil {
+			b.log.Warn("dropping the tombstones of recalled messages failed; retrying later", "err", err)
+		}
 	}
 	return next
 }
 
 // deliverLevel delivers the due head of one level's queue and returns when
 // its next message is due.
-func (b *Broker) deliverLevel(level int, now time.Time) (time.Time, error) {
+func (b *Broker) deliverLevel(level int, now time.Time, rc recalled) (time.Time, error) {
 	name := levelProgressName + strconv.Itoa(level)
 	from, _ := b.store.Progress(name)
 	var next time.Time
@@ -158,6 +178,9 @@ func (b *Broker) deliverLevel(level int, now time.Time) (time.Time, error) {
 	for next.IsZero() {
 		msgs = msgs[:0]
 		for ok := it.SeekGE(from); ok; ok = it.Next() {
+			if rc.has(ScheduleTopic, int32(level-1), it.Offset()) {
+				continue // recalled
+			}
 			if m := b.unpark(bytes.Clone(it.Record())); m != nil {
 				msgs = append(msgs, m)
 			}
@@ -179,7 +202,7 @@ func (b *Broker) deliverLevel(level int, now time.Time) (time.Time, error) {
 
 // indexTimers adds the index keys of timed messages stored since the last
 // call.
-func (b *Broker) indexTimers() error {
+func (b *Broker) indexTimers(rc recalled) error {
 	from, _ := b.store.Progress(timerIndexedName)
 	it := b.store.NewQueueIter(TimerTopic, 0, store.IterOptions{UnitsOnly: true, MaxUnits: 256})
 	defer it.Close()
@@ -188,6 +211,9 @@ func (b *Broker) indexTimers() error {
 		keys = keys[:0]
 		for ok := it.SeekGE(from); ok; ok = it.Next() {
 			u := it.Unit()
+			if rc.has(TimerTopic, 0, u.QueueOffset) {
+				continue // recalled before it was indexed
+			}
 			keys = append(keys, timerKey(u.TagCode, u.QueueOffset), pendingKey(u.QueueOffset))
 		}
 		if err := it.Error(); err != nil || it.NextOffset() == from {
@@ -204,7 +230,7 @@ func (b *Broker) indexTimers() error {
 
 // deliverTimers delivers every timed message due by now and returns when
 // the next one is due.
-func (b *Broker) deliverTimers(now time.Time) (time.Time, error) {
+func (b *Broker) deliverTimers(now time.Time, rc recalled) (time.Time, error) {
 	it := b.store.NewQueueIter(TimerTopic, 0, store.IterOptions{MaxUnits: 1, OnCorrupt: b.parkedLost(TimerTopic)})
 	defer it.Close()
 	for {
@@ -225,7 +251,9 @@ func (b *Broker) deliverTimers(now time.Time) (time.Time, error) {
 		msgs := make([]*message.Message, 0, len(due)/2)
 		keys := make([][]byte, 0, len(due))
 		for i := 0; i < len(due); i += 2 {
-			if off := due[i+1]; it.SeekGE(off) && it.Offset() == off {
+			if off := due[i+1]; rc.has(TimerTopic, 0, off) {
+				// Recalled, its keys back after a crash: not delivered.
+			} else if it.SeekGE(off) && it.Offset() == off {
 				if m := b.unpark(bytes.Clone(it.Record())); m != nil {
 					msgs = append(msgs, m)
 				}

@@ -167,6 +167,7 @@ func (s *Server) sent(topic string, m *pb.Message, entry *pb.SendResultEntry, r 
 		return
 	}
 	entry.Status, entry.Offset = okStatus(), r.QueueOffset
+	entry.RecallHandle = s.b.RecallHandle(topic, m.GetSystemProperties().GetMessageId(), r)
 	if m.GetSystemProperties().GetMessageType() == pb.MessageType_TRANSACTION {
 		entry.TransactionId = s.b.POP().TransactionID(topic, r.CommitLogOffset)
 	}
@@ -234,4 +235,16 @@ func (s *Server) checkTransaction(group string, m *message.Message, origin int64
 	return s.sessions.push(topic, &pb.TelemetryCommand{Status: okStatus(), Command: &pb.TelemetryCommand_RecoverOrphanedTransactionCommand{
 		RecoverOrphanedTransactionCommand: &pb.RecoverOrphanedTransactionCommand{Message: pm, TransactionId: s.b.POP().TransactionID(topic, origin)},
 	}})
+}
+
+// RecallMessage cancels a delayed message's delivery while it waits, by
+// the recall handle its send answered with. Who may send to the topic may
+// recall its messages.
+func (s *Server) RecallMessage(ctx context.Context, req *pb.RecallMessageRequest) (*pb.RecallMessageResponse, error) {
+	topic := resource(req.GetTopic())
+	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Pub)); err != nil {
+		return &pb.RecallMessageResponse{Status: statusOf(err)}, nil
+	}
+	id, err := s.b.Recall(topic, req.GetRecallHandle())
+	return &pb.RecallMessageResponse{Status: statusOf(err), MessageId: id}, nil
 }

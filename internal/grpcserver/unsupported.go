@@ -32,11 +32,6 @@ func (s *Server) QueryOffset(context.Context, *pb.QueryOffsetRequest) (*pb.Query
 	return &pb.QueryOffsetResponse{Status: unsupported("QueryOffset")}, nil
 }
 
-// RecallMessage is not served.
-func (s *Server) RecallMessage(context.Context, *pb.RecallMessageRequest) (*pb.RecallMessageResponse, error) {
-	return &pb.RecallMessageResponse{Status: unsupported("RecallMessage")}, nil
-}
-
 // SyncLiteSubscription is not served: there are no lite topics.
 func (s *Server) SyncLiteSubscription(context.Context, *pb.SyncLiteSubscriptionRequest) (*pb.SyncLiteSubscriptionResponse, error) {
 	return &pb.SyncLiteSubscriptionResponse{Status: unsupported("SyncLiteSubscription")}, nil
