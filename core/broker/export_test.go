@@ -92,3 +92,7 @@ func (b *Broker) OccupyRelays(n int) (release func()) {
 
 // MaxRelays is the bound on relays in flight.
 const MaxRelays = maxRelays
+
+// TimerKeys are the index keys of a timed message due at due, parked at
+// offset off of the timer topic.
+func TimerKeys(due, off int64) [][]byte { return [][]byte{timerKey(due, off), pendingKey(off)} }

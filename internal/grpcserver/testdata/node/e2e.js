@@ -33,7 +33,7 @@ async function receiveUntil(consumer, n, invisibleMs, deadlineMs) {
 }
 
 // producer-simple: a Producer sends NORMAL, FIFO, DELAY and TRANSACTION
-// messages; a SimpleConsumer receives, acks, gives one up with
+// messages and recalls a second DELAY one; a SimpleConsumer receives, acks, gives one up with
 // changeInvisibleDuration and gets it again with deliveryAttempt 2.
 async function producerSimple() {
   const topic = env('RMQ_TOPIC');
@@ -60,6 +60,11 @@ async function producerSimple() {
   }
   const delayedAt = Date.now() + 1500;
   await producer.send({ topic, tag: 'delay', deliveryTimestamp: new Date(delayedAt), body: Buffer.from('delay') });
+  // A second one, due with it, recalled: it never arrives.
+  const recalled = await producer.send({ topic, tag: 'delay', deliveryTimestamp: new Date(delayedAt), body: Buffer.from('recalled') });
+  assert.ok(recalled.recallHandle, 'a delayed message has a recall handle');
+  const recall = await producer.recallMessage(topic, recalled.recallHandle);
+  assert.equal(recall.messageId, recalled.messageId);
   const commitTx = producer.beginTransaction();
   await producer.send({ topic, tag: 'txn', body: Buffer.from('txn-commit') }, commitTx);
   await commitTx.commit();
@@ -74,7 +79,8 @@ async function producerSimple() {
   step('consumer startup');
   await consumer.startup();
   step('receiving');
-  // normal, the committed transaction, and the delayed one once due.
+  // normal, the committed transaction, and the delayed one once due (the
+  // recalled one, due with it, would come in the same receive).
   const got = await receiveUntil(consumer, 3, 30000, 20000);
   step(`received ${got.length}`);
   const bodies = got.map(m => m.body.toString()).sort();

@@ -1,0 +1,91 @@
+package broker_test
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/store/storetest"
+	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
+)
+
+// TestRecallSurvivesCrash recalls a timed message and a delayed one, then
+// puts the broker in the state a crash can leave: restarted, the timer
+// indexed again from the start and the recalled timer's index keys back
+// (their deletion is not synced). Neither recalled message is delivered;
+// the two sent beside them are, and a delivered message cannot be
+// recalled.
+func TestRecallSurvivesCrash(t *testing.T) {
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Store.Now = now
+		c.Broker.Now = now
+	})
+	const topic = "Recall"
+	createTopic(t, env, topic, 1)
+	due := now().Add(time.Hour).UnixMilli()
+	send := func(id string, props map[string]string) string {
+		t.Helper()
+		props[message.PropertyUniqKey] = id
+		r := env.Broker.SendLocalBatch([]broker.LocalSend{{Topic: topic, QueueID: 0, Body: []byte(id), Properties: message.EncodeProperties(props)}})[0]
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		h := env.Broker.RecallHandle(topic, id, r)
+		if h == "" {
+			t.Fatalf("%s: no recall handle for %+v", id, r)
+		}
+		return h
+	}
+	timed := func() map[string]string {
+		return map[string]string{message.PropertyTimerDeliverMS: strconv.FormatInt(due, 10)}
+	}
+	level := func() map[string]string { return map[string]string{message.PropertyDelayLevel: "4"} } // 30 s
+	goneTimer, keptTimer := send("gone-timer", timed()), send("kept-timer", timed())
+	goneLevel, keptLevel := send("gone-level", level()), send("kept-level", level())
+	brokertest.Eventually(t, 10*time.Second, "the timers indexed", func() bool { return env.Broker.PendingTimers() == 2 })
+
+	for _, h := range []string{goneTimer, goneLevel} {
+		if _, err := env.Broker.Recall(topic, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := env.Broker.PendingTimers(); n != 1 {
+		t.Fatalf("%d timers pending after the recall, want 1", n)
+	}
+	if _, err := env.Broker.Recall("Other", keptTimer); !errors.Is(err, broker.ErrIllegal) {
+		t.Fatalf("recall with another topic: %v, want ErrIllegal", err)
+	}
+
+	env = env.Restart(t)
+	env.Store.SetProgress("sched/timer/indexed", 0)
+	if err := env.Store.PutKeys(broker.TimerKeys(due, 0)...); err != nil { // gone-timer's, at timer offset 0
+		t.Fatal(err)
+	}
+	skew.Store(int64(2 * time.Hour))
+	brokertest.Eventually(t, 10*time.Second, "the kept messages delivered", func() bool {
+		return env.Store.MaxOffset(topic, 0) >= 2 && env.Broker.PendingTimers() == 0
+	})
+	// Each pair was due at one moment and is delivered in one step: the
+	// recalled ones would be here by now.
+	got := storetest.ReadQueue(t, env.Store, topic, 0, 0)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"kept-level", "kept-timer"}) {
+		t.Fatalf("delivered %q, want kept-level and kept-timer", got)
+	}
+	for _, h := range []string{keptTimer, keptLevel} {
+		if _, err := env.Broker.Recall(topic, h); !errors.Is(err, broker.ErrNoMessage) {
+			t.Fatalf("recall of a delivered message: %v, want ErrNoMessage", err)
+		}
+	}
+	if id, err := env.Broker.Recall(topic, goneTimer); err != nil || id != "gone-timer" {
+		t.Fatalf("a second recall: %q %v", id, err)
+	}
+}
