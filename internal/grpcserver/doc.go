@@ -35,9 +35,11 @@
 //	| AckMessage              | ends a delivery                             |
 //	| ChangeInvisibleDuration | new deadline, new handle, old one invalid   |
 //	| ForwardMessageToDead... | moves a delivery to %DLQ%<group>            |
+//	| RecallMessage           | cancels a waiting DELAY message by the      |
+//	|                         | recall_handle of its send (Broker.Recall)   |
 //	| PullMessage, GetOffset, | UNSUPPORTED (50500) with a message, at once |
 //	| UpdateOffset,           |                                             |
-//	| QueryOffset, Recall..., |                                             |
+//	| QueryOffset,            |                                             |
 //	| SyncLiteSubscription    |                                             |
 //	+-------------------------+---------------------------------------------+
 //
