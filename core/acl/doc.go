@@ -94,6 +94,7 @@
 //	| HEART_BEAT                          | caller: SUB on each consumer group and  |
 //	|                                     |   subscribed topic of the body          |
 //	| GET_BROKER_CLUSTER_INFO             | any account                             |
+//	| RECALL_MESSAGE                      | PUB on topic                            |
 //	| VIEW_MESSAGE_BY_ID                  | caller, required: SUB on stored topic   |
 //	| END_TRANSACTION                     | caller, required: PUB on half's topic   |
 //	| LOCK_BATCH_MQ, UNLOCK_BATCH_MQ      | caller, required: SUB on body's group   |

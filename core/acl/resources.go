@@ -105,6 +105,7 @@ var codeRules = map[int16]codeRule{
 	remoting.SendBatchMessage:   {access: anyAccount, fields: sendV2Fields},
 	remoting.SendReplyMessage:   {access: anyAccount, fields: sendFields},
 	remoting.SendReplyMessageV2: {access: anyAccount, fields: sendV2Fields},
+	remoting.RecallMessage:      {access: anyAccount, fields: []field{{key: "topic", kind: Topic, perm: Pub}}},
 
 	remoting.PullMessage:             {access: anyAccount, fields: groupTopic},
 	remoting.QueryConsumerOffset:     {access: anyAccount, fields: groupTopic},

@@ -639,6 +639,7 @@ func (b *Broker) routes() {
 	h(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroups)
 	h(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
 	h(remoting.QueryAssignment, b.handleQueryAssignment)
+	h(remoting.RecallMessage, b.handleRecall)
 	h(remoting.GetConsumeStats, b.handleConsumeStats)
 	h(remoting.GetTopicStatsInfo, b.handleTopicStats)
 	h(remoting.GetConsumerConnectionList, b.handleConsumerConnections)

@@ -207,13 +207,12 @@
 //  3. A delayed or timed message is stored in the schedule or timer topic,
 //     never in its real queue, until it is due; a half message only in the
 //     half topic. The answer to such a send names the queue the send asked
-//     for (its offset is the parked one).
-//  3a. A recalled delayed or timed message is never delivered: Recall
-//     writes its tombstone durably before it answers, excluding the
-//     scheduler meanwhile (schedMu), and every step that indexes,
-//     delivers or rolls a parked message reads the tombstones first. A
-//     message the scheduler already delivered is not recalled; the
-//     caller is told so (recall.go).
+//     for (its offset is the parked one). A recalled one is never
+//     delivered: Recall writes its tombstone durably before it answers,
+//     excluding the scheduler meanwhile (schedMu), and every step that
+//     indexes, delivers or rolls a parked message reads the tombstones
+//     first. A message the scheduler already delivered is not recalled;
+//     the caller is told so (recall.go).
 //
 // Retry and dead letters:
 //

@@ -42,9 +42,9 @@ type LocalSent struct {
 	// the offset EndLocalTransaction names.
 	CommitLogOffset int64
 	Topic           string // the topic the record was stored in (the half topic for a half message)
-	// ParkQueueID is the queue of the topic the record was stored in,
-	// which for a parked message differs from QueueID.
-	ParkQueueID int32
+	// RecallHandle recalls a delayed or timed message while it waits
+	// (Recall); "" for any other.
+	RecallHandle string
 }
 
 // SendLocalBatch stores messages as SEND_MESSAGE_V2 would (the same topic
@@ -74,7 +74,10 @@ func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
 			return
 		}
 		m := built[i][0]
-		out[i] = LocalSent{QueueID: sentQueue(m), QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset, Topic: m.Topic, ParkQueueID: m.QueueID}
+		out[i] = LocalSent{QueueID: sentQueue(m), QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset, Topic: m.Topic}
+		if m.Topic == ScheduleTopic || m.Topic == TimerTopic {
+			out[i].RecallHandle = b.recallHandleOf(m)
+		}
 	}
 	// One append queues them all in the store's next round. What it
 	// refuses before queueing anything (together too large for a segment,

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,14 +8,16 @@ import (
 	"strings"
 
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
 )
 
 // Recalling delayed and timed messages.
 //
 // A send that parks a message (a delay level, or a delivery time) answers
-// with a recall handle naming where it waits: its topic, this broker, the
-// parking topic and queue, its offset there and its message id. Recall
+// with a recall handle (message.RecallHandle): RocketMQ's version 1 handle,
+// which clients decode to find the broker, followed by where the message
+// waits, its parking topic, queue and offset. Recall
 // with that handle cancels the delivery while the message still waits. It
 // writes a tombstone, metadata "recall/<parking topic>/<queue>/<offset>",
 // durably (and through the set, on a replicated broker) before it answers,
@@ -31,63 +32,33 @@ import (
 // can move the scheduler's positions back by up to a checkpoint, and only
 // a record that is gone cannot be indexed or delivered again.
 
-const (
-	recallPrefix = "recall/"
-	// maxRecallHandle bounds a handle's length before it is decoded.
-	maxRecallHandle = 1024
-	recallVersion   = "1"
-)
+const recallPrefix = "recall/"
 
-// recallHandle is a decoded recall handle.
-type recallHandle struct {
-	topic, broker string // the message's topic, the broker holding it
-	park          string // ScheduleTopic or TimerTopic
-	queue         int32  // its queue in park
-	offset        int64  // its offset there
-	msgID         string // its UNIQ_KEY
-}
-
-func (h recallHandle) encode() string {
-	s := strings.Join([]string{recallVersion, h.topic, h.broker, h.park,
-		strconv.Itoa(int(h.queue)), strconv.FormatInt(h.offset, 10), h.msgID}, "\n")
-	return base64.RawURLEncoding.EncodeToString([]byte(s))
-}
-
-func parseRecallHandle(s string) (recallHandle, error) {
-	if s == "" {
-		return recallHandle{}, errors.New("empty")
-	}
-	if len(s) > maxRecallHandle {
-		return recallHandle{}, fmt.Errorf("%d bytes, more than a handle holds", len(s))
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return recallHandle{}, errors.New("not one this broker made")
-	}
-	f := strings.Split(string(raw), "\n")
-	if len(f) != 7 || f[0] != recallVersion || (f[3] != ScheduleTopic && f[3] != TimerTopic) {
-		return recallHandle{}, errors.New("not one this broker made")
-	}
-	q, err1 := strconv.ParseInt(f[4], 10, 32)
-	off, err2 := strconv.ParseInt(f[5], 10, 64)
-	if err1 != nil || err2 != nil || q < 0 || off < 0 || f[1] == "" || f[6] == "" {
-		return recallHandle{}, errors.New("not one this broker made")
-	}
-	return recallHandle{topic: f[1], broker: f[2], park: f[3], queue: int32(q), offset: off, msgID: f[6]}, nil
-}
-
-// RecallHandle returns the recall handle of a message sent to topic with
-// message id msgID and answered with sent, or "" when the message was not
-// parked (only delayed and timed messages can be recalled).
-func (b *Broker) RecallHandle(topic, msgID string, sent LocalSent) string {
-	if sent.Err != nil || msgID == "" || (sent.Topic != ScheduleTopic && sent.Topic != TimerTopic) {
+// recallHandleOf is the recall handle of a parked message just stored
+// (its UNIQ_KEY, REAL_TOPIC, parking queue and offset, due time), or ""
+// for one without a message id.
+func (b *Broker) recallHandleOf(m *message.Message) string {
+	id, topic := m.Properties.Get(message.PropertyUniqKey), m.Properties.Get(message.PropertyRealTopic)
+	if id == "" || topic == "" || strings.ContainsRune(id, ' ') {
 		return ""
 	}
-	queue := int32(0)
-	if sent.Topic == ScheduleTopic {
-		queue = sent.ParkQueueID
+	due := m.StoreTimestamp + b.levelDelay(int(m.QueueID)+1).Milliseconds()
+	if m.Topic == TimerTopic {
+		due, _ = strconv.ParseInt(m.Properties.Get(message.PropertyTimerDeliverMS), 10, 64)
 	}
-	return recallHandle{topic: topic, broker: b.opts.BrokerName, park: sent.Topic, queue: queue, offset: sent.QueueOffset, msgID: msgID}.encode()
+	return message.RecallHandle{Topic: topic, Broker: b.opts.BrokerName, Due: due, MsgID: id, Park: m.Topic, Queue: m.QueueID, Offset: m.QueueOffset}.String()
+}
+
+// handleRecall serves RECALL_MESSAGE: the send's recall handle and the
+// topic; the answer's msgId is the recalled message's.
+func (b *Broker) handleRecall(c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	id, err := b.Recall(req.Get("topic"), req.Get("recallHandle"))
+	if err != nil {
+		return refused(req, "recall", err)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.SetFields("msgId", id)
+	return resp
 }
 
 // Recall cancels the delivery of the delayed or timed message of topic
@@ -96,73 +67,73 @@ func (b *Broker) RecallHandle(topic, msgID string, sent LocalSent) string {
 // or does not match the message it points at; with ErrNoMessage, a message
 // already delivered. Recalling a message twice succeeds.
 func (b *Broker) Recall(topic, handle string) (string, error) {
-	h, err := parseRecallHandle(handle)
-	if err != nil {
-		return "", refusef(ErrIllegal, "recall handle: %v", err)
+	h, err := message.ParseRecallHandle(handle)
+	if err != nil || (h.Park != ScheduleTopic && h.Park != TimerTopic) {
+		return "", refusef(ErrIllegal, "%w: not one this broker made", message.ErrBadRecallHandle)
 	}
-	if h.topic != topic {
-		return "", refusef(ErrIllegal, "the recall handle is for topic %s, not %s", h.topic, topic)
+	if h.Topic != topic {
+		return "", refusef(ErrIllegal, "the recall handle is for topic %s, not %s", h.Topic, topic)
 	}
-	if h.broker != b.opts.BrokerName {
-		return "", refusef(ErrIllegal, "the recall handle is for broker %s; recall the message there", h.broker)
+	if h.Broker != b.opts.BrokerName {
+		return "", refusef(ErrIllegal, "the recall handle is for broker %s; recall the message there", h.Broker)
 	}
 	b.schedMu.Lock()
 	defer b.schedMu.Unlock()
 
-	it := b.store.NewQueueIter(h.park, h.queue, store.IterOptions{MaxUnits: 1})
+	it := b.store.NewQueueIter(h.Park, h.Queue, store.IterOptions{MaxUnits: 1})
 	defer it.Close()
-	if !it.SeekGE(h.offset) || it.Offset() != h.offset {
+	if !it.SeekGE(h.Offset) || it.Offset() != h.Offset {
 		if err := it.Error(); err != nil && !errors.Is(err, store.ErrOffsetGone) {
 			return "", refusef(ErrInternal, "recall: read the parked message: %w", err)
 		}
-		return "", fmt.Errorf("%w: message %s is no longer waiting here", ErrNoMessage, h.msgID)
+		return "", fmt.Errorf("%w: message %s is no longer waiting here", ErrNoMessage, h.MsgID)
 	}
 	u, rec := it.Unit(), it.Record()
 	props := rec.Properties()
-	if id, _ := props.Lookup(message.PropertyUniqKey); string(id) != h.msgID {
+	if id, _ := props.Lookup(message.PropertyUniqKey); string(id) != h.MsgID {
 		return "", refusef(ErrIllegal, "the recall handle does not match the message it names")
 	}
 	if real, _ := props.Lookup(message.PropertyRealTopic); string(real) != topic {
 		return "", refusef(ErrIllegal, "the recall handle does not match the message it names")
 	}
-	name := recallName(h.park, h.queue, h.offset)
+	name := recallName(h.Park, h.Queue, h.Offset)
 	if _, err := b.store.Meta(name); err == nil {
-		return h.msgID, nil // recalled before
+		return h.MsgID, nil // recalled before
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", refusef(ErrInternal, "recall: %w", err)
 	}
 
 	var indexed bool // the timer's keys are in the index
-	switch h.park {
+	switch h.Park {
 	case TimerTopic:
 		from, _ := b.store.Progress(timerIndexedName)
-		if indexed = h.offset < from; indexed {
-			_, ok, err := b.store.Value(pendingKey(h.offset), nil)
+		if indexed = h.Offset < from; indexed {
+			_, ok, err := b.store.Value(pendingKey(h.Offset), nil)
 			if err != nil {
 				return "", refusef(ErrInternal, "recall: %w", err)
 			}
 			if !ok {
-				return "", fmt.Errorf("%w: message %s was delivered already", ErrNoMessage, h.msgID)
+				return "", fmt.Errorf("%w: message %s was delivered already", ErrNoMessage, h.MsgID)
 			}
 		}
 	case ScheduleTopic:
-		if from, _ := b.store.Progress(levelProgressName + strconv.Itoa(int(h.queue)+1)); h.offset < from {
-			return "", fmt.Errorf("%w: message %s was delivered already", ErrNoMessage, h.msgID)
+		if from, _ := b.store.Progress(levelProgressName + strconv.Itoa(int(h.Queue)+1)); h.Offset < from {
+			return "", fmt.Errorf("%w: message %s was delivered already", ErrNoMessage, h.MsgID)
 		}
 	}
 	if err := b.store.PutMeta(name, binary.BigEndian.AppendUint64(nil, uint64(u.TagCode))); err != nil {
 		return "", b.storeRefusal(err)
 	}
 	if indexed {
-		if err := b.store.DeleteKeys(timerKey(u.TagCode, h.offset), pendingKey(h.offset)); err != nil {
+		if err := b.store.DeleteKeys(timerKey(u.TagCode, h.Offset), pendingKey(h.Offset)); err != nil {
 			// The tombstone stands: delivery skips the message and
 			// deletes its keys then.
-			b.log.Warn("recall: the timer's index keys stay until it is due", "offset", h.offset, "err", err)
+			b.log.Warn("recall: the timer's index keys stay until it is due", "offset", h.Offset, "err", err)
 		} else {
 			b.meters.timedIndexed.Add(-1)
 		}
 	}
-	return h.msgID, nil
+	return h.MsgID, nil
 }
 
 func recallName(park string, queue int32, off int64) string {

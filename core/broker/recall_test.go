@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
@@ -38,7 +40,7 @@ func TestRecallSurvivesCrash(t *testing.T) {
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
-		h := env.Broker.RecallHandle(topic, id, r)
+		h := r.RecallHandle
 		if h == "" {
 			t.Fatalf("%s: no recall handle for %+v", id, r)
 		}
@@ -87,5 +89,50 @@ func TestRecallSurvivesCrash(t *testing.T) {
 	}
 	if id, err := env.Broker.Recall(topic, goneTimer); err != nil || id != "gone-timer" {
 		t.Fatalf("a second recall: %q %v", id, err)
+	}
+}
+
+// TestRecallOverRemoting recalls, with RECALL_MESSAGE, one of two messages
+// sent with one delay level: the send's answer carries its recallHandle,
+// as RocketMQ's SendMessageResponseHeader does, and only the other is
+// delivered.
+func TestRecallOverRemoting(t *testing.T) {
+	env := brokertest.Start(t, shortLevels)
+	const topic = "RecallRemoting"
+	createTopic(t, env, topic, 1)
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	if resp := rawSend(t, cl, env.BrokerAddr, topic, 0, 0, map[string]string{"UNIQ_KEY": "plain"}, "plain"); resp.Code != remoting.Success || resp.Get("recallHandle") != "" {
+		t.Fatalf("a send not delayed: %v, recall handle %q", resp, resp.Get("recallHandle"))
+	}
+	handles := map[string]string{}
+	for _, id := range []string{"kept", "gone"} {
+		resp := rawSend(t, cl, env.BrokerAddr, topic, 0, 0, map[string]string{"UNIQ_KEY": id, "DELAY": "1"}, id)
+		if resp.Code != remoting.Success || resp.Get("recallHandle") == "" {
+			t.Fatalf("%s: %v, no recall handle", id, resp)
+		}
+		handles[id] = resp.Get("recallHandle")
+	}
+	recall := func(h string) *remoting.Command {
+		t.Helper()
+		req := remoting.NewRequest(remoting.RecallMessage, map[string]string{"producerGroup": "pg", "topic": topic, "recallHandle": h}, nil)
+		resp, err := cl.Invoke(context.Background(), env.BrokerAddr, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := recall(handles["gone"]); resp.Code != remoting.Success || resp.Get("msgId") != "gone" {
+		t.Fatalf("recall: %v", resp)
+	}
+	if resp := recall("x" + handles["gone"]); resp.Code == remoting.Success {
+		t.Fatalf("a malformed handle recalled: %v", resp)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the kept message delivered", func() bool { return env.Store.MaxOffset(topic, 0) >= 2 })
+	if got := storetest.ReadQueue(t, env.Store, topic, 0, 0); !slices.Equal(got, []string{"plain", "kept"}) {
+		t.Fatalf("delivered %q, want plain and kept", got)
+	}
+	if resp := recall(handles["kept"]); resp.Code == remoting.Success {
+		t.Fatalf("a delivered message recalled: %v", resp)
 	}
 }

@@ -342,6 +342,11 @@ func (b *Broker) sendResponse(req *remoting.Command, msgs []*message.Message) *r
 		"TRACE_ON", "true",
 	}
 	a.resp.SetFields(a.kv[:]...)
+	if first.Topic == ScheduleTopic || first.Topic == TimerTopic {
+		if h := b.recallHandleOf(first); h != "" {
+			a.resp.SetFields(append(a.kv[:], "recallHandle", h)...)
+		}
+	}
 	return &a.resp
 }
 

@@ -167,7 +167,7 @@ func (s *Server) sent(topic string, m *pb.Message, entry *pb.SendResultEntry, r 
 		return
 	}
 	entry.Status, entry.Offset = okStatus(), r.QueueOffset
-	entry.RecallHandle = s.b.RecallHandle(topic, m.GetSystemProperties().GetMessageId(), r)
+	entry.RecallHandle = r.RecallHandle
 	if m.GetSystemProperties().GetMessageType() == pb.MessageType_TRANSACTION {
 		entry.TransactionId = s.b.POP().TransactionID(topic, r.CommitLogOffset)
 	}
