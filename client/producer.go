@@ -164,6 +164,9 @@ type SendResult struct {
 	QueueOffset   int64
 	TransactionID string
 	RegionID      string
+	// RecallHandle recalls a delayed message while it waits
+	// (Producer.Recall); empty for any other.
+	RecallHandle string
 }
 
 func (r *SendResult) String() string {
@@ -781,6 +784,39 @@ func (p *Producer) probeFaults() {
 	}
 }
 
+// Recall cancels the delivery of a delayed message that still waits, by
+// the RecallHandle of its SendResult, and returns its message id. It asks
+// the broker the handle names. A message already delivered, or a handle
+// that does not name a message of topic, is refused with a BrokerError.
+func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, error) {
+	h, err := message.ParseRecallHandle(handle)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalidMessage, err)
+	}
+	in, err := p.instance()
+	if err != nil {
+		return "", err
+	}
+	addr, ok := in.masterAddr(h.Broker)
+	if !ok {
+		if _, err := in.updateRoute(ctx, topic); err != nil {
+			return "", err
+		}
+		if addr, ok = in.masterAddr(h.Broker); !ok {
+			return "", fmt.Errorf("%w: no master of %s", ErrBrokerNotFound, h.Broker)
+		}
+	}
+	resp, err := in.invoke(ctx, addr, remoting.NewRequest(remoting.RecallMessage, map[string]string{
+		"producerGroup": p.opts.Group, "topic": topic, "recallHandle": handle}, nil))
+	if err != nil {
+		return "", fmt.Errorf("client: recall on %s (%s): %w", h.Broker, addr, err)
+	}
+	if resp.Code != remoting.Success {
+		return "", brokerError(resp)
+	}
+	return resp.Get("msgId"), nil
+}
+
 // sendTo sends o to q's broker master once and records the latency with
 // the fault tracker. A oneway send returns a nil result.
 func (p *Producer) sendTo(ctx context.Context, in *instance, o *outgoing, q MessageQueue, oneway bool) (*SendResult, error) {
@@ -834,6 +870,7 @@ func (p *Producer) result(o *outgoing, q MessageQueue, resp *remoting.Command) (
 	res.OffsetMsgID = resp.Get("msgId")
 	res.TransactionID = resp.Get("transactionId")
 	res.RegionID = resp.Get("MSG_REGION")
+	res.RecallHandle = resp.Get("recallHandle")
 	if res.RegionID == "" {
 		res.RegionID = "DefaultRegion"
 	}

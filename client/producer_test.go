@@ -12,6 +12,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
+	"github.com/rmq-go/rmq/core/store/storetest"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/server"
 )
@@ -522,4 +523,41 @@ func TestProducerStartTwicePanics(t *testing.T) {
 		}
 	}()
 	_ = p.Start()
+}
+
+// TestProducerRecall sends two delayed messages to one queue and recalls
+// one by its SendResult's RecallHandle: only the other is delivered, and
+// a recall of it once delivered, or of a malformed handle, fails.
+func TestProducerRecall(t *testing.T) {
+	e := startBroker(t, shortDelays)
+	topic := brokertest.Name("Recall")
+	e.createTopic(t, topic, 1)
+	p := startProducer(t, e)
+	ctx := context.Background()
+	send := func(body string) *SendResult {
+		t.Helper()
+		r, err := p.SendSync(ctx, NewMessage(topic, []byte(body)).WithDelayLevel(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.RecallHandle == "" {
+			t.Fatalf("%s: no recall handle in %v", body, r)
+		}
+		return r
+	}
+	kept, gone := send("kept"), send("gone")
+	if id, err := p.Recall(ctx, topic, gone.RecallHandle); err != nil || id != gone.MsgID {
+		t.Fatalf("recall: %q %v, want %s", id, err, gone.MsgID)
+	}
+	if _, err := p.Recall(ctx, topic, "nonsense"); !errors.Is(err, ErrInvalidMessage) {
+		t.Fatalf("recall of a malformed handle: %v", err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the kept message delivered", func() bool { return e.Store.MaxOffset(topic, 0) >= 1 })
+	if got := storetest.ReadQueue(t, e.Store, topic, 0, 0); len(got) != 1 || got[0] != "kept" {
+		t.Fatalf("delivered %q, want only kept", got)
+	}
+	var be *BrokerError
+	if _, err := p.Recall(ctx, topic, kept.RecallHandle); !errors.As(err, &be) {
+		t.Fatalf("recall of a delivered message: %v, want a BrokerError", err)
+	}
 }
