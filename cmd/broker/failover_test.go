@@ -14,6 +14,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
+	"github.com/rmq-go/rmq/client"
 	"github.com/rmq-go/rmq/internal/brokertest"
 )
 
@@ -36,12 +37,13 @@ func (l *commitOnCheck) CheckLocalTransaction(m *primitive.MessageExt) primitive
 }
 
 // TestReplicatedSetFailoverKeepsTimersAndTransactions sends delayed
-// messages and undecided transactional messages to a set's leader, kills
-// it with SIGKILL before any delay has passed or any transaction was
-// checked, and restarts it: the new leader delivers each delayed message
-// once when its delay is up, and checks back each half message with the
-// producer and commits it, so a consumer group that starts afterwards
-// receives every message exactly once.
+// messages and undecided transactional messages to a set's leader, and
+// recalls a few more delayed ones sent first. It kills the leader with
+// SIGKILL before any delay has passed or any transaction was checked,
+// and restarts it: the new leader delivers each delayed message once
+// when its delay is up, none of the recalled ones, and checks back each
+// half message with the producer and commits it, so a consumer group
+// that starts afterwards receives every message exactly once.
 func TestReplicatedSetFailoverKeepsTimersAndTransactions(t *testing.T) {
 	waitingTest(t)
 	ns := startNamesrv(t)
@@ -79,6 +81,27 @@ func TestReplicatedSetFailoverKeepsTimersAndTransactions(t *testing.T) {
 		want[what] = true
 	}
 	leader := rs.leader()
+	// Recalled before the others are sent: the schedule delivers one
+	// level's messages in order, so these would come first.
+	rp, err := client.NewProducer(client.ProducerOptions{Group: brokertest.Name("failover-rp"),
+		Client: client.ClientOptions{NameServers: []string{ns.NamesrvAddr}, InstanceName: brokertest.Name("failover-rp"), Logger: brokertest.Logger()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer rp.Shutdown(context.Background())
+	for i := range 3 {
+		body := fmt.Sprintf("recalled-%d", i)
+		res, err := rp.SendSync(context.Background(), client.NewMessage(topic, []byte(body)).WithDelayLevel(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rp.Recall(context.Background(), topic, res.RecallHandle); err != nil {
+			t.Fatalf("recall %s: %v", body, err)
+		}
+	}
 	for i := range n {
 		body := fmt.Sprintf("delay-%d", i)
 		send(body, func() (*primitive.SendResult, error) {
@@ -137,7 +160,9 @@ func TestReplicatedSetFailoverKeepsTimersAndTransactions(t *testing.T) {
 	defer mu.Unlock()
 	var dup []string
 	for body, k := range received {
-		if !want[body] {
+		if strings.HasPrefix(body, "recalled-") {
+			t.Errorf("received %q, recalled before the failover", body)
+		} else if !want[body] {
 			t.Errorf("received %q, which was never sent", body)
 		}
 		if k > 1 {
