@@ -457,8 +457,9 @@ type Broker struct {
 	sched      chan struct{} // cap 1: wake the scheduler
 	// schedMu excludes Recall and the scheduler's steps (recall.go).
 	schedMu     sync.Mutex
-	recallSwept time.Time // the scheduler's last sweep of tombstones
-	pulled      sync.Map  // pullKey → *pulls: each group's pulls of each queue
+	recallSwept time.Time    // the scheduler's last sweep of tombstones
+	schedPasses atomic.Int64 // scheduler passes completed, for tests
+	pulled      sync.Map     // pullKey → *pulls: each group's pulls of each queue
 	locks       *lockTable
 	txn         *txnService
 	admin       adminTable

@@ -96,3 +96,14 @@ const MaxRelays = maxRelays
 // TimerKeys are the index keys of a timed message due at due, parked at
 // offset off of the timer topic.
 func TimerKeys(due, off int64) [][]byte { return [][]byte{timerKey(due, off), pendingKey(off)} }
+
+// WakeScheduler wakes the scheduler for a pass now.
+func (b *Broker) WakeScheduler() {
+	select {
+	case b.sched <- struct{}{}:
+	default:
+	}
+}
+
+// SchedulerPasses counts the scheduler's passes so far.
+func (b *Broker) SchedulerPasses() int64 { return b.schedPasses.Load() }

@@ -165,8 +165,11 @@ func (r recalled) has(park string, queue int32, off int64) bool {
 }
 
 // sweepRecalled deletes the tombstones of parked records that retention
-// removed.
+// removed. A set's leader does it for the set.
 func (b *Broker) sweepRecalled() error {
+	if !b.store.Writable() {
+		return nil
+	}
 	var gone []string
 	err := b.store.EachMeta(recallPrefix, func(name string, _ []byte) error {
 		f := strings.Split(strings.TrimPrefix(name, recallPrefix), "/")

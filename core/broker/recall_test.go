@@ -136,3 +136,56 @@ func TestRecallOverRemoting(t *testing.T) {
 		t.Fatalf("a delivered message recalled: %v", resp)
 	}
 }
+
+// TestRecallTombstoneLeavesWithItsRecord recalls a timed message and lets
+// retention delete the segment it waits in: the recall's tombstone is
+// dropped once the record is gone, and not before.
+func TestRecallTombstoneLeavesWithItsRecord(t *testing.T) {
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.Store.SegmentSize = retentionSegment
+		c.Store.Retention = time.Hour
+		c.Store.RetentionInterval = time.Hour // run by hand
+		c.Store.DiskHighWater = -1
+		c.Store.Now = now
+		c.Broker.Now = now
+	})
+	const topic = "RecallRetention"
+	createTopic(t, env, topic, 1)
+	props := message.EncodeProperties(map[string]string{message.PropertyUniqKey: "r", message.PropertyTimerDeliverMS: strconv.FormatInt(now().Add(30*time.Minute).UnixMilli(), 10)})
+	r := env.Broker.SendLocalBatch([]broker.LocalSend{{Topic: topic, QueueID: 0, Body: []byte("r"), Properties: props}})[0]
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := env.Broker.Recall(topic, r.RecallHandle); err != nil {
+		t.Fatal(err)
+	}
+	tombstones := func() int {
+		n := 0
+		if err := env.Store.EachMeta("recall/", func(string, []byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := tombstones(); n != 1 {
+		t.Fatalf("%d tombstones after the recall, want 1", n)
+	}
+	fillLog(t, env, "Filler", 4)
+	skew.Store(int64(2 * time.Minute)) // a sweep is due, the record still there
+	passes := env.Broker.SchedulerPasses()
+	env.Broker.WakeScheduler()
+	brokertest.Eventually(t, 10*time.Second, "a whole scheduler pass", func() bool { return env.Broker.SchedulerPasses() >= passes+2 })
+	if n := tombstones(); n != 1 {
+		t.Fatalf("%d tombstones while the record is kept, want 1", n)
+	}
+	skew.Store(int64(2 * time.Hour)) // every full segment is past retention
+	if _, err := env.Store.RunRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if mn := env.Store.MinOffset(broker.TimerTopic, 0); mn == 0 {
+		t.Fatal("retention kept the recalled timer's record")
+	}
+	env.Broker.WakeScheduler()
+	brokertest.Eventually(t, 10*time.Second, "the tombstone dropped", func() bool { return tombstones() == 0 })
+}

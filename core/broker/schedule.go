@@ -153,6 +153,7 @@ func (b *Broker) runSchedule(diskLogged *time.Time) time.Time {
 			b.log.Warn("dropping the tombstones of recalled messages failed; retrying later", "err", err)
 		}
 	}
+	b.schedPasses.Add(1)
 	return next
 }
 
