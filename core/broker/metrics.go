@@ -27,6 +27,7 @@ type meters struct {
 
 	retries     atomic.Int64 // messages sent back for a retry
 	deadLetters atomic.Int64 // messages moved to a dead-letter topic
+	recalled    atomic.Int64 // delayed and timed messages recalled
 	filterEvals atomic.Int64 // records a pull's filter evaluated (Filter.Match)
 	// timedIndexed counts the timer index's due keys: timed messages
 	// indexed and not yet delivered. Counted once at start, then kept by
@@ -127,6 +128,7 @@ type Metrics struct {
 
 	Retries      int64 // messages sent back for a retry
 	DeadLettered int64 // messages moved to a dead-letter topic
+	Recalled     int64 // delayed and timed messages recalled (Recall)
 	// DelayedPending counts delayed messages (and retries waiting their
 	// delay) not yet delivered: each level's queue end minus its
 	// scheduler's progress.
@@ -215,6 +217,7 @@ func (b *Broker) Metrics(m *Metrics) {
 	m.Remoting = b.rs.Stats()
 	m.Producers, m.Consumers = b.clients.counts()
 	m.Retries, m.DeadLettered = b.meters.retries.Load(), b.meters.deadLetters.Load()
+	m.Recalled = b.meters.recalled.Load()
 	m.TxnPending = b.txn.pendingCount()
 	m.TxnChecks = b.txn.checksSent.Load()
 	m.FilterEvals, m.FilterErrors = b.meters.filterEvals.Load(), b.filters.errors.Load()

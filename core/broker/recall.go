@@ -124,6 +124,7 @@ func (b *Broker) Recall(topic, handle string) (string, error) {
 	if err := b.store.PutMeta(name, binary.BigEndian.AppendUint64(nil, uint64(u.TagCode))); err != nil {
 		return "", b.storeRefusal(err)
 	}
+	b.meters.recalled.Add(1)
 	if indexed {
 		if err := b.store.DeleteKeys(timerKey(u.TagCode, h.Offset), pendingKey(h.Offset)); err != nil {
 			// The tombstone stands: delivery skips the message and

@@ -62,6 +62,10 @@ func TestRecallSurvivesCrash(t *testing.T) {
 	if n := env.Broker.PendingTimers(); n != 1 {
 		t.Fatalf("%d timers pending after the recall, want 1", n)
 	}
+	var m broker.Metrics
+	if env.Broker.Metrics(&m); m.Recalled != 2 {
+		t.Fatalf("the metrics count %d recalls, want 2", m.Recalled)
+	}
 	if _, err := env.Broker.Recall("Other", keptTimer); !errors.Is(err, broker.ErrIllegal) {
 		t.Fatalf("recall with another topic: %v, want ErrIllegal", err)
 	}

@@ -115,6 +115,7 @@ var (
 	delayed       = desc("rmq_delayed_messages_pending", "Delayed messages and retries waiting for their delay level.")
 	timedParked   = desc("rmq_timed_messages_parked_total", "Timed messages ever parked in the timer topic.")
 	timedPending  = desc("rmq_timed_messages_pending", "Timed messages waiting for their delivery time.")
+	recalled      = desc("rmq_recalled_messages_total", "Delayed and timed messages recalled before their delivery.")
 	txnPending    = desc("rmq_transactions_pending", "Half messages awaiting their commit or rollback.")
 	txnChecks     = desc("rmq_transaction_checks_total", "Transaction state checks sent to producers.")
 	filterEvals   = desc("rmq_filter_evaluations_total", "Records evaluated by a pull's property filter or filter plugin.")
@@ -171,7 +172,7 @@ var (
 
 var all = []*prometheus.Desc{
 	topicMsgsIn, topicBytesIn, topicMsgsOut, topicBytesOut, sendDuration, pullDuration, consumerLag,
-	heldPulls, connections, partialFrames, queuedResp, framesDropped, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending,
+	heldPulls, connections, partialFrames, queuedResp, framesDropped, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending, recalled,
 	txnPending, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
 	storeAppends, storeBytes, storeRounds, storeRoundSize, storeFsyncs, storeFsyncTime, storeFsyncBytes,
 	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail, storeDiskFull, storeDiskUsed, storeHighWater,
@@ -319,6 +320,7 @@ func (c *Collector) collectBroker(ch chan<- prometheus.Metric, b *broker.Broker)
 	gauge(ch, delayed, m.DelayedPending)
 	counter(ch, timedParked, m.TimedParked)
 	gauge(ch, timedPending, m.TimedPending)
+	counter(ch, recalled, m.Recalled)
 	gauge(ch, txnPending, int64(m.TxnPending))
 	counter(ch, txnChecks, m.TxnChecks)
 	counter(ch, filterEvals, m.FilterEvals)
