@@ -17,7 +17,8 @@ import (
 // A replicated set's replica (Options.Leader set) serves only what reads
 // the replicated topic and group configs and changes nothing: QueryRoute
 // and QueryAssignment, whose queues name the leader's endpoint, so a
-// client's next route takes it there. Every other call is refused before
+// client's next route takes it there. It forwards RecallMessage to the
+// leader (forward.go). Every other call is refused before
 // its handler runs, with HA_NOT_AVAILABLE and a message naming the
 // leader: the 5.x clients retry a send refused so, and a consumer
 // receives again after its back-off. A replica keeps no POP state and no
@@ -82,6 +83,9 @@ func refusal(fullMethod string, st *pb.Status) (proto protoreflect.ProtoMessage,
 func (s *Server) replicaUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if s.opts.Leader == nil || replicaServes[methodName(info.FullMethod)] {
 		return handler(ctx, req)
+	}
+	if r, ok := req.(*pb.RecallMessageRequest); ok {
+		return s.forwardRecall(ctx, r), nil // forward.go
 	}
 	st := s.notLeader()
 	if resp, ok := refusal(info.FullMethod, st); ok {

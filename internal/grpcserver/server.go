@@ -155,6 +155,8 @@ type Server struct {
 	grpc     *grpc.Server
 	sessions *sessionTable
 
+	toLeader leaderConn // a replica's, for forwarded calls (forward.go)
+
 	addr    string // advertised, set by Serve
 	started chan struct{}
 	quit    chan struct{}
@@ -253,6 +255,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	s.wg.Wait()
+	s.toLeader.close()
 	return nil
 }
 

@@ -12,9 +12,10 @@ import (
 )
 
 // maxBrokerMethods bounds *broker.Broker's exported methods: the
-// lifecycle, the typed operations the front ends call, and the handles
-// (View, Outbox, Admin, Hooks) that carry what one audience alone needs.
-const maxBrokerMethods = 25
+// lifecycle, the typed operations both front ends call (sends, ending a
+// transaction, recalling a delayed message, ...), and the handles (View,
+// Outbox, Admin, Hooks) that carry what one audience alone needs.
+const maxBrokerMethods = 26
 
 // TestBrokerSurface keeps *broker.Broker small: a new view, callback or
 // test hook goes on one of its handles or in export_test.go, not on the
