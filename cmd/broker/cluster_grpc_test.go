@@ -276,7 +276,9 @@ func TestReplicatedSetGRPCReplicaNamesLeader(t *testing.T) {
 	}
 
 	// The official Node.js client, given a replica as its endpoint, is
-	// routed to the leader: it sends every message type and consumes.
+	// routed to the leader: it sends every message type and consumes. It
+	// recalls a delayed message through its endpoint, the replica, which
+	// forwards the call to the leader.
 	var replica *setMember
 	for _, m := range rs.members {
 		if m != leader {
