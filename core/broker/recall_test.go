@@ -145,16 +145,7 @@ func TestRecallOverRemoting(t *testing.T) {
 // retention delete the segment it waits in: the recall's tombstone is
 // dropped once the record is gone, and not before.
 func TestRecallTombstoneLeavesWithItsRecord(t *testing.T) {
-	var skew atomic.Int64
-	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	env := brokertest.Start(t, func(c *server.Config) {
-		c.Store.SegmentSize = retentionSegment
-		c.Store.Retention = time.Hour
-		c.Store.RetentionInterval = time.Hour // run by hand
-		c.Store.DiskHighWater = -1
-		c.Store.Now = now
-		c.Broker.Now = now
-	})
+	env, skew, now := agingBroker(t)
 	const topic = "RecallRetention"
 	createTopic(t, env, topic, 1)
 	props := message.EncodeProperties(map[string]string{message.PropertyUniqKey: "r", message.PropertyTimerDeliverMS: strconv.FormatInt(now().Add(30*time.Minute).UnixMilli(), 10)})

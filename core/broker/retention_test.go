@@ -153,14 +153,13 @@ func TestUnconsumedHolds(t *testing.T) {
 	}
 }
 
-// TestTimerRollFreesRetention parks a message due in 71 hours, fills the
-// log and ages it past retention. The first retention pass is held by the
-// pending timer and asks the broker to roll it; the next pass deletes the
-// old segments; the message still arrives once, at its due time.
-func TestTimerRollFreesRetention(t *testing.T) {
-	var skew atomic.Int64
-	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	env := brokertest.Start(t, func(c *server.Config) {
+// agingBroker starts a broker with small segments, an hour's retention
+// run by hand, no disk high-water mark and a clock that runs skew ahead
+// of the wall clock.
+func agingBroker(t *testing.T) (env *brokertest.Env, skew *atomic.Int64, now func() time.Time) {
+	skew = new(atomic.Int64)
+	now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	env = brokertest.Start(t, func(c *server.Config) {
 		c.Store.SegmentSize = retentionSegment
 		c.Store.Retention = time.Hour
 		c.Store.RetentionInterval = time.Hour // run by hand
@@ -168,6 +167,15 @@ func TestTimerRollFreesRetention(t *testing.T) {
 		c.Store.Now = now
 		c.Broker.Now = now
 	})
+	return env, skew, now
+}
+
+// TestTimerRollFreesRetention parks a message due in 71 hours, fills the
+// log and ages it past retention. The first retention pass is held by the
+// pending timer and asks the broker to roll it; the next pass deletes the
+// old segments; the message still arrives once, at its due time.
+func TestTimerRollFreesRetention(t *testing.T) {
+	env, skew, now := agingBroker(t)
 	createTopic(t, env, "Later", 1)
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()
