@@ -455,17 +455,23 @@ type Broker struct {
 	events     eventsSignal
 	prefilter  *prefilter    // nil when disabled
 	sched      chan struct{} // cap 1: wake the scheduler
-	// schedMu excludes Recall and the scheduler's steps (recall.go).
+	// schedMu excludes Recall and the scheduler's steps (recall.go), and
+	// guards recalls: the tombstones, read at each pass, added to by
+	// Recall.
 	schedMu     sync.Mutex
+	recalls     recalled
 	recallSwept time.Time    // the scheduler's last sweep of tombstones
 	schedPasses atomic.Int64 // scheduler passes completed, for tests
-	pulled      sync.Map     // pullKey → *pulls: each group's pulls of each queue
-	locks       *lockTable
-	txn         *txnService
-	admin       adminTable
-	replAdmin   adminTable   // the admin commands a replica serves too (HandleReplicaAdmin)
-	assigned    assignments  // last good assignment per client (assignment.go)
-	relays      *relayLimits // bounds of the relays to clients (relays.go)
+	// passLoaded, a test's hook, runs in each scheduler pass once the
+	// tombstones are read, before the first step, with the pass's time.
+	passLoaded atomic.Pointer[func(now time.Time)]
+	pulled     sync.Map // pullKey → *pulls: each group's pulls of each queue
+	locks      *lockTable
+	txn        *txnService
+	admin      adminTable
+	replAdmin  adminTable   // the admin commands a replica serves too (HandleReplicaAdmin)
+	assigned   assignments  // last good assignment per client (assignment.go)
+	relays     *relayLimits // bounds of the relays to clients (relays.go)
 
 	// Rate limits of log lines: groups refused for having no config
 	// (Options.DisableAutoCreateGroup), heartbeats over their bounds.

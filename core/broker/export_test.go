@@ -107,3 +107,7 @@ func (b *Broker) WakeScheduler() {
 
 // SchedulerPasses counts the scheduler's passes so far.
 func (b *Broker) SchedulerPasses() int64 { return b.schedPasses.Load() }
+
+// OnSchedulePass makes f run in each scheduler pass once it has read the
+// recalls' tombstones, before its first step, with the pass's time.
+func (b *Broker) OnSchedulePass(f func(now time.Time)) { b.passLoaded.Store(&f) }

@@ -77,9 +77,9 @@ func (b *Broker) Recall(topic, handle string) (string, error) {
 	if h.Broker != b.opts.BrokerName {
 		return "", refusef(ErrIllegal, "the recall handle is for broker %s; recall the message there", h.Broker)
 	}
-	b.schedMu.Lock()
-	defer b.schedMu.Unlock()
-
+	// The parked record never changes: it is read and checked before the
+	// lock, so a handle that names no message of topic never holds up
+	// the scheduler.
 	it := b.store.NewQueueIter(h.Park, h.Queue, store.IterOptions{MaxUnits: 1})
 	defer it.Close()
 	if !it.SeekGE(h.Offset) || it.Offset() != h.Offset {
@@ -96,6 +96,9 @@ func (b *Broker) Recall(topic, handle string) (string, error) {
 	if real, _ := props.Lookup(message.PropertyRealTopic); string(real) != topic {
 		return "", refusef(ErrIllegal, "the recall handle does not match the message it names")
 	}
+
+	b.schedMu.Lock()
+	defer b.schedMu.Unlock()
 	name := recallName(h.Park, h.Queue, h.Offset)
 	if _, err := b.store.Meta(name); err == nil {
 		return h.MsgID, nil // recalled before
@@ -124,6 +127,10 @@ func (b *Broker) Recall(topic, handle string) (string, error) {
 	if err := b.store.PutMeta(name, binary.BigEndian.AppendUint64(nil, uint64(u.TagCode))); err != nil {
 		return "", b.storeRefusal(err)
 	}
+	if b.recalls == nil {
+		b.recalls = recalled{}
+	}
+	b.recalls[name] = struct{}{} // the steps of this pass skip it too
 	b.meters.recalled.Add(1)
 	if indexed {
 		if err := b.store.DeleteKeys(timerKey(u.TagCode, h.Offset), pendingKey(h.Offset)); err != nil {
@@ -141,7 +148,7 @@ func recallName(park string, queue int32, off int64) string {
 	return recallPrefix + park + "/" + strconv.Itoa(int(queue)) + "/" + strconv.FormatInt(off, 10)
 }
 
-// recalled is the set of tombstones, read once per scheduler step.
+// recalled is the set of tombstones' names.
 type recalled map[string]struct{}
 
 // loadRecalled reads the tombstones; nil when there are none.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,4 +184,44 @@ func TestRecallTombstoneLeavesWithItsRecord(t *testing.T) {
 	}
 	env.Broker.WakeScheduler()
 	brokertest.Eventually(t, 10*time.Second, "the tombstone dropped", func() bool { return tombstones() == 0 })
+}
+
+// TestRecallDuringSchedulerPass recalls a delayed message after the
+// scheduler's pass has read the tombstones and before it delivers the
+// message's level: the pass skips it all the same.
+func TestRecallDuringSchedulerPass(t *testing.T) {
+	env, skew, _ := agingBroker(t)
+	const topic = "RecallMidPass"
+	createTopic(t, env, topic, 1)
+	send := func(id string) string {
+		t.Helper()
+		props := message.EncodeProperties(map[string]string{message.PropertyUniqKey: id, message.PropertyDelayLevel: "1"}) // 1 s
+		r := env.Broker.SendLocalBatch([]broker.LocalSend{{Topic: topic, QueueID: 0, Body: []byte(id), Properties: props}})[0]
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		return r.RecallHandle
+	}
+	gone := send("gone")
+	send("kept")
+	recalled := make(chan error, 1)
+	var once sync.Once
+	env.Broker.OnSchedulePass(func(now time.Time) {
+		if now.Before(time.Now().Add(30 * time.Second)) {
+			return // a pass that finds nothing due
+		}
+		once.Do(func() {
+			_, err := env.Broker.Recall(topic, gone)
+			recalled <- err
+		})
+	})
+	skew.Store(int64(time.Minute)) // both due
+	env.Broker.WakeScheduler()
+	if err := <-recalled; err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the kept message delivered", func() bool { return env.Store.MaxOffset(topic, 0) >= 1 })
+	if got := storetest.ReadQueue(t, env.Store, topic, 0, 0); !slices.Equal(got, []string{"kept"}) {
+		t.Fatalf("delivered %q, want only kept", got)
+	}
 }

@@ -118,16 +118,22 @@ func (b *Broker) runSchedule(diskLogged *time.Time) time.Time {
 		b.log.Error(msg, append(args, "err", err)...)
 		return now.Add(scheduleRetryWait)
 	}
-	// Each step excludes Recall and reads the recalled messages' tombstones
-	// afresh (recall.go).
+	// Each step excludes Recall and skips the messages recalled: the
+	// tombstones read once a pass, and those Recall added since (recall.go).
+	b.schedMu.Lock()
+	rc, err := b.loadRecalled()
+	b.recalls = rc
+	b.schedMu.Unlock()
+	if err != nil {
+		return failed("reading the recalled messages failed; retrying", err)
+	}
+	if f := b.passLoaded.Load(); f != nil {
+		(*f)(now)
+	}
 	step := func(f func(rc recalled) (time.Time, error)) (time.Time, error) {
 		b.schedMu.Lock()
 		defer b.schedMu.Unlock()
-		rc, err := b.loadRecalled()
-		if err != nil {
-			return time.Time{}, err
-		}
-		return f(rc)
+		return f(b.recalls)
 	}
 	for level := 1; level <= len(b.levels); level++ {
 		t, err := step(func(rc recalled) (time.Time, error) { return b.deliverLevel(level, now, rc) })

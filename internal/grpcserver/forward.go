@@ -73,9 +73,12 @@ func (s *Server) forwardRecall(ctx context.Context, req *pb.RecallMessageRequest
 	if addr == "" || (s.opts.TLS != nil && !s.opts.TLSPermissive) || len(in.Get(mdForwarded)) > 0 {
 		return &pb.RecallMessageResponse{Status: s.notLeader()}
 	}
+	failed := func(err error) *pb.RecallMessageResponse {
+		return &pb.RecallMessageResponse{Status: &pb.Status{Code: pb.Code_HA_NOT_AVAILABLE, Message: "forwarding the recall to the set's leader at " + addr + ": " + err.Error()}}
+	}
 	conn, err := s.toLeader.get(addr)
 	if err != nil {
-		return &pb.RecallMessageResponse{Status: &pb.Status{Code: pb.Code_HA_NOT_AVAILABLE, Message: "forwarding the recall to the set's leader at " + addr + ": " + err.Error()}}
+		return failed(err)
 	}
 	out := metadata.Pairs(mdForwarded, "1")
 	for k, v := range in {
@@ -87,7 +90,7 @@ func (s *Server) forwardRecall(ctx context.Context, req *pb.RecallMessageRequest
 	defer cancel()
 	resp, err := pb.NewMessagingServiceClient(conn).RecallMessage(ctx, req)
 	if err != nil {
-		return &pb.RecallMessageResponse{Status: &pb.Status{Code: pb.Code_HA_NOT_AVAILABLE, Message: "forwarding the recall to the set's leader at " + addr + ": " + err.Error()}}
+		return failed(err)
 	}
 	return resp
 }
