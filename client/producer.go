@@ -797,14 +797,9 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 	if err != nil {
 		return "", err
 	}
-	addr, ok := in.masterAddr(h.Broker)
-	if !ok {
-		if _, err := in.updateRoute(ctx, topic); err != nil {
-			return "", err
-		}
-		if addr, ok = in.masterAddr(h.Broker); !ok {
-			return "", fmt.Errorf("%w: no master of %s", ErrBrokerNotFound, h.Broker)
-		}
+	addr, err := in.masterAddrFor(ctx, h.Broker, topic)
+	if err != nil {
+		return "", err
 	}
 	resp, err := in.invoke(ctx, addr, remoting.NewRequest(remoting.RecallMessage, map[string]string{
 		"producerGroup": p.opts.Group, "topic": topic, "recallHandle": handle}, nil))
@@ -820,14 +815,9 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 // sendTo sends o to q's broker master once and records the latency with
 // the fault tracker. A oneway send returns a nil result.
 func (p *Producer) sendTo(ctx context.Context, in *instance, o *outgoing, q MessageQueue, oneway bool) (*SendResult, error) {
-	addr, ok := in.masterAddr(q.BrokerName)
-	if !ok {
-		if _, err := in.updateRoute(ctx, q.Topic); err != nil && !errors.Is(err, ErrTopicNotExist) {
-			return nil, err
-		}
-		if addr, ok = in.masterAddr(q.BrokerName); !ok {
-			return nil, fmt.Errorf("%w: no master of %s", ErrBrokerNotFound, q.BrokerName)
-		}
+	addr, err := in.masterAddrFor(ctx, q.BrokerName, q.Topic)
+	if err != nil {
+		return nil, err
 	}
 	req := p.request(o, q)
 	if oneway {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -144,6 +145,21 @@ func (in *instance) masterAddr(brokerName string) (string, bool) {
 	defer in.mu.Unlock()
 	addr, ok := in.mu.brokers[brokerName][0]
 	return addr, ok
+}
+
+// masterAddrFor returns the address of brokerName's master, refreshing
+// topic's route once when it is not known.
+func (in *instance) masterAddrFor(ctx context.Context, brokerName, topic string) (string, error) {
+	if addr, ok := in.masterAddr(brokerName); ok {
+		return addr, nil
+	}
+	if _, err := in.updateRoute(ctx, topic); err != nil && !errors.Is(err, ErrTopicNotExist) {
+		return "", err
+	}
+	if addr, ok := in.masterAddr(brokerName); ok {
+		return addr, nil
+	}
+	return "", fmt.Errorf("%w: no master of %s", ErrBrokerNotFound, brokerName)
 }
 
 // brokerAddr returns the master of brokerName, else any of its members.
