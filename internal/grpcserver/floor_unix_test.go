@@ -69,6 +69,16 @@ func TestMain(m *testing.M) {
 // serveFloor serves proto on a loopback port, prints its address, and
 // returns when stdin closes.
 func serveFloor(proto string) error {
+	if loops, ok := strings.CutPrefix(proto, "epoll"); ok {
+		n, _ := strconv.Atoi(loops)
+		addr, err := serveEpollFloor(n)
+		if err != nil {
+			return err
+		}
+		fmt.Println(addr)
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		return nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -225,10 +235,19 @@ func startFloor(b *testing.B, proto string) (string, int) {
 // remoting server: what the generator and a server that does nothing
 // with a send reach together on this machine. No broker, which stores
 // what it is sent, goes faster beside the same generator.
+//
+// RMQ_FLOOR_SERVER=epoll1 (or epoll2) serves the same answers from one
+// (two) level-triggered epoll loops of the server's own instead of Go's
+// net package (serveEpollFloor): what a transport that never reads an
+// empty socket and wakes no goroutine per request would save.
 func BenchmarkLoadFloor(b *testing.B) {
+	server := "remoting"
+	if s := os.Getenv("RMQ_FLOOR_SERVER"); s != "" {
+		server = s
+	}
 	for _, c := range []struct{ conns, inFlight int }{{64, 1}, {4, 128}} {
 		b.Run(fmt.Sprintf("%dx%d", c.conns, c.inFlight), func(b *testing.B) {
-			addr, pid := startFloor(b, "remoting")
+			addr, pid := startFloor(b, server)
 			cpu0, self0 := cpuTimes(b, pid)
 			sum, err := bench.Produce(context.Background(), bench.Options{Broker: addr, Conns: c.conns, InFlight: c.inFlight, Count: int64(b.N)}, io.Discard)
 			if err != nil {
