@@ -75,6 +75,11 @@ type Options struct {
 	// NameServers are registered with at start, every RegisterInterval and
 	// whenever a topic changes.
 	NameServers []string `yaml:"-"`
+	// GRPCAddr is the broker's advertised RocketMQ 5 (gRPC) endpoint, if
+	// it serves one. It is registered with the name servers beside the
+	// broker's address, so the gRPC endpoints of the other broker sets
+	// can route RocketMQ 5 clients here (View.NameServerRoute).
+	GRPCAddr string `yaml:"-"`
 	// AccessKey and SecretKey are the broker's own account (core/acl):
 	// with AccessKey set, the broker signs its registrations with the name
 	// servers, which need an admin account when they check access. The

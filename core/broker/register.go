@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -92,6 +94,9 @@ func (b *Broker) registerLocked(topics map[string]TopicConfig, version remoting.
 			"compressed":   "false",
 			"incremental":  strconv.FormatBool(incremental),
 		}, body)
+		if b.opts.GRPCAddr != "" {
+			req.Set(remoting.RegisterGRPCAddrField, b.opts.GRPCAddr)
+		}
 		b.sign(req)
 		b.regBytes.Add(int64(len(body)))
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultRegisterTimeout)
@@ -132,3 +137,68 @@ func (b *Broker) unregister(ctx context.Context) {
 		cancel()
 	}
 }
+
+// RouteSet is one broker set's part of a topic's route, as the name
+// servers know it.
+type RouteSet struct {
+	Name        string // the set's broker name
+	ReadQueues  int
+	WriteQueues int
+	Readable    bool
+	Writable    bool
+	Master      string // its master's broker address; "" without one
+	MasterGRPC  string // its master's gRPC endpoint; "" if it registered none
+}
+
+// NameServerRoute asks the broker's name servers, in turn, for the broker
+// sets that serve topic, with the gRPC endpoints their members registered
+// (remoting.BrokerData.GRPCAddrs): the first answer wins. A topic no
+// broker serves is an error that wraps ErrNoRoute, and a broker without
+// name servers fails too. Only this project's name server knows the gRPC
+// endpoints; Apache RocketMQ's answers routes without them.
+func (v View) NameServerRoute(ctx context.Context, topic string) ([]RouteSet, error) {
+	b := v.b
+	errs := make([]error, 0, len(b.opts.NameServers))
+	for _, ns := range b.opts.NameServers {
+		req := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{
+			"topic": topic, remoting.RouteGRPCAddrsField: "true",
+		}, nil)
+		b.sign(req)
+		resp, err := b.nsc.Invoke(ctx, ns, req)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("name server %s: %w", ns, err))
+			continue
+		case resp.Code == remoting.TopicNotExist:
+			errs = append(errs, fmt.Errorf("name server %s: %w: %s", ns, ErrNoRoute, resp.Remark))
+			continue
+		case resp.Code != remoting.Success:
+			errs = append(errs, fmt.Errorf("name server %s: code %d: %s", ns, resp.Code, resp.Remark))
+			continue
+		}
+		var r remoting.TopicRouteData
+		if err := json.Unmarshal(resp.Body, &r); err != nil {
+			errs = append(errs, fmt.Errorf("name server %s: route of %s: %w", ns, topic, err))
+			continue
+		}
+		sets := make([]RouteSet, 0, len(r.QueueDatas))
+		for _, q := range r.QueueDatas {
+			rs := RouteSet{Name: q.BrokerName, ReadQueues: q.ReadQueueNums, WriteQueues: q.WriteQueueNums,
+				Readable: q.Perm&remoting.PermRead != 0, Writable: q.Perm&remoting.PermWrite != 0}
+			for _, bd := range r.BrokerDatas {
+				if bd.BrokerName == q.BrokerName {
+					rs.Master, rs.MasterGRPC = bd.BrokerAddrs[0], bd.GRPCAddrs[0]
+				}
+			}
+			sets = append(sets, rs)
+		}
+		return sets, nil
+	}
+	if len(errs) == 0 {
+		return nil, errors.New("broker: no name server to ask for routes")
+	}
+	return nil, errors.Join(errs...)
+}
+
+// ErrNoRoute: a name server knows no broker serving the topic.
+var ErrNoRoute = errors.New("broker: no route for the topic")

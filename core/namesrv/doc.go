@@ -27,6 +27,7 @@
 //	| brokerId       | 0 for a master                              |
 //	| compressed     | must be false                               |
 //	| incremental    | "true": merge the body's topics (extension) |
+//	| rmqGrpcAddr    | the broker's gRPC endpoint (extension)      |
 //	+----------------+---------------------------------------------+
 //
 // # Route JSON
@@ -40,6 +41,12 @@
 //
 // queueDatas is always an array, and every brokerData carries brokerAddrs,
 // with the master at id 0.
+//
+// A request whose header has rmqGrpcAddrs=true (this project's brokers
+// send it) also gets each brokerData's rmqGrpcAddrs: the gRPC endpoints
+// its members registered, by broker id, so the gRPC endpoint of one
+// broker set can route RocketMQ 5 clients to the others. Every other
+// request gets the body above, which RocketMQ's clients parse.
 //
 // # Access control
 //

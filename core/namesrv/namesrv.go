@@ -64,6 +64,7 @@ type brokerEntry struct {
 	cluster    string
 	name       string
 	addr       string
+	grpc       string // advertised gRPC endpoint, if it registered one
 	id         int64
 	topics     map[string]remoting.TopicConfig
 	version    remoting.DataVersion
@@ -175,6 +176,7 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 		cluster:    req.Get("clusterName"),
 		name:       name,
 		addr:       addr,
+		grpc:       req.Get(remoting.RegisterGRPCAddrField),
 		id:         id,
 		topics:     body.TopicConfigSerializeWrapper.TopicConfigTable,
 		version:    body.TopicConfigSerializeWrapper.DataVersion,
@@ -243,6 +245,12 @@ func (s *Server) Route(topic string) (remoting.TopicRouteData, bool) {
 			groups[b.name] = g
 		}
 		g.BrokerAddrs[b.id] = b.addr
+		if b.grpc != "" {
+			if g.GRPCAddrs == nil {
+				g.GRPCAddrs = map[int64]string{}
+			}
+			g.GRPCAddrs[b.id] = b.grpc
+		}
 	}
 	seenQueue := map[string]bool{}
 	replicas := map[string]*brokerEntry{} // a set's lowest live replica with the topic
@@ -307,6 +315,12 @@ func (s *Server) handleRoute(c *remoting.Conn, req *remoting.Command) *remoting.
 	r, ok := s.Route(topic)
 	if !ok {
 		return errResponse(req, remoting.TopicNotExist, "No topic route info in name server for the topic: "+topic)
+	}
+	if req.Get(remoting.RouteGRPCAddrsField) != "true" {
+		// RocketMQ's clients get the body they know.
+		for i := range r.BrokerDatas {
+			r.BrokerDatas[i].GRPCAddrs = nil
+		}
 	}
 	body, err := json.Marshal(r)
 	if err != nil {

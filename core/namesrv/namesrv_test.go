@@ -230,3 +230,43 @@ func TestReplicaRoutesWithoutMaster(t *testing.T) {
 		t.Fatalf("route with the master back: %+v", r)
 	}
 }
+
+// TestGRPCAddrsOnlyWhenAsked: a broker's registered gRPC endpoint is in a
+// route answer that asks for it, and nowhere else: the body RocketMQ's
+// clients parse keeps its shape.
+func TestGRPCAddrsOnlyWhenAsked(t *testing.T) {
+	_, ns := start(t, namesrv.Options{})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	body, _ := json.Marshal(remoting.RegisterBrokerBody{TopicConfigSerializeWrapper: remoting.TopicConfigWrapper{
+		TopicConfigTable: map[string]remoting.TopicConfig{"T": {TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}}}})
+	for _, b := range []struct{ name, addr, grpc string }{{"broker-a", "127.0.0.1:1", "127.0.0.1:8081"}, {"broker-b", "127.0.0.1:2", ""}} {
+		req := remoting.NewRequest(remoting.RegisterBroker, map[string]string{
+			"brokerName": b.name, "brokerAddr": b.addr, "clusterName": "C", "brokerId": "0", "compressed": "false",
+		}, body)
+		if b.grpc != "" {
+			req.Set(remoting.RegisterGRPCAddrField, b.grpc)
+		}
+		if resp, err := cl.Invoke(context.Background(), ns, req); err != nil || resp.Code != remoting.Success {
+			t.Fatalf("register %s: %v %v", b.name, resp, err)
+		}
+	}
+	resp := route(t, cl, ns, "T")
+	if resp.Code != remoting.Success || strings.Contains(string(resp.Body), "8081") || strings.Contains(string(resp.Body), remoting.RouteGRPCAddrsField) {
+		t.Fatalf("route for a client: %d %s", resp.Code, resp.Body)
+	}
+	asked, err := cl.Invoke(context.Background(), ns, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "T", remoting.RouteGRPCAddrsField: "true"}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r remoting.TopicRouteData
+	if err := json.Unmarshal(asked.Body, &r); err != nil || len(r.BrokerDatas) != 2 {
+		t.Fatalf("route asked with gRPC endpoints: %v %s", err, asked.Body)
+	}
+	if got := r.BrokerDatas[0].GRPCAddrs; len(got) != 1 || got[0] != "127.0.0.1:8081" {
+		t.Errorf("broker-a's gRPC endpoints %v, want 0: 127.0.0.1:8081", got)
+	}
+	if got := r.BrokerDatas[1].GRPCAddrs; got != nil {
+		t.Errorf("broker-b registered none, got %v", got)
+	}
+}

@@ -107,7 +107,24 @@ type BrokerData struct {
 	Cluster     string           `json:"cluster"`
 	BrokerName  string           `json:"brokerName"`
 	BrokerAddrs map[int64]string `json:"brokerAddrs"` // "host:port" by broker id
+	// GRPCAddrs are the members' RocketMQ 5 (gRPC) endpoints by broker
+	// id, as they registered them (RegisterGRPCAddrField). This name
+	// server sends them only to a route request that asks
+	// (RouteGRPCAddrsField), so the body RocketMQ's clients parse is
+	// unchanged.
+	GRPCAddrs map[int64]string `json:"rmqGrpcAddrs,omitempty"`
 }
+
+// Header fields of this project's own, which Apache RocketMQ's name
+// server ignores.
+const (
+	// RegisterGRPCAddrField in a REGISTER_BROKER header carries the
+	// broker's advertised gRPC endpoint.
+	RegisterGRPCAddrField = "rmqGrpcAddr"
+	// RouteGRPCAddrsField set to "true" in a GET_ROUTEINFO_BY_TOPIC
+	// header asks for BrokerData.GRPCAddrs in the answer.
+	RouteGRPCAddrsField = "rmqGrpcAddrs"
+)
 
 // TopicRouteData is the body of a GET_ROUTEINFO_BY_TOPIC answer.
 type TopicRouteData struct {

@@ -17,7 +17,9 @@
 //	+-------------------------+---------------------------------------------+
 //	| QueryRoute              | every queue of the topic on this broker,    |
 //	|                         | permissions, the advertised gRPC endpoint;  |
-//	|                         | auto-creates as a send would                |
+//	|                         | auto-creates as a send would; then the      |
+//	|                         | queues of the other broker sets serving it, |
+//	|                         | each at its own endpoint (peers.go)         |
 //	| Telemetry               | answers each Settings with the server's     |
 //	|                         | values; keeps the session alive; carries    |
 //	|                         | RecoverOrphanedTransactionCommand to a      |
@@ -30,7 +32,8 @@
 //	|                         | round, each answered once stored (fsync'd   |
 //	|                         | under the sync flush mode)                  |
 //	| EndTransaction          | commit or roll back by transaction id       |
-//	| QueryAssignment         | one queue, id -1 (FIFO group: every queue)  |
+//	| QueryAssignment         | one queue, id -1 (FIFO group: every queue), |
+//	|                         | here and on each other set serving the topic|
 //	| ReceiveMessage          | POP across every queue, long-polling        |
 //	| AckMessage              | ends a delivery                             |
 //	| ChangeInvisibleDuration | new deadline, new handle, old one invalid   |
@@ -64,6 +67,21 @@
 // retry such a send. A replica opens no POP engine: the leader's state is
 // in the replicated store, so a new leader serves the flights, cursors and
 // the receipt handles' secret its predecessor replicated.
+//
+// # Several broker sets
+//
+// A RocketMQ 5 client asks the one endpoint it is given for its routes,
+// but a topic may live on several broker sets. Every broker registers its
+// advertised gRPC endpoint with the name servers (rmqGrpcAddr, see
+// core/namesrv), and QueryRoute and QueryAssignment add the queues of
+// the topic's other sets, each named with its master's endpoint, asked of
+// the name servers at most once per topic every 5 s (peers.go). The
+// client then opens a session with each set and sends, receives and
+// acknowledges at the set that holds the queue; no call is proxied from
+// one set to another, and each set checks access itself. A set without a
+// gRPC endpoint, or without a master, is left out, and so are all other
+// sets when the name servers cannot be reached: the client then gets this
+// set's queues only, as before.
 //
 // # POP
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/grpcserver"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 // TestReplicaNamesLeader: an endpoint with Options.Leader routes to the
@@ -21,7 +22,7 @@ import (
 // Telemetry with HA_NOT_AVAILABLE naming the leader; with no leader
 // known, QueryRoute is refused alike.
 func TestReplicaNamesLeader(t *testing.T) {
-	e := start(t)
+	e := start(t, func(c *server.Config) { c.Broker.BrokerName = "set-r" })
 	topic := brokertest.Name("Replica")
 	e.createTopic(t, topic, 2)
 	leader := "127.0.0.9:18081"

@@ -71,8 +71,9 @@ func (s *Server) topic(name string) (broker.TopicConfig, error) {
 }
 
 // QueryRoute lists the topic's queues on this broker, each with its
-// permission and the gRPC endpoint. Queue 0 is readable and writable
-// whenever the topic is (the Node client only uses queue 0).
+// permission and the gRPC endpoint, then those of the other broker sets
+// that serve it (peers.go). Queue 0 is readable and writable whenever
+// the topic is (the Node client only uses queue 0).
 func (s *Server) QueryRoute(ctx context.Context, req *pb.QueryRouteRequest) (*pb.QueryRouteResponse, error) {
 	name := resource(req.GetTopic())
 	if _, err := s.begin(ctx, acl.TopicRes(name, acl.PubSub)); err != nil {
@@ -86,27 +87,45 @@ func (s *Server) QueryRoute(ctx context.Context, req *pb.QueryRouteRequest) (*pb
 	if err != nil {
 		return &pb.QueryRouteResponse{Status: statusOf(err)}, nil
 	}
-	n := max(tc.ReadQueueNums, tc.WriteQueueNums)
-	qs := make([]*pb.MessageQueue, 0, n)
-	for i := range n {
-		r := i < tc.ReadQueueNums && tc.Readable()
-		w := i < tc.WriteQueueNums && i < tc.ReadQueueNums && tc.Writable()
-		perm := pb.Permission_NONE
-		switch {
-		case r && w:
-			perm = pb.Permission_READ_WRITE
-		case r:
-			perm = pb.Permission_READ
-		case w:
-			perm = pb.Permission_WRITE
-		}
-		qs = append(qs, &pb.MessageQueue{Topic: req.Topic, Id: int32(i), Permission: perm, Broker: br, AcceptMessageTypes: acceptedTypes(tc)})
+	types := acceptedTypes(tc)
+	qs := appendQueues(nil, req.Topic, tc.ReadQueueNums, tc.WriteQueueNums, tc.Readable(), tc.Writable(), br, types)
+	for _, p := range s.peers.sets(ctx, name) {
+		qs = appendQueues(qs, req.Topic, p.read, p.write, p.readable, p.writable, p.broker(), types)
 	}
 	return &pb.QueryRouteResponse{Status: okStatus(), MessageQueues: qs}, nil
 }
 
+// appendQueues appends one broker's queues of a topic, read and write
+// queues as many as it has and its permissions allow. A topic's other
+// sets are taken to accept the message types it accepts here: `topics
+// create --cluster` gives every set one configuration.
+func appendQueues(qs []*pb.MessageQueue, topic *pb.Resource, read, write int, readable, writable bool, br *pb.Broker, types []pb.MessageType) []*pb.MessageQueue {
+	for i := range max(read, write) {
+		r := i < read && readable
+		w := i < write && i < read && writable
+		p := pb.Permission_NONE
+		switch {
+		case r && w:
+			p = pb.Permission_READ_WRITE
+		case r:
+			p = pb.Permission_READ
+		case w:
+			p = pb.Permission_WRITE
+		}
+		qs = append(qs, &pb.MessageQueue{Topic: topic, Id: int32(i), Permission: p, Broker: br, AcceptMessageTypes: types})
+	}
+	return qs
+}
+
+// broker names a peer set and its master's endpoint.
+func (p peerSet) broker() *pb.Broker {
+	return &pb.Broker{Name: p.name, Id: 0, Endpoints: endpoints(p.endpoint)}
+}
+
 // QueryAssignment gives a push consumer one queue, id -1, standing for
-// every queue of the topic here: POP needs no allocation among clients.
+// every queue of the topic here, and one for each other broker set that
+// serves it (peers.go): POP needs no allocation among clients. A FIFO
+// group gets every read queue of every set.
 func (s *Server) QueryAssignment(ctx context.Context, req *pb.QueryAssignmentRequest) (*pb.QueryAssignmentResponse, error) {
 	name, group := resource(req.GetTopic()), resource(req.GetGroup())
 	if _, err := s.begin(ctx, acl.TopicRes(name, acl.Sub), acl.GroupRes(group, acl.Sub)); err != nil {
@@ -123,14 +142,23 @@ func (s *Server) QueryAssignment(ctx context.Context, req *pb.QueryAssignmentReq
 	if err != nil {
 		return &pb.QueryAssignmentResponse{Status: statusOf(err)}, nil
 	}
-	if gc, _ := s.b.GroupConfig(group); gc.ConsumeMessageOrderly {
-		// A FIFO group is assigned every read queue, as Apache's proxy does.
-		out := make([]*pb.Assignment, tc.ReadQueueNums)
-		for i := range out {
-			out[i] = &pb.Assignment{MessageQueue: &pb.MessageQueue{Topic: req.Topic, Id: int32(i), Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: acceptedTypes(tc)}}
+	types := acceptedTypes(tc)
+	gc, _ := s.b.GroupConfig(group)
+	assign := func(out []*pb.Assignment, br *pb.Broker, read int) []*pb.Assignment {
+		if gc.ConsumeMessageOrderly {
+			// A FIFO group is assigned every read queue, as Apache's proxy does.
+			for i := range read {
+				out = append(out, &pb.Assignment{MessageQueue: &pb.MessageQueue{Topic: req.Topic, Id: int32(i), Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: types}})
+			}
+			return out
 		}
-		return &pb.QueryAssignmentResponse{Status: okStatus(), Assignments: out}, nil
+		return append(out, &pb.Assignment{MessageQueue: &pb.MessageQueue{Topic: req.Topic, Id: -1, Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: types}})
 	}
-	mq := &pb.MessageQueue{Topic: req.Topic, Id: -1, Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: acceptedTypes(tc)}
-	return &pb.QueryAssignmentResponse{Status: okStatus(), Assignments: []*pb.Assignment{{MessageQueue: mq}}}, nil
+	out := assign(nil, br, tc.ReadQueueNums)
+	for _, p := range s.peers.sets(ctx, name) {
+		if p.readable && p.read > 0 {
+			out = assign(out, p.broker(), p.read)
+		}
+	}
+	return &pb.QueryAssignmentResponse{Status: okStatus(), Assignments: out}, nil
 }

@@ -245,6 +245,14 @@ func (s *Server) RecallMessage(ctx context.Context, req *pb.RecallMessageRequest
 	if _, err := s.begin(ctx, acl.TopicRes(topic, acl.Pub)); err != nil {
 		return &pb.RecallMessageResponse{Status: statusOf(err)}, nil
 	}
+	if h, err := message.ParseRecallHandle(req.GetRecallHandle()); err == nil && h.Topic == topic && h.Broker != s.opts.BrokerName && s.forwardable(ctx, hopSet) {
+		// Made by another broker set: recall it there.
+		for _, p := range s.peers.sets(ctx, topic) {
+			if p.name == h.Broker {
+				return s.forward(ctx, req, hopSet, p.endpoint, "broker "+p.name), nil
+			}
+		}
+	}
 	id, err := s.b.Recall(topic, req.GetRecallHandle())
 	return &pb.RecallMessageResponse{Status: statusOf(err), MessageId: id}, nil
 }

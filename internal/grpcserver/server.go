@@ -155,7 +155,8 @@ type Server struct {
 	grpc     *grpc.Server
 	sessions *sessionTable
 
-	toLeader leaderConn // a replica's, for forwarded calls (forward.go)
+	forwardTo forwardConns // for forwarded calls (forward.go)
+	peers     *peerCache   // the other broker sets' queues (peers.go)
 
 	addr    string // advertised, set by Serve
 	started chan struct{}
@@ -172,6 +173,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, b: opts.Broker, started: make(chan struct{}), quit: make(chan struct{})}
 	s.sessions = newSessionTable(opts.MaxSessions, opts.SessionExpiry)
+	s.peers = newPeerCache(opts.Broker, opts.BrokerName, opts.Now, opts.Logger)
 	if opts.Leader == nil { // a replica keeps no POP state (replica.go)
 		err := opts.Broker.POP().Open(broker.POPOptions{Alive: s.sessions.alive, MaxWaiting: opts.MaxWaiting, Now: opts.Now})
 		if err != nil {
@@ -255,7 +257,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	s.wg.Wait()
-	s.toLeader.close()
+	s.forwardTo.close()
 	return nil
 }
 

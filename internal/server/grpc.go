@@ -19,14 +19,30 @@ import (
 // clients); Config's default is none.
 const DefaultGRPCListen = "127.0.0.1:8081"
 
-// startGRPC serves RocketMQ 5 clients on GRPCListen (internal/grpcserver),
-// under the process's ACL and TLS mode.
-func (s *Server) startGRPC() error {
+// listenGRPCPort listens on GRPCListen and sets GRPCAddr, the address
+// routes name: the config's, or the listener's (grpcAdvertise) with the
+// host the broker advertises when it listens on every address. brokerLn
+// is the broker port's listener address.
+func (s *Server) listenGRPCPort(brokerLn net.Addr) (net.Listener, error) {
 	ln, err := net.Listen("tcp", s.cfg.GRPCListen)
 	if err != nil {
-		return fmt.Errorf("grpc: listen on %s: %w", s.cfg.GRPCListen, err)
+		return nil, fmt.Errorf("grpc: listen on %s: %w", s.cfg.GRPCListen, err)
 	}
-	g, err := s.newGRPC(s.Broker, grpcAdvertise(ln.Addr(), s.BrokerAddr), nil)
+	s.GRPCAddr = s.cfg.GRPC.Advertise
+	if s.GRPCAddr == "" {
+		brokerAddr := s.cfg.Advertise
+		if ta, ok := brokerLn.(*net.TCPAddr); brokerAddr == "" && ok && !ta.IP.IsUnspecified() {
+			brokerAddr = ta.String()
+		}
+		s.GRPCAddr = grpcAdvertise(ln.Addr(), brokerAddr)
+	}
+	return ln, nil
+}
+
+// startGRPC serves RocketMQ 5 clients on ln (internal/grpcserver), under
+// the process's ACL and TLS mode.
+func (s *Server) startGRPC(ln net.Listener) error {
+	g, err := s.newGRPC(s.Broker, s.GRPCAddr, nil)
 	if err != nil {
 		ln.Close()
 		return err

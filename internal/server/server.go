@@ -299,33 +299,53 @@ func Start(cfg Config) (_ *Server, err error) {
 		s.startLeadership()
 		return s, nil
 	}
+	// Both ports listen before the broker is built, so its first
+	// registration with the name servers carries the gRPC endpoint
+	// (View.NameServerRoute).
+	brokerLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		s.stopNamesrv()
+		s.plugins.close(context.Background())
+		s.closeStore()
+		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
+	}
+	var grpcLn net.Listener
+	if cfg.GRPCListen != "" {
+		if grpcLn, err = s.listenGRPCPort(brokerLn.Addr()); err != nil {
+			brokerLn.Close()
+			s.stopNamesrv()
+			s.plugins.close(context.Background())
+			s.closeStore()
+			return nil, err
+		}
+	}
+	closeListeners := func() {
+		brokerLn.Close()
+		if grpcLn != nil {
+			grpcLn.Close()
+		}
+	}
 	s.Broker, err = s.newBroker(0)
 	if err != nil {
+		closeListeners()
 		s.stopNamesrv()
 		s.plugins.close(context.Background())
 		s.closeStore()
 		return nil, err
 	}
 	if err := s.startBridge(s.Broker); err != nil {
+		closeListeners()
 		s.stopNamesrv()
 		s.plugins.close(context.Background())
 		s.closeStore()
 		return nil, err
 	}
-	brokerLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		s.stopBridge(context.Background())
-		s.stopNamesrv()
-		s.plugins.close(context.Background())
-		s.closeStore()
-		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
-	}
 	s.registerMetrics()
 	s.broker.Store(s.Broker)
 	s.serve(func() error { return s.Broker.Serve(brokerLn) })
 	s.BrokerAddr = s.Broker.Addr()
-	if cfg.GRPCListen != "" {
-		if err := s.startGRPC(); err != nil {
+	if grpcLn != nil {
+		if err := s.startGRPC(grpcLn); err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			s.Shutdown(ctx)
@@ -348,6 +368,7 @@ func (s *Server) newBroker(replicaID int64) (*broker.Broker, error) {
 	bo.Store = s.Store
 	bo.AdvertiseAddr = cfg.Advertise
 	bo.NameServers = append([]string(nil), cfg.NameServers...)
+	bo.GRPCAddr = s.GRPCAddr
 	if s.NamesrvAddr != "" {
 		bo.NameServers = append(bo.NameServers, s.NamesrvAddr)
 	}
