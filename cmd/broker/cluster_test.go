@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +33,7 @@ import (
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -635,7 +637,7 @@ func TestTwoReplicatedSetsTwoNameServers(t *testing.T) {
 		t.Cleanup(func() { ns.Shutdown(context.Background()) })
 		nss, addrs = append(nss, ns), append(addrs, ns.NamesrvAddr)
 	}
-	a, b := startSet(t, "set-a", 3, addrs), startSet(t, "set-b", 3, addrs)
+	a, b := startSetGRPC(t, "set-a", 3, addrs), startSetGRPC(t, "set-b", 3, addrs)
 	a.leader()
 	b.leader()
 	for _, ns := range nss {
@@ -715,6 +717,26 @@ func TestTwoReplicatedSetsTwoNameServers(t *testing.T) {
 	}
 	if from := allConsumed("both", 40); from["set-a"] != to["set-a"] {
 		t.Fatalf("consumed %v, sent %v", from, to)
+	}
+	// A RocketMQ 5 client given any member of either set is routed to
+	// both sets, each at its leader's gRPC endpoint.
+	want := map[string]string{"set-a": a.leader().grpc, "set-b": b.leader().grpc}
+	gc := newGRPCSetClient(t, brokertest.Name("two-sets-grpc"), a)
+	for _, m := range append(slices.Clone(a.members), b.members...) {
+		ctx, cancel := gc.ctx(5 * time.Second)
+		r, err := gc.client(m.grpc).QueryRoute(ctx, &pb.QueryRouteRequest{Topic: &pb.Resource{Name: topic}})
+		cancel()
+		if err != nil || r.Status.GetCode() != pb.Code_OK {
+			t.Fatalf("gRPC route from %s: %v %v", m.id, r, err)
+		}
+		got := map[string]string{}
+		for _, q := range r.MessageQueues {
+			ep := q.GetBroker().GetEndpoints().GetAddresses()[0]
+			got[q.GetBroker().GetName()] = net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
+		}
+		if !maps.Equal(got, want) || len(r.MessageQueues) != 4 {
+			t.Fatalf("gRPC route from %s names %v in %d queues, want %v in 4", m.id, got, len(r.MessageQueues), want)
+		}
 	}
 
 	// A name server goes: nothing changes.
