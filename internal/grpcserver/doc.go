@@ -77,8 +77,9 @@
 // the topic's other sets, each named with its master's endpoint, asked of
 // the name servers at most once per topic every 5 s (peers.go). The
 // client then opens a session with each set and sends, receives and
-// acknowledges at the set that holds the queue; no call is proxied from
-// one set to another, and each set checks access itself. A set without a
+// acknowledges at the set that holds the queue; no call but a recall
+// (forward.go) is passed from one set to another, and each set checks
+// access itself. A topic only other sets serve is routed to them alone. A set without a
 // gRPC endpoint, or without a master, is left out, and so are all other
 // sets when the name servers cannot be reached: the client then gets this
 // set's queues only, as before.

@@ -49,7 +49,7 @@ func brokerQueues(qs []*pb.MessageQueue) map[string]int {
 // own gRPC endpoint, and a push consumer is assigned one queue of each.
 // A set that serves no gRPC is left out.
 func TestRoutesSpanBrokerSets(t *testing.T) {
-	a := start(t)
+	a := start(t, func(c *server.Config) { c.Broker.DisableAutoCreateTopic = true })
 	b := startSet(t, a, "broker-b", true)
 	c := startSet(t, a, "broker-c", false)
 	topic, group := brokertest.Name("Spread"), brokertest.Name("spreadg")
@@ -90,6 +90,27 @@ func TestRoutesSpanBrokerSets(t *testing.T) {
 		if !slices.Equal(names, []string{"broker-a", "broker-b"}) {
 			t.Errorf("assignment from %s: brokers %v, want broker-a and broker-b", e.GRPCAddr, names)
 		}
+	}
+
+	// A topic only broker-b serves is routed from broker-a, which does
+	// not create topics, to broker-b alone; one that no set serves is
+	// refused as before.
+	onlyB := brokertest.Name("OnlyB")
+	bb.createTopic(t, onlyB, 2)
+	r, err := a.cl.QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(onlyB)})
+	if err != nil || r.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("route of a topic only broker-b serves: %v %v", r, err)
+	}
+	if got := brokerQueues(r.MessageQueues); !maps.Equal(got, map[string]int{"broker-b " + b.GRPCAddr: 2}) {
+		t.Errorf("route of a topic only broker-b serves: %v", got)
+	}
+	as, err := a.cl.QueryAssignment(ctx(t), &pb.QueryAssignmentRequest{Topic: res(onlyB), Group: res(group)})
+	if err != nil || as.Status.GetCode() != pb.Code_OK || len(as.Assignments) != 1 || as.Assignments[0].MessageQueue.GetBroker().GetName() != "broker-b" {
+		t.Fatalf("assignment of a topic only broker-b serves: %v %v", as, err)
+	}
+	r, err = a.cl.QueryRoute(ctx(t), &pb.QueryRouteRequest{Topic: res(brokertest.Name("Nowhere"))})
+	if err != nil || r.Status.GetCode() != pb.Code_TOPIC_NOT_FOUND {
+		t.Fatalf("route of a topic no set serves: %v %v", r, err)
 	}
 }
 

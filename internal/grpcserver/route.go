@@ -2,6 +2,7 @@ package grpcserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -80,19 +81,34 @@ func (s *Server) QueryRoute(ctx context.Context, req *pb.QueryRouteRequest) (*pb
 		return &pb.QueryRouteResponse{Status: statusOf(err)}, nil
 	}
 	tc, err := s.topic(name)
-	if err != nil {
+	peers := s.peersOf(ctx, name, err)
+	if err != nil && len(peers) == 0 {
 		return &pb.QueryRouteResponse{Status: statusOf(err)}, nil
 	}
-	br, err := s.brokerPB()
-	if err != nil {
-		return &pb.QueryRouteResponse{Status: statusOf(err)}, nil
+	// A topic only other sets serve is routed to them alone.
+	types, qs := allTypes, []*pb.MessageQueue(nil)
+	if err == nil {
+		br, err := s.brokerPB()
+		if err != nil {
+			return &pb.QueryRouteResponse{Status: statusOf(err)}, nil
+		}
+		types = acceptedTypes(tc)
+		qs = appendQueues(nil, req.Topic, tc.ReadQueueNums, tc.WriteQueueNums, tc.Readable(), tc.Writable(), br, types)
 	}
-	types := acceptedTypes(tc)
-	qs := appendQueues(nil, req.Topic, tc.ReadQueueNums, tc.WriteQueueNums, tc.Readable(), tc.Writable(), br, types)
-	for _, p := range s.peers.sets(ctx, name) {
+	for _, p := range peers {
 		qs = appendQueues(qs, req.Topic, p.read, p.write, p.readable, p.writable, p.broker(), types)
 	}
 	return &pb.QueryRouteResponse{Status: okStatus(), MessageQueues: qs}, nil
+}
+
+// peersOf returns the other sets serving topic, whose lookup here ended
+// with err: none for a topic that cannot be (a bad name, no permission),
+// so such a request costs the name servers nothing.
+func (s *Server) peersOf(ctx context.Context, topic string, err error) []peerSet {
+	if err != nil && !errors.Is(err, broker.ErrTopicNotFound) {
+		return nil
+	}
+	return s.peers.sets(ctx, topic)
 }
 
 // appendQueues appends one broker's queues of a topic, read and write
@@ -132,17 +148,18 @@ func (s *Server) QueryAssignment(ctx context.Context, req *pb.QueryAssignmentReq
 		return &pb.QueryAssignmentResponse{Status: statusOf(err)}, nil
 	}
 	tc, err := s.topic(name)
-	if err != nil {
+	peers := s.peersOf(ctx, name, err)
+	if err != nil && len(peers) == 0 {
 		return &pb.QueryAssignmentResponse{Status: statusOf(err)}, nil
 	}
-	if !tc.Readable() || tc.ReadQueueNums == 0 {
+	local := err == nil && tc.Readable() && tc.ReadQueueNums > 0
+	if !local && !slices.ContainsFunc(peers, func(p peerSet) bool { return p.readable && p.read > 0 }) {
 		return &pb.QueryAssignmentResponse{Status: statusOf(refuse(pb.Code_FORBIDDEN, "topic %s is not readable", name))}, nil
 	}
-	br, err := s.brokerPB()
-	if err != nil {
-		return &pb.QueryAssignmentResponse{Status: statusOf(err)}, nil
+	types := allTypes
+	if err == nil {
+		types = acceptedTypes(tc)
 	}
-	types := acceptedTypes(tc)
 	gc, _ := s.b.GroupConfig(group)
 	assign := func(out []*pb.Assignment, br *pb.Broker, read int) []*pb.Assignment {
 		if gc.ConsumeMessageOrderly {
@@ -154,8 +171,15 @@ func (s *Server) QueryAssignment(ctx context.Context, req *pb.QueryAssignmentReq
 		}
 		return append(out, &pb.Assignment{MessageQueue: &pb.MessageQueue{Topic: req.Topic, Id: -1, Permission: pb.Permission_READ_WRITE, Broker: br, AcceptMessageTypes: types}})
 	}
-	out := assign(nil, br, tc.ReadQueueNums)
-	for _, p := range s.peers.sets(ctx, name) {
+	var out []*pb.Assignment
+	if local {
+		br, err := s.brokerPB()
+		if err != nil {
+			return &pb.QueryAssignmentResponse{Status: statusOf(err)}, nil
+		}
+		out = assign(out, br, tc.ReadQueueNums)
+	}
+	for _, p := range peers {
 		if p.readable && p.read > 0 {
 			out = assign(out, p.broker(), p.read)
 		}
