@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -1192,5 +1193,32 @@ func TestLargestMessageThroughWindows(t *testing.T) {
 	rec, err := e.Broker.View().MessageAt(topic, 0, 0)
 	if err != nil || !bytes.Equal(rec.Body(), body) {
 		t.Fatalf("stored: %v, %d bytes, want the %d sent", err, len(rec.Body()), len(body))
+	}
+}
+
+// TestLiteAndPriorityRefused: lite-topic and priority messages, which the
+// Node client (1.0.8) can send, are refused with UNSUPPORTED rather than
+// stored as plain messages of the parent topic, on a topic that exists
+// and on one a send would create.
+func TestLiteAndPriorityRefused(t *testing.T) {
+	e := start(t)
+	topic, unknown := brokertest.Name("NoLite"), brokertest.Name("NewNoLite")
+	e.createTopic(t, topic, 2)
+	for _, to := range []string{topic, unknown} {
+		lite, prio := msg(to, "lite", "t", "lite"), msg(to, "prio", "t", "prio")
+		lite.SystemProperties.MessageType, lite.SystemProperties.LiteTopic = pb.MessageType_LITE, proto.String("session-1")
+		prio.SystemProperties.MessageType, prio.SystemProperties.Priority = pb.MessageType_PRIORITY, proto.Int32(3)
+		for _, m := range []*pb.Message{lite, prio} {
+			r, err := e.cl.SendMessage(ctx(t), &pb.SendMessageRequest{Messages: []*pb.Message{m}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status.GetCode() != pb.Code_UNSUPPORTED || !strings.Contains(r.Status.GetMessage(), strings.ToLower(m.SystemProperties.MessageType.String())) {
+				t.Errorf("%s message to %s: %v, want UNSUPPORTED naming it", m.SystemProperties.MessageType, to, r.Status)
+			}
+		}
+	}
+	if _, ok := e.Broker.Topic(unknown); ok {
+		t.Error("a refused send created its topic")
 	}
 }

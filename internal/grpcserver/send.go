@@ -101,6 +101,14 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 	if sp.GetMessageId() == "" {
 		return fail(refuse(pb.Code_ILLEGAL_MESSAGE_ID, "message_id is required"))
 	}
+	switch t := sp.GetMessageType(); {
+	case t == pb.MessageType_LITE || sp.GetLiteTopic() != "":
+		// Stored as a plain message, it would reach every consumer of
+		// the parent topic: refused, not silently widened.
+		return fail(fmt.Errorf("%w: lite topics (message type LITE, lite_topic); send NORMAL messages to a topic of their own", ErrUnsupported))
+	case t == pb.MessageType_PRIORITY || sp.GetPriority() > 0:
+		return fail(fmt.Errorf("%w: priority messages (message type PRIORITY, priority); send NORMAL messages, or FIFO ones to keep an order", ErrUnsupported))
+	}
 	body := m.GetBody()
 	if sp.GetBodyEncoding() == pb.Encoding_GZIP {
 		var err error
