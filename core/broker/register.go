@@ -153,8 +153,8 @@ type RouteSet struct {
 // NameServerRoute asks the broker's name servers, in turn, for the broker
 // sets that serve topic, with the gRPC endpoints their members registered
 // (remoting.BrokerData.GRPCAddrs): the first answer wins. A topic no
-// broker serves is an error that wraps ErrNoRoute, and a broker without
-// name servers fails too. Only this project's name server knows the gRPC
+// broker serves, or a broker without name servers, is an error that
+// wraps ErrNoRoute. Only this project's name server knows the gRPC
 // endpoints; Apache RocketMQ's answers routes without them.
 func (v View) NameServerRoute(ctx context.Context, topic string) ([]RouteSet, error) {
 	b := v.b
@@ -195,10 +195,11 @@ func (v View) NameServerRoute(ctx context.Context, topic string) ([]RouteSet, er
 		return sets, nil
 	}
 	if len(errs) == 0 {
-		return nil, errors.New("broker: no name server to ask for routes")
+		return nil, fmt.Errorf("%w: no name server to ask", ErrNoRoute)
 	}
 	return nil, errors.Join(errs...)
 }
 
-// ErrNoRoute: a name server knows no broker serving the topic.
+// ErrNoRoute: the name servers know no broker serving the topic, or
+// there are none to ask.
 var ErrNoRoute = errors.New("broker: no route for the topic")
