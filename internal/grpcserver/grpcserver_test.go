@@ -543,12 +543,7 @@ func TestRecallDelayMessage(t *testing.T) {
 	topic, group := brokertest.Name("Recall"), brokertest.Name("g")
 	e.createTopic(t, topic, 2)
 	at := time.Now().Add(1500 * time.Millisecond)
-	delayed := func(id string) *pb.SendResultEntry {
-		m := msg(topic, id, "t", id)
-		m.SystemProperties.MessageType, m.SystemProperties.DeliveryTimestamp = pb.MessageType_DELAY, timestamppb.New(at)
-		return e.send(t, m)
-	}
-	keep, gone := delayed("keep"), delayed("gone")
+	keep, gone := e.sendDelayed(t, topic, "keep", at), e.sendDelayed(t, topic, "gone", at)
 	if keep.RecallHandle == "" || gone.RecallHandle == "" {
 		t.Fatalf("no recall handles: %v %v", keep, gone)
 	}

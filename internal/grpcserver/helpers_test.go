@@ -84,6 +84,14 @@ func (e *env) send(t *testing.T, m *pb.Message) *pb.SendResultEntry {
 	return r.Entries[0]
 }
 
+// sendDelayed sends a DELAY message of topic, id and body id, due at at.
+func (e *env) sendDelayed(t *testing.T, topic, id string, at time.Time) *pb.SendResultEntry {
+	t.Helper()
+	m := msg(topic, id, "t", id)
+	m.SystemProperties.MessageType, m.SystemProperties.DeliveryTimestamp = pb.MessageType_DELAY, timestamppb.New(at)
+	return e.send(t, m)
+}
+
 // receive runs one ReceiveMessage and returns its status and messages.
 func (e *env) receive(t *testing.T, group, topic string, filter *pb.FilterExpression, batch int32, invisible, poll time.Duration) (*pb.Status, []*pb.Message) {
 	t.Helper()

@@ -145,29 +145,39 @@ func TestNodeCrossProtocol(t *testing.T) {
 		t.Fatalf("node push consumer: %s", out)
 	}
 
-	out = runNode(t, e, "produce", "RMQ_TOPIC="+fromNode, "RMQ_N=3")
-	if !strings.Contains(out, `"ok":true`) {
-		t.Fatalf("node producer: %s", out)
-	}
-	group := brokertest.Name("gopull")
-	c := e.PushConsumer(t, group)
-	got := make(chan string, 8)
-	if err := c.Subscribe(fromNode, consumer.MessageSelector{Type: consumer.TAG, Expression: "node"}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range ms {
-			got <- string(m.Body) + "|" + m.GetKeys()
-		}
-		return consumer.ConsumeSuccess, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	e.StartConsumer(t, c, group, true, fromNode)
+	got := nodeProduced(t, e, fromNode, 3)
 	seen := map[string]bool{}
 	for len(seen) < 3 {
-		seen[brokertest.Wait(t, got, 30*time.Second, "the Node producer's messages")] = true
+		m := brokertest.Wait(t, got, 30*time.Second, "the Node producer's messages")
+		seen[string(m.Body)+"|"+m.GetKeys()] = true
 	}
 	for i := range 3 {
 		if k := "node-" + itoa(int32(i)) + "|key-" + itoa(int32(i)); !seen[k] {
 			t.Fatalf("4.x consumer got %v, not %s", seen, k)
 		}
 	}
+}
+
+// nodeProduced runs the Node producer's case, n messages tagged node to
+// topic through e's endpoint, and returns what an official 4.x push
+// consumer of a new group receives of them.
+func nodeProduced(t *testing.T, e *env, topic string, n int) <-chan *primitive.MessageExt {
+	t.Helper()
+	out := runNode(t, e, "produce", "RMQ_TOPIC="+topic, "RMQ_N="+itoa(int32(n)))
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("node producer: %s", out)
+	}
+	group := brokertest.Name("gopull")
+	c := e.PushConsumer(t, group)
+	got := make(chan *primitive.MessageExt, 2*n)
+	if err := c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "node"}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range ms {
+			got <- m
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, topic)
+	return got
 }

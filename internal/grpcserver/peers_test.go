@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
@@ -149,30 +146,14 @@ func TestNodeTwoBrokerSets(t *testing.T) {
 		t.Fatalf("node push consumer given broker-a's endpoint, %v sent by broker: %s", perBroker, out)
 	}
 
-	out = runNode(t, a, "produce", "RMQ_TOPIC="+fromNode, "RMQ_N=8")
-	if !strings.Contains(out, `"ok":true`) {
-		t.Fatalf("node producer: %s", out)
-	}
-	group := brokertest.Name("gospread")
-	c := a.PushConsumer(t, group)
-	got := make(chan string, 16)
-	if err := c.Subscribe(fromNode, consumer.MessageSelector{Type: consumer.TAG, Expression: "node"}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range ms {
-			got <- m.Queue.BrokerName + " " + string(m.Body)
-		}
-		return consumer.ConsumeSuccess, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	a.StartConsumer(t, c, group, true, fromNode)
+	got := nodeProduced(t, a, fromNode, 8)
 	seen, stored := map[string]bool{}, map[string]int{}
 	for len(seen) < 8 {
-		v := brokertest.Wait(t, got, 30*time.Second, "the Node producer's messages")
-		broker, body, _ := strings.Cut(v, " ")
-		if !seen[body] {
-			stored[broker]++
+		m := brokertest.Wait(t, got, 30*time.Second, "the Node producer's messages")
+		if !seen[string(m.Body)] {
+			stored[m.Queue.BrokerName]++
 		}
-		seen[body] = true
+		seen[string(m.Body)] = true
 	}
 	if stored["broker-a"] == 0 || stored["broker-b"] == 0 {
 		t.Errorf("the Node producer, given broker-a's endpoint, stored by broker: %v, want both sets", stored)
@@ -190,12 +171,7 @@ func TestRecallAcrossBrokerSets(t *testing.T) {
 	a.createTopic(t, topic, 2)
 	b.createTopic(t, topic, 2)
 	at := time.Now().Add(1500 * time.Millisecond)
-	delayed := func(id string) *pb.SendResultEntry {
-		m := msg(topic, id, "t", id)
-		m.SystemProperties.MessageType, m.SystemProperties.DeliveryTimestamp = pb.MessageType_DELAY, timestamppb.New(at)
-		return b.send(t, m)
-	}
-	keep, gone := delayed("keep"), delayed("gone")
+	keep, gone := b.sendDelayed(t, topic, "keep", at), b.sendDelayed(t, topic, "gone", at)
 	recall := func(topic, handle string) *pb.RecallMessageResponse {
 		t.Helper()
 		r, err := a.cl.RecallMessage(ctx(t), &pb.RecallMessageRequest{Topic: res(topic), RecallHandle: handle})
