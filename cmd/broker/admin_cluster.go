@@ -39,6 +39,7 @@ type clusterBroker struct {
 	BrokerName     string            `json:"brokerName"` // "" without a name server
 	BrokerID       int64             `json:"brokerId"`   // 0 is the master
 	Addr           string            `json:"addr"`
+	GRPCAddr       string            `json:"grpcAddr,omitempty"` // the gRPC endpoint it registered, if any
 	Version        string            `json:"version"` // brokerVersionDesc
 	Topics         int               `json:"topics"`
 	Connections    int64             `json:"connections"`     // connectionCount, -1 when not reported
@@ -56,7 +57,7 @@ func callClusterList(ctx context.Context, s *adminSession, args any) (any, error
 		rows = append(rows, clusterBroker{Addr: s.broker})
 	} else {
 		var info remoting.ClusterInfo
-		if err := s.invokeJSON(ctx, namesrv, remoting.GetBrokerClusterInfo, nil, &info); err != nil {
+		if err := s.invokeJSON(ctx, namesrv, remoting.GetBrokerClusterInfo, map[string]string{remoting.RouteGRPCAddrsField: "true"}, &info); err != nil {
 			return nil, err
 		}
 		for _, cluster := range slices.Sorted(maps.Keys(info.ClusterAddrTable)) {
@@ -64,7 +65,7 @@ func callClusterList(ctx context.Context, s *adminSession, args any) (any, error
 			for _, name := range names {
 				bd := info.BrokerAddrTable[name]
 				for _, id := range slices.Sorted(maps.Keys(bd.BrokerAddrs)) {
-					rows = append(rows, clusterBroker{Cluster: cluster, BrokerName: name, BrokerID: id, Addr: bd.BrokerAddrs[id]})
+					rows = append(rows, clusterBroker{Cluster: cluster, BrokerName: name, BrokerID: id, Addr: bd.BrokerAddrs[id], GRPCAddr: bd.GRPCAddrs[id]})
 				}
 			}
 		}
@@ -113,7 +114,7 @@ func printCluster(w io.Writer, rows []clusterBroker) error {
 	var out [][]string
 	for _, b := range rows {
 		if b.Error != "" {
-			out = append(out, []string{dash(b.Cluster), dash(b.BrokerName), fmt.Sprint(b.BrokerID), b.Addr, "unreachable", "-", "-", "-", "-", "-"})
+			out = append(out, []string{dash(b.Cluster), dash(b.BrokerName), fmt.Sprint(b.BrokerID), b.Addr, dash(b.GRPCAddr), "unreachable", "-", "-", "-", "-", "-"})
 			continue
 		}
 		conns, uptime := "-", "-"
@@ -123,10 +124,10 @@ func printCluster(w io.Writer, rows []clusterBroker) error {
 		if b.BootTimestamp > 0 {
 			uptime = time.Since(time.UnixMilli(b.BootTimestamp)).Truncate(time.Second).String()
 		}
-		out = append(out, []string{dash(b.Cluster), dash(b.BrokerName), fmt.Sprint(b.BrokerID), b.Addr, dash(b.Version),
+		out = append(out, []string{dash(b.Cluster), dash(b.BrokerName), fmt.Sprint(b.BrokerID), b.Addr, dash(b.GRPCAddr), dash(b.Version),
 			fmt.Sprint(b.Topics), conns, fmt.Sprint(b.MsgPutTotal), fmt.Sprint(b.CommitLogBytes), uptime})
 	}
-	return table(w, []string{"CLUSTER", "BROKER", "BID", "ADDR", "VERSION", "TOPICS", "CONNS", "STORED", "LOG BYTES", "UPTIME"}, out)
+	return table(w, []string{"CLUSTER", "BROKER", "BID", "ADDR", "GRPC", "VERSION", "TOPICS", "CONNS", "STORED", "LOG BYTES", "UPTIME"}, out)
 }
 
 // The members of a replicated broker set, from their HTTP endpoints.

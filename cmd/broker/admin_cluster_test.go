@@ -71,6 +71,7 @@ func TestAdminTwoBrokers(t *testing.T) {
 		c.NamesrvListen = ""
 		c.NameServers = []string{a.NamesrvAddr}
 		c.Broker.BrokerName = "broker-b"
+		c.GRPCListen = "127.0.0.1:0"
 	})
 	admin := adminRunner(a)
 	topic, group := brokertest.Name("T"), brokertest.Name("cg")
@@ -89,8 +90,12 @@ func TestAdminTwoBrokers(t *testing.T) {
 	}
 	var cluster []clusterBroker
 	adminJSON(t, admin, &cluster, "cluster", "list", "--namesrv", a.NamesrvAddr)
-	if len(cluster) != 2 || cluster[0].BrokerName != broker.DefaultBrokerName || cluster[1].BrokerName != "broker-b" || cluster[1].Addr != b.BrokerAddr {
+	if len(cluster) != 2 || cluster[0].BrokerName != broker.DefaultBrokerName || cluster[1].BrokerName != "broker-b" || cluster[1].Addr != b.BrokerAddr ||
+		cluster[0].GRPCAddr != "" || cluster[1].GRPCAddr != b.GRPCAddr {
 		t.Fatalf("cluster list: %+v", cluster)
+	}
+	if code, out, errs := admin("cluster", "list", "--namesrv", a.NamesrvAddr); code != 0 || !strings.Contains(out, "GRPC") || !strings.Contains(out, b.GRPCAddr) {
+		t.Fatalf("cluster list table: %d\n%s%s", code, out, errs)
 	}
 
 	p := a.Producer(t)

@@ -43,7 +43,8 @@
 // with the master at id 0.
 //
 // A request whose header has rmqGrpcAddrs=true (this project's brokers
-// send it) also gets each brokerData's rmqGrpcAddrs: the gRPC endpoints
+// and `broker admin cluster list` send it, the latter with
+// GET_BROKER_CLUSTER_INFO) also gets each brokerData's rmqGrpcAddrs: the gRPC endpoints
 // its members registered, by broker id, so the gRPC endpoint of one
 // broker set can route RocketMQ 5 clients to the others. Every other
 // request gets the body above, which RocketMQ's clients parse.

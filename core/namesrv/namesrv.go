@@ -343,6 +343,12 @@ func (s *Server) handleClusterInfo(c *remoting.Conn, req *remoting.Command) *rem
 			}
 		}
 		g.BrokerAddrs[b.id] = b.addr
+		if b.grpc != "" && req.Get(remoting.RouteGRPCAddrsField) == "true" {
+			if g.GRPCAddrs == nil {
+				g.GRPCAddrs = map[int64]string{}
+			}
+			g.GRPCAddrs[b.id] = b.grpc
+		}
 		info.BrokerAddrTable[b.name] = g
 	}
 	s.mu.RUnlock()

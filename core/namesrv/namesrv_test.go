@@ -269,4 +269,18 @@ func TestGRPCAddrsOnlyWhenAsked(t *testing.T) {
 	if got := r.BrokerDatas[1].GRPCAddrs; got != nil {
 		t.Errorf("broker-b registered none, got %v", got)
 	}
+	// The cluster overview alike.
+	for _, ask := range []bool{false, true} {
+		ext := map[string]string{}
+		if ask {
+			ext[remoting.RouteGRPCAddrsField] = "true"
+		}
+		resp, err := cl.Invoke(context.Background(), ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, ext, nil))
+		if err != nil || resp.Code != remoting.Success {
+			t.Fatalf("cluster info: %v %v", resp, err)
+		}
+		if got := strings.Contains(string(resp.Body), `"rmqGrpcAddrs":{"0":"127.0.0.1:8081"}`); got != ask {
+			t.Errorf("cluster info asked %v: %s", ask, resp.Body)
+		}
+	}
 }

@@ -121,8 +121,9 @@ const (
 	// RegisterGRPCAddrField in a REGISTER_BROKER header carries the
 	// broker's advertised gRPC endpoint.
 	RegisterGRPCAddrField = "rmqGrpcAddr"
-	// RouteGRPCAddrsField set to "true" in a GET_ROUTEINFO_BY_TOPIC
-	// header asks for BrokerData.GRPCAddrs in the answer.
+	// RouteGRPCAddrsField set to "true" in a GET_ROUTEINFO_BY_TOPIC or
+	// GET_BROKER_CLUSTER_INFO header asks for BrokerData.GRPCAddrs in the
+	// answer.
 	RouteGRPCAddrsField = "rmqGrpcAddrs"
 )
 
