@@ -40,7 +40,7 @@ type clusterBroker struct {
 	BrokerID       int64             `json:"brokerId"`   // 0 is the master
 	Addr           string            `json:"addr"`
 	GRPCAddr       string            `json:"grpcAddr,omitempty"` // the gRPC endpoint it registered, if any
-	Version        string            `json:"version"` // brokerVersionDesc
+	Version        string            `json:"version"`            // brokerVersionDesc
 	Topics         int               `json:"topics"`
 	Connections    int64             `json:"connections"`     // connectionCount, -1 when not reported
 	BootTimestamp  int64             `json:"bootTimestamp"`   // ms
