@@ -14,7 +14,8 @@ import (
 )
 
 // RocketMQ 5 answers carry their outcome in a Status of the response, not
-// in gRPC's: every refusal is logged here, from the responses the
+// in gRPC's: every response is counted here by method and code (Counts),
+// and every refusal is logged, from the responses the
 // service returns, with the method, the client's address, the code and
 // its message, at most once per refusalLogInterval for each pair of
 // method and code, as the remoting port logs its refusals.
@@ -43,20 +44,25 @@ func refusalCode(code pb.Code) (refused, ours bool) {
 	return false, false
 }
 
-// refusals logs the refusals in the service's responses.
-type refusals struct{ log *ratelog.Log }
-
-func newRefusals(logger *slog.Logger) *refusals {
-	return &refusals{log: ratelog.New(logger, refusalLogInterval)}
+// refusals counts the service's responses and logs the refusals among
+// them.
+type refusals struct {
+	log    *ratelog.Log
+	counts *Counts
 }
 
-// note logs resp's Status when it refuses the request.
+func newRefusals(logger *slog.Logger, counts *Counts) *refusals {
+	return &refusals{log: ratelog.New(logger, refusalLogInterval), counts: counts}
+}
+
+// note counts resp's Status and logs it when it refuses the request.
 func (r *refusals) note(ctx context.Context, method string, resp any) {
 	sr, ok := resp.(statusResponse)
 	if !ok || sr.GetStatus() == nil {
 		return
 	}
 	st := sr.GetStatus()
+	r.counts.add(method, st.GetCode())
 	refused, ours := refusalCode(st.GetCode())
 	if !refused {
 		return

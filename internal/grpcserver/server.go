@@ -96,6 +96,10 @@ type Options struct {
 	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock; default time.Now.
 	Now func() time.Time `yaml:"-"`
+	// Counts, if set, counts the responses (a process keeps one for
+	// its metrics across the Servers it runs); default counts of the
+	// Server's own.
+	Counts *Counts `yaml:"-"`
 }
 
 func (o *Options) fill() error {
@@ -142,6 +146,9 @@ func (o *Options) fill() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Counts == nil {
+		o.Counts = NewCounts()
+	}
 	return errors.Join(errs...)
 }
 
@@ -187,7 +194,7 @@ func New(opts Options) (*Server, error) {
 			return nil
 		})
 	}
-	refused := newRefusals(opts.Logger)
+	refused := newRefusals(opts.Logger, opts.Counts)
 	so := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(refused.unary, s.replicaUnary),
 		grpc.ChainStreamInterceptor(refused.stream, s.replicaStream),

@@ -12,6 +12,7 @@ import (
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/cluster"
 	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/internal/grpcserver"
 	"github.com/rmq-go/rmq/internal/histogram"
 	"github.com/rmq-go/rmq/plugins/natsbridge"
 	"github.com/rmq-go/rmq/plugins/wasm"
@@ -45,6 +46,8 @@ type Options struct {
 	Plugins *wasm.Registry
 	// Bridge returns the running NATS bridge, or nil.
 	Bridge func() *natsbridge.Bridge
+	// GRPC counts the gRPC endpoint's responses; nil without one.
+	GRPC *grpcserver.Counts
 	// MaxTopics and MaxGroups cap the topics and groups with series of
 	// their own. Default 1,000 each.
 	MaxTopics, MaxGroups int
@@ -116,6 +119,7 @@ var (
 	timedParked   = desc("rmq_timed_messages_parked_total", "Timed messages ever parked in the timer topic.")
 	timedPending  = desc("rmq_timed_messages_pending", "Timed messages waiting for their delivery time.")
 	recalled      = desc("rmq_recalled_messages_total", "Delayed and timed messages recalled before their delivery.")
+	grpcResponses = desc("rmq_grpc_responses_total", "Responses of the RocketMQ 5 gRPC service, by method and Status code.", "method", "code")
 	txnPending    = desc("rmq_transactions_pending", "Half messages awaiting their commit or rollback.")
 	txnChecks     = desc("rmq_transaction_checks_total", "Transaction state checks sent to producers.")
 	filterEvals   = desc("rmq_filter_evaluations_total", "Records evaluated by a pull's property filter or filter plugin.")
@@ -180,7 +184,7 @@ var all = []*prometheus.Desc{
 	bridgeConnected, bridgeLagEvents, bridgeLagSeconds, bridgeInFlight, bridgePublished, bridgeDuplicates,
 	bridgeFailures, bridgeDropped, bridgeResends,
 	descClusterLeader, descClusterTerm, descClusterCommit, descClusterApplied, descClusterSnapshots, descClusterFailed,
-	descClusterLogSpan,
+	descClusterLogSpan, grpcResponses,
 }
 
 // Describe sends every series' description.
@@ -205,6 +209,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectPlugins(ch)
 	c.collectBridge(ch)
 	c.collectCluster(ch)
+	if c.opts.GRPC != nil {
+		c.opts.GRPC.Each(func(method, code string, n int64) { counter(ch, grpcResponses, n, method, code) })
+	}
 }
 
 // collectCluster sends a replicated set's member's series.

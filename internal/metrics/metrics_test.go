@@ -16,6 +16,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/rmq-go/rmq/client"
 	"github.com/rmq-go/rmq/core/broker"
@@ -24,6 +27,7 @@ import (
 	"github.com/rmq-go/rmq/core/store"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	"github.com/rmq-go/rmq/internal/metrics"
+	pb "github.com/rmq-go/rmq/internal/rmqpb"
 	"github.com/rmq-go/rmq/internal/server"
 )
 
@@ -451,5 +455,47 @@ func TestScrapeRetriesAndDelays(t *testing.T) {
 		if got, n := value(fams, "rmq_timed_messages_pending"); n != 1 || got != 1 {
 			t.Errorf("scrape %d: rmq_timed_messages_pending = %v (%d series), want 1", i+1, got, n)
 		}
+	}
+}
+
+// TestGRPCResponses: the gRPC endpoint's responses are counted by method
+// and Status code, refusals included.
+func TestGRPCResponses(t *testing.T) {
+	env := brokertest.Start(t, func(c *server.Config) {
+		c.HTTPListen, c.GRPCListen = "127.0.0.1:0", "127.0.0.1:0"
+	})
+	conn, err := grpc.NewClient(env.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cl := pb.NewMessagingServiceClient(conn)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-mq-client-id", brokertest.Name("metrics-grpc"), "x-mq-protocol", "v2")
+	topic := &pb.Resource{Name: brokertest.Name("GRPCMetrics")}
+	for range 2 {
+		if r, err := cl.QueryRoute(ctx, &pb.QueryRouteRequest{Topic: topic}); err != nil || r.Status.GetCode() != pb.Code_OK {
+			t.Fatalf("route: %v %v", r, err)
+		}
+	}
+	r, err := cl.SendMessage(ctx, &pb.SendMessageRequest{Messages: []*pb.Message{{Topic: topic, Body: []byte("x"), SystemProperties: &pb.SystemProperties{}}}})
+	if err != nil || r.Status.GetCode() != pb.Code_ILLEGAL_MESSAGE_ID {
+		t.Fatalf("send without a message id: %v %v", r, err)
+	}
+
+	fams, body := scrape(t, env)
+	for _, c := range []struct {
+		method, code string
+		want         float64
+	}{{"QueryRoute", "OK", 2}, {"SendMessage", "ILLEGAL_MESSAGE_ID", 1}} {
+		if got, n := value(fams, "rmq_grpc_responses_total", "method", c.method, "code", c.code); n != 1 || got != c.want {
+			t.Errorf("rmq_grpc_responses_total{method=%q,code=%q} = %v (%d series), want %v", c.method, c.code, got, n, c.want)
+		}
+	}
+	problems, err := promlint.New(bytes.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 }

@@ -59,6 +59,7 @@ func (s *Server) startGRPC(ln net.Listener) error {
 func (s *Server) newGRPC(b *broker.Broker, advertise string, leader func() (string, string)) (*grpcserver.Server, error) {
 	o := s.cfg.GRPC
 	o.Broker, o.Leader = b, leader
+	o.Counts = s.grpcCounts
 	o.BrokerName = s.cfg.Broker.BrokerName
 	if s.cfg.Cluster != nil {
 		o.BrokerName = s.cfg.Cluster.SetName

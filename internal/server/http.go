@@ -158,6 +158,9 @@ func (s *Server) registerMetrics() {
 		MaxTopics: s.cfg.MetricsMaxTopics,
 		MaxGroups: s.cfg.MetricsMaxGroups,
 	}
+	if s.cfg.GRPCListen != "" {
+		o.GRPC = s.grpcCounts
+	}
 	if s.node != nil {
 		// A set's member: its broker runs while it leads (cluster.go).
 		o.Source = func() (*store.Store, *broker.Broker) { return s.node.Store(), s.broker.Load() }

@@ -200,6 +200,8 @@ type Server struct {
 	NamesrvAddr string
 	GRPCAddr    string // advertised
 
+	grpcCounts *grpcserver.Counts // the gRPC responses, across a member's roles
+
 	wg       sync.WaitGroup
 	errs     chan error
 	shutdown sync.Once
@@ -219,7 +221,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	if cfg.TLS.Mode, err = tlsMode(cfg.TLS.Mode); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 3)}
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: make(chan error, 3), grpcCounts: grpcserver.NewCounts()}
 	gate, err := newACLGate(&cfg, cfg.Logger)
 	if err != nil {
 		return nil, err
