@@ -55,7 +55,8 @@
 // of 40000 and up but MESSAGE_NOT_FOUND) is logged with the method, the
 // client's address, the code and its message, at most once per 10 s for
 // each pair of method and code (refusals.go); 5xxxx at Warn, the rest at
-// Info.
+// Info. Every response with a Status is counted by method and code
+// (Counts, the broker's rmq_grpc_responses_total).
 //
 // # On a replicated set's replica
 //
