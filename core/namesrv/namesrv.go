@@ -153,6 +153,18 @@ func (s *Server) expire() {
 	}
 }
 
+// addTo adds the broker's address to its set's g, and its gRPC endpoint
+// too when grpc is set and it registered one.
+func (b *brokerEntry) addTo(g *remoting.BrokerData, grpc bool) {
+	g.BrokerAddrs[b.id] = b.addr
+	if grpc && b.grpc != "" {
+		if g.GRPCAddrs == nil {
+			g.GRPCAddrs = map[int64]string{}
+		}
+		g.GRPCAddrs[b.id] = b.grpc
+	}
+}
+
 func errResponse(req *remoting.Command, code int16, remark string) *remoting.Command {
 	return remoting.NewResponse(req, code, remark)
 }
@@ -244,13 +256,7 @@ func (s *Server) Route(topic string) (remoting.TopicRouteData, bool) {
 			g = &remoting.BrokerData{Cluster: b.cluster, BrokerName: b.name, BrokerAddrs: map[int64]string{}}
 			groups[b.name] = g
 		}
-		g.BrokerAddrs[b.id] = b.addr
-		if b.grpc != "" {
-			if g.GRPCAddrs == nil {
-				g.GRPCAddrs = map[int64]string{}
-			}
-			g.GRPCAddrs[b.id] = b.grpc
-		}
+		b.addTo(g, true)
 	}
 	seenQueue := map[string]bool{}
 	replicas := map[string]*brokerEntry{} // a set's lowest live replica with the topic
@@ -342,13 +348,7 @@ func (s *Server) handleClusterInfo(c *remoting.Conn, req *remoting.Command) *rem
 				info.ClusterAddrTable[b.cluster] = append(info.ClusterAddrTable[b.cluster], b.name)
 			}
 		}
-		g.BrokerAddrs[b.id] = b.addr
-		if b.grpc != "" && req.Get(remoting.RouteGRPCAddrsField) == "true" {
-			if g.GRPCAddrs == nil {
-				g.GRPCAddrs = map[int64]string{}
-			}
-			g.GRPCAddrs[b.id] = b.grpc
-		}
+		b.addTo(&g, req.Get(remoting.RouteGRPCAddrsField) == "true")
 		info.BrokerAddrTable[b.name] = g
 	}
 	s.mu.RUnlock()

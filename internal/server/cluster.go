@@ -75,15 +75,11 @@ const grpcEndpointMeta = "grpc/endpoint/"
 // listenGRPC opens a member's gRPC listener, which its roles' endpoints
 // share for the life of the process.
 func (s *Server) listenGRPC() error {
-	ln, err := net.Listen("tcp", s.cfg.GRPCListen)
+	ln, err := s.listenGRPCPort(nil) // grpc.go
 	if err != nil {
-		return fmt.Errorf("grpc: listen on %s: %w", s.cfg.GRPCListen, err)
+		return err
 	}
 	s.grpcLn = newGRPCHandoff(ln)
-	s.GRPCAddr = s.cfg.GRPC.Advertise
-	if s.GRPCAddr == "" {
-		s.GRPCAddr = grpcAdvertise(ln.Addr(), s.cfg.Advertise)
-	}
 	s.serve(s.grpcLn.run)
 	return nil
 }

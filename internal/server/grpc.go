@@ -22,7 +22,8 @@ const DefaultGRPCListen = "127.0.0.1:8081"
 // listenGRPCPort listens on GRPCListen and sets GRPCAddr, the address
 // routes name: the config's, or the listener's (grpcAdvertise) with the
 // host the broker advertises when it listens on every address. brokerLn
-// is the broker port's listener address.
+// is the broker port's listener address; nil on a set's member, which
+// opens its broker port later and advertises the config's host.
 func (s *Server) listenGRPCPort(brokerLn net.Addr) (net.Listener, error) {
 	ln, err := net.Listen("tcp", s.cfg.GRPCListen)
 	if err != nil {
