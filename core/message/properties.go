@@ -30,13 +30,17 @@ const (
 	PropertyTransactionCheckTimes = "TRANSACTION_CHECK_TIMES"
 	PropertyTransactionID         = "__transactionId__"
 	PropertyCluster               = "CLUSTER"
-	PropertyShardingKey           = "SHARDING_KEY"
-	PropertyMinOffset             = "MIN_OFFSET"
-	PropertyMaxOffset             = "MAX_OFFSET"
-	PropertyCorrelationID         = "CORRELATION_ID"
-	PropertyReplyToClient         = "REPLY_TO_CLIENT"
-	PropertyMessageType           = "MSG_TYPE"
-	PropertyPushReplyTime         = "PUSH_REPLY_TIME"
+	PropertyShardingKey           = "__SHARDINGKEY"
+	// PropertyShardingKeyOld is where this broker kept a FIFO message
+	// group before it used RocketMQ's name; such stored messages are still
+	// delivered in their group.
+	PropertyShardingKeyOld = "SHARDING_KEY"
+	PropertyMinOffset      = "MIN_OFFSET"
+	PropertyMaxOffset      = "MAX_OFFSET"
+	PropertyCorrelationID  = "CORRELATION_ID"
+	PropertyReplyToClient  = "REPLY_TO_CLIENT"
+	PropertyMessageType    = "MSG_TYPE"
+	PropertyPushReplyTime  = "PUSH_REPLY_TIME"
 )
 
 // MaxPropertiesLen is the longest properties string the stored layout can

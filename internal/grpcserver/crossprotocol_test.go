@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/internal/brokertest"
@@ -110,5 +111,56 @@ func TestPullRefusedForPopGroup(t *testing.T) {
 	}
 	if resp := pull(); resp.Code == remoting.NoPermission {
 		t.Fatalf("pull after the POP consumer left: %d %s", resp.Code, resp.Remark)
+	}
+}
+
+// TestCrossProtocolMessageGroup carries a FIFO message group across the
+// protocols under RocketMQ's property name, __SHARDINGKEY: a 4.x message
+// with it is received over gRPC in its group, and a FIFO message sent over
+// gRPC reaches a 4.x consumer with the property set.
+func TestCrossProtocolMessageGroup(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Group")
+	e.createTopic(t, topic, 1)
+
+	p := e.Producer(t)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Shutdown() })
+	m := primitive.NewMessage(topic, []byte("from 4.x"))
+	m.WithTag("old")
+	m.WithProperty("__SHARDINGKEY", "customer-1")
+	if _, err := p.SendSync(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	_, msgs := e.receive(t, brokertest.Name("pop"), topic, &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "old"}, 32, 30*time.Second, 5*time.Second)
+	if len(msgs) != 1 {
+		t.Fatalf("gRPC consumer got %d messages", len(msgs))
+	}
+	if sp := msgs[0].SystemProperties; sp.GetMessageType() != pb.MessageType_FIFO || sp.GetMessageGroup() != "customer-1" {
+		t.Fatalf("4.x message with __SHARDINGKEY over gRPC: type %v, group %q", sp.GetMessageType(), sp.GetMessageGroup())
+	}
+	if _, ok := msgs[0].UserProperties["__SHARDINGKEY"]; ok {
+		t.Fatalf("the message group is also a user property: %v", msgs[0].UserProperties)
+	}
+
+	fifo := msg(topic, "grpc-fifo", "new", "from 5.x")
+	fifo.SystemProperties.MessageType, fifo.SystemProperties.MessageGroup = pb.MessageType_FIFO, proto.String("customer-2")
+	e.send(t, fifo)
+	group := brokertest.Name("pull")
+	c := e.PushConsumer(t, group)
+	recv := make(chan string, 4)
+	if err := c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "new"}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range ms {
+			recv <- m.GetProperty("__SHARDINGKEY")
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, topic)
+	if v := brokertest.Wait(t, recv, 30*time.Second, "the 4.x consumer"); v != "customer-2" {
+		t.Fatalf("a FIFO message over 4.x has __SHARDINGKEY %q, want its group", v)
 	}
 }

@@ -138,7 +138,7 @@ func (s *Server) deliver(stream pb.MessagingService_ReceiveMessageServer, topicR
 
 // systemKeys are properties carried in SystemProperties, not user ones.
 var systemKeys = map[string]bool{
-	message.PropertyTags: true, message.PropertyKeys: true, message.PropertyUniqKey: true, message.PropertyShardingKey: true,
+	message.PropertyTags: true, message.PropertyKeys: true, message.PropertyUniqKey: true, message.PropertyShardingKey: true, message.PropertyShardingKeyOld: true,
 	message.PropertyTimerDeliverMS: true, message.PropertyCluster: true, message.PropertyTransactionPrepared: true,
 	message.PropertyProducerGroup: true, message.PropertyRealTopic: true, message.PropertyRealQueueID: true,
 	message.PropertyDelayLevel: true, message.PropertyTimerOutMS: true, message.PropertyWaitStoreOK: true,
@@ -183,7 +183,11 @@ func (s *Server) messagePB(topicRes *pb.Resource, topic string, invisible time.D
 	if k := props.Get(message.PropertyKeys); k != "" {
 		sp.Keys = strings.Fields(k)
 	}
-	if g := props.Get(message.PropertyShardingKey); g != "" {
+	g := props.Get(message.PropertyShardingKey)
+	if g == "" {
+		g = props.Get(message.PropertyShardingKeyOld)
+	}
+	if g != "" {
 		sp.MessageType, sp.MessageGroup = pb.MessageType_FIFO, &g
 	}
 	if t := props.Get(message.PropertyTimerDeliverMS); t != "" {

@@ -33,7 +33,7 @@ func init() {
 		message.PropertyWaitStoreOK, message.PropertyTransactionPrepared, message.PropertyProducerGroup, message.PropertyRealTopic,
 		message.PropertyRealQueueID, message.PropertyRetryTopic, message.PropertyOriginMessageID, message.PropertyMaxReconsumeTimes,
 		message.PropertyReconsumeTime, message.PropertyCheckImmunityTime, message.PropertyTransactionCheckTimes, message.PropertyTransactionID,
-		message.PropertyCluster, message.PropertyShardingKey, message.PropertyMinOffset, message.PropertyMaxOffset,
+		message.PropertyCluster, message.PropertyShardingKey, message.PropertyShardingKeyOld, message.PropertyMinOffset, message.PropertyMaxOffset,
 		message.PropertyCorrelationID, message.PropertyReplyToClient, message.PropertyMessageType, message.PropertyPushReplyTime,
 		"MSG_REGION", "TRACE_ON", "__STARTDELIVERTIME", "INSTANCE_ID",
 	} {
