@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/remoting"
 )
 
@@ -315,6 +316,7 @@ type topicConfigArg struct {
 	Write      *int
 	Perm       *int
 	Order      *bool
+	Type       *string // the RocketMQ 5 message type; "" removes it
 	Namesrv    string
 	Cluster    string // every master of this cluster, not --broker
 	changedAny bool
@@ -327,6 +329,7 @@ func topicConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 		write := fs.Int("write-queues", 8, "queues producers write (at most --read-queues)")
 		perm := fs.String("perm", "6", "permission: 6 or RW (read and write), 4 or R (read only), 2 or W (write only)")
 		order := fs.Bool("order", false, "the topic is ordered")
+		typ := fs.String("message-type", "", "what RocketMQ 5 clients may send: "+strings.Join(broker.MessageTypes, ", ")+` ("" for any)`)
 		cluster := clusterFlag(fs)
 		ns := namesrvFlag(fs)
 		return func() (any, error) {
@@ -355,8 +358,15 @@ func topicConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 			if set("order") {
 				a.Order = order
 			}
+			if fs.Changed("message-type") {
+				t := strings.ToUpper(*typ)
+				if t != "" && !slices.Contains(broker.MessageTypes, t) {
+					return nil, fmt.Errorf("--message-type %q: want one of %s", *typ, strings.Join(broker.MessageTypes, ", "))
+				}
+				a.Type, a.changedAny = &t, true
+			}
 			if !a.changedAny {
-				return nil, errors.New("nothing to change: give --read-queues, --write-queues, --perm or --order")
+				return nil, errors.New("nothing to change: give --read-queues, --write-queues, --perm, --order or --message-type")
 			}
 			return a, nil
 		}
@@ -387,6 +397,7 @@ type topicRow struct {
 	WriteQueueNums int    `json:"writeQueueNums"`
 	Perm           int    `json:"perm"`
 	Order          bool   `json:"order"`
+	MessageType    string `json:"messageType,omitempty"` // what RocketMQ 5 clients may send; "" any
 }
 
 // brokerTopics reads the broker's topic table (GET_ALL_TOPIC_CONFIG).
@@ -460,6 +471,12 @@ func updateTopicOn(ctx context.Context, s *adminSession, addr string, a topicCon
 		"perm": strconv.Itoa(tc.Perm), "topicFilterType": tc.TopicFilterType,
 		"topicSysFlag": strconv.Itoa(tc.TopicSysFlag), "order": strconv.FormatBool(tc.Order),
 	}
+	switch {
+	case a.Type != nil && *a.Type != "":
+		ext["attributes"] = "+message.type=" + *a.Type
+	case a.Type != nil && exists && tc.MessageType != "":
+		ext["attributes"] = "-message.type"
+	}
 	if _, err := s.invoke(ctx, addr, remoting.UpdateAndCreateTopic, ext, nil); err != nil {
 		return topicRow{}, err
 	}
@@ -471,15 +488,15 @@ func updateTopicOn(ctx context.Context, s *adminSession, addr string, a topicCon
 	if !ok {
 		return topicRow{}, fmt.Errorf("%s answered UPDATE_AND_CREATE_TOPIC but does not list %s", addr, a.Topic)
 	}
-	return topicRow{Addr: addr, Topic: tc.TopicName, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order}, nil
+	return topicRow{Addr: addr, Topic: tc.TopicName, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order, MessageType: tc.MessageType}, nil
 }
 
 func printTopicRows(w io.Writer, rows []topicRow) error {
 	var out [][]string
 	for _, r := range rows {
-		out = append(out, []string{r.Addr, r.Topic, fmt.Sprint(r.ReadQueueNums), fmt.Sprint(r.WriteQueueNums), permString(r.Perm), fmt.Sprint(r.Order)})
+		out = append(out, []string{r.Addr, r.Topic, fmt.Sprint(r.ReadQueueNums), fmt.Sprint(r.WriteQueueNums), permString(r.Perm), fmt.Sprint(r.Order), cmpOr(r.MessageType, "-")})
 	}
-	return table(w, []string{"BROKER", "TOPIC", "READ", "WRITE", "PERM", "ORDER"}, out)
+	return table(w, []string{"BROKER", "TOPIC", "READ", "WRITE", "PERM", "ORDER", "TYPE"}, out)
 }
 
 // deletedRow is one thing a delete command removed, and where.

@@ -85,6 +85,22 @@ func TestAdminTopics(t *testing.T) {
 	if len(rows) != 1 || rows[0].Perm != 4 || rows[0].ReadQueueNums != 4 || rows[0].WriteQueueNums != 4 {
 		t.Fatalf("update --perm R: %+v", rows)
 	}
+	adminJSON(t, admin, &rows, "topics", "update", "--topic", topic, "--message-type", "priority")
+	if len(rows) != 1 || rows[0].MessageType != "PRIORITY" || rows[0].Perm != 4 || env.Broker.Topics()[topic].MessageType != "PRIORITY" {
+		t.Fatalf("update --message-type priority: %+v", rows)
+	}
+	adminJSON(t, admin, &rows, "topics", "update", "--topic", topic, "--perm", "RW")
+	if len(rows) != 1 || rows[0].MessageType != "PRIORITY" {
+		t.Fatalf("an update without --message-type dropped the type: %+v", rows)
+	}
+	rows = nil // absent from the answer, a field would keep what it held
+	adminJSON(t, admin, &rows, "topics", "update", "--topic", topic, "--message-type", "")
+	if len(rows) != 1 || rows[0].MessageType != "" {
+		t.Fatalf(`update --message-type "": %+v`, rows)
+	}
+	if code, _, errs := admin("topics", "update", "--topic", topic, "--message-type", "URGENT"); code != 2 || !strings.Contains(errs, "PRIORITY") {
+		t.Fatalf("an unknown message type: %d %s", code, errs)
+	}
 	if code, _, errs := admin("topics", "update", "--topic", topic); code != 2 || !strings.Contains(errs, "nothing to change") {
 		t.Fatalf("update without a change: %d %s", code, errs)
 	}

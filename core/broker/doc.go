@@ -153,7 +153,13 @@
 // queue's cursor through the filter (tag hash from the
 // queue unit, then the record for SQL92), examining at most 4096 units a
 // queue. A FIFO group (consumeMessageOrderly) takes nothing new from a
-// queue that has a flight. A group new to POP starts where it left off by
+// queue that has a flight. A PRIORITY topic's queue is its messages'
+// priority (a send puts a priority message, message.PropertyPriority, in
+// queue min(priority, last writable queue), whatever queue the producer
+// picked, as RocketMQ does): a receive of a group that is not FIFO goes
+// from the highest queue down, each queue's flights due before its new
+// messages, so the highest priority with anything deliverable fills the
+// batch first and a message given up keeps its priority. A group new to POP starts where it left off by
 // pull, else at a queue's start while its first messages are there, else
 // at its tail. The group's consumer offset is kept at the lowest offset
 // in flight (else the cursor), found by walking up from the last lowest,

@@ -185,6 +185,9 @@ func (p POP) Receive(ctx context.Context, r POPReceive) ([]POPDelivery, error) {
 	gc, _ := p.b.storedGroupConfig(r.Group)
 	req := popRequest{group: r.Group, topic: r.Topic, readQueues: r.ReadQueues, filter: r.Filter, batch: r.Batch,
 		invisible: r.Invisible, maxDeliveries: int32(gc.RetryMaxTimes + 1), fifo: gc.ConsumeMessageOrderly, owner: r.Owner}
+	if tc, ok := p.b.topics.get(r.Topic); ok && tc.MessageType == MessageTypePriority && !req.fifo {
+		req.priority = true
+	}
 	if e.waiting.Add(1) > int64(o.MaxWaiting) {
 		e.waiting.Add(-1)
 		return nil, ErrTooManyWaiting
@@ -774,6 +777,7 @@ type popRequest struct {
 	invisible     time.Duration
 	maxDeliveries int32 // a message due for delivery max+1 goes to %DLQ%group
 	fifo          bool
+	priority      bool   // the topic's queues are priorities: the highest first
 	owner         string // with auto_renew: the receiving client
 }
 
@@ -803,14 +807,14 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 	}
 	slices.Sort(qids)
 
-	// Redeliveries, earliest due first (oldest offset first among those
-	// due together).
-	for _, q := range qids {
+	// redeliver hands out q's messages whose invisible time ended,
+	// earliest due first (oldest offset first among those due together).
+	redeliver := func(q int32) error {
 		pq := qs[q]
 		for len(out) < r.batch {
 			off, f, ok := pq.popDue(now.UnixMilli())
 			if !ok {
-				break
+				return nil
 			}
 			visible, renewed := p.visibleLocked(f, now, r.invisible)
 			if renewed {
@@ -832,7 +836,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			if f.attempt+1 > r.maxDeliveries {
 				if err := p.b.DeadLetter(r.group, rec, fmt.Sprintf("delivered %d times over gRPC, the limit is %d", f.attempt, r.maxDeliveries)); err != nil {
 					pq.schedule(off, f)
-					return out, next, err
+					return err
 				}
 				delete(pq.flights, off)
 				del = append(del, popFlightKey(k, q, off))
@@ -847,16 +851,14 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			put = append(put, store.KV{Key: popFlightKey(k, q, off), Value: f.encode()})
 			out = append(out, POPDelivery{Record: rec, Queue: q, Offset: off, Attempt: f.attempt, Deadline: deadline})
 		}
+		return nil
 	}
 
-	// New messages, from every queue.
-	for _, q := range qids {
-		if len(out) >= r.batch {
-			break
-		}
+	// fresh hands out q's messages not yet delivered, from its cursor.
+	fresh := func(q int32) error {
 		pq := qs[q]
-		if pq.cursor < 0 {
-			continue // not a read queue of the topic (any more)
+		if len(out) >= r.batch || pq.cursor < 0 {
+			return nil // full, or not a read queue of the topic (any more)
 		}
 		minOff, maxOff := p.b.store.QueueOffsets(r.topic, q)
 		if pq.cursor > maxOff {
@@ -868,15 +870,14 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			put = append(put, store.KV{Key: popCursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(minOff))})
 		}
 		if r.fifo && len(pq.flights) > 0 {
-			continue // an earlier message of this queue is in flight
+			return nil // an earlier message of this queue is in flight
 		}
 		if pq.cursor >= maxOff {
-			continue
+			return nil
 		}
-		want := r.batch - len(out)
-		got, cursor, err := p.scan(r, q, pq.cursor, want)
+		got, cursor, err := p.scan(r, q, pq.cursor, r.batch-len(out))
 		if err != nil {
-			return out, next, err
+			return err
 		}
 		for _, rec := range got {
 			off := rec.QueueOffset()
@@ -891,6 +892,33 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 			// The cursor and the flights it passed go in one batch, so a
 			// crash never leaves the cursor past a message not in flight.
 			put = append(put, store.KV{Key: popCursorKey(k, q), Value: binary.BigEndian.AppendUint64(nil, uint64(cursor))})
+		}
+		return nil
+	}
+
+	if r.priority {
+		// A priority topic's queue is its messages' priority: the highest
+		// queue first, each queue's redeliveries before its new messages,
+		// so a message keeps its priority when delivered again.
+		for _, q := range slices.Backward(qids) {
+			if err := redeliver(q); err != nil {
+				return out, next, err
+			}
+			if err := fresh(q); err != nil {
+				return out, next, err
+			}
+		}
+	} else {
+		// Redeliveries of every queue first, then new messages.
+		for _, q := range qids {
+			if err := redeliver(q); err != nil {
+				return out, next, err
+			}
+		}
+		for _, q := range qids {
+			if err := fresh(q); err != nil {
+				return out, next, err
+			}
 		}
 	}
 	for i := range out {

@@ -120,7 +120,9 @@ func (b *Broker) sendQueue(h *remoting.SendHeader, create bool) (int32, error) {
 		return 0, refusef(ErrNoPermission, "topic %s is not writable (perm %d)", h.Topic, tc.Perm)
 	}
 	qid := h.QueueID
-	if qid < 0 {
+	if p, ok := priorityQueue(h, tc); ok {
+		qid = p
+	} else if qid < 0 {
 		qid = rand.Int32N(writableQueues(tc))
 	}
 	if int(qid) >= max(tc.ReadQueueNums, tc.WriteQueueNums) {

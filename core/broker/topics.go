@@ -476,8 +476,17 @@ func (b *Broker) Topics() map[string]TopicConfig {
 func (b *Broker) CreateTopic(tc TopicConfig) error { return b.topics.put(tc) }
 
 // MessageTypes are the message types a topic may be limited to (RocketMQ
-// 5's "+message.type" attribute); MIXED, like no type, accepts them all.
-var MessageTypes = []string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}
+// 5's "+message.type" attribute); MIXED, like no type, accepts the first
+// four. A PRIORITY topic's queues are its messages' priorities (see
+// MessageTypePriority).
+var MessageTypes = []string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", MessageTypePriority}
+
+// MessageTypePriority is the type of a topic of priority messages. A
+// message's priority (message.PropertyPriority, 0 the lowest) is the
+// queue it is stored in, the topic's highest queue for a priority beyond
+// it, and POP receives of a group that is not FIFO take the highest
+// queues first.
+const MessageTypePriority = "PRIORITY"
 
 // messageTypeAttribute reads the message type from the attributes of
 // UPDATE_AND_CREATE_TOPIC ("+message.type=FIFO", comma-separated with

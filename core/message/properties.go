@@ -41,6 +41,9 @@ const (
 	PropertyReplyToClient  = "REPLY_TO_CLIENT"
 	PropertyMessageType    = "MSG_TYPE"
 	PropertyPushReplyTime  = "PUSH_REPLY_TIME"
+	// PropertyPriority is a priority message's priority, 0 or more: the
+	// queue it goes to (RocketMQ 5.4's name).
+	PropertyPriority = "_SYS_MSG_PRIORITY_"
 )
 
 // MaxPropertiesLen is the longest properties string the stored layout can

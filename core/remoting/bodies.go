@@ -62,8 +62,8 @@ type TopicConfig struct {
 	TopicSysFlag    int    `json:"topicSysFlag"`    // RocketMQ's unit flags; carried, unused
 	Order           bool   `json:"order"`           // the topic is ordered (informational)
 	// MessageType is the message type RocketMQ 5 clients may send (its
-	// "+message.type" attribute): NORMAL, FIFO, DELAY or TRANSACTION;
-	// empty (4.x topics) or MIXED accepts every type.
+	// "+message.type" attribute): NORMAL, FIFO, DELAY, TRANSACTION or
+	// PRIORITY; empty (4.x topics) or MIXED accepts the first four.
 	MessageType string `json:"messageType,omitempty"`
 }
 

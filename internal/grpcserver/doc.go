@@ -27,14 +27,17 @@
 //	| Heartbeat               | refreshes a session (none: 40015)           |
 //	| NotifyClientTermination | drops the session                           |
 //	| SendMessage             | NORMAL, FIFO (queue = hash(message_group)), |
-//	|                         | DELAY (the timer), TRANSACTION (half); the  |
+//	|                         | DELAY (the timer), TRANSACTION (half),      |
+//	|                         | PRIORITY (queue = priority, at most the     |
+//	|                         | last); the                                  |
 //	|                         | request's messages share a group-commit     |
 //	|                         | round, each answered once stored (fsync'd   |
 //	|                         | under the sync flush mode)                  |
 //	| EndTransaction          | commit or roll back by transaction id       |
 //	| QueryAssignment         | one queue, id -1 (FIFO group: every queue), |
 //	|                         | here and on each other set serving the topic|
-//	| ReceiveMessage          | POP across every queue, long-polling        |
+//	| ReceiveMessage          | POP across every queue, long-polling (a     |
+//	|                         | PRIORITY topic: the highest queue first)    |
 //	| AckMessage              | ends a delivery                             |
 //	| ChangeInvisibleDuration | new deadline, new handle, old one invalid   |
 //	| ForwardMessageToDead... | moves a delivery to %DLQ%<group>            |

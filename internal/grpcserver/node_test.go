@@ -57,6 +57,18 @@ func TestNodeProducerAndSimpleConsumer(t *testing.T) {
 	}
 }
 
+// TestNodePriority: the Node client's priority messages are received by
+// its SimpleConsumer highest priority first (e2e.js, case priority).
+func TestNodePriority(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("NodePrio"), brokertest.Name("nodeprio")
+	e.createPriorityTopic(t, topic, 4)
+	out := runNode(t, e, "priority", "RMQ_TOPIC="+topic, "RMQ_GROUP="+group)
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("node output: %s", out)
+	}
+}
+
 func TestNodePushConsumer(t *testing.T) {
 	// The push consumer's shutdown waits for its receive in flight, which
 	// long-polls for as long as the settings say: keep it short.

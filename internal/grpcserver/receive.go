@@ -142,7 +142,7 @@ var systemKeys = map[string]bool{
 	message.PropertyTimerDeliverMS: true, message.PropertyCluster: true, message.PropertyTransactionPrepared: true,
 	message.PropertyProducerGroup: true, message.PropertyRealTopic: true, message.PropertyRealQueueID: true,
 	message.PropertyDelayLevel: true, message.PropertyTimerOutMS: true, message.PropertyWaitStoreOK: true,
-	message.PropertyTransactionID: true, "MSG_REGION": true, "TRACE_ON": true,
+	message.PropertyTransactionID: true, message.PropertyPriority: true, "MSG_REGION": true, "TRACE_ON": true,
 }
 
 // messagePB builds the delivered form of a stored message of topic, as
@@ -193,6 +193,12 @@ func (s *Server) messagePB(topicRes *pb.Resource, topic string, invisible time.D
 	if t := props.Get(message.PropertyTimerDeliverMS); t != "" {
 		if ms, err := strconv.ParseInt(t, 10, 64); err == nil {
 			sp.MessageType, sp.DeliveryTimestamp = pb.MessageType_DELAY, timestamppb.New(time.UnixMilli(ms))
+		}
+	}
+	if v, ok := props.Lookup(message.PropertyPriority); ok && sp.MessageType == pb.MessageType_NORMAL {
+		if n, err := strconv.ParseInt(string(v), 10, 32); err == nil && n >= 0 {
+			p := int32(n)
+			sp.MessageType, sp.Priority = pb.MessageType_PRIORITY, &p
 		}
 	}
 	if d.Record.SysFlag()&message.SysFlagTxMask == message.SysFlagTxCommit {

@@ -35,7 +35,7 @@ func init() {
 		message.PropertyReconsumeTime, message.PropertyCheckImmunityTime, message.PropertyTransactionCheckTimes, message.PropertyTransactionID,
 		message.PropertyCluster, message.PropertyShardingKey, message.PropertyShardingKeyOld, message.PropertyMinOffset, message.PropertyMaxOffset,
 		message.PropertyCorrelationID, message.PropertyReplyToClient, message.PropertyMessageType, message.PropertyPushReplyTime,
-		"MSG_REGION", "TRACE_ON", "__STARTDELIVERTIME", "INSTANCE_ID",
+		message.PropertyPriority, "MSG_REGION", "TRACE_ON", "__STARTDELIVERTIME", "INSTANCE_ID",
 	} {
 		reservedKeys[k] = true
 	}
@@ -106,8 +106,10 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 		// Stored as a plain message, it would reach every consumer of
 		// the parent topic: refused, not silently widened.
 		return fail(fmt.Errorf("%w: lite topics (message type LITE, lite_topic); send NORMAL messages to a topic of their own", ErrUnsupported))
-	case t == pb.MessageType_PRIORITY || sp.GetPriority() > 0:
-		return fail(fmt.Errorf("%w: priority messages (message type PRIORITY, priority); send NORMAL messages, or FIFO ones to keep an order", ErrUnsupported))
+	case t == pb.MessageType_PRIORITY && sp.Priority == nil:
+		return fail(refuse(pb.Code_BAD_REQUEST, "a PRIORITY message needs a priority"))
+	case sp.GetPriority() < 0:
+		return fail(refuse(pb.Code_BAD_REQUEST, "priority %d is below 0", sp.GetPriority()))
 	}
 	body := m.GetBody()
 	if sp.GetBodyEncoding() == pb.Encoding_GZIP {
@@ -133,11 +135,19 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 	if len(sp.GetKeys()) > 0 {
 		props[message.PropertyKeys] = strings.Join(sp.GetKeys(), " ")
 	}
-	if tc, ok := s.b.Topic(topic); ok && !accepts(tc, sp.GetMessageType()) {
-		return fail(refuse(pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topic %s accepts %v messages, not %v", topic, acceptedTypes(tc), sp.GetMessageType()))
+	typ := sp.GetMessageType()
+	tc, exists := s.b.Topic(topic)
+	if (typ == pb.MessageType_NORMAL || typ == pb.MessageType_MESSAGE_TYPE_UNSPECIFIED) && sp.Priority != nil && exists && accepts(tc, pb.MessageType_PRIORITY) {
+		// The Node client types a message of priority 0 NORMAL; on a
+		// priority topic it is a priority message. Elsewhere a NORMAL
+		// message's priority is ignored, as its type says.
+		typ = pb.MessageType_PRIORITY
+	}
+	if exists && !accepts(tc, typ) {
+		return fail(refuse(pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topic %s accepts %v messages, not %v", topic, acceptedTypes(tc), typ))
 	}
 	ls := broker.LocalSend{Topic: topic, QueueID: -1, BornTimestamp: sp.GetBornTimestamp().AsTime().UnixMilli(), Body: body, BornHost: c.remote}
-	switch sp.GetMessageType() {
+	switch typ {
 	case pb.MessageType_FIFO:
 		if sp.GetMessageGroup() == "" {
 			return fail(refuse(pb.Code_ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group"))
@@ -160,6 +170,9 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil && d.AsDuration() > 0 {
 			props[message.PropertyCheckImmunityTime] = strconv.FormatInt(max(1, int64(d.AsDuration()/time.Second)), 10)
 		}
+	case pb.MessageType_PRIORITY:
+		// The broker stores it in the queue of its priority.
+		props[message.PropertyPriority] = strconv.Itoa(int(sp.GetPriority()))
 	case pb.MessageType_NORMAL, pb.MessageType_MESSAGE_TYPE_UNSPECIFIED:
 	default:
 		return fail(refuse(pb.Code_BAD_REQUEST, "message type %v is not served", sp.GetMessageType()))

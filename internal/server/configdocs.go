@@ -54,7 +54,7 @@ var configDocs = map[string]string{
 	"topics[].queues":      "its read and write queue count",
 	"topics[].perm":        "permission bits: 4 read, 2 write",
 	"topics[].order":       "an orderly topic",
-	"topics[].messageType": "what RocketMQ 5 clients may send: NORMAL, FIFO, DELAY, TRANSACTION or MIXED (empty: any)",
+	"topics[].messageType": "what RocketMQ 5 clients may send: NORMAL, FIFO, DELAY, TRANSACTION, MIXED (the first four) or PRIORITY (empty: the first four)",
 
 	"groups":                          "consumer groups created or updated at start",
 	"groups[].name":                   "the group's name (required)",
