@@ -61,10 +61,11 @@
 // # Invariants
 //
 //  1. A route names only brokers that registered the topic and have not
-//     expired. After a broker's full registration, the topics held for it
+//     expired (a retry topic's: see 2). After a broker's full registration, the topics held for it
 //     are exactly that registration's; each later incremental one adds or
 //     updates its topics and removes none.
 //  2. A topic no live broker registered gets TOPIC_NOT_EXIST, except a
-//     retry topic (%RETRY%group), which is answered with one queue on every
-//     live master (see Options.RetryRoutes).
+//     retry topic (%RETRY%group), whose route also names, with one queue,
+//     every live master that has not registered it (see
+//     Options.RetryRoutes).
 package namesrv

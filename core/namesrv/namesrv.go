@@ -26,12 +26,13 @@ type Options struct {
 	// BrokerExpiry drops a broker that has not registered for this long.
 	// Default 120 s.
 	BrokerExpiry time.Duration `yaml:"brokerExpiry"`
-	// RetryRoutes answers a route lookup for a retry topic that no broker
-	// registered yet with one queue on every live master. A push consumer
-	// looks up its group's retry topic once at start, before its first
-	// heartbeat creates it, and otherwise only again at its next rebalance;
-	// answering at once lets retries flow from the first second. Default
-	// true; set DisableRetryRoutes to turn it off.
+	// RetryRoutes answers a route lookup for a retry topic with one queue
+	// on every live master that has not registered it (yet), beside those
+	// that have. A push consumer looks up its group's retry topic at
+	// start, around its first heartbeat, which creates it on each master,
+	// and otherwise only at its next route update, 30 s on; answering at
+	// once lets retries flow from every master from the first second.
+	// Default true; set DisableRetryRoutes to turn it off.
 	DisableRetryRoutes bool `yaml:"disableRetryRoutes"`
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger `yaml:"-"`
@@ -295,7 +296,9 @@ func (s *Server) Route(topic string) (remoting.TopicRouteData, bool) {
 			Perm: tc.Perm &^ remoting.PermWrite, TopicSysFlag: tc.TopicSysFlag,
 		})
 	}
-	if len(r.QueueDatas) == 0 && strings.HasPrefix(topic, remoting.RetryGroupTopicPrefix) && !s.opts.DisableRetryRoutes {
+	if strings.HasPrefix(topic, remoting.RetryGroupTopicPrefix) && !s.opts.DisableRetryRoutes {
+		// Every live master, also while the masters register the topic
+		// one after another after a consumer's first heartbeat.
 		for _, b := range s.brokers {
 			if b.id != 0 || b.lastUpdate.Before(live) || seenQueue[b.name] {
 				continue

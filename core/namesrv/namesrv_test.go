@@ -104,6 +104,32 @@ func TestRouteShape(t *testing.T) {
 	}
 }
 
+// TestRetryRouteWhileRegistering: a consumer's first heartbeat creates its
+// retry topic on every master, and the masters register it one after
+// another. A route asked in between still names every live master, the
+// ones yet to register with one queue, so the consumer pulls retries from
+// all of them from the start and not only after its next route update.
+func TestRetryRouteWhileRegistering(t *testing.T) {
+	s, ns := start(t, namesrv.Options{})
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	register(t, cl, ns, "broker-a", "127.0.0.1:1")
+	register(t, cl, ns, "broker-b", "127.0.0.1:2", remoting.TopicConfig{TopicName: "%RETRY%g", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6})
+	r, ok := s.Route("%RETRY%g")
+	if !ok || len(r.QueueDatas) != 2 || len(r.BrokerDatas) != 2 {
+		t.Fatalf("retry route registered by one of two masters: %+v", r)
+	}
+	if q := r.QueueDatas[0]; q.BrokerName != "broker-a" || q.ReadQueueNums != 1 || q.Perm != 6 {
+		t.Fatalf("the master yet to register: %+v", q)
+	}
+	if q := r.QueueDatas[1]; q.BrokerName != "broker-b" || q.ReadQueueNums != 2 {
+		t.Fatalf("the master that registered: %+v", q)
+	}
+	if r, ok := s.Route("T"); ok {
+		t.Fatalf("a topic no broker registered: %+v", r)
+	}
+}
+
 func TestTwoBrokers(t *testing.T) {
 	s, ns := start(t, namesrv.Options{DisableRetryRoutes: true})
 	cl := remoting.NewClient(remoting.ClientOptions{})
