@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -88,10 +89,15 @@ func printGroups(w io.Writer, rows []groupRow) error {
 		if strategy == "" {
 			strategy = "-"
 		}
+		attrs := []string{}
+		for _, k := range slices.Sorted(maps.Keys(gc.Attributes)) {
+			attrs = append(attrs, k+"="+gc.Attributes[k])
+		}
 		out = append(out, []string{gc.Addr, gc.GroupName, fmt.Sprint(gc.ConsumeEnable), fmt.Sprint(gc.ConsumeBroadcastEnable), fmt.Sprint(gc.ConsumeFromMinEnable),
-			fmt.Sprint(gc.RetryQueueNums), fmt.Sprint(gc.RetryMaxTimes), fmt.Sprint(gc.NotifyConsumerIdsChangedEnable), strategy, fmt.Sprint(gc.AutoCreated)})
+			fmt.Sprint(gc.RetryQueueNums), fmt.Sprint(gc.RetryMaxTimes), fmt.Sprint(gc.NotifyConsumerIdsChangedEnable), strategy, fmt.Sprint(gc.AutoCreated),
+			cmpOr(strings.Join(attrs, ","), "-")})
 	}
-	return table(w, []string{"BROKER", "GROUP", "CONSUME", "BROADCAST", "FROM MIN", "RETRY QUEUES", "MAX RETRIES", "NOTIFY IDS", "STRATEGY", "AUTO CREATED"}, out)
+	return table(w, []string{"BROKER", "GROUP", "CONSUME", "BROADCAST", "FROM MIN", "RETRY QUEUES", "MAX RETRIES", "NOTIFY IDS", "STRATEGY", "AUTO CREATED", "ATTRIBUTES"}, out)
 }
 
 // groupConfigArg is the arguments of "groups create" and "groups update":
@@ -105,6 +111,7 @@ type groupConfigArg struct {
 	RetryQueueNums *int
 	RetryMaxTimes  *int
 	Notify         *bool
+	Attributes     map[string]string // "+name": value, "-name": ""
 	Namesrv        string
 	Cluster        string // every master of this cluster, not --broker
 }
@@ -118,6 +125,7 @@ func groupConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 		retryQueues := fs.Int("retry-queues", 1, "queues of the group's retry topic; 0: no retries (retryQueueNums)")
 		retryMax := fs.Int("retry-max", broker.DefaultMaxReconsumeTimes, "retries before a message goes to the dead-letter topic (retryMaxTimes)")
 		notify := fs.Bool("notify-ids-changed", true, "tell consumers when the group's members change (notifyConsumerIdsChangedEnable)")
+		attrs := fs.String("attributes", "", `change attributes, as mqadmin's -a: "+priority.factor=50" sets one, "-priority.factor" removes it (comma-separated)`)
 		cluster := clusterFlag(fs)
 		ns := namesrvFlag(fs)
 		return func() (any, error) {
@@ -142,6 +150,13 @@ func groupConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 			}
 			if fs.Changed("notify-ids-changed") {
 				a.Notify = notify
+			}
+			if fs.Changed("attributes") {
+				m, err := broker.ParseGroupAttributes(*attrs)
+				if err != nil {
+					return nil, fmt.Errorf("--attributes: %w", err)
+				}
+				a.Attributes = m
 			}
 			return a, nil
 		}
@@ -210,6 +225,8 @@ func updateGroupOn(ctx context.Context, s *adminSession, addr string, a groupCon
 	if a.RetryMaxTimes != nil {
 		gc.RetryMaxTimes = *a.RetryMaxTimes
 	}
+	// Only the attributes to change: the broker keeps the others.
+	gc.Attributes = a.Attributes
 	gc.AutoCreated = false // an operator's configuration now
 	body, err := json.Marshal(gc)
 	if err != nil {

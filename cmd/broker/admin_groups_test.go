@@ -28,9 +28,35 @@ func TestAdminGroups(t *testing.T) {
 	if len(rows) != 1 || rows[0].RetryQueueNums != 2 || rows[0].RetryMaxTimes != 5 || rows[0].ConsumeBroadcastEnable || rows[0].ConsumeEnable {
 		t.Fatalf("update --retry-max 5 --consume=false: %+v", rows)
 	}
+	rows = nil // a field absent from the answer would keep what it held
+	adminJSON(t, admin, &rows, "groups", "update", "--group", group, "--attributes", "+priority.factor=40")
+	if len(rows) != 1 || rows[0].Attributes["priority.factor"] != "40" || rows[0].RetryMaxTimes != 5 {
+		t.Fatalf("update --attributes +priority.factor=40: %+v", rows)
+	}
+	rows = nil
+	adminJSON(t, admin, &rows, "groups", "update", "--group", group, "--retry-max", "6")
+	if len(rows) != 1 || rows[0].Attributes["priority.factor"] != "40" {
+		t.Fatalf("an update without --attributes dropped them: %+v", rows)
+	}
+	for _, bad := range []struct{ attrs, want string }{
+		{"+priority.factor=101", "0..100"}, {"+urgency=1", `unknown attribute "urgency"`},
+	} {
+		if code, _, errs := admin("groups", "update", "--group", group, "--attributes", bad.attrs); code != 1 || !strings.Contains(errs, bad.want) {
+			t.Fatalf("--attributes %s: %d %s", bad.attrs, code, errs)
+		}
+	}
+	if code, _, errs := admin("groups", "update", "--group", group, "--attributes", "priority.factor=1"); code != 2 || !strings.Contains(errs, "+name=value") {
+		t.Fatalf("--attributes without + or -: %d %s", code, errs)
+	}
 	code, out, errs := admin("groups", "list")
-	if code != 0 || !strings.Contains(out, group) || !strings.Contains(out, "MAX RETRIES") {
+	if code != 0 || !strings.Contains(out, group) || !strings.Contains(out, "MAX RETRIES") || !strings.Contains(out, "priority.factor=40") {
 		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+
+	rows = nil
+	adminJSON(t, admin, &rows, "groups", "update", "--group", group, "--attributes", "-priority.factor")
+	if len(rows) != 1 || len(rows[0].Attributes) != 0 {
+		t.Fatalf("update --attributes -priority.factor: %+v", rows)
 	}
 
 	env.KnowGroup(t, group) // its retry topic

@@ -280,6 +280,9 @@ type GroupOptions struct {
 	// ConsumeMessageOrderly makes the group FIFO for RocketMQ 5 clients
 	// (see SubscriptionGroupConfig).
 	ConsumeMessageOrderly bool `yaml:"consumeMessageOrderly"`
+	// Attributes are RocketMQ's group attributes by name, as
+	// SubscriptionGroupConfig.Attributes: priority.factor.
+	Attributes map[string]string `yaml:"attributes"`
 }
 
 // config returns the group's configuration over old, the stored one or
@@ -290,6 +293,7 @@ func (g GroupOptions) config(old SubscriptionGroupConfig) SubscriptionGroupConfi
 	old.RetryQueueNums = g.RetryQueueNums
 	old.ConsumeBroadcastEnable = !g.DisableConsumeBroadcast
 	old.ConsumeMessageOrderly = g.ConsumeMessageOrderly
+	old.Attributes = alterGroupAttributes(nil, g.Attributes)
 	return old
 }
 

@@ -159,7 +159,10 @@
 // picked, as RocketMQ does): a receive of a group that is not FIFO goes
 // from the highest queue down, each queue's flights due before its new
 // messages, so the highest priority with anything deliverable fills the
-// batch first and a message given up keeps its priority. A group new to POP starts where it left off by
+// batch first and a message given up keeps its priority; of every 100
+// such receives only the first priority.factor (a group attribute,
+// default 100) do, the others starting one queue further on each time. A
+// group new to POP starts where it left off by
 // pull, else at a queue's start while its first messages are there, else
 // at its tail. The group's consumer offset is kept at the lowest offset
 // in flight (else the cursor), found by walking up from the last lowest,

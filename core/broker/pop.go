@@ -186,7 +186,7 @@ func (p POP) Receive(ctx context.Context, r POPReceive) ([]POPDelivery, error) {
 	req := popRequest{group: r.Group, topic: r.Topic, readQueues: r.ReadQueues, filter: r.Filter, batch: r.Batch,
 		invisible: r.Invisible, maxDeliveries: int32(gc.RetryMaxTimes + 1), fifo: gc.ConsumeMessageOrderly, owner: r.Owner}
 	if tc, ok := p.b.topics.get(r.Topic); ok && tc.MessageType == MessageTypePriority && !req.fifo {
-		req.priority = true
+		req.priority, req.factor = true, gc.priorityFactor()
 	}
 	if e.waiting.Add(1) > int64(o.MaxWaiting) {
 		e.waiting.Add(-1)
@@ -508,8 +508,11 @@ type popKey struct{ group, topic string }
 
 // popTopic is the POP state of one (group, topic), behind its own lock.
 type popTopic struct {
-	mu     sync.Mutex          // guards queues
+	mu     sync.Mutex          // guards queues and receives
 	queues map[int32]*popQueue // nil until loaded from the store
+	// receives counts the receives from a PRIORITY topic, for the
+	// group's priority factor.
+	receives uint64
 }
 
 // lock returns the locked state of (group, topic); the caller unlocks it.
@@ -778,6 +781,7 @@ type popRequest struct {
 	maxDeliveries int32 // a message due for delivery max+1 goes to %DLQ%group
 	fifo          bool
 	priority      bool   // the topic's queues are priorities: the highest first
+	factor        int    // of every 100 such receives, how many follow priorities
 	owner         string // with auto_renew: the receiving client
 }
 
@@ -896,7 +900,18 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 		return nil
 	}
 
-	if r.priority {
+	priority := r.priority
+	if priority && r.factor < 100 {
+		// The first factor receives of every 100 follow priorities; the
+		// others start at a queue further on each time, as RocketMQ's do.
+		n := pt.receives
+		pt.receives++
+		if priority = int(n%100) < r.factor; !priority && len(qids) > 0 {
+			at := int(n % uint64(len(qids)))
+			qids = slices.Concat(qids[at:], qids[:at])
+		}
+	}
+	if priority {
 		// A priority topic's queue is its messages' priority: the highest
 		// queue first, each queue's redeliveries before its new messages,
 		// so a message keeps its priority when delivered again.

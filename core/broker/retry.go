@@ -53,6 +53,11 @@ type SubscriptionGroupConfig struct {
 	// GroupRetryPolicy spaces the retries of the group's RocketMQ 5
 	// consumers (RocketMQ 5's field); nil is the delay levels' ladder.
 	GroupRetryPolicy *GroupRetryPolicy `json:"groupRetryPolicy,omitempty"`
+	// Attributes are RocketMQ's group attributes (see
+	// PriorityFactorAttribute), by name. An update without them keeps
+	// the stored ones; one with them changes those it names ("+name",
+	// "-name").
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
 const groupMetaKey = "group/"
@@ -116,6 +121,9 @@ func checkGroupConfig(gc SubscriptionGroupConfig) error {
 	if gc.RetryMaxTimes < 0 {
 		return fmt.Errorf("broker: group %s: retryMaxTimes must not be negative", gc.GroupName)
 	}
+	if err := checkGroupAttributes(gc.GroupName, gc.Attributes); err != nil {
+		return err
+	}
 	return checkRetryPolicy(gc.GroupName, gc.GroupRetryPolicy)
 }
 
@@ -148,14 +156,17 @@ func (b *Broker) handleUpdateGroup(c *remoting.Conn, req *remoting.Command) *rem
 		return response(req, remoting.SystemError, "subscription group config: bad body: %v", err)
 	}
 	// RocketMQ's tools do not know allocateStrategy; keep the stored one
-	// unless the body names it.
+	// unless the body names it. Attributes change as the body says.
 	var named struct {
-		AllocateStrategy *string `json:"allocateStrategy"`
+		AllocateStrategy *string         `json:"allocateStrategy"`
+		Attributes       json.RawMessage `json:"attributes"`
 	}
-	if json.Unmarshal(req.Body, &named) == nil && named.AllocateStrategy == nil {
-		if old, ok := b.storedGroupConfig(gc.GroupName); ok {
+	if json.Unmarshal(req.Body, &named) == nil {
+		old, _ := b.storedGroupConfig(gc.GroupName)
+		if named.AllocateStrategy == nil {
 			gc.AllocateStrategy = old.AllocateStrategy
 		}
+		gc.Attributes = alterGroupAttributes(old.Attributes, gc.Attributes)
 	}
 	gc.AutoCreated = false
 	if err := b.PutGroupConfig(gc); err != nil {

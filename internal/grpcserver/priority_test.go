@@ -3,6 +3,7 @@ package grpcserver_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +197,29 @@ func TestPriorityFromRemoting(t *testing.T) {
 	}
 	if fmt.Sprint(prios) != "[p99 p2 p2 p1 p1 p1 p0 p0 p0]" {
 		t.Fatalf("received in the order %v", order)
+	}
+}
+
+// TestPriorityFactor: a group's priority.factor is the share of its
+// receives that follow priorities. At 0 none do: each receive starts one
+// queue further on, so every priority is served in turn.
+func TestPriorityFactor(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("Prio"), brokertest.Name("fair")
+	e.createPriorityTopic(t, topic, 4)
+	gc := broker.SubscriptionGroupConfig{GroupName: group, ConsumeEnable: true, RetryQueueNums: 1, RetryMaxTimes: 16,
+		Attributes: map[string]string{broker.PriorityFactorAttribute: "0"}}
+	if err := e.Broker.PutGroupConfig(gc); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(4) {
+		e.send(t, prioMsg(topic, fmt.Sprint("p", p), p))
+	}
+	for p := range int32(4) {
+		e.receiveOne(t, group, topic, fmt.Sprint("p", p), p, p, 1)
+	}
+	gc.Attributes[broker.PriorityFactorAttribute] = "101"
+	if err := e.Broker.PutGroupConfig(gc); err == nil || !strings.Contains(err.Error(), "0..100") {
+		t.Fatalf("priority.factor 101: %v", err)
 	}
 }

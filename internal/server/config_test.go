@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"testing"
 	"time"
@@ -65,10 +66,10 @@ func TestConfigSwitchesAndMovedKeys(t *testing.T) {
 		t.Fatalf("%v %+v", err, c)
 	}
 	var g Config
-	err = g.decode([]byte("autoCreateSubscriptionGroup: false\ngroups:\n  - {name: billing, retryMaxTimes: 3, retryQueueNums: 2, consumeBroadcastEnable: false}\n  - {name: audit}\n"), "")
+	err = g.decode([]byte("autoCreateSubscriptionGroup: false\ngroups:\n  - {name: billing, retryMaxTimes: 3, retryQueueNums: 2, consumeBroadcastEnable: false}\n  - {name: audit, attributes: {priority.factor: \"50\"}}\n"), "")
 	if err != nil || !g.Broker.DisableAutoCreateGroup || len(g.Broker.Groups) != 2 ||
-		g.Broker.Groups[0] != (broker.GroupOptions{Name: "billing", RetryMaxTimes: 3, RetryQueueNums: 2, DisableConsumeBroadcast: true}) ||
-		g.Broker.Groups[1] != (broker.GroupOptions{Name: "audit"}) {
+		!reflect.DeepEqual(g.Broker.Groups[0], broker.GroupOptions{Name: "billing", RetryMaxTimes: 3, RetryQueueNums: 2, DisableConsumeBroadcast: true}) ||
+		!reflect.DeepEqual(g.Broker.Groups[1], broker.GroupOptions{Name: "audit", Attributes: map[string]string{"priority.factor": "50"}}) {
 		t.Fatalf("groups: %v %+v", err, g.Broker.Groups)
 	}
 	if err := c.decode([]byte("flush: async\nstore: {flush: sync}\n"), ""); err == nil {

@@ -62,6 +62,7 @@ var configDocs = map[string]string{
 	"groups[].retryQueueNums":         "queues of the group's retry topic",
 	"groups[].consumeBroadcastEnable": "admit the group's consumers in broadcasting mode",
 	"groups[].consumeMessageOrderly":  "make the group FIFO for RocketMQ 5 clients",
+	"groups[].attributes":             "RocketMQ's group attributes by name: priority.factor, 0..100",
 
 	"maxTopics":                       "most topics, retry and dead-letter topics included",
 	"maxGroups":                       "most producer and consumer groups tracked from heartbeats",
