@@ -123,11 +123,7 @@ func TestCrossProtocolMessageGroup(t *testing.T) {
 	topic := brokertest.Name("Group")
 	e.createTopic(t, topic, 1)
 
-	p := e.Producer(t)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Shutdown() })
+	p := e.Producer(t) // started, and shut down when the test ends
 	m := primitive.NewMessage(topic, []byte("from 4.x"))
 	m.WithTag("old")
 	m.WithProperty("__SHARDINGKEY", "customer-1")

@@ -144,11 +144,7 @@ func TestPriorityFromRemoting(t *testing.T) {
 	e := start(t)
 	topic, group := brokertest.Name("Prio"), brokertest.Name("prio")
 	e.createPriorityTopic(t, topic, 4)
-	p := e.Producer(t)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Shutdown() })
+	p := e.Producer(t) // started, and shut down when the test ends
 	send := func(body string, props ...string) *primitive.SendResult {
 		t.Helper()
 		m := primitive.NewMessage(topic, []byte(body))
