@@ -292,6 +292,15 @@ func TestReplicatedSetGRPCReplicaNamesLeader(t *testing.T) {
 	if !strings.Contains(out, `"ok":true`) {
 		t.Fatalf("node output: %s", out)
 	}
+	// Priority messages too: the replica's route accepts them (the
+	// topic's type is replicated) and the leader delivers them highest
+	// first.
+	prio := "GRPCReplicaPriority"
+	createSetTopic(t, rs, ns.NamesrvAddr, prio, "--read-queues", "4", "--write-queues", "4", "--message-type", "PRIORITY")
+	out = runNodeCase(t, "priority", "RMQ_ENDPOINT="+replica.grpc, "RMQ_TOPIC="+prio, "RMQ_GROUP="+brokertest.Name("grprio"))
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("node output: %s", out)
+	}
 }
 
 // storedAtOffsets stops the set and checks that each member's store

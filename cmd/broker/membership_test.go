@@ -156,12 +156,12 @@ func TestReplicatedSetLostMajority(t *testing.T) {
 
 // createSetTopic creates topic with two queues on the set's cluster once
 // the set has a master.
-func createSetTopic(t *testing.T, rs *replicatedSet, namesrv, topic string) {
+func createSetTopic(t *testing.T, rs *replicatedSet, namesrv, topic string, flags ...string) {
 	t.Helper()
 	rs.leader()
 	brokertest.Eventually(t, 30*time.Second, "the topic created", func() bool {
-		code, _, _ := runCmd("admin", "topics", "create", "--topic", topic, "--namesrv", namesrv, "--cluster", "DefaultCluster",
-			"--read-queues", "2", "--write-queues", "2")
+		code, _, _ := runCmd(append([]string{"admin", "topics", "create", "--topic", topic, "--namesrv", namesrv, "--cluster", "DefaultCluster",
+			"--read-queues", "2", "--write-queues", "2"}, flags...)...)
 		return code == 0
 	})
 }
