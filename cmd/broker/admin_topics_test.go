@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,6 +89,9 @@ func TestAdminTopics(t *testing.T) {
 	adminJSON(t, admin, &rows, "topics", "update", "--topic", topic, "--message-type", "priority")
 	if len(rows) != 1 || rows[0].MessageType != "PRIORITY" || rows[0].Perm != 4 || env.Broker.Topics()[topic].MessageType != "PRIORITY" {
 		t.Fatalf("update --message-type priority: %+v", rows)
+	}
+	if code, out, _ := admin("topics", "list"); code != 0 || !regexp.MustCompile(topic+`\s.*\sPRIORITY\n`).MatchString(out) {
+		t.Fatalf("topics list shows no type: %d\n%s", code, out)
 	}
 	adminJSON(t, admin, &rows, "topics", "update", "--topic", topic, "--perm", "RW")
 	if len(rows) != 1 || rows[0].MessageType != "PRIORITY" {
