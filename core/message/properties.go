@@ -44,6 +44,11 @@ const (
 	// PropertyPriority is a priority message's priority, 0 or more: the
 	// queue it goes to (RocketMQ 5.4's name).
 	PropertyPriority = "_SYS_MSG_PRIORITY_"
+	// PropertyTraceContext is a RocketMQ 5 message's trace context
+	// (SystemProperties.trace_context), PropertyBornHost the born host its
+	// client named (born_host): where RocketMQ's proxy keeps them.
+	PropertyTraceContext = "TRACE_CONTEXT"
+	PropertyBornHost     = "__BORNHOST"
 )
 
 // MaxPropertiesLen is the longest properties string the stored layout can

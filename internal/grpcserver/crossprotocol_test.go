@@ -160,3 +160,60 @@ func TestCrossProtocolMessageGroup(t *testing.T) {
 		t.Fatalf("a FIFO message over 4.x has __SHARDINGKEY %q, want its group", v)
 	}
 }
+
+// TestTraceContextAndBornHost: a 5.x message's trace context and born host
+// are kept as RocketMQ's proxy keeps them (TRACE_CONTEXT, __BORNHOST), so a
+// consumer of either protocol sees them, and a 4.x message's trace context
+// reaches 5.x consumers.
+func TestTraceContextAndBornHost(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Trace")
+	e.createTopic(t, topic, 1)
+	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	m := msg(topic, "traced", "t", "traced")
+	m.SystemProperties.TraceContext, m.SystemProperties.BornHost = proto.String(trace), "node-host-7"
+	e.send(t, m)
+	p := e.Producer(t) // started, and shut down when the test ends
+	old := primitive.NewMessage(topic, []byte("from 4.x"))
+	old.WithTag("t")
+	old.WithProperty("TRACE_CONTEXT", trace+"-4x")
+	if _, err := p.SendSync(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	_, msgs := e.receive(t, brokertest.Name("pop"), topic, nil, 32, 30*time.Second, 5*time.Second)
+	got := map[string]*pb.Message{}
+	for _, m := range msgs {
+		got[string(m.Body)] = m
+	}
+	if sp := got["traced"].GetSystemProperties(); sp.GetTraceContext() != trace || sp.GetBornHost() != "node-host-7" {
+		t.Fatalf("5.x message over gRPC: trace context %q, born host %q", sp.GetTraceContext(), sp.GetBornHost())
+	}
+	if sp := got["from 4.x"].GetSystemProperties(); sp.GetTraceContext() != trace+"-4x" || sp.GetBornHost() != "127.0.0.1" {
+		t.Fatalf("4.x message over gRPC: trace context %q, born host %q", sp.GetTraceContext(), sp.GetBornHost())
+	}
+	for _, m := range msgs {
+		for _, k := range []string{"TRACE_CONTEXT", "__BORNHOST"} {
+			if _, ok := m.UserProperties[k]; ok {
+				t.Fatalf("%s is also a user property of %s", k, m.Body)
+			}
+		}
+	}
+
+	group := brokertest.Name("pull")
+	c := e.PushConsumer(t, group)
+	recv := make(chan string, 4)
+	if err := c.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range ms {
+			if string(m.Body) == "traced" {
+				recv <- m.GetProperty("TRACE_CONTEXT") + "|" + m.GetProperty("__BORNHOST")
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartConsumer(t, c, group, true, topic)
+	if v := brokertest.Wait(t, recv, 30*time.Second, "the 4.x consumer"); v != trace+"|node-host-7" {
+		t.Fatalf("a 5.x message over 4.x: %q", v)
+	}
+}

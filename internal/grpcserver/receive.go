@@ -142,7 +142,8 @@ var systemKeys = map[string]bool{
 	message.PropertyTimerDeliverMS: true, message.PropertyCluster: true, message.PropertyTransactionPrepared: true,
 	message.PropertyProducerGroup: true, message.PropertyRealTopic: true, message.PropertyRealQueueID: true,
 	message.PropertyDelayLevel: true, message.PropertyTimerOutMS: true, message.PropertyWaitStoreOK: true,
-	message.PropertyTransactionID: true, message.PropertyPriority: true, "MSG_REGION": true, "TRACE_ON": true,
+	message.PropertyTransactionID: true, message.PropertyPriority: true, message.PropertyTraceContext: true,
+	message.PropertyBornHost: true, "MSG_REGION": true, "TRACE_ON": true,
 }
 
 // messagePB builds the delivered form of a stored message of topic, as
@@ -175,6 +176,13 @@ func (s *Server) messagePB(topicRes *pb.Resource, topic string, invisible time.D
 	}
 	if sp.MessageId == "" {
 		sp.MessageId = message.OffsetMsgID(d.Record.StoreHost(), d.Record.CommitLogOffset())
+	}
+	if h := props.Get(message.PropertyBornHost); h != "" {
+		sp.BornHost = h // as the producing client named itself
+	}
+	if v, ok := props.Lookup(message.PropertyTraceContext); ok {
+		tc := string(v)
+		sp.TraceContext = &tc
 	}
 	if v, ok := props.Lookup(message.PropertyTags); ok {
 		t := string(v)

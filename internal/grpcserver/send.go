@@ -35,7 +35,7 @@ func init() {
 		message.PropertyReconsumeTime, message.PropertyCheckImmunityTime, message.PropertyTransactionCheckTimes, message.PropertyTransactionID,
 		message.PropertyCluster, message.PropertyShardingKey, message.PropertyShardingKeyOld, message.PropertyMinOffset, message.PropertyMaxOffset,
 		message.PropertyCorrelationID, message.PropertyReplyToClient, message.PropertyMessageType, message.PropertyPushReplyTime,
-		message.PropertyPriority, "MSG_REGION", "TRACE_ON", "__STARTDELIVERTIME", "INSTANCE_ID",
+		message.PropertyPriority, message.PropertyTraceContext, message.PropertyBornHost, "MSG_REGION", "TRACE_ON", "__STARTDELIVERTIME", "INSTANCE_ID",
 	} {
 		reservedKeys[k] = true
 	}
@@ -134,6 +134,12 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 	}
 	if len(sp.GetKeys()) > 0 {
 		props[message.PropertyKeys] = strings.Join(sp.GetKeys(), " ")
+	}
+	if tc := sp.GetTraceContext(); tc != "" {
+		props[message.PropertyTraceContext] = tc
+	}
+	if h := sp.GetBornHost(); h != "" {
+		props[message.PropertyBornHost] = h
 	}
 	typ := sp.GetMessageType()
 	tc, exists := s.b.Topic(topic)
