@@ -217,3 +217,37 @@ func TestTraceContextAndBornHost(t *testing.T) {
 		t.Fatalf("a 5.x message over 4.x: %q", v)
 	}
 }
+
+// TestSystemPropertiesStayHidden: the properties RocketMQ keeps for
+// itself (its MessageConst.STRING_HASH_SET) are not a 4.x message's user
+// properties over gRPC, and a 5.x client may not set them.
+func TestSystemPropertiesStayHidden(t *testing.T) {
+	e := start(t)
+	topic := brokertest.Name("Hidden")
+	e.createTopic(t, topic, 1)
+	p := e.Producer(t) // started, and shut down when the test ends
+	m := primitive.NewMessage(topic, []byte("from 4.x"))
+	m.WithProperty("color", "red")
+	system := []string{"TTL", "BUYER_ID", "DUP_INFO", "CORRELATION_ID", "MSG_TYPE", "TIMER_DELAY_LEVEL", "1ST_POP_TIME", "BORN_TIMESTAMP"}
+	for _, k := range system {
+		m.WithProperty(k, "1")
+	}
+	if _, err := p.SendSync(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	_, msgs := e.receive(t, brokertest.Name("pop"), topic, nil, 32, 30*time.Second, 5*time.Second)
+	if len(msgs) != 1 || len(msgs[0].UserProperties) != 1 || msgs[0].UserProperties["color"] != "red" {
+		t.Fatalf("user properties over gRPC: %v", msgs)
+	}
+	for _, k := range system {
+		bad := msg(topic, "bad-"+k, "t", "bad")
+		bad.UserProperties = map[string]string{k: "1"}
+		r, err := e.cl.SendMessage(ctx(t), &pb.SendMessageRequest{Messages: []*pb.Message{bad}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.GetCode() != pb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY {
+			t.Errorf("user property %s: %v, want ILLEGAL_MESSAGE_PROPERTY_KEY", k, r.Status)
+		}
+	}
+}

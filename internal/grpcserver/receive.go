@@ -136,16 +136,6 @@ func (s *Server) deliver(stream pb.MessagingService_ReceiveMessageServer, topicR
 	return stream.Send(&pb.ReceiveMessageResponse{Content: &pb.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.New(s.opts.Now())}})
 }
 
-// systemKeys are properties carried in SystemProperties, not user ones.
-var systemKeys = map[string]bool{
-	message.PropertyTags: true, message.PropertyKeys: true, message.PropertyUniqKey: true, message.PropertyShardingKey: true, message.PropertyShardingKeyOld: true,
-	message.PropertyTimerDeliverMS: true, message.PropertyCluster: true, message.PropertyTransactionPrepared: true,
-	message.PropertyProducerGroup: true, message.PropertyRealTopic: true, message.PropertyRealQueueID: true,
-	message.PropertyDelayLevel: true, message.PropertyTimerOutMS: true, message.PropertyWaitStoreOK: true,
-	message.PropertyTransactionID: true, message.PropertyPriority: true, message.PropertyTraceContext: true,
-	message.PropertyBornHost: true, "MSG_REGION": true, "TRACE_ON": true,
-}
-
 // messagePB builds the delivered form of a stored message of topic, as
 // the client named it in topicRes (nil: from topic's name), received to
 // stay invisible for invisible.

@@ -22,25 +22,6 @@ import (
 // 5 clients have no producer group, so the topic stands for it.
 const txnGroupPrefix = "GRPC_TXN_"
 
-// reservedKeys are the property keys a client may not set as user
-// properties: the broker's and the 4.x clients' system properties.
-var reservedKeys = map[string]bool{}
-
-func init() {
-	for _, k := range []string{
-		message.PropertyTags, message.PropertyKeys, message.PropertyUniqKey, message.PropertyDelayLevel,
-		message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS, message.PropertyTimerOutMS,
-		message.PropertyWaitStoreOK, message.PropertyTransactionPrepared, message.PropertyProducerGroup, message.PropertyRealTopic,
-		message.PropertyRealQueueID, message.PropertyRetryTopic, message.PropertyOriginMessageID, message.PropertyMaxReconsumeTimes,
-		message.PropertyReconsumeTime, message.PropertyCheckImmunityTime, message.PropertyTransactionCheckTimes, message.PropertyTransactionID,
-		message.PropertyCluster, message.PropertyShardingKey, message.PropertyShardingKeyOld, message.PropertyMinOffset, message.PropertyMaxOffset,
-		message.PropertyCorrelationID, message.PropertyReplyToClient, message.PropertyMessageType, message.PropertyPushReplyTime,
-		message.PropertyPriority, message.PropertyTraceContext, message.PropertyBornHost, "MSG_REGION", "TRACE_ON", "__STARTDELIVERTIME", "INSTANCE_ID",
-	} {
-		reservedKeys[k] = true
-	}
-}
-
 // SendMessage stores each message on the broker's send path: the server
 // picks the queue (FIFO: by message group), DELAY parks in the timer,
 // TRANSACTION writes a half message. The messages of one request are
@@ -123,7 +104,7 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 	}
 	props := map[string]string{}
 	for k, v := range m.GetUserProperties() {
-		if reservedKeys[k] || k == "" || strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
+		if systemKeys[k] || k == "" || strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
 			return fail(refuse(pb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "property key %q is reserved or malformed", k))
 		}
 		props[k] = v
