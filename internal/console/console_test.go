@@ -31,6 +31,7 @@ func newFake(topics int) *fakeSource {
 		f.topics = append(f.topics, Topic{Name: fmt.Sprintf("topic-%04d", i), ReadQueues: 4, WriteQueues: 4, Perm: 6, Messages: int64(i), MaxOffsets: int64(i)})
 	}
 	f.topics = append(f.topics, Topic{Name: "%DLQ%billing", ReadQueues: 1, WriteQueues: 1, Perm: 6, Messages: 3, MaxOffsets: 3})
+	f.topics = append(f.topics, Topic{Name: "urgent", ReadQueues: 8, WriteQueues: 8, Perm: 6, MessageType: "PRIORITY"})
 	return f
 }
 
@@ -119,6 +120,9 @@ func TestPages(t *testing.T) {
 		{"/topics?kind=dlq", "%DLQ%billing"},
 		{"/topics?q=0007", "topic-0007"},
 		{"/topic?name=topic-0001", "billing"},
+		{"/topic?name=topic-0001", "<tr><th>Message type</th><td>any (not set)</td></tr>"},
+		{"/topic?name=urgent", "<tr><th>Message type</th><td>PRIORITY</td></tr>"},
+		{"/topics?q=urgent", `urgent</a> <span class="tag">PRIORITY</span>`},
 		{"/groups", "billing"},
 		{"/group?name=billing", "10.0.0.1@x"},
 		{"/group?name=billing", "<tr><th>Lag</th><td>2</td></tr>"},

@@ -74,8 +74,9 @@ type Topic struct {
 	ReadQueues, WriteQueues int
 	Perm                    int
 	Order                   bool
-	Messages                int64 // retained: the sum of max − min offsets
-	MaxOffsets              int64 // the sum of max offsets, for rates
+	MessageType             string // what RocketMQ 5 clients may send ("": NORMAL, FIFO, DELAY, TRANSACTION)
+	Messages                int64  // retained: the sum of max − min offsets
+	MaxOffsets              int64  // the sum of max offsets, for rates
 }
 
 // TopicDetail is a topic's page.

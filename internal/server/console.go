@@ -181,7 +181,7 @@ func (c consoleSource) Topics() []console.Topic {
 	for name, tc := range topics {
 		sm := byTopic[name]
 		out = append(out, console.Topic{Name: name, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums,
-			Perm: tc.Perm, Order: tc.Order, Messages: sm.msgs, MaxOffsets: sm.max})
+			Perm: tc.Perm, Order: tc.Order, MessageType: tc.MessageType, Messages: sm.msgs, MaxOffsets: sm.max})
 	}
 	return out
 }
@@ -191,7 +191,7 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 	if !ok {
 		return console.TopicDetail{}, console.ErrNotFound
 	}
-	d := console.TopicDetail{Topic: console.Topic{Name: name, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order}}
+	d := console.TopicDetail{Topic: console.Topic{Name: name, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order, MessageType: tc.MessageType}}
 	for qid := range int32(max(tc.ReadQueueNums, tc.WriteQueueNums)) {
 		minOff, maxOff := c.st.QueueOffsets(name, qid)
 		q := console.Queue{ID: qid, MinOffset: minOff, MaxOffset: maxOff}
