@@ -64,6 +64,19 @@ func (m *Message) WithShardingKey(key string) *Message {
 	return m.SetProperty(message.PropertyShardingKey, key)
 }
 
+// WithPriority makes m a priority message of priority p, 0 the lowest,
+// and returns m. Sent to a PRIORITY topic, it is stored in the queue of its
+// priority (the last queue for a priority beyond it) whatever queue the
+// producer picks, and RocketMQ 5 consumers receive the highest priorities
+// first. A delayed, transactional or sharded message loses its priority.
+// p below 0 panics, as it is a mistake of the caller's.
+func (m *Message) WithPriority(p int) *Message {
+	if p < 0 {
+		panic(fmt.Sprintf("client: priority %d is below 0", p))
+	}
+	return m.SetProperty(message.PropertyPriority, strconv.Itoa(p))
+}
+
 // MessageQueue names one queue of a topic on one broker.
 type MessageQueue struct {
 	Topic      string `json:"topic"`

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
 	"github.com/rmq-go/rmq/core/remoting"
 	"github.com/rmq-go/rmq/core/store/storetest"
@@ -109,6 +110,33 @@ func TestProducerOptionsReportEveryProblem(t *testing.T) {
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatalf("shutdown of a producer never started: %v", err)
 	}
+}
+
+// TestProducerPriority: a priority message goes to the queue of its
+// priority on a PRIORITY topic, whatever queue the producer picks.
+func TestProducerPriority(t *testing.T) {
+	e := startBroker(t)
+	topic := brokertest.Name("Prio")
+	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: topic, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, MessageType: broker.MessageTypePriority}); err != nil {
+		t.Fatal(err)
+	}
+	p := startProducer(t, e)
+	for i := range 8 {
+		prio := i % 5 // 4 shares the last queue, 3
+		res, err := p.SendSync(context.Background(), NewMessage(topic, []byte("m")).WithPriority(prio))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int32(min(prio, 3)); res.Queue.QueueID != want {
+			t.Fatalf("priority %d sent to queue %d, want %d", prio, res.Queue.QueueID, want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a priority below 0 did not panic")
+		}
+	}()
+	NewMessage(topic, nil).WithPriority(-1)
 }
 
 func TestProducerSendSyncRoundTrip(t *testing.T) {
