@@ -96,6 +96,7 @@ require (
 // but it; the broker builds against the copy in this repository.
 replace github.com/rmq-go/rmq/sdk => ./sdk
 
-// raft is hashicorp/raft with one change (third_party/raft/README.md): a
-// leader sends new entries to its followers while it stores them itself.
+// raft is hashicorp/raft with three changes (third_party/raft/README.md):
+// a leader sends new entries to its followers while it stores them itself;
+// futures end at shutdown; a rejected pipelined append stops no follower.
 replace github.com/hashicorp/raft => ./third_party/raft

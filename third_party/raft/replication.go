@@ -533,6 +533,10 @@ func (r *Raft) pipelineSend(s *followerReplication, p AppendPipeline, nextIdx *u
 // pipelineDecode is used to decode the responses of pipelined requests.
 func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, finishCh chan struct{}) {
 	defer close(finishCh)
+	// rmq-go: once no one reads its responses, close the pipeline, so that
+	// a send already waiting on it, or made before the send loop sees
+	// finishCh, fails instead of waiting forever (hashicorp/raft#612).
+	defer func() { _ = p.Close() }()
 	respCh := p.Consumer()
 	for {
 		select {
