@@ -157,17 +157,14 @@ func (b *Broker) handleUpdateGroup(c *remoting.Conn, req *remoting.Command) *rem
 	}
 	// RocketMQ's tools do not know allocateStrategy; keep the stored one
 	// unless the body names it. Attributes change as the body says.
+	old, _ := b.storedGroupConfig(gc.GroupName)
 	var named struct {
-		AllocateStrategy *string         `json:"allocateStrategy"`
-		Attributes       json.RawMessage `json:"attributes"`
+		AllocateStrategy *string `json:"allocateStrategy"`
 	}
-	if json.Unmarshal(req.Body, &named) == nil {
-		old, _ := b.storedGroupConfig(gc.GroupName)
-		if named.AllocateStrategy == nil {
-			gc.AllocateStrategy = old.AllocateStrategy
-		}
-		gc.Attributes = alterGroupAttributes(old.Attributes, gc.Attributes)
+	if json.Unmarshal(req.Body, &named) == nil && named.AllocateStrategy == nil {
+		gc.AllocateStrategy = old.AllocateStrategy
 	}
+	gc.Attributes = alterGroupAttributes(old.Attributes, gc.Attributes)
 	gc.AutoCreated = false
 	if err := b.PutGroupConfig(gc); err != nil {
 		return response(req, remoting.SystemError, "%v", err)
