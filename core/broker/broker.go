@@ -127,6 +127,12 @@ type Options struct {
 	// 1,000. A heartbeat names at most MaxHeartbeatGroups consumer groups
 	// and as many producer groups.
 	MaxSubscriptionsPerGroup int `yaml:"maxSubscriptionsPerGroup"`
+	// MaxLiteTopics bounds the lite topics (of every LITE topic) whose
+	// queues hold messages: a message that would create one more is
+	// refused (LITE_TOPIC_QUOTA_EXCEEDED to a RocketMQ 5 client), naming
+	// the limit. A lite topic whose messages retention removed no longer
+	// counts. Default 100,000.
+	MaxLiteTopics int `yaml:"maxLiteTopics"`
 	// MaxMessageSize bounds a message body, and the whole body of a batch
 	// (every message with its framing, as the client encodes it). Default
 	// 4 MiB.
@@ -359,6 +365,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxGroups == 0 {
 		o.MaxGroups = DefaultMaxGroups
 	}
+	if o.MaxLiteTopics == 0 {
+		o.MaxLiteTopics = DefaultMaxLiteTopics
+	}
 	if o.MaxSubscriptionsPerGroup == 0 {
 		o.MaxSubscriptionsPerGroup = DefaultMaxSubscriptions
 	}
@@ -424,8 +433,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FilterCacheMaxBytes < 0 || o.MaxFilterExpression < 0 {
 		errs = append(errs, errors.New("broker: FilterCacheMaxBytes and MaxFilterExpression must not be negative"))
 	}
-	if o.MaxTopics < 0 || o.MaxGroups < 0 || o.MaxSubscriptionsPerGroup < 0 {
-		errs = append(errs, errors.New("broker: MaxTopics, MaxGroups and MaxSubscriptionsPerGroup must not be negative"))
+	if o.MaxTopics < 0 || o.MaxGroups < 0 || o.MaxSubscriptionsPerGroup < 0 || o.MaxLiteTopics < 0 {
+		errs = append(errs, errors.New("broker: MaxTopics, MaxGroups, MaxSubscriptionsPerGroup and MaxLiteTopics must not be negative"))
 	}
 	if o.MaxMessageSize < 1 {
 		errs = append(errs, errors.New("broker: MaxMessageSize must be positive"))
@@ -457,6 +466,8 @@ type Broker struct {
 	holds      *holdTable
 	filters    *filterCache
 	pop        *popEngine                               // POP consumption (pop.go)
+	lite       *liteTable                               // lite topics (lite.go)
+	liteLog    limitLog                                 // refused lite topics
 	pullCheck  atomic.Pointer[func(group string) error] // OnPull
 	registerMu sync.Mutex                               // serialises registrations
 	regBytes   atomic.Int64                             // registration body bytes sent, all name servers
@@ -530,6 +541,8 @@ func New(opts Options) (*Broker, error) {
 	b.levels = opts.DelayLevels
 	b.sched = make(chan struct{}, 1)
 	b.pop = newPopEngine(b)
+	b.lite = newLiteTable(opts.MaxLiteTopics)
+	b.loadLiteTopics()
 	b.topics, err = loadTopics(b.store, topicsConfig{
 		log:               b.log,
 		now:               b.now,
@@ -802,6 +815,10 @@ func response(req *remoting.Command, code int16, format string, args ...any) *re
 func (b *Broker) arrived(topic string, queue int32, maxOffset int64) {
 	b.holds.arrived(topic, queue, maxOffset)
 	b.pop.wake(topic)
+	if parent, lite, ok := SplitLiteQueue(topic); ok {
+		b.lite.seen(parent, lite)
+		b.pop.wake(parent) // lite receives wait on the parent
+	}
 	switch topic {
 	case ScheduleTopic, TimerTopic:
 		select {

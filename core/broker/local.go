@@ -29,6 +29,11 @@ type LocalSend struct {
 	Properties message.Properties
 	Body       []byte
 	BornHost   netip.AddrPort
+	// LiteTopic, for a message of a LITE topic, names its lite topic: the
+	// message goes to that lite topic's queue (lite.go), created by the
+	// first message within MaxLiteTopics. Such a message is plain: no
+	// delay, transaction, group or priority.
+	LiteTopic string
 }
 
 // LocalSent answers a LocalSend. Err is nil when the message was stored,
@@ -117,8 +122,21 @@ func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
 func (b *Broker) localMessages(s LocalSend) ([]*message.Message, error) {
 	h := remoting.SendHeader{Topic: s.Topic, QueueID: s.QueueID, SysFlag: s.SysFlag, BornTimestamp: s.BornTimestamp,
 		Properties: string(s.Properties), DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: 4}
-	qid, err := b.sendQueue(&h, true)
-	if err != nil {
+	var qid int32
+	var err error
+	if s.LiteTopic != "" {
+		if len(h.Properties) > message.MaxPropertiesLen {
+			return nil, refusef(ErrTooLarge, "%w: %d bytes", message.ErrPropertiesTooLong, len(h.Properties))
+		}
+		if s.SysFlag&message.SysFlagTxPrepared != 0 || s.Properties.Has(message.PropertyDelayLevel) || s.Properties.Has(message.PropertyTimerDeliverMS) ||
+			s.Properties.Has(message.PropertyTimerDelaySec) || s.Properties.Has(message.PropertyTimerDelayMS) ||
+			s.Properties.Has(message.PropertyShardingKey) || s.Properties.Has(message.PropertyPriority) {
+			return nil, refusef(ErrIllegal, "a lite topic's message is plain: no transaction, delay, message group or priority")
+		}
+		if h.Topic, err = b.liteSendQueue(s.Topic, s.LiteTopic); err != nil {
+			return nil, err
+		}
+	} else if qid, err = b.sendQueue(&h, true); err != nil {
 		return nil, err
 	}
 	if len(s.Body) > b.opts.MaxMessageSize {

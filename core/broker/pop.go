@@ -158,6 +158,11 @@ type POPReceive struct {
 	// closed, ends it at once the same way.
 	Until time.Time
 	Stop  <-chan struct{}
+	// LiteTopics, for a lite consumer of the LITE topic Topic, returns
+	// the lite topics it subscribes to now: the receive takes from their
+	// queues (each one queue, ReadQueues is not used) instead of Topic's,
+	// taking turns among them, and asks again each time it looks.
+	LiteTopics func() []string
 }
 
 // POPDelivery is one message handed out by a receive.
@@ -168,7 +173,10 @@ type POPDelivery struct {
 	Attempt  int32  // 1 on the first delivery
 	Deadline int64  // Unix ms when it becomes deliverable again
 	Handle   string // the receipt handle naming this delivery
-	id       uint64 // the flight's delivery id
+	// Topic is the lite queue's internal topic (LiteQueueTopic) for a
+	// lite receive's delivery, "" for any other.
+	Topic string
+	id    uint64 // the flight's delivery id
 }
 
 // Receive hands out up to r.Batch messages of r.Topic to r.Group: first
@@ -185,7 +193,7 @@ func (p POP) Receive(ctx context.Context, r POPReceive) ([]POPDelivery, error) {
 	gc, _ := p.b.storedGroupConfig(r.Group)
 	req := popRequest{group: r.Group, topic: r.Topic, readQueues: r.ReadQueues, filter: r.Filter, batch: r.Batch,
 		invisible: r.Invisible, maxDeliveries: int32(gc.RetryMaxTimes + 1), fifo: gc.ConsumeMessageOrderly, owner: r.Owner}
-	if tc, ok := p.b.topics.get(r.Topic); ok && tc.MessageType == MessageTypePriority && !req.fifo {
+	if tc, ok := p.b.topics.get(r.Topic); ok && tc.MessageType == MessageTypePriority && !req.fifo && r.LiteTopics == nil {
 		req.priority, req.factor = true, gc.priorityFactor()
 	}
 	if e.waiting.Add(1) > int64(o.MaxWaiting) {
@@ -196,11 +204,17 @@ func (p POP) Receive(ctx context.Context, r POPReceive) ([]POPDelivery, error) {
 	if got := e.replayAttempt(r.Client, r.AttemptID, req, o.Now()); len(got) > 0 {
 		return got, nil // a retry of a receive whose answer was lost
 	}
+	look := e.receive
+	if r.LiteTopics != nil {
+		look = func(req popRequest, now time.Time) ([]POPDelivery, time.Time, error) {
+			return e.receiveLite(req, r.LiteTopics(), now)
+		}
+	}
 	w, stop := e.watch(r.Group, r.Topic)
 	defer stop()
 	for {
 		w.looking()
-		got, next, err := e.receive(req, o.Now())
+		got, next, err := look(req, o.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -240,8 +254,21 @@ func (p POP) Receive(ctx context.Context, r POPReceive) ([]POPDelivery, error) {
 // Release makes deliveries that never reached the client deliverable
 // again at once, unless a later delivery or an ack got there first.
 func (p POP) Release(group, topic string, ds []POPDelivery) {
-	if o, err := p.b.pop.opened(); err == nil {
-		p.b.pop.release(group, topic, ds, o.Now())
+	o, err := p.b.pop.opened()
+	if err != nil {
+		return
+	}
+	for len(ds) > 0 {
+		// A lite receive's deliveries come from several queues' topics.
+		t, n := ds[0].Topic, 1
+		for n < len(ds) && ds[n].Topic == t {
+			n++
+		}
+		if t == "" {
+			t = topic
+		}
+		p.b.pop.release(group, t, ds[:n], o.Now())
+		ds = ds[n:]
 	}
 }
 
@@ -289,7 +316,20 @@ func (p POP) ChangeInvisible(group, topic string, readQueues int, handle string,
 		return "", err
 	}
 	gc, _ := p.b.storedGroupConfig(group)
-	return p.b.pop.changeInvisible(group, topic, readQueues, handle, d, gc.RetryPolicy(p.b.levels), o.Now())
+	return p.b.pop.changeInvisible(group, topic, readQueues, handle, d, gc.RetryPolicy(p.b.levels), false, o.Now())
+}
+
+// Suspend makes the message a receipt handle names deliverable again
+// after exactly d, as a lite consumer defers a message it cannot take
+// now: not a failed attempt, so its next delivery keeps the attempt
+// number and the retry policy does not stretch d. It returns the new
+// handle.
+func (p POP) Suspend(group, topic string, readQueues int, handle string, d time.Duration) (string, error) {
+	o, err := p.b.pop.opened()
+	if err != nil {
+		return "", err
+	}
+	return p.b.pop.changeInvisible(group, topic, readQueues, handle, d, RetryPolicy{}, true, o.Now())
 }
 
 // DeadLetter moves the message a receipt handle names to %DLQ%<group>
@@ -550,6 +590,8 @@ type popEngine struct {
 	waiting atomic.Int64
 	// parked counts the waiting receives asleep until their wake-up.
 	parked atomic.Int64
+	// liteTurn turns the lite topic lite receives start at.
+	liteTurn atomic.Uint64
 
 	// attempts guards the remembered receive attempts.
 	attempts struct {
@@ -622,29 +664,42 @@ func (p *popEngine) replayAttempt(client, attempt string, r popRequest, now time
 	if e == nil || e.group != r.group || e.topic != r.topic {
 		return nil
 	}
-	pt := p.lock(popKey{r.group, r.topic})
-	defer pt.mu.Unlock()
 	var out []POPDelivery
 	for _, d := range e.ds {
-		pq := pt.queues[d.Queue]
-		if pq == nil {
-			continue
+		topic := r.topic
+		if d.Topic != "" {
+			topic = d.Topic // a lite queue's
 		}
-		f := pq.flights[d.Offset]
-		if f == nil || f.delivery != d.id {
-			continue
+		if rec, deadline, ok := p.current(popKey{r.group, topic}, d, r.invisible, now); ok {
+			d.Record, d.Deadline = rec, deadline
+			out = append(out, d)
 		}
-		if visible, _ := p.visibleLocked(f, now, r.invisible); visible {
-			continue
-		}
-		rec, err := p.b.View().MessageAt(r.topic, d.Queue, d.Offset)
-		if err != nil {
-			continue
-		}
-		d.Record, d.Deadline = rec, f.deadline
-		out = append(out, d)
 	}
 	return out
+}
+
+// current returns the message of a delivery and its deadline while the
+// delivery is current: neither acknowledged, changed nor handed out
+// again, and invisible.
+func (p *popEngine) current(k popKey, d POPDelivery, invisible time.Duration, now time.Time) (message.Record, int64, bool) {
+	pt := p.lock(k)
+	defer pt.mu.Unlock()
+	pq := pt.queues[d.Queue]
+	if pq == nil {
+		return nil, 0, false
+	}
+	f := pq.flights[d.Offset]
+	if f == nil || f.delivery != d.id {
+		return nil, 0, false
+	}
+	if visible, _ := p.visibleLocked(f, now, invisible); visible {
+		return nil, 0, false
+	}
+	rec, err := p.b.View().MessageAt(k.topic, d.Queue, d.Offset)
+	if err != nil {
+		return nil, 0, false
+	}
+	return rec, f.deadline, true
 }
 
 func popKeyBase(prefix string, k popKey) []byte {
@@ -1134,7 +1189,7 @@ func (p *popEngine) ack(group, topic string, nq int, handles []string, now time.
 // after d and returns its new handle; the old one stops working. A push
 // consumer's delivery (auto-renewed) given up this way is a failed
 // attempt: it waits at least what retry says for its attempt.
-func (p *popEngine) changeInvisible(group, topic string, nq int, handle string, d time.Duration, retry RetryPolicy, now time.Time) (string, error) {
+func (p *popEngine) changeInvisible(group, topic string, nq int, handle string, d time.Duration, retry RetryPolicy, suspend bool, now time.Time) (string, error) {
 	k := popKey{group, topic}
 	h, err := p.parseHandle(k, handle)
 	if err != nil {
@@ -1146,7 +1201,11 @@ func (p *popEngine) changeInvisible(group, topic string, nq int, handle string, 
 	if err != nil {
 		return "", err
 	}
-	if f.owner != "" {
+	switch {
+	case suspend:
+		// The next delivery counts as this one again.
+		f.attempt = max(f.attempt-1, 0)
+	case f.owner != "":
 		d = max(d, retry.Delay(int(f.attempt)))
 	}
 	old := f.deadline
@@ -1219,17 +1278,23 @@ func (p *popEngine) release(group, topic string, ds []POPDelivery, now time.Time
 		p.b.log.Warn("release undelivered messages", "group", group, "topic", topic, "err", err)
 	}
 	if len(put) > 0 {
-		p.wake(topic)
+		p.wake(liteWakeTopic(topic))
 	}
 }
 
 // dropTopic forgets every group's POP state of a deleted topic, in memory
 // and in the store, so the topic created again starts over.
 func (p *popEngine) dropTopic(topic string) {
+	p.dropTopics(func(t string) bool { return t == topic })
+}
+
+// dropTopics forgets every group's POP state of the topics drop names, as
+// dropTopic does one's, in one pass over the state.
+func (p *popEngine) dropTopics(drop func(topic string) bool) {
 	p.mu.Lock()
 	var pts []*popTopic
 	for k, pt := range p.mu.topics {
-		if k.topic == topic {
+		if drop(k.topic) {
 			pts = append(pts, pt)
 			delete(p.mu.topics, k)
 		}
@@ -1244,17 +1309,19 @@ func (p *popEngine) dropTopic(topic string) {
 	for _, prefix := range []string{popCursorPrefix, popFlightPrefix} {
 		err := p.b.store.ScanKeys([]byte(prefix), nil, func(key []byte) bool {
 			rest := key[len(prefix):] // group NUL topic NUL ...
-			if _, after, ok := bytes.Cut(rest, []byte{0}); ok && bytes.HasPrefix(after, []byte(topic+"\x00")) {
-				keys = append(keys, bytes.Clone(key))
+			if _, after, ok := bytes.Cut(rest, []byte{0}); ok {
+				if topic, _, ok := bytes.Cut(after, []byte{0}); ok && drop(string(topic)) {
+					keys = append(keys, bytes.Clone(key))
+				}
 			}
 			return true
 		})
 		if err != nil {
-			p.b.log.Warn("drop the POP state of a deleted topic", "topic", topic, "err", err)
+			p.b.log.Warn("drop the POP state of a deleted topic", "err", err)
 		}
 	}
 	if err := p.b.store.DeleteKeys(keys...); err != nil {
-		p.b.log.Warn("drop the POP state of a deleted topic", "topic", topic, "err", err)
+		p.b.log.Warn("drop the POP state of a deleted topic", "err", err)
 	}
 }
 
@@ -1313,7 +1380,7 @@ func (p *popEngine) wake(topic string) {
 func (p *popEngine) wakeBefore(k popKey, deadline int64) {
 	p.waits.Lock()
 	defer p.waits.Unlock()
-	for w := range p.waits.byTopic[k.topic] {
+	for w := range p.waits.byTopic[liteWakeTopic(k.topic)] {
 		if w.group == k.group && w.wakeAt.Load() > deadline {
 			w.signal()
 		}

@@ -119,6 +119,11 @@ func (b *Broker) sendQueue(h *remoting.SendHeader, create bool) (int32, error) {
 	if tc.Perm&remoting.PermWrite == 0 {
 		return 0, refusef(ErrNoPermission, "topic %s is not writable (perm %d)", h.Topic, tc.Perm)
 	}
+	if tc.MessageType == MessageTypeLite {
+		// Its queues are read by nobody: lite consumers read the queues of
+		// lite topics.
+		return 0, refusef(ErrIllegal, "topic %s holds lite topics: a message sent to it names its lite topic, which only RocketMQ 5 clients do", h.Topic)
+	}
 	qid := h.QueueID
 	if p, ok := priorityQueue(h, tc); ok {
 		qid = p

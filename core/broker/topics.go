@@ -75,7 +75,7 @@ func systemTopic(topic string) bool {
 // into one; the broker writes them itself.
 func reservedTopic(topic string) bool {
 	return systemTopic(topic) || topic == AutoCreateTopicKey || topic == TxnCheckMaxTopic ||
-		strings.HasPrefix(topic, DLQGroupTopicPrefix)
+		strings.HasPrefix(topic, DLQGroupTopicPrefix) || strings.HasPrefix(topic, LiteQueuePrefix)
 }
 
 // brokerTopic reports whether topic is one of the fixed few the broker
@@ -327,6 +327,9 @@ func checkTopicConfig(tc TopicConfig) error {
 	if !slices.Contains(MessageTypes, tc.MessageType) && tc.MessageType != "" {
 		errs = append(errs, fmt.Errorf("broker: topic %s: message type %q is not one of %s", tc.TopicName, tc.MessageType, strings.Join(MessageTypes, ", ")))
 	}
+	if tc.MessageType == MessageTypeLite && len(tc.TopicName) > MaxLiteParentLen {
+		errs = append(errs, fmt.Errorf("broker: topic %s: a LITE topic's name is at most %d characters, so that its lite topics' queues have names", tc.TopicName, MaxLiteParentLen))
+	}
 	return errors.Join(errs...)
 }
 
@@ -435,8 +438,8 @@ func (b *Broker) handleDeleteTopic(c *remoting.Conn, req *remoting.Command) *rem
 // DeleteTopic deletes a topic as DELETE_TOPIC_IN_BROKER does: its
 // configuration (and with it its route, at the re-registration that
 // follows), its queues and every group's offsets on it, durably, then
-// the pulls held on it and its pre-filter state. A topic created again
-// under the name starts empty. A group's retry and dead-letter topics
+// the pulls held on it and its pre-filter state; for a LITE topic, its
+// lite topics too. A topic created again under the name starts empty. A group's retry and dead-letter topics
 // are topics of their own and stay.
 func (b *Broker) DeleteTopic(topic string) error {
 	if err := ValidateTopic(topic); err != nil {
@@ -446,6 +449,9 @@ func (b *Broker) DeleteTopic(topic string) error {
 		return err
 	}
 	if err := b.store.DeleteTopic(topic); err != nil {
+		return err
+	}
+	if err := b.deleteLiteTopics(topic); err != nil {
 		return err
 	}
 	b.pulled.Range(func(k, _ any) bool {
@@ -478,8 +484,8 @@ func (b *Broker) CreateTopic(tc TopicConfig) error { return b.topics.put(tc) }
 // MessageTypes are the message types a topic may be limited to (RocketMQ
 // 5's "+message.type" attribute); MIXED, like no type, accepts the first
 // four. A PRIORITY topic's queues are its messages' priorities (see
-// MessageTypePriority).
-var MessageTypes = []string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", MessageTypePriority}
+// MessageTypePriority); a LITE topic holds lite topics (lite.go).
+var MessageTypes = []string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", MessageTypePriority, MessageTypeLite}
 
 // MessageTypePriority is the type of a topic of priority messages. A
 // message's priority (message.PropertyPriority, 0 the lowest) is the

@@ -75,6 +75,10 @@ func codeOf(err error) pb.Code {
 		return pb.Code_UNAUTHORIZED
 	case errors.Is(err, broker.ErrBadTopic):
 		return pb.Code_ILLEGAL_TOPIC
+	case errors.Is(err, broker.ErrBadLiteTopic):
+		return pb.Code_ILLEGAL_LITE_TOPIC
+	case errors.Is(err, broker.ErrLiteTopicQuota):
+		return pb.Code_LITE_TOPIC_QUOTA_EXCEEDED
 	case errors.Is(err, broker.ErrGroupNotConfigured):
 		return pb.Code_CONSUMER_GROUP_NOT_FOUND
 	// The broker's kinds of refusal (core/broker/errors.go).

@@ -90,6 +90,12 @@ func (s *Server) forwardable(ctx context.Context, kind string) bool {
 	return (s.opts.TLS == nil || s.opts.TLSPermissive) && !slices.Contains(in.Get(mdForwarded), kind)
 }
 
+// forwarded reports whether this call made a hop of kind already.
+func (s *Server) forwarded(ctx context.Context, kind string) bool {
+	in, _ := metadata.FromIncomingContext(ctx)
+	return slices.Contains(in.Get(mdForwarded), kind)
+}
+
 // forwardRecall serves RecallMessage on a replica: the leader's answer.
 func (s *Server) forwardRecall(ctx context.Context, req *pb.RecallMessageRequest) *pb.RecallMessageResponse {
 	addr, _ := s.opts.Leader()
@@ -102,8 +108,22 @@ func (s *Server) forwardRecall(ctx context.Context, req *pb.RecallMessageRequest
 // forward passes req on to the broker at addr, what, as a hop of kind,
 // and returns its answer.
 func (s *Server) forward(ctx context.Context, req *pb.RecallMessageRequest, kind, addr, what string) *pb.RecallMessageResponse {
-	failed := func(err error) *pb.RecallMessageResponse {
-		return &pb.RecallMessageResponse{Status: &pb.Status{Code: pb.Code_HA_NOT_AVAILABLE, Message: "forwarding the recall to " + what + " at " + addr + ": " + err.Error()}}
+	resp, st := forwardCall(s, ctx, kind, addr, "the recall to "+what, func(ctx context.Context, c pb.MessagingServiceClient) (*pb.RecallMessageResponse, error) {
+		return c.RecallMessage(ctx, req)
+	})
+	if st != nil {
+		return &pb.RecallMessageResponse{Status: st}
+	}
+	return resp
+}
+
+// forwardCall makes call, a hop of kind, on the broker at addr, with the
+// client's own x-mq-* and authorization metadata; what names the call and
+// where it goes in the status of a failure to reach it.
+func forwardCall[R any](s *Server, ctx context.Context, kind, addr, what string, call func(context.Context, pb.MessagingServiceClient) (R, error)) (R, *pb.Status) {
+	var zero R
+	failed := func(err error) (R, *pb.Status) {
+		return zero, &pb.Status{Code: pb.Code_HA_NOT_AVAILABLE, Message: "forwarding " + what + " at " + addr + ": " + err.Error()}
 	}
 	conn, err := s.forwardTo.get(addr)
 	if err != nil {
@@ -118,9 +138,9 @@ func (s *Server) forward(ctx context.Context, req *pb.RecallMessageRequest, kind
 	}
 	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, out), forwardTimeout)
 	defer cancel()
-	resp, err := pb.NewMessagingServiceClient(conn).RecallMessage(ctx, req)
+	resp, err := call(ctx, pb.NewMessagingServiceClient(conn))
 	if err != nil {
 		return failed(err)
 	}
-	return resp
+	return resp, nil
 }

@@ -60,6 +60,14 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	}
 	r := broker.POPReceive{Group: group, Topic: topic, ReadQueues: nq, Batch: int(req.GetBatchSize()),
 		Client: c.clientID, AttemptID: req.GetAttemptId(), Stop: s.quit}
+	tc, _ := s.b.Topic(topic)
+	typ := s.sessions.clientType(c.clientID)
+	if err := liteRefusal(tc, typ); err != nil {
+		return end(err)
+	}
+	if isLite(typ) {
+		r.LiteTopics = s.liteTopics(c.clientID, group, topic)
+	}
 	if r.Batch <= 0 {
 		r.Batch = DefaultReceiveBatch
 	}
@@ -212,6 +220,10 @@ func (s *Server) messagePB(topicRes *pb.Resource, topic string, invisible time.D
 		}
 		return true
 	})
+	if parent, lite, ok := broker.SplitLiteQueue(d.Topic); ok {
+		sp.MessageType, sp.LiteTopic = pb.MessageType_LITE, &lite
+		topic = parent
+	}
 	if topicRes == nil {
 		topicRes = unwrap(topic)
 	}
@@ -242,11 +254,7 @@ func (s *Server) AckMessage(ctx context.Context, req *pb.AckMessageRequest) (*pb
 	}
 	resp := &pb.AckMessageResponse{}
 	var common *pb.Status
-	handles := make([]string, len(req.GetEntries()))
-	for i, e := range req.GetEntries() {
-		handles[i] = e.GetReceiptHandle()
-	}
-	errs := s.b.POP().AckAll(group, topic, nq, handles)
+	errs := s.ackEntries(group, topic, nq, req.GetEntries())
 	for i, e := range req.GetEntries() {
 		st := statusOf(errs[i])
 		resp.Entries = append(resp.Entries, &pb.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st})
@@ -262,6 +270,40 @@ func (s *Server) AckMessage(ctx context.Context, req *pb.AckMessageRequest) (*pb
 	}
 	resp.Status = common
 	return resp, nil
+}
+
+// ackEntries acknowledges the entries of an AckMessage, those of each
+// lite topic in its queue: errs[i] is entries[i]'s.
+func (s *Server) ackEntries(group, topic string, nq int, entries []*pb.AckMessageEntry) []error {
+	errs := make([]error, len(entries))
+	byQueue := map[string][]int{} // internal topic: the entries
+	var order []string
+	for i, e := range entries {
+		q, err := liteQueue(topic, e.GetLiteTopic())
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, ok := byQueue[q]; !ok {
+			order = append(order, q)
+		}
+		byQueue[q] = append(byQueue[q], i)
+	}
+	for _, q := range order {
+		at := byQueue[q]
+		handles := make([]string, len(at))
+		for j, i := range at {
+			handles[j] = entries[i].GetReceiptHandle()
+		}
+		n := nq
+		if q != topic {
+			n = 1 // a lite topic's one queue
+		}
+		for j, err := range s.b.POP().AckAll(group, q, n, handles) {
+			errs[at[j]] = err
+		}
+	}
+	return errs
 }
 
 // ChangeInvisibleDuration makes a message deliverable again after the
@@ -280,7 +322,20 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvi
 	if d < 0 || d > 12*time.Hour {
 		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is outside 0..12h", d))}, nil
 	}
-	h, err := s.b.POP().ChangeInvisible(group, topic, nq, req.GetReceiptHandle(), d)
+	q, err := liteQueue(topic, req.GetLiteTopic())
+	if err != nil {
+		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err)}, nil
+	}
+	var h string
+	switch {
+	case q == topic:
+		h, err = s.b.POP().ChangeInvisible(group, topic, nq, req.GetReceiptHandle(), d)
+	case req.GetSuspend():
+		// A lite consumer defers the message: not a failed attempt.
+		h, err = s.b.POP().Suspend(group, q, 1, req.GetReceiptHandle(), d)
+	default:
+		h, err = s.b.POP().ChangeInvisible(group, q, 1, req.GetReceiptHandle(), d)
+	}
 	return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err), ReceiptHandle: h}, nil
 }
 
@@ -292,8 +347,15 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *pb.Fo
 		return &pb.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(err)}, nil
 	}
 	nq, err := s.consumerTopic(group, topic)
+	q := topic
 	if err == nil {
-		err = s.b.POP().DeadLetter(group, topic, nq, req.GetReceiptHandle())
+		q, err = liteQueue(topic, req.GetLiteTopic())
+	}
+	if q != topic {
+		nq = 1 // a lite topic's one queue
+	}
+	if err == nil {
+		err = s.b.POP().DeadLetter(group, q, nq, req.GetReceiptHandle())
 	}
 	return &pb.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(err)}, nil
 }

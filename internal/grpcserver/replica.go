@@ -84,8 +84,11 @@ func (s *Server) replicaUnary(ctx context.Context, req any, info *grpc.UnaryServ
 	if s.opts.Leader == nil || replicaServes[methodName(info.FullMethod)] {
 		return handler(ctx, req)
 	}
-	if r, ok := req.(*pb.RecallMessageRequest); ok {
+	switch r := req.(type) {
+	case *pb.RecallMessageRequest:
 		return s.forwardRecall(ctx, r), nil // forward.go
+	case *pb.SyncLiteSubscriptionRequest:
+		return s.forwardLite(ctx, r), nil // lite.go
 	}
 	st := s.notLeader()
 	if resp, ok := refusal(info.FullMethod, st); ok {

@@ -83,10 +83,10 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 		return fail(refuse(pb.Code_ILLEGAL_MESSAGE_ID, "message_id is required"))
 	}
 	switch t := sp.GetMessageType(); {
-	case t == pb.MessageType_LITE || sp.GetLiteTopic() != "":
-		// Stored as a plain message, it would reach every consumer of
-		// the parent topic: refused, not silently widened.
-		return fail(fmt.Errorf("%w: lite topics (message type LITE, lite_topic); send NORMAL messages to a topic of their own", ErrUnsupported))
+	case t == pb.MessageType_LITE && sp.GetLiteTopic() == "":
+		return fail(refuse(pb.Code_ILLEGAL_LITE_TOPIC, "a LITE message needs a lite topic"))
+	case sp.GetLiteTopic() != "" && (sp.MessageGroup != nil || sp.DeliveryTimestamp != nil || sp.Priority != nil):
+		return fail(refuse(pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a lite topic's message has no message group, delivery time or priority"))
 	case t == pb.MessageType_PRIORITY && sp.Priority == nil:
 		return fail(refuse(pb.Code_BAD_REQUEST, "a PRIORITY message needs a priority"))
 	case sp.GetPriority() < 0:
@@ -130,6 +130,9 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 		// message's priority is ignored, as its type says.
 		typ = pb.MessageType_PRIORITY
 	}
+	if sp.GetLiteTopic() != "" {
+		typ = pb.MessageType_LITE
+	}
 	if exists && !accepts(tc, typ) {
 		return fail(refuse(pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topic %s accepts %v messages, not %v", topic, acceptedTypes(tc), typ))
 	}
@@ -157,6 +160,9 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 		if d := sp.GetOrphanedTransactionRecoveryDuration(); d != nil && d.AsDuration() > 0 {
 			props[message.PropertyCheckImmunityTime] = strconv.FormatInt(max(1, int64(d.AsDuration()/time.Second)), 10)
 		}
+	case pb.MessageType_LITE:
+		// The broker stores it in its lite topic's queue.
+		ls.LiteTopic = sp.GetLiteTopic()
 	case pb.MessageType_PRIORITY:
 		// The broker stores it in the queue of its priority.
 		props[message.PropertyPriority] = strconv.Itoa(int(sp.GetPriority()))

@@ -32,6 +32,7 @@ const (
 	DefaultHandshakeTimeout = 60 * time.Second
 	DefaultMaxStreams       = 128
 	DefaultMaxWaiting       = 1024
+	DefaultLiteQuota        = 1000
 	DefaultSessionExpiry    = 120 * time.Second
 	DefaultLongPolling      = 20 * time.Second
 	DefaultInvisible        = broker.DefaultPOPInvisible
@@ -76,6 +77,9 @@ type Options struct {
 	// MaxStreams bounds the concurrent gRPC streams of each connection.
 	// Default 128.
 	MaxStreams int `yaml:"maxStreams"`
+	// LiteSubscriptionQuota bounds the lite topics one lite consumer
+	// subscribes to, told to it in its settings. Default 1000.
+	LiteSubscriptionQuota int `yaml:"liteSubscriptionQuota"`
 	// MaxWaiting bounds the receives waiting for messages at once; more
 	// are answered TOO_MANY_REQUESTS. Default 1024.
 	MaxWaiting int `yaml:"maxWaiting"`
@@ -119,6 +123,9 @@ func (o *Options) fill() error {
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
 	}
+	if o.LiteSubscriptionQuota <= 0 {
+		o.LiteSubscriptionQuota = DefaultLiteQuota
+	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
 	}
@@ -161,6 +168,7 @@ type Server struct {
 	b        *broker.Broker
 	grpc     *grpc.Server
 	sessions *sessionTable
+	lite     *liteSubs // lite consumers' subscriptions (lite.go)
 
 	forwardTo forwardConns // for forwarded calls (forward.go)
 	peers     *peerCache   // the other broker sets' queues (peers.go)
@@ -180,6 +188,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, b: opts.Broker, started: make(chan struct{}), quit: make(chan struct{})}
 	s.sessions = newSessionTable(opts.MaxSessions, opts.SessionExpiry)
+	s.lite = newLiteSubs(opts.MaxSessions, opts.LiteSubscriptionQuota)
 	s.peers = newPeerCache(opts.Broker, opts.BrokerName, opts.Now, opts.Logger)
 	if opts.Leader == nil { // a replica keeps no POP state (replica.go)
 		err := opts.Broker.POP().Open(broker.POPOptions{Alive: s.sessions.alive, MaxWaiting: opts.MaxWaiting, Now: opts.Now})
@@ -278,8 +287,10 @@ func (s *Server) sweepSessions() {
 			return
 		case <-t.C:
 			for _, id := range s.sessions.sweep(s.opts.Now()) {
+				s.lite.drop(id)
 				s.log.Debug("grpc session expired", "client_id", id)
 			}
+			s.lite.sweep(s.opts.Now(), s.opts.SessionExpiry, s.sessions.alive)
 		}
 	}
 }

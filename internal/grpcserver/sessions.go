@@ -41,7 +41,7 @@ type sessionTable struct {
 }
 
 func isConsumer(s *session) bool {
-	return s.group != "" && (s.typ == pb.ClientType_SIMPLE_CONSUMER || s.typ == pb.ClientType_PUSH_CONSUMER)
+	return s.group != "" && (s.typ == pb.ClientType_SIMPLE_CONSUMER || s.typ == pb.ClientType_PUSH_CONSUMER || isLite(s.typ))
 }
 
 // unindexLocked and indexLocked keep consumers in step with a session.
@@ -160,6 +160,17 @@ func (t *sessionTable) drop(id string) {
 		t.unindexLocked(s)
 		delete(t.mu.byID, id)
 	}
+}
+
+// clientType returns the type a client's Settings named, or
+// CLIENT_TYPE_UNSPECIFIED.
+func (t *sessionTable) clientType(id string) pb.ClientType {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.mu.byID[id]; s != nil {
+		return s.typ
+	}
+	return pb.ClientType_CLIENT_TYPE_UNSPECIFIED
 }
 
 func (t *sessionTable) len() int {
@@ -298,6 +309,11 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, push cha
 			ReceiveBatchSize:   new(int32(DefaultReceiveBatch)),
 			LongPollingTimeout: durationpb.New(poll),
 		}}
+		if isLite(st.GetClientType()) {
+			sp := out.GetSubscription()
+			sp.LiteSubscriptionQuota = new(int32(s.opts.LiteSubscriptionQuota))
+			sp.MaxLiteTopicSize = new(int32(broker.MaxLiteTopicLen))
+		}
 	}
 	if err := s.sessions.settings(c.clientID, st, s.opts.Now(), push); err != nil {
 		return out, err
@@ -337,6 +353,7 @@ func (s *Server) NotifyClientTermination(ctx context.Context, req *pb.NotifyClie
 	c, err := s.begin(ctx)
 	if err == nil {
 		s.sessions.drop(c.clientID)
+		s.lite.drop(c.clientID)
 	}
 	return &pb.NotifyClientTerminationResponse{Status: statusOf(err)}, nil
 }

@@ -32,7 +32,3 @@ func (s *Server) QueryOffset(context.Context, *pb.QueryOffsetRequest) (*pb.Query
 	return &pb.QueryOffsetResponse{Status: unsupported("QueryOffset")}, nil
 }
 
-// SyncLiteSubscription is not served: there are no lite topics.
-func (s *Server) SyncLiteSubscription(context.Context, *pb.SyncLiteSubscriptionRequest) (*pb.SyncLiteSubscriptionResponse, error) {
-	return &pb.SyncLiteSubscriptionResponse{Status: unsupported("SyncLiteSubscription")}, nil
-}

@@ -7,7 +7,7 @@
 'use strict';
 
 const assert = require('node:assert/strict');
-const { Producer, SimpleConsumer, PushConsumer, ConsumeResult } = require('rocketmq-client-nodejs');
+const { Producer, SimpleConsumer, PushConsumer, ConsumeResult, LitePushConsumerBuilder, OffsetOption } = require('rocketmq-client-nodejs');
 const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
 
 const env = (k) => {
@@ -292,7 +292,79 @@ async function priority() {
   console.log(JSON.stringify({ ok: true, order }));
 }
 
-const cases = { 'producer-simple': producerSimple, push, 'push-retry': pushRetry, produce, 'txn-check': txnCheck, 'produce-for': produceFor, priority };
+// lite: a Producer sends to lite topics of RMQ_TOPIC, a LITE topic; a
+// LitePushConsumer of RMQ_GROUP subscribes to two of them and gets their
+// messages, each lite topic's in the order sent, and none of a third;
+// subscribed later with the last one only (tail 1), it gets that one; a
+// lite topic unsubscribed gets nothing more. A lite topic's name of the
+// wrong characters is refused with ILLEGAL_LITE_TOPIC (40020).
+async function lite() {
+  const topic = env('RMQ_TOPIC');
+  const group = env('RMQ_GROUP');
+  const producer = new Producer({ ...base, topics: [ topic ] });
+  await producer.startup();
+  const send = (liteTopic, body) => producer.send({ topic, tag: 'lite', liteTopic, body: Buffer.from(body) });
+  for (const [ liteTopic, body ] of [[ 'chat-a', 'a1' ], [ 'chat-b', 'b1' ], [ 'chat-a', 'a2' ], [ 'chat-c', 'c1' ], [ 'chat-c', 'c2' ], [ 'chat-b', 'b2' ], [ 'chat-a', 'a3' ]]) {
+    await send(liteTopic, body);
+  }
+  let refused;
+  try {
+    await send('no spaces', 'x');
+  } catch (err) {
+    refused = err.code;
+  }
+  assert.equal(refused, 40020, 'a bad lite topic name is ILLEGAL_LITE_TOPIC');
+  step('sent');
+
+  const got = [];
+  let notify;
+  const listener = {
+    async consume(mv) {
+      step(`consume ${mv.liteTopic}:${mv.body.toString()} attempt ${mv.deliveryAttempt}`);
+      assert.equal(mv.topic, topic);
+      got.push(`${mv.liteTopic}:${mv.body.toString()}`);
+      if (notify) notify();
+      return ConsumeResult.SUCCESS;
+    },
+  };
+  const until = (n, ms) => new Promise((resolve, reject) => {
+    const check = () => { if (got.length >= n) { notify = undefined; resolve(); } };
+    notify = check;
+    check();
+    setTimeout(() => reject(new Error(`got ${got.length} of ${n} messages: ${got.join(', ')}`)), ms);
+  });
+  const consumer = await new LitePushConsumerBuilder()
+    .setClientConfiguration(base)
+    .setConsumerGroup(group)
+    .bindTopic(topic)
+    .setMessageListener(listener)
+    .build();
+  await consumer.subscribeLite('chat-a');
+  await consumer.subscribeLite('chat-b', OffsetOption.MIN_OFFSET);
+  await until(5, 30000);
+  const byLite = (l) => got.filter(g => g.startsWith(l + ':')).map(g => g.split(':')[1]);
+  assert.deepEqual(byLite('chat-a'), [ 'a1', 'a2', 'a3' ]);
+  assert.deepEqual(byLite('chat-b'), [ 'b1', 'b2' ]);
+  assert.deepEqual(byLite('chat-c'), []);
+  step('first five');
+
+  await consumer.subscribeLite('chat-c', OffsetOption.ofTailN(1));
+  await until(6, 30000);
+  assert.equal(got[5], 'chat-c:c2');
+  step('tail');
+
+  await consumer.unsubscribeLite('chat-a');
+  await send('chat-a', 'a4');
+  await send('chat-b', 'b3');
+  await until(7, 30000);
+  assert.equal(got[6], 'chat-b:b3');
+  await consumer.close();
+  await producer.shutdown();
+  assert.equal(got.length, 7, `nothing after b3: ${got.join(', ')}`);
+  console.log(JSON.stringify({ ok: true, got }));
+}
+
+const cases = { 'producer-simple': producerSimple, push, 'push-retry': pushRetry, produce, 'txn-check': txnCheck, 'produce-for': produceFor, priority, lite };
 const run = cases[process.argv[2]];
 if (!run) {
   console.error(`unknown case ${process.argv[2]}; cases: ${Object.keys(cases).join(', ')}`);
