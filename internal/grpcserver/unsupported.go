@@ -31,4 +31,3 @@ func (s *Server) GetOffset(context.Context, *pb.GetOffsetRequest) (*pb.GetOffset
 func (s *Server) QueryOffset(context.Context, *pb.QueryOffsetRequest) (*pb.QueryOffsetResponse, error) {
 	return &pb.QueryOffsetResponse{Status: unsupported("QueryOffset")}, nil
 }
-
