@@ -138,6 +138,7 @@ type Metrics struct {
 	TimedParked  int64
 	TimedPending int64
 	TxnPending   int   // half messages awaiting their outcome
+	LiteTopics   int   // lite topics whose queues the store holds (lite.go)
 	TxnChecks    int64 // transaction checks sent to producers
 	FilterEvals  int64 // records evaluated by a pull's filter
 	FilterErrors int64 // filter failures during pulls
@@ -219,6 +220,7 @@ func (b *Broker) Metrics(m *Metrics) {
 	m.Retries, m.DeadLettered = b.meters.retries.Load(), b.meters.deadLetters.Load()
 	m.Recalled = b.meters.recalled.Load()
 	m.TxnPending = b.txn.pendingCount()
+	m.LiteTopics = b.lite.count()
 	m.TxnChecks = b.txn.checksSent.Load()
 	m.FilterEvals, m.FilterErrors = b.meters.filterEvals.Load(), b.filters.errors.Load()
 	if b.prefilter != nil {

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -1191,26 +1190,3 @@ func TestLargestMessageThroughWindows(t *testing.T) {
 	}
 }
 
-// TestLiteRefused: lite-topic messages, which the Node client (1.0.8) can
-// send, are refused with UNSUPPORTED rather than stored as plain messages
-// of the parent topic, on a topic that exists and on one a send would
-// create.
-func TestLiteRefused(t *testing.T) {
-	e := start(t)
-	topic, unknown := brokertest.Name("NoLite"), brokertest.Name("NewNoLite")
-	e.createTopic(t, topic, 2)
-	for _, to := range []string{topic, unknown} {
-		lite := msg(to, "lite", "t", "lite")
-		lite.SystemProperties.MessageType, lite.SystemProperties.LiteTopic = pb.MessageType_LITE, proto.String("session-1")
-		r, err := e.cl.SendMessage(ctx(t), &pb.SendMessageRequest{Messages: []*pb.Message{lite}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status.GetCode() != pb.Code_UNSUPPORTED || !strings.Contains(r.Status.GetMessage(), "lite") {
-			t.Errorf("LITE message to %s: %v, want UNSUPPORTED naming it", to, r.Status)
-		}
-	}
-	if _, ok := e.Broker.Topic(unknown); ok {
-		t.Error("a refused send created its topic")
-	}
-}

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rmq-go/rmq/core/broker"
@@ -53,7 +56,7 @@ func liteMsg(topic, lite, id string) *pb.Message {
 // client id id and returns its context.
 func (e *env) liteClient(t *testing.T, id, group, topic string) context.Context {
 	t.Helper()
-	c := ctx(t, "x-mq-client-id", id)
+	c := clientCtx(t, id)
 	r := telemetry(t, e, c, &pb.Settings{ClientType: pb.ClientType_LITE_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{
 		Group: res(group), Subscriptions: []*pb.SubscriptionEntry{{Topic: res(topic), Expression: &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "*"}}},
 	}}})
@@ -61,6 +64,11 @@ func (e *env) liteClient(t *testing.T, id, group, topic string) context.Context 
 		t.Fatalf("lite consumer settings: %v", r)
 	}
 	return c
+}
+
+// clientCtx is ctx for the client id.
+func clientCtx(t *testing.T, id string) context.Context {
+	return metadata.NewOutgoingContext(ctx(t), metadata.Pairs("x-mq-client-id", id, "x-mq-protocol", "v2"))
 }
 
 // syncLite sends a SyncLiteSubscription and returns its code.
@@ -176,4 +184,292 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// sendCode sends one message and returns the code of its entry.
+func (e *env) sendCode(t *testing.T, m *pb.Message) pb.Code {
+	t.Helper()
+	r, err := e.cl.SendMessage(ctx(t), &pb.SendMessageRequest{Messages: []*pb.Message{m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Entries) != 1 {
+		t.Fatalf("send: %v", r)
+	}
+	return r.Entries[0].Status.GetCode()
+}
+
+// TestLiteMessageChecks: a lite message goes only to a LITE topic that
+// exists, with a good name and nothing of another kind; a LITE topic
+// takes only lite messages, from RocketMQ 5 clients; no client writes a
+// lite topic's queue directly.
+func TestLiteMessageChecks(t *testing.T) {
+	e := start(t)
+	topic, normal, unknown, group := brokertest.Name("LiteChk"), brokertest.Name("NotLite"), brokertest.Name("NoSuch"), brokertest.Name("litechk")
+	e.createLiteTopic(t, topic, group)
+	e.createTopic(t, normal, 2)
+	grouped := liteMsg(topic, "s1", "g")
+	grouped.SystemProperties.MessageGroup = proto.String("g1")
+	noLite := liteMsg(topic, "s1", "nolite")
+	noLite.SystemProperties.LiteTopic = nil
+	for _, c := range []struct {
+		name string
+		m    *pb.Message
+		want pb.Code
+	}{
+		{"lite to a NORMAL topic", liteMsg(normal, "s1", "x"), pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"lite to no topic", liteMsg(unknown, "s1", "x"), pb.Code_TOPIC_NOT_FOUND},
+		{"NORMAL to a LITE topic", msg(topic, "n", "t", "n"), pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"LITE without a lite topic", noLite, pb.Code_ILLEGAL_LITE_TOPIC},
+		{"lite with a message group", grouped, pb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
+		{"a name with a space", liteMsg(topic, "a b", "x"), pb.Code_ILLEGAL_LITE_TOPIC},
+		{"a name of 65 characters", liteMsg(topic, strings.Repeat("x", 65), "x"), pb.Code_ILLEGAL_LITE_TOPIC},
+		{"a name of 64 characters", liteMsg(topic, strings.Repeat("x", 64), "x"), pb.Code_OK},
+	} {
+		if got := e.sendCode(t, c.m); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if _, ok := e.Broker.Topic(unknown); ok {
+		t.Error("a refused lite send created its topic")
+	}
+	// The official 4.x producer: a LITE topic is refused, and so is a lite
+	// topic's queue named directly.
+	p := e.Producer(t)
+	for _, to := range []string{topic, broker.LiteQueueTopic(topic, "s1")} {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage(to, []byte("4.x"))); err == nil {
+			t.Errorf("4.x send to %s stored", to)
+		}
+	}
+	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: strings.Repeat("L", broker.MaxLiteParentLen+1), ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite}); err == nil {
+		t.Error("a LITE topic whose lite queues' names would not fit was created")
+	}
+}
+
+// TestLiteTopicQuota: past maxLiteTopics a new lite topic is refused with
+// LITE_TOPIC_QUOTA_EXCEEDED while known ones take messages; one whose
+// messages retention removed no longer counts; a restarted broker counts
+// those its store holds.
+func TestLiteTopicQuota(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.Broker.MaxLiteTopics = 2 })
+	topic, group := brokertest.Name("LiteQ"), brokertest.Name("liteq")
+	e.createLiteTopic(t, topic, group)
+	for _, l := range []string{"q1", "q2", "q1"} {
+		if code := e.sendCode(t, liteMsg(topic, l, l)); code != pb.Code_OK {
+			t.Fatalf("send to %s: %v", l, code)
+		}
+	}
+	if code := e.sendCode(t, liteMsg(topic, "q3", "q3")); code != pb.Code_LITE_TOPIC_QUOTA_EXCEEDED {
+		t.Fatalf("third lite topic: %v", code)
+	}
+	if got := e.Broker.View().LiteTopics(topic); !slices.Equal(got, []string{"q1", "q2"}) {
+		t.Fatalf("lite topics %v", got)
+	}
+	if err := e.Store.TrimQueue(broker.LiteQueueTopic(topic, "q2"), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if code := e.sendCode(t, liteMsg(topic, "q3", "q3")); code != pb.Code_OK {
+		t.Fatalf("after q2's messages went: %v", code)
+	}
+	e2 := connect(t, e.Restart(t))
+	if code := e2.sendCode(t, liteMsg(topic, "q4", "q4")); code != pb.Code_LITE_TOPIC_QUOTA_EXCEEDED {
+		t.Fatalf("after a restart, a third lite topic: %v", code)
+	}
+	if got := e2.Broker.View().LiteTopics(topic); !slices.Equal(got, []string{"q1", "q3"}) {
+		t.Fatalf("lite topics after a restart %v", got)
+	}
+}
+
+// TestLiteSubscriptionChecks: a subscription names good lite topics of a
+// LITE topic, within the quota the settings told; a LITE topic is
+// received from only by lite consumers, and they only from LITE topics.
+func TestLiteSubscriptionChecks(t *testing.T) {
+	e := start(t, func(c *server.Config) { c.GRPC.LiteSubscriptionQuota = 2 })
+	topic, normal, group := brokertest.Name("LiteSub"), brokertest.Name("NotLiteSub"), brokertest.Name("litesub")
+	e.createLiteTopic(t, topic, group)
+	e.createTopic(t, normal, 1)
+	c := e.liteClient(t, "lite-sub", group, topic)
+	add := pb.LiteSubscriptionAction_PARTIAL_ADD
+	for _, x := range []struct {
+		name  string
+		topic string
+		lites []string
+		want  pb.Code
+	}{
+		{"a bad name", topic, []string{"a/b"}, pb.Code_ILLEGAL_LITE_TOPIC},
+		{"a topic not LITE", normal, []string{"a"}, pb.Code_BAD_REQUEST},
+		{"within the quota", topic, []string{"a", "b"}, pb.Code_OK},
+		{"past the quota", topic, []string{"c"}, pb.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED},
+	} {
+		if got := e.syncLite(t, c, group, x.topic, add, nil, x.lites...); got != x.want {
+			t.Errorf("%s: %v, want %v", x.name, got, x.want)
+		}
+	}
+	if got := e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_REMOVE, nil, "a"); got != pb.Code_OK {
+		t.Fatalf("remove: %v", got)
+	}
+	if got := e.syncLite(t, c, group, topic, add, nil, "c"); got != pb.Code_OK {
+		t.Fatalf("add after a remove: %v", got)
+	}
+	// A SimpleConsumer may not receive from a LITE topic, nor a lite
+	// consumer from another.
+	plain := clientCtx(t, "plain-1")
+	telemetry(t, e, plain, &pb.Settings{ClientType: pb.ClientType_SIMPLE_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}})
+	for _, x := range []struct {
+		c     context.Context
+		topic string
+	}{{plain, topic}, {c, normal}} {
+		st, err := e.cl.ReceiveMessage(x.c, &pb.ReceiveMessageRequest{Group: res(group), MessageQueue: &pb.MessageQueue{Topic: res(x.topic)}, BatchSize: 1, LongPollingTimeout: durationpb.New(time.Millisecond)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Recv()
+		if err != nil || r.GetStatus().GetCode() != pb.Code_BAD_REQUEST {
+			t.Errorf("receive from %s: %v %v, want BAD_REQUEST", x.topic, r, err)
+		}
+	}
+}
+
+// TestLiteSuspend: a lite consumer's change of invisible time marked
+// suspend brings the message back after the time asked, at the same
+// attempt; one not so marked counts an attempt.
+func TestLiteSuspend(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("LiteSus"), brokertest.Name("litesus")
+	e.createLiteTopic(t, topic, group)
+	e.send(t, liteMsg(topic, "s", "s0"))
+	c := e.liteClient(t, "lite-sus", group, topic)
+	e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, nil, "s")
+	attempt := func(m *pb.Message) int32 { return m.GetSystemProperties().GetDeliveryAttempt() }
+	got := e.receiveLite(t, c, group, topic, time.Second)
+	if len(got) != 1 || attempt(got[0]) != 1 {
+		t.Fatalf("first: %v", got)
+	}
+	for _, x := range []struct {
+		suspend bool
+		want    int32
+	}{{true, 1}, {false, 2}} {
+		m := got[0]
+		r, err := e.cl.ChangeInvisibleDuration(c, &pb.ChangeInvisibleDurationRequest{Group: res(group), Topic: res(topic),
+			ReceiptHandle: m.SystemProperties.GetReceiptHandle(), InvisibleDuration: durationpb.New(0), MessageId: m.SystemProperties.MessageId,
+			LiteTopic: m.SystemProperties.LiteTopic, Suspend: proto.Bool(x.suspend)})
+		if err != nil || r.Status.GetCode() != pb.Code_OK {
+			t.Fatalf("change: %v %v", r, err)
+		}
+		if got = e.receiveLite(t, c, group, topic, time.Second); len(got) != 1 || attempt(got[0]) != x.want {
+			t.Fatalf("after a change (suspend %v): %v, want attempt %d", x.suspend, got, x.want)
+		}
+	}
+}
+
+// TestLiteOffsets: a subscription's offset option moves where the group
+// reads a lite topic: the newest (MAX), an offset, the last n, a time.
+func TestLiteOffsets(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("LiteOff"), brokertest.Name("liteoff")
+	e.createLiteTopic(t, topic, group)
+	for i := range 4 {
+		e.send(t, liteMsg(topic, "o", "o"+itoa(int32(i))))
+	}
+	c := e.liteClient(t, "lite-off", group, topic)
+	first := func(opt *pb.OffsetOption) string {
+		t.Helper()
+		e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_REMOVE, nil, "o")
+		if code := e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, opt, "o"); code != pb.Code_OK {
+			t.Fatalf("sync %v: %v", opt, code)
+		}
+		got := e.receiveLite(t, c, group, topic, 300*time.Millisecond)
+		if len(got) == 0 {
+			return ""
+		}
+		return string(got[0].Body)
+	}
+	for _, x := range []struct {
+		opt  *pb.OffsetOption
+		want string
+	}{
+		{&pb.OffsetOption{OffsetType: &pb.OffsetOption_Offset{Offset: 2}}, "o2"},
+		{&pb.OffsetOption{OffsetType: &pb.OffsetOption_TailN{TailN: 1}}, "o3"},
+		{&pb.OffsetOption{OffsetType: &pb.OffsetOption_Policy_{Policy: pb.OffsetOption_MIN}}, "o0"},
+		{&pb.OffsetOption{OffsetType: &pb.OffsetOption_Timestamp{Timestamp: 0}}, "o0"},
+		{&pb.OffsetOption{OffsetType: &pb.OffsetOption_Policy_{Policy: pb.OffsetOption_MAX}}, ""},
+	} {
+		if got := first(x.opt); got != x.want {
+			t.Errorf("%v: first message %q, want %q", x.opt, got, x.want)
+		}
+	}
+	if code := e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, &pb.OffsetOption{OffsetType: &pb.OffsetOption_Offset{Offset: -1}}, "o"); code != pb.Code_ILLEGAL_OFFSET {
+		t.Errorf("a negative offset: %v", code)
+	}
+}
+
+// TestLiteWildcard: "*" subscribes to every lite topic of the topic,
+// those created after the subscription too.
+func TestLiteWildcard(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("LiteAll"), brokertest.Name("liteall")
+	e.createLiteTopic(t, topic, group)
+	e.send(t, liteMsg(topic, "w1", "w1"))
+	c := e.liteClient(t, "lite-all", group, topic)
+	if code := e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_COMPLETE_ADD, nil, "*"); code != pb.Code_OK {
+		t.Fatalf("sync: %v", code)
+	}
+	if got := bodies(e.receiveLite(t, c, group, topic, time.Second)); !slices.Equal(got, []string{"w1:w1"}) {
+		t.Fatalf("first: %v", got)
+	}
+	e.send(t, liteMsg(topic, "w2", "w2"))
+	if got := bodies(e.receiveLite(t, c, group, topic, time.Second)); !slices.Equal(got, []string{"w2:w2"}) {
+		t.Fatalf("a lite topic created later: %v", got)
+	}
+}
+
+// TestLiteReceiveWakes: a receive waiting for its lite topics is woken by
+// a message to one of them, not at the end of its long poll.
+func TestLiteReceiveWakes(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("LiteWake"), brokertest.Name("litewake")
+	e.createLiteTopic(t, topic, group)
+	c := e.liteClient(t, "lite-wake", group, topic)
+	e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, nil, "k")
+	done := make(chan []*pb.Message, 1)
+	go func() { done <- e.receiveLite(t, c, group, topic, 20*time.Second) }()
+	waitFor(t, func() bool { return pollWaiting(e) })
+	e.send(t, liteMsg(topic, "k", "k0"))
+	select {
+	case got := <-done:
+		if len(got) != 1 {
+			t.Fatalf("woken with %v", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting receive was not woken by its lite topic's message")
+	}
+}
+
+// TestLiteDeleteParent: deleting a LITE topic deletes its lite topics,
+// their messages and the groups' state on them; created again, it starts
+// empty.
+func TestLiteDeleteParent(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("LiteDel"), brokertest.Name("litedel")
+	e.createLiteTopic(t, topic, group)
+	e.send(t, liteMsg(topic, "d", "d0"))
+	e.send(t, liteMsg(topic, "d", "d1"))
+	c := e.liteClient(t, "lite-del", group, topic)
+	e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, nil, "d")
+	if got := e.receiveLite(t, c, group, topic, time.Second); len(got) != 2 {
+		t.Fatalf("before: %v", bodies(got))
+	}
+	if err := e.Broker.DeleteTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Broker.View().LiteTopics(topic); len(got) != 0 {
+		t.Fatalf("lite topics after the delete: %v", got)
+	}
+	e.createLiteTopic(t, topic, group)
+	if r := e.send(t, liteMsg(topic, "d", "new")); r.Offset != 0 {
+		t.Fatalf("the first message after the delete at offset %d", r.Offset)
+	}
+	if got := bodies(e.receiveLite(t, c, group, topic, time.Second)); !slices.Equal(got, []string{"d:new"}) {
+		t.Fatalf("after the delete: %v", got)
+	}
 }

@@ -121,6 +121,7 @@ var (
 	recalled      = desc("rmq_recalled_messages_total", "Delayed and timed messages recalled before their delivery.")
 	grpcResponses = desc("rmq_grpc_responses_total", "Responses of the RocketMQ 5 gRPC service, by method and Status code.", "method", "code")
 	txnPending    = desc("rmq_transactions_pending", "Half messages awaiting their commit or rollback.")
+	liteTopics    = desc("rmq_lite_topics", "Lite topics whose queues the store holds, of every LITE topic (bounded by maxLiteTopics).")
 	txnChecks     = desc("rmq_transaction_checks_total", "Transaction state checks sent to producers.")
 	filterEvals   = desc("rmq_filter_evaluations_total", "Records evaluated by a pull's property filter or filter plugin.")
 	filterErrors  = desc("rmq_filter_errors_total", "Filter failures during pulls.")
@@ -177,7 +178,7 @@ var (
 var all = []*prometheus.Desc{
 	topicMsgsIn, topicBytesIn, topicMsgsOut, topicBytesOut, sendDuration, pullDuration, consumerLag,
 	heldPulls, connections, partialFrames, queuedResp, framesDropped, clients, retries, deadLettered, dlqMessages, delayed, timedParked, timedPending, recalled,
-	txnPending, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
+	txnPending, liteTopics, txnChecks, filterEvals, filterErrors, prefilterSkip, folded,
 	storeAppends, storeBytes, storeRounds, storeRoundSize, storeFsyncs, storeFsyncTime, storeFsyncBytes,
 	storeSegments, storeLogBytes, storeIndexBytes, storeDeleted, storeHeld, storeDropped, storeCorruptions, storeKeyIndexFail, storeDiskFull, storeDiskUsed, storeHighWater,
 	pluginCalls, pluginRecords, pluginErrors, pluginTraps, pluginTimeouts, pluginRejected, pluginDisabled, pluginDuration,
@@ -329,6 +330,7 @@ func (c *Collector) collectBroker(ch chan<- prometheus.Metric, b *broker.Broker)
 	gauge(ch, timedPending, m.TimedPending)
 	counter(ch, recalled, m.Recalled)
 	gauge(ch, txnPending, int64(m.TxnPending))
+	gauge(ch, liteTopics, int64(m.LiteTopics))
 	counter(ch, txnChecks, m.TxnChecks)
 	counter(ch, filterEvals, m.FilterEvals)
 	counter(ch, filterErrors, m.FilterErrors)
