@@ -1189,4 +1189,3 @@ func TestLargestMessageThroughWindows(t *testing.T) {
 		t.Fatalf("stored: %v, %d bytes, want the %d sent", err, len(rec.Body()), len(body))
 	}
 }
-
