@@ -94,10 +94,10 @@ func printGroups(w io.Writer, rows []groupRow) error {
 			attrs = append(attrs, k+"="+gc.Attributes[k])
 		}
 		out = append(out, []string{gc.Addr, gc.GroupName, fmt.Sprint(gc.ConsumeEnable), fmt.Sprint(gc.ConsumeBroadcastEnable), fmt.Sprint(gc.ConsumeFromMinEnable),
-			fmt.Sprint(gc.RetryQueueNums), fmt.Sprint(gc.RetryMaxTimes), fmt.Sprint(gc.NotifyConsumerIdsChangedEnable), strategy, fmt.Sprint(gc.AutoCreated),
+			fmt.Sprint(gc.RetryQueueNums), fmt.Sprint(gc.RetryMaxTimes), fmt.Sprint(gc.NotifyConsumerIdsChangedEnable), fmt.Sprint(gc.ConsumeMessageOrderly), strategy, fmt.Sprint(gc.AutoCreated),
 			cmpOr(strings.Join(attrs, ","), "-")})
 	}
-	return table(w, []string{"BROKER", "GROUP", "CONSUME", "BROADCAST", "FROM MIN", "RETRY QUEUES", "MAX RETRIES", "NOTIFY IDS", "STRATEGY", "AUTO CREATED", "ATTRIBUTES"}, out)
+	return table(w, []string{"BROKER", "GROUP", "CONSUME", "BROADCAST", "FROM MIN", "RETRY QUEUES", "MAX RETRIES", "NOTIFY IDS", "ORDERLY", "STRATEGY", "AUTO CREATED", "ATTRIBUTES"}, out)
 }
 
 // groupConfigArg is the arguments of "groups create" and "groups update":
@@ -111,6 +111,7 @@ type groupConfigArg struct {
 	RetryQueueNums *int
 	RetryMaxTimes  *int
 	Notify         *bool
+	Orderly        *bool
 	Attributes     map[string]string // "+name": value, "-name": ""
 	Namesrv        string
 	Cluster        string // every master of this cluster, not --broker
@@ -125,6 +126,7 @@ func groupConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 		retryQueues := fs.Int("retry-queues", 1, "queues of the group's retry topic; 0: no retries (retryQueueNums)")
 		retryMax := fs.Int("retry-max", broker.DefaultMaxReconsumeTimes, "retries before a message goes to the dead-letter topic (retryMaxTimes)")
 		notify := fs.Bool("notify-ids-changed", true, "tell consumers when the group's members change (notifyConsumerIdsChangedEnable)")
+		orderly := fs.Bool("orderly", false, "the group is FIFO for RocketMQ 5 clients: a queue's next messages wait for those in flight (consumeMessageOrderly)")
 		attrs := fs.String("attributes", "", `change attributes, as mqadmin's -a: "+priority.factor=50" sets one, "-priority.factor" removes it (comma-separated)`)
 		cluster := clusterFlag(fs)
 		ns := namesrvFlag(fs)
@@ -150,6 +152,9 @@ func groupConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 			}
 			if fs.Changed("notify-ids-changed") {
 				a.Notify = notify
+			}
+			if fs.Changed("orderly") {
+				a.Orderly = orderly
 			}
 			if fs.Changed("attributes") {
 				m, err := broker.ParseGroupAttributes(*attrs)
@@ -214,7 +219,7 @@ func updateGroupOn(ctx context.Context, s *adminSession, addr string, a groupCon
 	for _, f := range []struct {
 		dst *bool
 		v   *bool
-	}{{&gc.ConsumeEnable, a.Consume}, {&gc.ConsumeBroadcastEnable, a.Broadcast}, {&gc.ConsumeFromMinEnable, a.FromMin}, {&gc.NotifyConsumerIdsChangedEnable, a.Notify}} {
+	}{{&gc.ConsumeEnable, a.Consume}, {&gc.ConsumeBroadcastEnable, a.Broadcast}, {&gc.ConsumeFromMinEnable, a.FromMin}, {&gc.NotifyConsumerIdsChangedEnable, a.Notify}, {&gc.ConsumeMessageOrderly, a.Orderly}} {
 		if f.v != nil {
 			*f.dst = *f.v
 		}

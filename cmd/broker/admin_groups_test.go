@@ -34,9 +34,14 @@ func TestAdminGroups(t *testing.T) {
 		t.Fatalf("update --attributes +priority.factor=40: %+v", rows)
 	}
 	rows = nil
+	adminJSON(t, admin, &rows, "groups", "update", "--group", group, "--orderly")
+	if len(rows) != 1 || !rows[0].ConsumeMessageOrderly || rows[0].Attributes["priority.factor"] != "40" {
+		t.Fatalf("update --orderly: %+v", rows)
+	}
+	rows = nil
 	adminJSON(t, admin, &rows, "groups", "update", "--group", group, "--retry-max", "6")
-	if len(rows) != 1 || rows[0].Attributes["priority.factor"] != "40" {
-		t.Fatalf("an update without --attributes dropped them: %+v", rows)
+	if len(rows) != 1 || rows[0].Attributes["priority.factor"] != "40" || !rows[0].ConsumeMessageOrderly {
+		t.Fatalf("an update without --attributes or --orderly dropped them: %+v", rows)
 	}
 	for _, bad := range []struct{ attrs, want string }{
 		{"+priority.factor=101", "0..100"}, {"+urgency=1", `unknown attribute "urgency"`},
@@ -49,7 +54,7 @@ func TestAdminGroups(t *testing.T) {
 		t.Fatalf("--attributes without + or -: %d %s", code, errs)
 	}
 	code, out, errs := admin("groups", "list")
-	if code != 0 || !strings.Contains(out, group) || !strings.Contains(out, "MAX RETRIES") || !strings.Contains(out, "priority.factor=40") {
+	if code != 0 || !strings.Contains(out, group) || !strings.Contains(out, "MAX RETRIES") || !strings.Contains(out, "ORDERLY") || !strings.Contains(out, "priority.factor=40") {
 		t.Fatalf("list: %d\n%s%s", code, out, errs)
 	}
 

@@ -301,6 +301,17 @@ func TestReplicatedSetGRPCReplicaNamesLeader(t *testing.T) {
 	if !strings.Contains(out, `"ok":true`) {
 		t.Fatalf("node output: %s", out)
 	}
+	// Lite topics too: the consumer's subscriptions, sent to its endpoint,
+	// the replica, are forwarded to the leader, which delivers.
+	lite, liteGroup := "GRPCReplicaLite", brokertest.Name("grlite")
+	createSetTopic(t, rs, ns.NamesrvAddr, lite, "--read-queues", "1", "--write-queues", "1", "--message-type", "LITE")
+	if code, _, errs := runCmd("admin", "groups", "create", "--group", liteGroup, "--orderly", "--namesrv", ns.NamesrvAddr, "--cluster", "DefaultCluster"); code != 0 {
+		t.Fatalf("groups create: %s", errs)
+	}
+	out = runNodeCase(t, "lite", "RMQ_ENDPOINT="+replica.grpc, "RMQ_TOPIC="+lite, "RMQ_GROUP="+liteGroup)
+	if !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("node output: %s", out)
+	}
 }
 
 // storedAtOffsets stops the set and checks that each member's store
