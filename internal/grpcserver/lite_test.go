@@ -473,3 +473,34 @@ func TestLiteDeleteParent(t *testing.T) {
 		t.Fatalf("after the delete: %v", got)
 	}
 }
+
+// TestLiteAcrossBrokerSets: a LITE topic spans two sets; a lite consumer
+// syncs its subscriptions at one set's endpoint, which passes them on to
+// the other, and receives a lite topic's messages from each set.
+func TestLiteAcrossBrokerSets(t *testing.T) {
+	a := start(t)
+	b := connect(t, startSet(t, a, "broker-b", true))
+	topic, group := brokertest.Name("LiteSpread"), brokertest.Name("litespread")
+	a.createLiteTopic(t, topic, group)
+	b.createLiteTopic(t, topic, group)
+	a.send(t, liteMsg(topic, "x", "on-a"))
+	b.send(t, liteMsg(topic, "x", "on-b"))
+	ca := a.liteClient(t, "lite-spread", group, topic)
+	cb := b.liteClient(t, "lite-spread", group, topic)
+	// The route of broker-b is registered with the name server a moment
+	// after it starts: sync until broker-b has it too.
+	var fromB []string
+	brokertest.Eventually(t, 10*time.Second, "broker-b given the subscription", func() bool {
+		if code := a.syncLite(t, ca, group, topic, pb.LiteSubscriptionAction_COMPLETE_ADD, nil, "x"); code != pb.Code_OK {
+			t.Fatalf("sync: %v", code)
+		}
+		fromB = bodies(b.receiveLite(t, cb, group, topic, 50*time.Millisecond))
+		return len(fromB) > 0
+	})
+	if !slices.Equal(fromB, []string{"x:on-b"}) {
+		t.Fatalf("from broker-b: %v", fromB)
+	}
+	if got := bodies(a.receiveLite(t, ca, group, topic, time.Second)); !slices.Equal(got, []string{"x:on-a"}) {
+		t.Fatalf("from broker-a: %v", got)
+	}
+}
