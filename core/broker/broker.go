@@ -814,10 +814,11 @@ func response(req *remoting.Command, code int16, format string, args ...any) *re
 // arrived is the store's arrival hook.
 func (b *Broker) arrived(topic string, queue int32, maxOffset int64) {
 	b.holds.arrived(topic, queue, maxOffset)
-	b.pop.wake(topic)
 	if parent, lite, ok := SplitLiteQueue(topic); ok {
 		b.lite.seen(parent, lite)
-		b.pop.wake(parent) // lite receives wait on the parent
+		b.pop.wakeLite(parent, lite) // lite receives wait on the parent
+	} else {
+		b.pop.wake(topic)
 	}
 	switch topic {
 	case ScheduleTopic, TimerTopic:

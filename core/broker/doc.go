@@ -45,6 +45,8 @@
 //	| popEngine   | pop.go        | POP consumption: cursors, in-flight      |
 //	|             |               | messages, receipt handles, waiting       |
 //	|             |               | receives, receive attempts               |
+//	| liteTable   | lite.go       | the lite topics the store holds, their   |
+//	|             |               | quota; lite receives and their listeners |
 //	+-------------+---------------+------------------------------------------+
 //
 // A component gets a logger, a clock, the store or the narrow part of it it
@@ -171,6 +173,25 @@
 // answer was lost) gets those of its messages still current again, with
 // the same handles; the last 4096 attempts are remembered (positions, not
 // bodies).
+//
+// Lite topics (lite.go). A LITE topic's message names a lite topic and is
+// stored in that lite topic's one queue, the internal topic
+// %LMQ%<parent>%<lite> (LiteQueueTopic), which no client names and the
+// name servers never hear of; the first message creates it, within
+// MaxLiteTopics (those whose messages retention removed no longer count),
+// and deleting the parent deletes them all. A lite consumer's receive
+// (POPReceive.LiteTopics) is a receive of each of its lite topics' queues
+// under the same rules, delivering each message with its queue's topic
+// (POPDelivery.Topic): in order per lite topic for a FIFO group. Its
+// waiter is the consumer's listener, which stays registered between its
+// receives and hears of news in its lite topics only (an arrival, a FIFO
+// queue freed by an ack or a dead letter, a delivery given up or released);
+// a look after such news looks at those lite topics alone, and a pass over
+// all of them, which goes on where a full batch stopped it, comes first,
+// after a subscription changed (POP.LiteChanged) and when an in-flight
+// message falls due. So a receive costs what its news costs, not what its
+// subscriptions number. A suspended delivery (POP.Suspend) comes back
+// after exactly the time asked, at the same attempt.
 //
 // Index keys (store PutValues, no fsync; group and topic hold no NUL).
 // They keep the names of the layout in which the gRPC front end kept
@@ -424,7 +445,10 @@
 //  28. A waiting receive returns when a message arrives on its topic,
 //     when a flight's deadline passes (a change of invisible time that
 //     moves a deadline of its group before the receive's wake-up wakes it
-//     to sleep until the new one), when its Until passes, when its Stop
+//     to sleep until the new one), when a queue of a FIFO group has
+//     nothing in flight any more, when its Until passes, when its Stop
 //     closes or its context ends; at most POPOptions.MaxWaiting receives
-//     wait at once.
+//     wait at once. A lite receive returns on the same events of its lite
+//     topics and when what its consumer subscribes to changes; news of a
+//     lite topic between two receives of a consumer reaches the second.
 package broker

@@ -40,6 +40,9 @@ const (
 	MaxLiteParentLen = 127 - len(LiteQueuePrefix) - 1 - MaxLiteTopicLen
 	// DefaultMaxLiteTopics is Options.MaxLiteTopics' default.
 	DefaultMaxLiteTopics = 100_000
+	// LiteWildcard, alone in what POPReceive.LiteTopics returns, stands
+	// for every lite topic of the LITE topic.
+	LiteWildcard = "*"
 )
 
 var (
@@ -320,29 +323,158 @@ func (p POP) SeekLite(group, parent, lite string, o LiteOffset) error {
 	return p.b.pop.seek(popKey{group, topic}, 0, to)
 }
 
-// liteWakeTopic is the topic whose receives an arrival in topic wakes: a
-// lite queue's parent, where lite receives wait, or topic itself.
-func liteWakeTopic(topic string) string {
-	if parent, _, ok := SplitLiteQueue(topic); ok {
-		return parent
+// A lite receive looks at the queues of the lite topics it subscribes
+// to. The first look of a lite consumer, and any after what it
+// subscribes to changed or one of its in-flight messages fell due, is a
+// pass over all of them; the others look only at the lite topics that had
+// news since (a message stored, a FIFO queue freed, a delivery given up),
+// which the store's arrivals and the POP engine tell its waiter. The
+// waiter is the consumer's listener, kept between its receives, so what
+// happens between two receives is not missed and a steady consumer never
+// looks at its quiet lite topics. A pass stopped by a full batch goes on
+// where it stopped at the next look, so a pass costs each quiet lite
+// topic one look however the batches fall.
+
+// maxHints bounds the lite topics a lite waiter is told of one by one;
+// past it, its next look is a pass over all of them.
+const maxHints = 64
+
+// liteWait is a lite receive's waiter state, guarded by mu.
+type liteWait struct {
+	mu sync.Mutex
+	// lites is what the consumer subscribed to at its last look: sorted,
+	// or LiteWildcard alone.
+	lites []string
+	// hints are the lite topics with news since the last look.
+	hints []string
+	// pass is set while a pass over all lite topics is due or under way:
+	// it starts at resume, has looked at scanned of them, and was last
+	// (re)started as generation gen.
+	pass    bool
+	resume  int
+	scanned int
+	gen     uint64
+	// due is when, as of its last look, an in-flight message of its lite
+	// topics becomes deliverable again: a listener's receives carry it
+	// from one to the next. Only the receive that uses the waiter touches
+	// it.
+	due time.Time
+	// busy marks a listener a receive uses; last is when one last did.
+	busy bool
+	last time.Time
+}
+
+func newLiteWait() *liteWait { return &liteWait{pass: true} }
+
+// hint tells the waiter of news in lite topic lite, if its consumer
+// subscribes to it; it reports whether it does.
+func (l *liteWait) hint(lite string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lites) != 1 || l.lites[0] != LiteWildcard {
+		if _, ok := slices.BinarySearch(l.lites, lite); !ok {
+			return false
+		}
 	}
-	return topic
+	l.hintLocked(lite)
+	return true
+}
+
+func (l *liteWait) hintLocked(lite string) {
+	if slices.Contains(l.hints, lite) {
+		return
+	}
+	if len(l.hints) >= maxHints {
+		l.allLocked()
+		return
+	}
+	l.hints = append(l.hints, lite)
+}
+
+// all makes the next look a pass over every lite topic.
+func (l *liteWait) all() {
+	l.mu.Lock()
+	l.allLocked()
+	l.mu.Unlock()
+}
+
+func (l *liteWait) allLocked() {
+	l.pass, l.scanned, l.hints = true, 0, nil
+	l.gen++
+}
+
+// lookLite is one look of a lite receive with waiter l at the lite topics
+// its consumer subscribes to now (lites, as POPReceive.LiteTopics):
+// complete reports whether it took in all of them.
+func (p *popEngine) lookLite(l *liteWait, r popRequest, lites []string, now time.Time) (complete bool, out []POPDelivery, next time.Time, err error) {
+	l.mu.Lock()
+	l.lites = lites
+	pass, resume, gen := l.pass, l.resume, l.gen
+	var hints []string
+	if !pass {
+		// A pass keeps the hints: it may stop before it reaches them.
+		hints, l.hints = l.hints, nil
+	}
+	l.mu.Unlock()
+	all := lites
+	if len(all) == 1 && all[0] == LiteWildcard {
+		all = p.b.lite.of(r.topic)
+	}
+	names, start := all, 0
+	if pass {
+		start = resume
+	} else {
+		names = slices.DeleteFunc(hints, func(n string) bool { _, ok := slices.BinarySearch(all, n); return !ok })
+	}
+	out, next, filled, gave, err := p.receiveLite(r, names, start, now)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !pass && filled >= 0 {
+		// The hints not looked at, the batch being full, come first next
+		// time.
+		for i := filled + 1; i < len(names); i++ {
+			l.hintLocked(names[i])
+		}
+	}
+	// Those that gave messages may hold more: looked at again next time,
+	// after the others.
+	for _, g := range gave {
+		if i := slices.Index(l.hints, g); i >= 0 {
+			l.hints = slices.Delete(l.hints, i, i+1)
+		}
+		l.hintLocked(g)
+	}
+	switch {
+	case pass && l.gen == gen && len(names) > 0:
+		looked := len(names)
+		if filled >= 0 {
+			// Go on after the lite topic that filled the batch; it may
+			// hold more, so it counts as not looked at yet.
+			looked = filled
+			l.resume = (start + filled + 1) % len(names)
+		}
+		if l.scanned += looked; l.scanned >= len(names) {
+			l.pass, l.scanned = false, 0
+		}
+	case pass && l.gen == gen:
+		l.pass = false // nothing to look at
+	}
+	return filled < 0 && (pass || len(names) == len(all)), out, next, err
 }
 
 // receiveLite is receive for a lite consumer: up to r.batch messages of
-// the lite topics named, each a queue of its own under r.group's rules
-// (in order when the group is FIFO). Each receive starts one lite topic
-// further on, so a busy one does not starve the others. next is the
+// the lite topics named, from names[start] on, each a queue of its own
+// under r.group's rules (in order when the group is FIFO). next is the
 // earliest time one of their in-flight messages becomes deliverable
-// again.
-func (p *popEngine) receiveLite(r popRequest, lites []string, now time.Time) (out []POPDelivery, next time.Time, err error) {
-	if len(lites) == 0 {
-		return nil, next, nil
-	}
-	start := int(p.liteTurn.Add(1) % uint64(len(lites)))
-	for i := range lites {
+// again; filled is the index (from start) of the lite topic that filled
+// the batch, -1 if none did; gave are those that gave messages.
+func (p *popEngine) receiveLite(r popRequest, names []string, start int, now time.Time) (out []POPDelivery, next time.Time, filled int, gave []string, err error) {
+	filled = -1
+	for i := range names {
+		lite := names[(start+i)%len(names)]
 		sub := r
-		sub.topic = LiteQueueTopic(r.topic, lites[(start+i)%len(lites)])
+		sub.topic = LiteQueueTopic(r.topic, lite)
 		sub.readQueues, sub.batch = 1, r.batch-len(out)
 		got, n, err := p.receive(sub, now)
 		for j := range got {
@@ -350,16 +482,114 @@ func (p *popEngine) receiveLite(r popRequest, lites []string, now time.Time) (ou
 		}
 		out = append(out, got...)
 		if err != nil {
-			return out, next, err
+			return out, next, filled, gave, err
+		}
+		if len(got) > 0 {
+			gave = append(gave, lite)
 		}
 		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
 		}
 		if len(out) >= r.batch {
-			break
+			return out, next, i, gave, nil
 		}
 	}
-	return out, next, nil
+	return out, next, filled, gave, nil
+}
+
+// liteKey names a lite consumer's listener: its group, LITE topic and
+// client.
+type liteKey struct{ group, topic, client string }
+
+// maxLiteListeners bounds the lite listeners; past it, a lite receive
+// waits as any other does, with a pass over all its lite topics first.
+const maxLiteListeners = 1 << 16
+
+// liteListenerIdle is how long a lite listener no receive used lives
+// once the listeners reach their bound.
+const liteListenerIdle = 2 * time.Minute
+
+// liteListener returns the waiter of a lite consumer's receives, which
+// stays registered between them, so that the news of its lite topics
+// while it is not waiting is kept for its next receive. It returns nil
+// when the client has none to lend (no client id, another receive of it
+// uses it, or too many listeners): the receive then watches on its own.
+// stop ends the receive's use of it.
+func (p *popEngine) liteListener(group, topic, client string) (w *waiter, stop func()) {
+	if client == "" {
+		return nil, nil
+	}
+	k := liteKey{group, topic, client}
+	now := time.Now()
+	p.waits.Lock()
+	defer p.waits.Unlock()
+	if p.waits.lite == nil {
+		p.waits.lite = map[liteKey]*waiter{}
+	}
+	w = p.waits.lite[k]
+	if w == nil {
+		if len(p.waits.lite) >= maxLiteListeners {
+			p.sweepListenersLocked(now)
+			if len(p.waits.lite) >= maxLiteListeners {
+				return nil, nil
+			}
+		}
+		w = &waiter{group: group, ch: make(chan struct{}, 1), lite: newLiteWait()}
+		p.waits.lite[k] = w
+		p.registerLocked(topic, w)
+	}
+	l := w.lite
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy {
+		return nil, nil
+	}
+	l.busy = true
+	return w, func() {
+		l.mu.Lock()
+		l.busy, l.last = false, time.Now()
+		l.mu.Unlock()
+	}
+}
+
+// sweepListenersLocked drops the lite listeners no receive used for
+// liteListenerIdle. p.waits must be held.
+func (p *popEngine) sweepListenersLocked(now time.Time) {
+	for k, w := range p.waits.lite {
+		w.lite.mu.Lock()
+		idle := !w.lite.busy && now.Sub(w.lite.last) > liteListenerIdle
+		w.lite.mu.Unlock()
+		if idle {
+			delete(p.waits.lite, k)
+			p.unregisterLocked(k.topic, w)
+		}
+	}
+}
+
+// LiteChanged tells the listener of a lite consumer that what it
+// subscribes to changed: its next look is a pass over every lite topic
+// it subscribes to then (one subscribed may hold messages already).
+func (p POP) LiteChanged(group, topic, client string) {
+	e := p.b.pop
+	e.waits.Lock()
+	defer e.waits.Unlock()
+	if w := e.waits.lite[liteKey{group, topic, client}]; w != nil {
+		w.lite.all()
+		w.signal()
+	}
+}
+
+// ForgetLite drops the lite listeners of a client that is gone.
+func (p POP) ForgetLite(client string) {
+	e := p.b.pop
+	e.waits.Lock()
+	defer e.waits.Unlock()
+	for k, w := range e.waits.lite {
+		if k.client == client {
+			delete(e.waits.lite, k)
+			e.unregisterLocked(k.topic, w)
+		}
+	}
 }
 
 // seek moves k's queue q to offset to: what is in flight there is
@@ -386,6 +616,10 @@ func (p *popEngine) seek(k popKey, q int32, to int64) error {
 		return err
 	}
 	p.commitLocked(k, q, fresh)
-	p.wake(liteWakeTopic(k.topic))
+	if parent, lite, ok := SplitLiteQueue(k.topic); ok {
+		p.wakeLite(parent, lite)
+	} else {
+		p.wake(k.topic)
+	}
 	return nil
 }

@@ -159,9 +159,11 @@ type POPReceive struct {
 	Until time.Time
 	Stop  <-chan struct{}
 	// LiteTopics, for a lite consumer of the LITE topic Topic, returns
-	// the lite topics it subscribes to now: the receive takes from their
-	// queues (each one queue, ReadQueues is not used) instead of Topic's,
-	// taking turns among them, and asks again each time it looks.
+	// the lite topics it subscribes to now, sorted, or LiteWildcard alone
+	// for all of them: the receive takes from their queues (each one
+	// queue, ReadQueues is not used) instead of Topic's, taking turns
+	// among them, and asks again each time it looks. While it waits, only
+	// news of those lite topics wakes it, and it looks at those first.
 	LiteTopics func() []string
 }
 
@@ -204,31 +206,57 @@ func (p POP) Receive(ctx context.Context, r POPReceive) ([]POPDelivery, error) {
 	if got := e.replayAttempt(r.Client, r.AttemptID, req, o.Now()); len(got) > 0 {
 		return got, nil // a retry of a receive whose answer was lost
 	}
-	look := e.receive
+	var w *waiter
+	var stop func()
 	if r.LiteTopics != nil {
-		look = func(req popRequest, now time.Time) ([]POPDelivery, time.Time, error) {
-			return e.receiveLite(req, r.LiteTopics(), now)
-		}
+		// A lite consumer's waiter outlives the receive: it hears of its
+		// lite topics' news between receives too (liteListener).
+		w, stop = e.liteListener(r.Group, r.Topic, r.Client)
 	}
-	w, stop := e.watch(r.Group, r.Topic)
+	if w == nil {
+		w, stop = e.watch(r.Group, r.Topic, r.LiteTopics != nil)
+	}
 	defer stop()
+	// due is the earliest time an in-flight message looked at becomes
+	// deliverable again; a lite receive woken by its lite topics' news
+	// looks at those only, so it keeps the due time of its last full
+	// look, from receive to receive.
+	var due time.Time
+	if w.lite != nil {
+		due = w.lite.due
+		if !due.IsZero() && !o.Now().Before(due) {
+			w.lite.all()
+		}
+		defer func() { w.lite.due = due }()
+	}
 	for {
 		w.looking()
-		got, next, err := look(req, o.Now())
+		now := o.Now()
+		var got []POPDelivery
+		var next time.Time
+		complete := true // the look took in every queue
+		if w.lite == nil {
+			got, next, err = e.receive(req, now)
+		} else {
+			complete, got, next, err = e.lookLite(w.lite, req, r.LiteTopics(), now)
+		}
 		if err != nil {
 			return nil, err
+		}
+		if complete || (!next.IsZero() && (due.IsZero() || next.Before(due))) {
+			due = next
 		}
 		if len(got) > 0 {
 			e.rememberAttempt(r.Client, r.AttemptID, req, got)
 			return got, nil
 		}
-		now := o.Now()
+		now = o.Now()
 		if !now.Before(r.Until) {
 			return nil, refusef(ErrNoMessage, "no new message")
 		}
 		wait := r.Until.Sub(now)
-		if !next.IsZero() {
-			wait = min(wait, next.Sub(now))
+		if !due.IsZero() {
+			wait = min(wait, due.Sub(now))
 		}
 		wait = max(wait, time.Millisecond)
 		w.sleepUntil(now.Add(wait))
@@ -237,6 +265,9 @@ func (p POP) Receive(ctx context.Context, r POPReceive) ([]POPDelivery, error) {
 		select {
 		case <-w.ch:
 		case <-t.C:
+			if w.lite != nil {
+				w.lite.all() // a due time or the end: look at everything
+			}
 		case <-ctx.Done():
 			e.parked.Add(-1)
 			t.Stop()
@@ -586,12 +617,13 @@ type popEngine struct {
 	waits struct {
 		sync.Mutex
 		byTopic map[string]map[*waiter]struct{}
+		// lite holds the lite consumers' listeners (liteListener), each
+		// registered in byTopic too.
+		lite map[liteKey]*waiter
 	}
 	waiting atomic.Int64
 	// parked counts the waiting receives asleep until their wake-up.
 	parked atomic.Int64
-	// liteTurn turns the lite topic lite receives start at.
-	liteTurn atomic.Uint64
 
 	// attempts guards the remembered receive attempts.
 	attempts struct {
@@ -1179,8 +1211,13 @@ func (p *popEngine) ack(group, topic string, nq int, handles []string, now time.
 		}
 		return errs
 	}
+	emptied := false
 	for q, pq := range touched {
 		p.commitLocked(k, q, pq)
+		emptied = emptied || len(pq.flights) == 0
+	}
+	if emptied {
+		p.fifoFreed(k, now)
 	}
 	return errs
 }
@@ -1251,7 +1288,22 @@ func (p *popEngine) deadLetter(group, topic string, nq int, handle string, now t
 		return err
 	}
 	p.commitLocked(k, h.queue, pq)
+	if len(pq.flights) == 0 {
+		p.fifoFreed(k, now)
+	}
 	return nil
+}
+
+// fifoFreed wakes the waiting receives of a FIFO group when a queue of
+// k has nothing in flight any more: its next messages, held back while
+// the ones before were in flight, are deliverable now. A receive waiting
+// for any of the group's queues (a push consumer's next one, a lite
+// consumer's for all its lite topics) would otherwise see them only at
+// its next wake-up.
+func (p *popEngine) fifoFreed(k popKey, now time.Time) {
+	if gc, _ := p.b.storedGroupConfig(k.group); gc.ConsumeMessageOrderly {
+		p.wakeBefore(k, now.UnixMilli())
+	}
 }
 
 // release makes deliveries that never reached the client deliverable
@@ -1278,7 +1330,11 @@ func (p *popEngine) release(group, topic string, ds []POPDelivery, now time.Time
 		p.b.log.Warn("release undelivered messages", "group", group, "topic", topic, "err", err)
 	}
 	if len(put) > 0 {
-		p.wake(liteWakeTopic(topic))
+		if parent, lite, ok := SplitLiteQueue(topic); ok {
+			p.wakeLite(parent, lite)
+		} else {
+			p.wake(topic)
+		}
 	}
 }
 
@@ -1333,35 +1389,50 @@ type waiter struct {
 	// wakeAt is when the receive wakes by itself (Unix ms); math.MaxInt64
 	// while it is looking, so that a change meanwhile is not missed.
 	wakeAt atomic.Int64
+	// lite is a lite receive's state (lite.go), nil for any other.
+	lite *liteWait
 }
 
-// sleepUntil notes that the receive sleeps until t; it is woken earlier
 // by an arrival or by a flight of its group made visible before t.
 func (w *waiter) sleepUntil(t time.Time) { w.wakeAt.Store(t.UnixMilli()) }
 
 // looking notes that the receive looks at the queues.
 func (w *waiter) looking() { w.wakeAt.Store(math.MaxInt64) }
 
-// watch registers a receive of group waiting on topic; stop unregisters
-// it.
-func (p *popEngine) watch(group, topic string) (w *waiter, stop func()) {
+// watch registers a receive of group waiting on topic (a lite receive's:
+// on the LITE topic); stop unregisters it.
+func (p *popEngine) watch(group, topic string, lite bool) (w *waiter, stop func()) {
 	w = &waiter{group: group, ch: make(chan struct{}, 1)}
+	if lite {
+		w.lite = newLiteWait()
+	}
 	w.looking()
 	p.waits.Lock()
+	p.registerLocked(topic, w)
+	p.waits.Unlock()
+	return w, func() {
+		p.waits.Lock()
+		defer p.waits.Unlock()
+		p.unregisterLocked(topic, w)
+	}
+}
+
+// registerLocked and unregisterLocked add and remove a waiter on topic.
+// p.waits must be held.
+func (p *popEngine) registerLocked(topic string, w *waiter) {
 	m := p.waits.byTopic[topic]
 	if m == nil {
 		m = map[*waiter]struct{}{}
 		p.waits.byTopic[topic] = m
 	}
 	m[w] = struct{}{}
-	p.waits.Unlock()
-	return w, func() {
-		p.waits.Lock()
-		defer p.waits.Unlock()
-		delete(m, w)
-		if len(m) == 0 && p.waits.byTopic[topic] != nil && len(p.waits.byTopic[topic]) == 0 {
-			delete(p.waits.byTopic, topic)
-		}
+}
+
+func (p *popEngine) unregisterLocked(topic string, w *waiter) {
+	m := p.waits.byTopic[topic]
+	delete(m, w)
+	if len(m) == 0 {
+		delete(p.waits.byTopic, topic)
 	}
 }
 
@@ -1371,7 +1442,23 @@ func (p *popEngine) wake(topic string) {
 	p.waits.Lock()
 	defer p.waits.Unlock()
 	for w := range p.waits.byTopic[topic] {
+		if w.lite != nil {
+			w.lite.all()
+		}
 		w.signal()
+	}
+}
+
+// wakeLite tells the receives waiting on a LITE topic that subscribe to
+// its lite topic lite to look at it again; it runs on the store's append
+// path (Broker.arrived) and does not block.
+func (p *popEngine) wakeLite(parent, lite string) {
+	p.waits.Lock()
+	defer p.waits.Unlock()
+	for w := range p.waits.byTopic[parent] {
+		if w.lite == nil || w.lite.hint(lite) {
+			w.signal()
+		}
 	}
 }
 
@@ -1380,8 +1467,23 @@ func (p *popEngine) wake(topic string) {
 func (p *popEngine) wakeBefore(k popKey, deadline int64) {
 	p.waits.Lock()
 	defer p.waits.Unlock()
-	for w := range p.waits.byTopic[liteWakeTopic(k.topic)] {
-		if w.group == k.group && w.wakeAt.Load() > deadline {
+	parent, lite, isLite := SplitLiteQueue(k.topic)
+	if !isLite {
+		parent = k.topic
+	}
+	for w := range p.waits.byTopic[parent] {
+		switch {
+		case w.group != k.group:
+		case w.lite != nil && isLite:
+			// Told whether it waits or not: a lite listener between
+			// receives keeps the news for its next one.
+			if w.lite.hint(lite) {
+				w.signal()
+			}
+		case w.wakeAt.Load() > deadline:
+			if w.lite != nil {
+				w.lite.all()
+			}
 			w.signal()
 		}
 	}

@@ -29,7 +29,7 @@
 //	| SendMessage             | NORMAL, FIFO (queue = hash(message_group)), |
 //	|                         | DELAY (the timer), TRANSACTION (half),      |
 //	|                         | PRIORITY (queue = priority, at most the     |
-//	|                         | last); the                                  |
+//	|                         | last), LITE (its lite topic's queue); the   |
 //	|                         | request's messages share a group-commit     |
 //	|                         | round, each answered once stored (fsync'd   |
 //	|                         | under the sync flush mode)                  |
@@ -37,16 +37,19 @@
 //	| QueryAssignment         | one queue, id -1 (FIFO group: every queue), |
 //	|                         | here and on each other set serving the topic|
 //	| ReceiveMessage          | POP across every queue, long-polling (a     |
-//	|                         | PRIORITY topic: the highest queue first)    |
+//	|                         | PRIORITY topic: the highest queue first; a  |
+//	|                         | lite consumer: its lite topics' queues)     |
 //	| AckMessage              | ends a delivery                             |
 //	| ChangeInvisibleDuration | new deadline, new handle, old one invalid   |
+//	|                         | (suspend: the attempt is not counted)       |
 //	| ForwardMessageToDead... | moves a delivery to %DLQ%<group>            |
+//	| SyncLiteSubscription    | a lite consumer's lite topics (lite.go);    |
+//	|                         | passed on to the topic's other sets         |
 //	| RecallMessage           | cancels a waiting DELAY message by the      |
 //	|                         | recall_handle of its send (Broker.Recall)   |
 //	| PullMessage, GetOffset, | UNSUPPORTED (50500) with a message, at once |
 //	| UpdateOffset,           |                                             |
-//	| QueryOffset,            |                                             |
-//	| SyncLiteSubscription    |                                             |
+//	| QueryOffset             |                                             |
 //	+-------------------------+---------------------------------------------+
 //
 // Every response carries a Status, OK = 20000 when served; errors become
@@ -68,7 +71,9 @@
 // gRPC endpoint as every queue's broker (HA_NOT_AVAILABLE while no leader
 // is known), and every other call is refused before its handler runs
 // with HA_NOT_AVAILABLE, its message naming the leader; the 5.x clients
-// retry such a send. A replica opens no POP engine: the leader's state is
+// retry such a send. RecallMessage and SyncLiteSubscription, which the
+// clients send to the endpoint they were given, are forwarded to the
+// leader (forward.go). A replica opens no POP engine: the leader's state is
 // in the replicated store, so a new leader serves the flights, cursors and
 // the receipt handles' secret its predecessor replicated.
 //
@@ -81,9 +86,9 @@
 // the topic's other sets, each named with its master's endpoint, asked of
 // the name servers at most once per topic every 5 s (peers.go). The
 // client then opens a session with each set and sends, receives and
-// acknowledges at the set that holds the queue; no call but a recall
-// (forward.go) is passed from one set to another, and each set checks
-// access itself. A topic only other sets serve is routed to them alone. A set without a
+// acknowledges at the set that holds the queue; no call but a recall and
+// a lite subscription (forward.go, lite.go) is passed from one set to
+// another, and each set checks access itself. A topic only other sets serve is routed to them alone. A set without a
 // gRPC endpoint, or without a master, is left out, and so are all other
 // sets when the name servers cannot be reached: the client then gets this
 // set's queues only, as before.
@@ -103,6 +108,20 @@
 // MaxWaiting bounds the receives waiting at once (TOO_MANY_REQUESTS past
 // it). A receive that ends empty is MESSAGE_NOT_FOUND; what a client never
 // got (its stream broke) is released to be delivered again at once.
+//
+// # Lite topics
+//
+// A LITE topic's messages name a lite topic each and are stored in its
+// queue (core/broker's lite.go). A lite consumer (client type
+// LITE_PUSH_CONSUMER or LITE_SIMPLE_CONSUMER) binds to the LITE topic and
+// changes what it subscribes to with SyncLiteSubscription; its receives on
+// the LITE topic take from the queues of those lite topics, each
+// delivered message naming its lite topic, and its acks, changes of
+// invisible time and dead letters name it back. Only lite consumers
+// receive from a LITE topic, and only from one. The subscriptions are
+// kept per client, in memory, within the quota its settings tell it
+// (liteSubscriptionQuota, default 1000); lite.go says how a client's
+// whole set, sent every 30 s, and its one-by-one changes are reconciled.
 //
 // # Retry policy
 //

@@ -33,7 +33,7 @@ import (
 // which receive for the client too.
 
 // liteWildcard subscribes to every lite topic of the bound topic.
-const liteWildcard = "*"
+const liteWildcard = broker.LiteWildcard
 
 // liteGrace is how long a client's subscribe or unsubscribe of one lite
 // topic outweighs its whole set (COMPLETE_ADD). The clients send the whole
@@ -162,6 +162,15 @@ func (t *liteSubs) drop(id string) {
 	delete(t.byClient, id)
 }
 
+// dropLite forgets a client's lite subscriptions and the broker's
+// listener of its receives.
+func (s *Server) dropLite(id string) {
+	s.lite.drop(id)
+	if s.opts.Leader == nil {
+		s.b.POP().ForgetLite(id)
+	}
+}
+
 // sweep forgets the subscriptions of clients without a session here that
 // have not synced within expiry.
 func (t *liteSubs) sweep(now time.Time, expiry time.Duration, alive func(id string) bool) {
@@ -218,6 +227,7 @@ func (s *Server) SyncLiteSubscription(ctx context.Context, req *pb.SyncLiteSubsc
 	if err := s.lite.sync(c.clientID, group, topic, req.GetAction(), names, req.Version, s.opts.Now()); err != nil {
 		return fail(err)
 	}
+	s.b.POP().LiteChanged(group, topic, c.clientID)
 	if req.GetAction() == pb.LiteSubscriptionAction_PARTIAL_ADD {
 		// Each set moves the group's offsets in its own lite queues.
 		for _, n := range names {
@@ -291,16 +301,10 @@ func liteOffset(o *pb.OffsetOption) (broker.LiteOffset, error) {
 }
 
 // liteTopics returns, for a receive of a lite consumer, what it
-// subscribes to now: the wildcard stands for every lite topic the topic
-// holds.
+// subscribes to now (the wildcard alone, the broker knows, stands for
+// every lite topic the topic holds).
 func (s *Server) liteTopics(clientID, group, topic string) func() []string {
-	return func() []string {
-		names := s.lite.topics(clientID, group, topic)
-		if len(names) == 1 && names[0] == liteWildcard {
-			return s.b.View().LiteTopics(topic)
-		}
-		return names
-	}
+	return func() []string { return s.lite.topics(clientID, group, topic) }
 }
 
 // liteQueue returns the internal topic of a lite consumer's ack, change

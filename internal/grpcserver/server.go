@@ -287,7 +287,7 @@ func (s *Server) sweepSessions() {
 			return
 		case <-t.C:
 			for _, id := range s.sessions.sweep(s.opts.Now()) {
-				s.lite.drop(id)
+				s.dropLite(id)
 				s.log.Debug("grpc session expired", "client_id", id)
 			}
 			s.lite.sweep(s.opts.Now(), s.opts.SessionExpiry, s.sessions.alive)

@@ -353,7 +353,7 @@ func (s *Server) NotifyClientTermination(ctx context.Context, req *pb.NotifyClie
 	c, err := s.begin(ctx)
 	if err == nil {
 		s.sessions.drop(c.clientID)
-		s.lite.drop(c.clientID)
+		s.dropLite(c.clientID)
 	}
 	return &pb.NotifyClientTerminationResponse{Status: statusOf(err)}, nil
 }
