@@ -67,6 +67,9 @@ func (o Outbox) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resen
 	err := b.eachDeadLetter(sel, limit, func(r message.Record) error {
 		var old message.Message
 		r.Decode(&old)
+		if parent, lite, ok := SplitLiteQueue(originTopic(&old)); ok {
+			return b.resendLite(&old, sel.Group, target, parent, lite, &out)
+		}
 		if origin := originTopic(&old); reservedTopic(origin) || isRetryTopic(origin) {
 			// RETRY_TOPIC is whatever the consumer's message carried; a
 			// resend must never write into the broker's own topics.
@@ -89,6 +92,27 @@ func (o Outbox) ResendDLQ(sel outbox.DLQSelector, target string) ([]outbox.Resen
 		err = fmt.Errorf("%w in group %s", outbox.ErrNoDeadLetter, sel.Group)
 	}
 	return out, err
+}
+
+// resendLite resends the dead letter of a lite topic's message to that
+// lite topic, if its LITE topic still takes it; a group's retry topic
+// would reach no lite consumer.
+func (b *Broker) resendLite(old *message.Message, group, target, parent, lite string, out *[]outbox.Resent) error {
+	if target != outbox.ResendOrigin {
+		return fmt.Errorf("resend %s: it was a message of lite topic %s of %s, which only its lite topic delivers to lite consumers: resend it there (%q)", msgID(old), lite, logName(parent), outbox.ResendOrigin)
+	}
+	topic, err := b.liteSendQueue(parent, lite)
+	if err != nil {
+		return fmt.Errorf("resend %s: %w", msgID(old), err)
+	}
+	m := b.resendMessage(old, group, target)
+	m.Topic, m.QueueID = topic, 0
+	if err := b.store.Append([]*message.Message{m}); err != nil {
+		return fmt.Errorf("resend %s: %w", msgID(old), err)
+	}
+	*out = append(*out, outbox.Resent{QueueOffset: old.QueueOffset, OldMsgID: msgID(old), NewMsgID: msgID(m), Topic: m.Topic, QueueID: m.QueueID})
+	b.log.Info("dead letter resent to its lite topic", "group", group, "old_msg_id", msgID(old), "new_msg_id", msgID(m), "topic", parent, "lite_topic", lite)
+	return nil
 }
 
 // resendMessage builds the new message for a dead letter: the same body,

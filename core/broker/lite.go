@@ -103,7 +103,14 @@ type liteTable struct {
 	// each parent's as a sorted slice, dropped when they change.
 	byParent map[string]map[string]struct{}
 	sorted   map[string][]string
+	// pruned is when admit last forgot the lite topics retention emptied:
+	// at the bound, at most once per litePruneGap, so that sends refused
+	// at the bound do not each walk every lite topic.
+	pruned time.Time
 }
+
+// litePruneGap spaces admit's walks over the lite topics at the bound.
+const litePruneGap = time.Second
 
 func newLiteTable(max int) *liteTable {
 	return &liteTable{max: max, byParent: map[string]map[string]struct{}{}, sorted: map[string][]string{}}
@@ -135,15 +142,16 @@ func (t *liteTable) addLocked(parent, lite string) bool {
 // admit lets a send create a lite topic: a known one always, a new one
 // while the table is under its bound. empty reports whether a known lite
 // topic's queue holds nothing any more (retention removed its messages):
-// at the bound those are forgotten first, so the quota counts lite topics
-// that hold messages.
-func (t *liteTable) admit(parent, lite string, empty func(parent, lite string) bool) error {
+// at the bound those are forgotten first (at most once per litePruneGap),
+// so the quota counts lite topics that hold messages.
+func (t *liteTable) admit(parent, lite string, empty func(parent, lite string) bool, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.byParent[parent][lite]; ok {
 		return nil
 	}
-	if t.n >= t.max {
+	if t.n >= t.max && now.Sub(t.pruned) >= litePruneGap {
+		t.pruned = now
 		for p, m := range t.byParent {
 			for l := range m {
 				if empty(p, l) {
@@ -230,7 +238,7 @@ func (b *Broker) liteSendQueue(parent, lite string) (string, error) {
 	case tc.Perm&remoting.PermWrite == 0:
 		return "", refusef(ErrNoPermission, "topic %s is not writable (perm %d)", parent, tc.Perm)
 	}
-	if err := b.lite.admit(parent, lite, b.liteEmpty); err != nil {
+	if err := b.lite.admit(parent, lite, b.liteEmpty, b.now()); err != nil {
 		if b.liteLog.allow(b.now()) {
 			b.log.Warn("lite topic quota reached; creation refused", "topic", logName(parent), "lite_topic", lite, "limit", b.lite.max)
 		}

@@ -212,6 +212,10 @@ func (s *Server) SyncLiteSubscription(ctx context.Context, req *pb.SyncLiteSubsc
 		return fail(refuse(pb.Code_BAD_REQUEST, "topic %s is not of type LITE; lite consumers bind to a LITE topic", topic))
 	}
 	names := req.GetLiteTopicSet()
+	if len(names) > s.opts.LiteSubscriptionQuota {
+		// Refused before it costs anything to look at.
+		return fail(refuse(pb.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED, "%d lite topics named, the quota is %d (liteSubscriptionQuota)", len(names), s.opts.LiteSubscriptionQuota))
+	}
 	for _, n := range names {
 		if n == liteWildcard {
 			continue

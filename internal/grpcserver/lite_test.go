@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rmq-go/rmq/core/broker"
+	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/internal/brokertest"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 	"github.com/rmq-go/rmq/internal/server"
@@ -251,7 +253,11 @@ func TestLiteMessageChecks(t *testing.T) {
 // messages retention removed no longer counts; a restarted broker counts
 // those its store holds.
 func TestLiteTopicQuota(t *testing.T) {
-	e := start(t, func(c *server.Config) { c.Broker.MaxLiteTopics = 2 })
+	var skew atomic.Int64 // the broker's clock runs ahead by this
+	e := start(t, func(c *server.Config) {
+		c.Broker.MaxLiteTopics = 2
+		c.Broker.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
 	topic, group := brokertest.Name("LiteQ"), brokertest.Name("liteq")
 	e.createLiteTopic(t, topic, group)
 	for _, l := range []string{"q1", "q2", "q1"} {
@@ -268,6 +274,10 @@ func TestLiteTopicQuota(t *testing.T) {
 	if err := e.Store.TrimQueue(broker.LiteQueueTopic(topic, "q2"), 0, 1); err != nil {
 		t.Fatal(err)
 	}
+	if code := e.sendCode(t, liteMsg(topic, "q3", "q3")); code != pb.Code_LITE_TOPIC_QUOTA_EXCEEDED {
+		t.Fatalf("a new lite topic within a second of the last walk over them: %v", code)
+	}
+	skew.Store(int64(2 * time.Second)) // the walks over the lite topics at the bound are a second apart
 	if code := e.sendCode(t, liteMsg(topic, "q3", "q3")); code != pb.Code_OK {
 		t.Fatalf("after q2's messages went: %v", code)
 	}
@@ -297,6 +307,7 @@ func TestLiteSubscriptionChecks(t *testing.T) {
 		want  pb.Code
 	}{
 		{"a bad name", topic, []string{"a/b"}, pb.Code_ILLEGAL_LITE_TOPIC},
+		{"more names than the quota", topic, []string{"x", "y", "z"}, pb.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED},
 		{"a topic not LITE", normal, []string{"a"}, pb.Code_BAD_REQUEST},
 		{"within the quota", topic, []string{"a", "b"}, pb.Code_OK},
 		{"past the quota", topic, []string{"c"}, pb.Code_LITE_SUBSCRIPTION_QUOTA_EXCEEDED},
@@ -502,5 +513,35 @@ func TestLiteAcrossBrokerSets(t *testing.T) {
 	}
 	if got := bodies(a.receiveLite(t, ca, group, topic, time.Second)); !slices.Equal(got, []string{"x:on-a"}) {
 		t.Fatalf("from broker-a: %v", got)
+	}
+}
+
+// TestLiteDeadLetter: a lite consumer gives a message up to the group's
+// dead-letter queue; resent, it comes back in its lite topic (a group's
+// retry topic would reach no lite consumer, so that resend is refused).
+func TestLiteDeadLetter(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("LiteDLQ"), brokertest.Name("litedlq")
+	e.createLiteTopic(t, topic, group)
+	e.send(t, liteMsg(topic, "z", "z0"))
+	c := e.liteClient(t, "lite-dlq", group, topic)
+	e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, nil, "z")
+	got := e.receiveLite(t, c, group, topic, time.Second)
+	if len(got) != 1 {
+		t.Fatalf("received %v", bodies(got))
+	}
+	r, err := e.cl.ForwardMessageToDeadLetterQueue(c, &pb.ForwardMessageToDeadLetterQueueRequest{Group: res(group), Topic: res(topic),
+		ReceiptHandle: got[0].SystemProperties.GetReceiptHandle(), MessageId: got[0].SystemProperties.MessageId, LiteTopic: got[0].SystemProperties.LiteTopic})
+	if err != nil || r.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("dead letter: %v %v", r, err)
+	}
+	if _, err := e.Broker.Outbox().ResendDLQ(outbox.DLQSelector{Group: group}, outbox.ResendRetry); err == nil || !strings.Contains(err.Error(), "lite topic") {
+		t.Fatalf("resend to the retry topic: %v", err)
+	}
+	if _, err := e.Broker.Outbox().ResendDLQ(outbox.DLQSelector{Group: group}, outbox.ResendOrigin); err != nil {
+		t.Fatal(err)
+	}
+	if got := bodies(e.receiveLite(t, c, group, topic, time.Second)); !slices.Equal(got, []string{"z:z0"}) {
+		t.Fatalf("after the resend: %v", got)
 	}
 }
