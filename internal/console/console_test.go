@@ -31,7 +31,8 @@ func newFake(topics int) *fakeSource {
 		f.topics = append(f.topics, Topic{Name: fmt.Sprintf("topic-%04d", i), ReadQueues: 4, WriteQueues: 4, Perm: 6, Messages: int64(i), MaxOffsets: int64(i)})
 	}
 	f.topics = append(f.topics, Topic{Name: "%DLQ%billing", ReadQueues: 1, WriteQueues: 1, Perm: 6, Messages: 3, MaxOffsets: 3})
-	f.topics = append(f.topics, Topic{Name: "urgent", ReadQueues: 8, WriteQueues: 8, Perm: 6, MessageType: "PRIORITY"})
+	f.topics = append(f.topics, Topic{Name: "urgent", ReadQueues: 8, WriteQueues: 8, Perm: 6, MessageType: "PRIORITY"},
+		Topic{Name: "user-sessions", ReadQueues: 1, WriteQueues: 1, Perm: 6, MessageType: "LITE", LiteTopics: 3, Messages: 7})
 	return f
 }
 
@@ -123,6 +124,7 @@ func TestPages(t *testing.T) {
 		{"/topic?name=topic-0001", "<tr><th>Message type</th><td>any (not set)</td></tr>"},
 		{"/topic?name=urgent", "<tr><th>Message type</th><td>PRIORITY</td></tr>"},
 		{"/topics?q=urgent", `urgent</a> <span class="tag">PRIORITY</span>`},
+		{"/topic?name=user-sessions", "<tr><th>Lite topics</th><td>3</td></tr>"},
 		{"/groups", "billing"},
 		{"/group?name=billing", "10.0.0.1@x"},
 		{"/group?name=billing", "<tr><th>Lag</th><td>2</td></tr>"},

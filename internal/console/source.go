@@ -77,6 +77,9 @@ type Topic struct {
 	MessageType             string // what RocketMQ 5 clients may send ("": NORMAL, FIFO, DELAY, TRANSACTION)
 	Messages                int64  // retained: the sum of max − min offsets
 	MaxOffsets              int64  // the sum of max offsets, for rates
+	// LiteTopics, for a LITE topic, counts its lite topics; Messages and
+	// MaxOffsets then count theirs.
+	LiteTopics int
 }
 
 // TopicDetail is a topic's page.

@@ -171,17 +171,24 @@ func (c consoleSource) Topics() []console.Topic {
 	topics := c.b.Topics()
 	type sums struct{ msgs, max int64 }
 	byTopic := make(map[string]sums, len(topics))
+	lites := map[string]int{}
 	for _, q := range c.st.Queues() {
-		sm := byTopic[q.Topic]
+		topic := q.Topic
+		if parent, _, ok := broker.SplitLiteQueue(topic); ok {
+			// A lite topic's queue counts for its LITE topic.
+			topic = parent
+			lites[parent]++
+		}
+		sm := byTopic[topic]
 		sm.msgs += max(0, q.MaxOffset-q.MinOffset)
 		sm.max += q.MaxOffset
-		byTopic[q.Topic] = sm
+		byTopic[topic] = sm
 	}
 	out := make([]console.Topic, 0, len(topics))
 	for name, tc := range topics {
 		sm := byTopic[name]
 		out = append(out, console.Topic{Name: name, ReadQueues: tc.ReadQueueNums, WriteQueues: tc.WriteQueueNums,
-			Perm: tc.Perm, Order: tc.Order, MessageType: tc.MessageType, Messages: sm.msgs, MaxOffsets: sm.max})
+			Perm: tc.Perm, Order: tc.Order, MessageType: tc.MessageType, Messages: sm.msgs, MaxOffsets: sm.max, LiteTopics: lites[name]})
 	}
 	return out
 }
@@ -204,9 +211,18 @@ func (c consoleSource) Topic(name string) (console.TopicDetail, error) {
 		d.MaxOffsets += maxOff
 		d.Queues = append(d.Queues, q)
 	}
+	if tc.MessageType == broker.MessageTypeLite {
+		lites := c.b.View().LiteTopics(name)
+		d.LiteTopics = len(lites)
+		for _, l := range lites {
+			minOff, maxOff := c.st.QueueOffsets(broker.LiteQueueTopic(name, l), 0)
+			d.Messages += max(0, maxOff-minOff)
+			d.MaxOffsets += maxOff
+		}
+	}
 	lag := map[string]int64{}
 	for _, e := range c.b.View().QueueLags(nil, "") {
-		if e.Topic == name {
+		if parent, _, ok := broker.SplitLiteQueue(e.Topic); e.Topic == name || ok && parent == name {
 			lag[e.Group] += e.Lag
 		}
 	}

@@ -191,3 +191,35 @@ func TestConsoleHidesBrokerTopics(t *testing.T) {
 		t.Fatalf("schedule queue 17 holds %d messages, want the parked one", n)
 	}
 }
+
+// TestConsoleLiteTopic: a LITE topic's page counts its lite topics and
+// their messages, which its own queues never hold.
+func TestConsoleLiteTopic(t *testing.T) {
+	env := brokertest.Start(t)
+	if err := env.Broker.CreateTopic(broker.TopicConfig{TopicName: "Sessions", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range env.Broker.SendLocalBatch([]broker.LocalSend{
+		{Topic: "Sessions", LiteTopic: "s1", Body: []byte("a")}, {Topic: "Sessions", LiteTopic: "s2", Body: []byte("b")}, {Topic: "Sessions", LiteTopic: "s1", Body: []byte("c")},
+	}) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	srv := httptest.NewServer(env.ConsoleHandler("127.0.0.1:0"))
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]string{
+		"/topic?name=Sessions": "<tr><th>Lite topics</th><td>2</td></tr>\n<tr><th>Messages</th><td>3 retained</td></tr>",
+		"/topics?q=Sessions":   `<td class="n">3</td>`,
+	} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s: no %q in\n%s", path, want, b)
+		}
+	}
+}
