@@ -22,8 +22,9 @@ import (
 //
 // The subscriptions live in memory, per client, at most
 // LiteSubscriptionQuota each (told to the client in its settings), for
-// at most MaxSessions clients; a client's go with its session, or, for a
-// client with no session here, a session expiry after its last sync. The
+// at most MaxSessions clients. A client's subscriptions are dropped with
+// its session or, for a client with no session here, a session expiry
+// after its last sync. The
 // clients send their whole set again every 30 s (COMPLETE_ADD), so a
 // restarted broker, or a set's new leader, knows them again within that.
 //
