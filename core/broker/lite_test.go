@@ -24,18 +24,8 @@ func BenchmarkLiteReceive(b *testing.B) {
 	}{{10, false}, {1000, false}, {10, true}, {1000, true}, {10000, true}} {
 		n := c.n
 		b.Run(fmt.Sprintf("subscribed=%d/holding=%s", n, map[bool]string{false: "all", true: "one"}[c.one]), func(b *testing.B) {
-			e := brokertest.Start(b)
-			topic, group := brokertest.Name("Lite"), brokertest.Name("g")
-			if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite}); err != nil {
-				b.Fatal(err)
-			}
-			if err := e.Broker.POP().Open(broker.POPOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			f, err := e.Broker.CompileFilter(broker.ExpressionTag, "*")
-			if err != nil {
-				b.Fatal(err)
-			}
+			le := startLite(b, false)
+			e, topic, group, f := le.Env, le.topic, le.group, le.filter
 			lites := make([]string, n)
 			per := b.N/n + 1
 			if c.one {
@@ -83,18 +73,8 @@ func BenchmarkLiteReceive(b *testing.B) {
 func BenchmarkLiteWoken(b *testing.B) {
 	for _, n := range []int{10, 10000} {
 		b.Run(fmt.Sprintf("subscribed=%d", n), func(b *testing.B) {
-			e := brokertest.Start(b)
-			topic, group := brokertest.Name("Lite"), brokertest.Name("g")
-			if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite}); err != nil {
-				b.Fatal(err)
-			}
-			if err := e.Broker.POP().Open(broker.POPOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			f, err := e.Broker.CompileFilter(broker.ExpressionTag, "*")
-			if err != nil {
-				b.Fatal(err)
-			}
+			le := startLite(b, false)
+			e, topic, group, f := le.Env, le.topic, le.group, le.filter
 			lites := make([]string, n)
 			for i := range lites {
 				lites[i] = "l" + strconv.Itoa(i)
@@ -139,7 +119,7 @@ type liteEnv struct {
 	filter       broker.Filter
 }
 
-func startLite(t *testing.T, fifo bool) *liteEnv {
+func startLite(t testing.TB, fifo bool) *liteEnv {
 	t.Helper()
 	e := &liteEnv{Env: brokertest.Start(t), topic: brokertest.Name("Lite"), group: brokertest.Name("g")}
 	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: e.topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite}); err != nil {
