@@ -16,14 +16,21 @@ import (
 
 // BenchmarkLiteReceive: a lite consumer subscribed to n lite topics, of
 // which every one or only one holds messages, receives one and
-// acknowledges it: what a receive costs as n grows.
+// acknowledges it: what a receive costs as n grows. listener=no receives
+// with no client id, so with no listener: each receive is a pass over
+// every lite topic, as all were before lite receives had listeners.
 func BenchmarkLiteReceive(b *testing.B) {
 	for _, c := range []struct {
-		n   int
-		one bool
-	}{{10, false}, {1000, false}, {10, true}, {1000, true}, {10000, true}} {
+		n        int
+		one      bool
+		listener bool
+	}{{10, false, true}, {1000, false, true}, {10, true, true}, {1000, true, true}, {10000, true, true}, {10000, true, false}} {
 		n := c.n
-		b.Run(fmt.Sprintf("subscribed=%d/holding=%s", n, map[bool]string{false: "all", true: "one"}[c.one]), func(b *testing.B) {
+		name := fmt.Sprintf("subscribed=%d/holding=%s", n, map[bool]string{false: "all", true: "one"}[c.one])
+		if !c.listener {
+			name += "/listener=no"
+		}
+		b.Run(name, func(b *testing.B) {
 			le := startLite(b, false)
 			e, topic, group, f := le.Env, le.topic, le.group, le.filter
 			lites := make([]string, n)
@@ -52,6 +59,9 @@ func BenchmarkLiteReceive(b *testing.B) {
 			slices.Sort(lites)
 			r := broker.POPReceive{Group: group, Topic: topic, Filter: f, Batch: 1, Invisible: time.Hour, Until: time.Now(),
 				Client: "bench", LiteTopics: func() []string { return lites }}
+			if !c.listener {
+				r.Client = ""
+			}
 			b.ResetTimer()
 			for range b.N {
 				got, err := e.Broker.POP().Receive(context.Background(), r)
