@@ -230,7 +230,7 @@ func init() {
 				var rows [][]string
 				for _, name := range slices.Sorted(maps.Keys(topics)) {
 					tc := topics[name]
-					rows = append(rows, []string{name, fmt.Sprint(tc.ReadQueueNums), fmt.Sprint(tc.WriteQueueNums), permString(tc.Perm), fmt.Sprint(tc.Order), cmpOr(tc.MessageType, "-")})
+					rows = append(rows, []string{name, fmt.Sprint(tc.ReadQueueNums), fmt.Sprint(tc.WriteQueueNums), permString(tc.Perm), fmt.Sprint(tc.Order), typeString(tc.MessageType, tc.LiteExpiration)})
 				}
 				return table(w, []string{"TOPIC", "READ", "WRITE", "PERM", "ORDER", "TYPE"}, rows)
 			}),

@@ -317,6 +317,7 @@ type topicConfigArg struct {
 	Perm       *int
 	Order      *bool
 	Type       *string // the RocketMQ 5 message type; "" removes it
+	LiteExp    *int    // a LITE topic's lite topic expiration, minutes; 0 removes it
 	Namesrv    string
 	Cluster    string // every master of this cluster, not --broker
 	changedAny bool
@@ -330,6 +331,7 @@ func topicConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 		perm := fs.String("perm", "6", "permission: 6 or RW (read and write), 4 or R (read only), 2 or W (write only)")
 		order := fs.Bool("order", false, "the topic is ordered")
 		typ := fs.String("message-type", "", "what RocketMQ 5 clients may send: "+strings.Join(broker.MessageTypes, ", ")+` ("" for any)`)
+		liteExp := fs.Duration("lite-expiration", 0, "a LITE topic's: delete a lite topic this long after its last message, in whole minutes (0: never)")
 		cluster := clusterFlag(fs)
 		ns := namesrvFlag(fs)
 		return func() (any, error) {
@@ -365,8 +367,15 @@ func topicConfigArgs(create bool) func(fs *pflag.FlagSet) func() (any, error) {
 				}
 				a.Type, a.changedAny = &t, true
 			}
+			if fs.Changed("lite-expiration") {
+				if *liteExp < 0 {
+					return nil, fmt.Errorf("--lite-expiration %v: want 0 (never) or more", *liteExp)
+				}
+				m := int((*liteExp + time.Minute - 1) / time.Minute)
+				a.LiteExp, a.changedAny = &m, true
+			}
 			if !a.changedAny {
-				return nil, errors.New("nothing to change: give --read-queues, --write-queues, --perm, --order or --message-type")
+				return nil, errors.New("nothing to change: give --read-queues, --write-queues, --perm, --order, --message-type or --lite-expiration")
 			}
 			return a, nil
 		}
@@ -398,6 +407,9 @@ type topicRow struct {
 	Perm           int    `json:"perm"`
 	Order          bool   `json:"order"`
 	MessageType    string `json:"messageType,omitempty"` // what RocketMQ 5 clients may send; "" any
+	// LiteExpiration is a LITE topic's lite topic expiration, in minutes;
+	// 0: never.
+	LiteExpiration int `json:"liteTopicExpiration,omitempty"`
 }
 
 // brokerTopics reads the broker's topic table (GET_ALL_TOPIC_CONFIG).
@@ -471,11 +483,21 @@ func updateTopicOn(ctx context.Context, s *adminSession, addr string, a topicCon
 		"perm": strconv.Itoa(tc.Perm), "topicFilterType": tc.TopicFilterType,
 		"topicSysFlag": strconv.Itoa(tc.TopicSysFlag), "order": strconv.FormatBool(tc.Order),
 	}
+	var attrs []string
 	switch {
 	case a.Type != nil && *a.Type != "":
-		ext["attributes"] = "+message.type=" + *a.Type
+		attrs = append(attrs, "+message.type="+*a.Type)
 	case a.Type != nil && exists && tc.MessageType != "":
-		ext["attributes"] = "-message.type"
+		attrs = append(attrs, "-message.type")
+	}
+	switch {
+	case a.LiteExp != nil && *a.LiteExp > 0:
+		attrs = append(attrs, "+lite.topic.expiration="+strconv.Itoa(*a.LiteExp))
+	case a.LiteExp != nil && exists && tc.LiteExpiration != 0:
+		attrs = append(attrs, "-lite.topic.expiration")
+	}
+	if len(attrs) > 0 {
+		ext["attributes"] = strings.Join(attrs, ",")
 	}
 	if _, err := s.invoke(ctx, addr, remoting.UpdateAndCreateTopic, ext, nil); err != nil {
 		return topicRow{}, err
@@ -488,15 +510,25 @@ func updateTopicOn(ctx context.Context, s *adminSession, addr string, a topicCon
 	if !ok {
 		return topicRow{}, fmt.Errorf("%s answered UPDATE_AND_CREATE_TOPIC but does not list %s", addr, a.Topic)
 	}
-	return topicRow{Addr: addr, Topic: tc.TopicName, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order, MessageType: tc.MessageType}, nil
+	return topicRow{Addr: addr, Topic: tc.TopicName, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order, MessageType: tc.MessageType,
+		LiteExpiration: tc.LiteExpiration}, nil
 }
 
 func printTopicRows(w io.Writer, rows []topicRow) error {
 	var out [][]string
 	for _, r := range rows {
-		out = append(out, []string{r.Addr, r.Topic, fmt.Sprint(r.ReadQueueNums), fmt.Sprint(r.WriteQueueNums), permString(r.Perm), fmt.Sprint(r.Order), cmpOr(r.MessageType, "-")})
+		out = append(out, []string{r.Addr, r.Topic, fmt.Sprint(r.ReadQueueNums), fmt.Sprint(r.WriteQueueNums), permString(r.Perm), fmt.Sprint(r.Order), typeString(r.MessageType, r.LiteExpiration)})
 	}
 	return table(w, []string{"BROKER", "TOPIC", "READ", "WRITE", "PERM", "ORDER", "TYPE"}, out)
+}
+
+// typeString is a topic's TYPE column: its message type, a LITE topic's
+// with its lite topic expiration.
+func typeString(typ string, liteExp int) string {
+	if liteExp > 0 {
+		return fmt.Sprintf("%s (expire %v)", typ, time.Duration(liteExp)*time.Minute)
+	}
+	return cmpOr(typ, "-")
 }
 
 // deletedRow is one thing a delete command removed, and where.

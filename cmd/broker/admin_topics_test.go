@@ -105,6 +105,30 @@ func TestAdminTopics(t *testing.T) {
 	if code, _, errs := admin("topics", "update", "--topic", topic, "--message-type", "URGENT"); code != 2 || !strings.Contains(errs, "PRIORITY") {
 		t.Fatalf("an unknown message type: %d %s", code, errs)
 	}
+	// A LITE topic with a lite topic expiration: set, kept by an update
+	// that does not name it, removed; refused for another type.
+	lite := brokertest.Name("AdminLite")
+	rows = nil
+	adminJSON(t, admin, &rows, "topics", "create", "--topic", lite, "--read-queues", "1", "--write-queues", "1", "--message-type", "LITE", "--lite-expiration", "30m")
+	if len(rows) != 1 || rows[0].MessageType != "LITE" || rows[0].LiteExpiration != 30 {
+		t.Fatalf("create --message-type LITE --lite-expiration 30m: %+v", rows)
+	}
+	if code, out, _ := admin("topics", "list"); code != 0 || !regexp.MustCompile(lite+`\s.*\sLITE \(expire 30m0s\)\n`).MatchString(out) {
+		t.Fatalf("topics list shows no lite expiration: %d\n%s", code, out)
+	}
+	rows = nil
+	adminJSON(t, admin, &rows, "topics", "update", "--topic", lite, "--perm", "RW")
+	if len(rows) != 1 || rows[0].LiteExpiration != 30 {
+		t.Fatalf("an update without --lite-expiration dropped it: %+v", rows)
+	}
+	rows = nil
+	adminJSON(t, admin, &rows, "topics", "update", "--topic", lite, "--lite-expiration", "0")
+	if len(rows) != 1 || rows[0].LiteExpiration != 0 || rows[0].MessageType != "LITE" {
+		t.Fatalf("update --lite-expiration 0: %+v", rows)
+	}
+	if code, _, errs := admin("topics", "update", "--topic", topic, "--lite-expiration", "1h"); code != 1 || !strings.Contains(errs, "LITE topic's") {
+		t.Fatalf("a lite expiration on a topic not LITE: %d %s", code, errs)
+	}
 	if code, _, errs := admin("topics", "update", "--topic", topic); code != 2 || !strings.Contains(errs, "nothing to change") {
 		t.Fatalf("update without a change: %d %s", code, errs)
 	}

@@ -133,6 +133,9 @@ type Options struct {
 	// the limit. A lite topic whose messages retention removed no longer
 	// counts. Default 100,000.
 	MaxLiteTopics int `yaml:"maxLiteTopics"`
+	// LiteExpiryInterval is how often expired lite topics are deleted
+	// (TopicConfig.LiteExpiration). Default a minute; tests shorten it.
+	LiteExpiryInterval time.Duration `yaml:"-"`
 	// MaxMessageSize bounds a message body, and the whole body of a batch
 	// (every message with its framing, as the client encodes it). Default
 	// 4 MiB.
@@ -263,8 +266,12 @@ type TopicOptions struct {
 	// Order marks an orderly topic.
 	Order bool `yaml:"order"`
 	// MessageType is what RocketMQ 5 clients may send to it: NORMAL,
-	// FIFO, DELAY, TRANSACTION, or MIXED (the default: any).
+	// FIFO, DELAY, TRANSACTION, or MIXED (the default: any); PRIORITY or
+	// LITE.
 	MessageType string `yaml:"messageType"`
+	// LiteExpiration, for a LITE topic, deletes a lite topic this long
+	// after its last message, in whole minutes (rounded up); 0: never.
+	LiteExpiration time.Duration `yaml:"liteTopicExpiration"`
 }
 
 // GroupOptions is a consumer group the broker configures at start
@@ -368,6 +375,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxLiteTopics == 0 {
 		o.MaxLiteTopics = DefaultMaxLiteTopics
 	}
+	if o.LiteExpiryInterval <= 0 {
+		o.LiteExpiryInterval = time.Minute
+	}
 	if o.MaxSubscriptionsPerGroup == 0 {
 		o.MaxSubscriptionsPerGroup = DefaultMaxSubscriptions
 	}
@@ -447,7 +457,8 @@ func (o Options) withDefaults() (Options, error) {
 
 // config returns the topic's configuration.
 func (t TopicOptions) config() TopicConfig {
-	return TopicConfig{TopicName: t.Name, ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: t.Perm, Order: t.Order, MessageType: strings.ToUpper(t.MessageType)}
+	return TopicConfig{TopicName: t.Name, ReadQueueNums: t.Queues, WriteQueueNums: t.Queues, Perm: t.Perm, Order: t.Order, MessageType: strings.ToUpper(t.MessageType),
+		LiteExpiration: int((t.LiteExpiration + time.Minute - 1) / time.Minute)}
 }
 
 // Broker serves the RocketMQ broker protocol.
@@ -461,20 +472,26 @@ type Broker struct {
 	addr      string         // advertised address
 	storeHost netip.AddrPort // advertised address as a STOREHOST
 
-	topics     *topicTable
-	clients    *clientTable
-	holds      *holdTable
-	filters    *filterCache
-	pop        *popEngine                               // POP consumption (pop.go)
-	lite       *liteTable                               // lite topics (lite.go)
-	liteLog    limitLog                                 // refused lite topics
-	pullCheck  atomic.Pointer[func(group string) error] // OnPull
-	registerMu sync.Mutex                               // serialises registrations
-	regBytes   atomic.Int64                             // registration body bytes sent, all name servers
-	levels     []time.Duration                          // delay levels, from Options
-	events     eventsSignal
-	prefilter  *prefilter    // nil when disabled
-	sched      chan struct{} // cap 1: wake the scheduler
+	topics  *topicTable
+	clients *clientTable
+	holds   *holdTable
+	filters *filterCache
+	pop     *popEngine // POP consumption (pop.go)
+	lite    *liteTable // lite topics (lite.go)
+	liteLog limitLog   // refused lite topics
+	// liteSends is held for reading by each batch of sends with a lite
+	// message, from its admission to its answer, and for writing while
+	// lite topics are deleted, so no message is deleted with its lite
+	// topic once sent.
+	liteSends   sync.RWMutex
+	liteExpired atomic.Pointer[func(parent, lite string)] // OnLiteExpired
+	pullCheck   atomic.Pointer[func(group string) error]  // OnPull
+	registerMu  sync.Mutex                                // serialises registrations
+	regBytes    atomic.Int64                              // registration body bytes sent, all name servers
+	levels      []time.Duration                           // delay levels, from Options
+	events      eventsSignal
+	prefilter   *prefilter    // nil when disabled
+	sched       chan struct{} // cap 1: wake the scheduler
 	// schedMu excludes Recall and the scheduler's steps (recall.go), and
 	// guards recalls: the tombstones, read at each pass, added to by
 	// Recall.
@@ -716,6 +733,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		}
 		b.goTracked(func() { b.clients.writeSnapshots(b.quit) })
 		b.goTracked(b.txn.run)
+		b.goTracked(func() { b.every(b.opts.LiteExpiryInterval, b.expireLiteTopics) })
 	}
 	close(b.started)
 	err = b.rs.Serve(ln)
@@ -815,7 +833,7 @@ func response(req *remoting.Command, code int16, format string, args ...any) *re
 func (b *Broker) arrived(topic string, queue int32, maxOffset int64) {
 	b.holds.arrived(topic, queue, maxOffset)
 	if parent, lite, ok := SplitLiteQueue(topic); ok {
-		b.lite.seen(parent, lite)
+		b.lite.seen(parent, lite, b.now().UnixMilli())
 		b.pop.wakeLite(parent, lite) // lite receives wait on the parent
 	} else {
 		b.pop.wake(topic)

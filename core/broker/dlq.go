@@ -101,6 +101,8 @@ func (b *Broker) resendLite(old *message.Message, group, target, parent, lite st
 	if target != outbox.ResendOrigin {
 		return fmt.Errorf("resend %s: it was a message of lite topic %s of %s, which only its lite topic delivers to lite consumers: resend it there (%q)", msgID(old), lite, logName(parent), outbox.ResendOrigin)
 	}
+	b.liteSends.RLock()
+	defer b.liteSends.RUnlock()
 	topic, err := b.liteSendQueue(parent, lite)
 	if err != nil {
 		return fmt.Errorf("resend %s: %w", msgID(old), err)

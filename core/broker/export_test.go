@@ -111,3 +111,6 @@ func (b *Broker) SchedulerPasses() int64 { return b.schedPasses.Load() }
 // OnSchedulePass makes f run in each scheduler pass once it has read the
 // recalls' tombstones, before its first step, with the pass's time.
 func (b *Broker) OnSchedulePass(f func(now time.Time)) { b.passLoaded.Store(&f) }
+
+// ExpireLiteTopics runs one pass of the lite topic expiry.
+func (b *Broker) ExpireLiteTopics() { b.expireLiteTopics() }

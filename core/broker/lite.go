@@ -91,17 +91,19 @@ func SplitLiteQueue(topic string) (parent, lite string, ok bool) {
 }
 
 // liteTable knows the lite topics whose queues the store holds, per
-// parent, to bound them (MaxLiteTopics) and to find them when the parent
-// is deleted. It is rebuilt from the store's queues at startup and kept
-// by the arrival hook, on a replica too, so a promoted member counts
-// right.
+// parent, to bound them (MaxLiteTopics), to expire them and to find them
+// when the parent is deleted. It is rebuilt from the store's queues at
+// startup and kept by the sends and the arrival hook, on a replica too,
+// so a promoted member counts right.
 type liteTable struct {
 	max int
 	mu  sync.Mutex
 	n   int
-	// byParent maps a parent topic to its lite topics; sorted caches
-	// each parent's as a sorted slice, dropped when they change.
-	byParent map[string]map[string]struct{}
+	// byParent maps a parent topic to its lite topics and when each was
+	// last written (Unix ms: the last send admitted or message stored;
+	// at startup, the time it started); sorted caches each parent's as a
+	// sorted slice, dropped when they change.
+	byParent map[string]map[string]int64
 	sorted   map[string][]string
 	// pruned is when admit last forgot the lite topics retention emptied:
 	// at the bound, at most once per litePruneGap, so that sends refused
@@ -113,30 +115,29 @@ type liteTable struct {
 const litePruneGap = time.Second
 
 func newLiteTable(max int) *liteTable {
-	return &liteTable{max: max, byParent: map[string]map[string]struct{}{}, sorted: map[string][]string{}}
+	return &liteTable{max: max, byParent: map[string]map[string]int64{}, sorted: map[string][]string{}}
 }
 
-// seen records a lite topic the store holds, beyond the quota if need be
-// (it is stored already).
-func (t *liteTable) seen(parent, lite string) {
+// seen records a lite topic the store holds, written at ms, beyond the
+// quota if need be (it is stored already).
+func (t *liteTable) seen(parent, lite string, ms int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.addLocked(parent, lite)
+	t.addLocked(parent, lite, ms)
 }
 
-func (t *liteTable) addLocked(parent, lite string) bool {
+func (t *liteTable) addLocked(parent, lite string, ms int64) {
 	m := t.byParent[parent]
 	if m == nil {
-		m = map[string]struct{}{}
+		m = map[string]int64{}
 		t.byParent[parent] = m
 	}
-	if _, ok := m[lite]; ok {
-		return false
+	last, ok := m[lite]
+	m[lite] = max(last, ms)
+	if !ok {
+		t.n++
+		delete(t.sorted, parent)
 	}
-	m[lite] = struct{}{}
-	t.n++
-	delete(t.sorted, parent)
-	return true
 }
 
 // admit lets a send create a lite topic: a known one always, a new one
@@ -148,6 +149,7 @@ func (t *liteTable) admit(parent, lite string, empty func(parent, lite string) b
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.byParent[parent][lite]; ok {
+		t.addLocked(parent, lite, now.UnixMilli()) // written now: not to expire
 		return nil
 	}
 	if t.n >= t.max && now.Sub(t.pruned) >= litePruneGap {
@@ -169,8 +171,40 @@ func (t *liteTable) admit(parent, lite string, empty func(parent, lite string) b
 		return fmt.Errorf("%w: %d lite topics hold messages, the limit is %d (maxLiteTopics); %s of %s not created",
 			ErrLiteTopicQuota, t.n, t.max, lite, logName(parent))
 	}
-	t.addLocked(parent, lite)
+	t.addLocked(parent, lite, now.UnixMilli())
 	return nil
+}
+
+// stale returns a parent's lite topics last written before cutoff (Unix
+// ms).
+func (t *liteTable) stale(parent string, cutoff int64) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for l, last := range t.byParent[parent] {
+		if last < cutoff {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// forget drops a lite topic last written before cutoff and reports
+// whether it did: one written since is kept.
+func (t *liteTable) forget(parent, lite string, cutoff int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.byParent[parent]
+	if last, ok := m[lite]; !ok || last >= cutoff {
+		return false
+	}
+	delete(m, lite)
+	if len(m) == 0 {
+		delete(t.byParent, parent)
+	}
+	delete(t.sorted, parent)
+	t.n--
+	return true
 }
 
 // of returns a parent's lite topics, sorted; the slice is shared and
@@ -212,11 +246,13 @@ func (t *liteTable) count() int {
 	return t.n
 }
 
-// loadLiteTopics fills the table from the store's queues.
+// loadLiteTopics fills the table from the store's queues, each written
+// now: a lite topic expires no earlier than its expiration after a start.
 func (b *Broker) loadLiteTopics() {
+	now := b.now().UnixMilli()
 	for _, q := range b.store.Queues() {
 		if parent, lite, ok := SplitLiteQueue(q.Topic); ok {
-			b.lite.seen(parent, lite)
+			b.lite.seen(parent, lite, now)
 		}
 	}
 }
@@ -260,6 +296,8 @@ func (v View) LiteTopics(parent string) []string { return v.b.lite.of(parent) }
 // deleteLiteTopics deletes the lite topics of a deleted parent: their
 // queues and every group's offsets and POP state on them.
 func (b *Broker) deleteLiteTopics(parent string) error {
+	b.liteSends.Lock() // the lite sends under way land first
+	defer b.liteSends.Unlock()
 	lites := b.lite.drop(parent)
 	if len(lites) == 0 {
 		return nil
@@ -630,4 +668,55 @@ func (p *popEngine) seek(k popKey, q int32, to int64) error {
 		p.wake(k.topic)
 	}
 	return nil
+}
+
+// expireLiteTopics deletes the lite topics of every LITE topic with an
+// expiration (TopicConfig.LiteExpiration) that nothing was written to for
+// that long: their queues, every group's offsets and POP state on them,
+// and their place in the quota, as DeleteTopic does a topic's; then it
+// tells OnLiteExpired. A send admitted to a lite topic marks it written,
+// and the deletion waits for the lite sends in progress (liteSends), so
+// a message is never deleted with its lite topic once sent: a lite topic
+// written to during the walk is kept, and one written to after its
+// deletion starts anew. The leader of a set runs it.
+func (b *Broker) expireLiteTopics() {
+	now := b.now()
+	topics, _ := b.topics.snapshot()
+	for parent, tc := range topics {
+		if tc.MessageType != MessageTypeLite || tc.LiteExpiration <= 0 {
+			continue
+		}
+		cutoff := now.Add(-time.Duration(tc.LiteExpiration) * time.Minute).UnixMilli()
+		stale := b.lite.stale(parent, cutoff)
+		if len(stale) == 0 {
+			continue
+		}
+		var gone []string
+		b.liteSends.Lock()
+		for _, l := range stale {
+			if !b.lite.forget(parent, l, cutoff) {
+				continue // written since
+			}
+			if err := b.store.DeleteTopic(LiteQueueTopic(parent, l)); err != nil {
+				b.liteSends.Unlock()
+				b.log.Warn("expire lite topic", "topic", logName(parent), "lite_topic", l, "err", err)
+				return
+			}
+			gone = append(gone, l)
+		}
+		b.liteSends.Unlock()
+		internal := make(map[string]bool, len(gone))
+		for _, l := range gone {
+			internal[LiteQueueTopic(parent, l)] = true
+		}
+		b.pop.dropTopics(func(topic string) bool { return internal[topic] })
+		if fn := b.liteExpired.Load(); fn != nil {
+			for _, l := range gone {
+				(*fn)(parent, l)
+			}
+		}
+		if len(gone) > 0 {
+			b.log.Info("lite topics expired", "topic", logName(parent), "lite_topics", len(gone), "expiration_minutes", tc.LiteExpiration)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/internal/brokertest"
+	"github.com/rmq-go/rmq/internal/server"
 )
 
 // BenchmarkLiteReceive: a lite consumer subscribed to n lite topics, of
@@ -271,4 +272,59 @@ func TestLiteListenerWakes(t *testing.T) {
 	subs.Store(&[]string{"f", "g"})
 	e.Broker.POP().LiteChanged(e.group, e.topic, "c1")
 	expect("g subscribed while waiting", "g:g0")
+}
+
+// TestLiteExpiry: a LITE topic's lite topics nothing was written to for
+// its expiration are deleted with their messages and their groups'
+// state, and OnLiteExpired hears of them; one written to since is kept;
+// one created again starts empty.
+func TestLiteExpiry(t *testing.T) {
+	var skew atomic.Int64
+	e := &liteEnv{Env: brokertest.Start(t, func(c *server.Config) {
+		c.Broker.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	}), topic: brokertest.Name("LiteExp"), group: brokertest.Name("g")}
+	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: e.topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite, LiteExpiration: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Broker.POP().Open(broker.POPOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if e.filter, err = e.Broker.CompileFilter(broker.ExpressionTag, "*"); err != nil {
+		t.Fatal(err)
+	}
+	var expired []string
+	e.Broker.Hooks().OnLiteExpired(func(parent, lite string) { expired = append(expired, parent+"/"+lite) })
+	e.send(t, "old", "o0")
+	e.send(t, "kept", "k0")
+	first := e.receive(t, "c1", []string{"kept", "old"}, 32, 0)
+	if len(first) != 2 {
+		t.Fatalf("received %v", liteBodies(first))
+	}
+	for _, d := range first {
+		if err := e.Broker.POP().Ack(e.group, d.Topic, 1, d.Handle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	skew.Store(int64(20 * time.Minute))
+	e.send(t, "kept", "k1")
+	e.Broker.ExpireLiteTopics()
+	if len(expired) != 0 {
+		t.Fatalf("expired after 20 of 30 minutes: %v", expired)
+	}
+	skew.Store(int64(40 * time.Minute)) // old: 40 minutes; kept: 20
+	e.Broker.ExpireLiteTopics()
+	if !slices.Equal(expired, []string{e.topic + "/old"}) {
+		t.Fatalf("expired %v, want old only", expired)
+	}
+	if got := e.Broker.View().LiteTopics(e.topic); !slices.Equal(got, []string{"kept"}) {
+		t.Fatalf("lite topics %v", got)
+	}
+	if n := e.Store.MaxOffset(broker.LiteQueueTopic(e.topic, "old"), 0); n != 0 {
+		t.Fatalf("an expired lite topic's queue holds %d", n)
+	}
+	e.send(t, "old", "o1")
+	if got := liteBodies(e.receive(t, "c1", []string{"kept", "old"}, 32, 0)); !slices.Equal(got, []string{"kept:k1", "old:o1"}) && !slices.Equal(got, []string{"old:o1", "kept:k1"}) {
+		t.Fatalf("after the expiry: %v", got)
+	}
 }

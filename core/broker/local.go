@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/rmq-go/rmq/core/message"
@@ -61,6 +62,13 @@ type LocalSent struct {
 // remoting port's fast sends do; each is answered once its round is
 // stored as Store.Append returns (after the fsync under FlushSync).
 func (b *Broker) SendLocalBatch(ss []LocalSend) []LocalSent {
+	if slices.ContainsFunc(ss, func(s LocalSend) bool { return s.LiteTopic != "" }) {
+		// Until all are answered: no lite topic they went to is deleted
+		// as expired meanwhile (expireLiteTopics). One hold for the batch:
+		// a second would wait behind a deletion waiting for the first.
+		b.liteSends.RLock()
+		defer b.liteSends.RUnlock()
+	}
 	out := make([]LocalSent, len(ss))
 	built := make([][]*message.Message, len(ss))
 	var all []*message.Message
@@ -256,6 +264,12 @@ type TxnCheckFunc func(group string, m *message.Message, origin int64) bool
 func (h Hooks) OnTransactionCheck(fn TxnCheckFunc) {
 	b := h.b
 	b.txn.checkHook.Store(&fn)
+}
+
+// OnLiteExpired makes the broker tell fn of each lite topic it deleted as
+// expired, once deleted; a front end tells the lite topic's subscribers.
+func (h Hooks) OnLiteExpired(fn func(parent, lite string)) {
+	h.b.liteExpired.Store(&fn)
 }
 
 // OnPull makes every PULL_MESSAGE ask fn whether its consumer group may

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -327,6 +328,9 @@ func checkTopicConfig(tc TopicConfig) error {
 	if !slices.Contains(MessageTypes, tc.MessageType) && tc.MessageType != "" {
 		errs = append(errs, fmt.Errorf("broker: topic %s: message type %q is not one of %s", tc.TopicName, tc.MessageType, strings.Join(MessageTypes, ", ")))
 	}
+	if tc.LiteExpiration < 0 || tc.LiteExpiration > maxLiteExpiration || tc.LiteExpiration != 0 && tc.MessageType != MessageTypeLite {
+		errs = append(errs, fmt.Errorf("broker: topic %s: a lite topic expiration of %d minutes: want 1 to %d, for a LITE topic, or 0 (never)", tc.TopicName, tc.LiteExpiration, maxLiteExpiration))
+	}
 	if tc.MessageType == MessageTypeLite && len(tc.TopicName) > MaxLiteParentLen {
 		errs = append(errs, fmt.Errorf("broker: topic %s: a LITE topic's name is at most %d characters, so that its lite topics' queues have names", tc.TopicName, MaxLiteParentLen))
 	}
@@ -403,11 +407,12 @@ func (b *Broker) handleCreateTopic(c *remoting.Conn, req *remoting.Command) *rem
 	errs = append(errs, err)
 	tc.Order, err = req.BoolOr("order", false)
 	errs = append(errs, err)
+	if old, ok := b.topics.get(tc.TopicName); ok {
+		// An update keeps the attributes it does not name.
+		tc.MessageType, tc.LiteExpiration = old.MessageType, old.LiteExpiration
+	}
 	if attrs, ok := req.Fields()["attributes"]; ok {
-		tc.MessageType, err = messageTypeAttribute(attrs)
-		errs = append(errs, err)
-	} else if old, ok := b.topics.get(tc.TopicName); ok {
-		tc.MessageType = old.MessageType // an update without attributes keeps them
+		errs = append(errs, applyTopicAttributes(&tc, attrs))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return response(req, remoting.SystemError, "%v", err)
@@ -494,24 +499,42 @@ var MessageTypes = []string{"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", M
 // queues first.
 const MessageTypePriority = "PRIORITY"
 
-// messageTypeAttribute reads the message type from the attributes of
-// UPDATE_AND_CREATE_TOPIC ("+message.type=FIFO", comma-separated with
-// others, which are ignored); "-message.type" removes it.
-func messageTypeAttribute(attrs string) (string, error) {
-	typ := ""
+// maxLiteExpiration is the longest lite.topic.expiration, in minutes: a
+// year.
+const maxLiteExpiration = 365 * 24 * 60
+
+// applyTopicAttributes applies the attributes of UPDATE_AND_CREATE_TOPIC
+// to tc, as RocketMQ 5 does: comma-separated, "+name=value" sets one,
+// "-name" removes it, and those not named keep their values. It knows
+// message.type (MessageTypes) and lite.topic.expiration (minutes a lite
+// topic lives after its last message, -1 for ever, a LITE topic's);
+// others are ignored, as this broker has no use for them.
+func applyTopicAttributes(tc *TopicConfig, attrs string) error {
 	for a := range strings.SplitSeq(attrs, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(a), "=")
 		switch k {
 		case "+message.type":
-			typ = strings.ToUpper(v)
+			typ := strings.ToUpper(v)
 			if !slices.Contains(MessageTypes, typ) {
-				return "", fmt.Errorf("message type %q is not one of %s", v, strings.Join(MessageTypes, ", "))
+				return fmt.Errorf("message type %q is not one of %s", v, strings.Join(MessageTypes, ", "))
 			}
+			tc.MessageType = typ
 		case "-message.type":
-			typ = ""
+			tc.MessageType = ""
+		case "+lite.topic.expiration":
+			n, err := strconv.Atoi(v)
+			if err != nil || n != -1 && (n < 1 || n > maxLiteExpiration) {
+				return fmt.Errorf("lite.topic.expiration %q: want minutes, 1 to %d, or -1 for ever", v, maxLiteExpiration)
+			}
+			tc.LiteExpiration = max(n, 0)
+		case "-lite.topic.expiration":
+			tc.LiteExpiration = 0
 		}
 	}
-	return typ, nil
+	if tc.LiteExpiration != 0 && tc.MessageType != MessageTypeLite {
+		return fmt.Errorf("lite.topic.expiration is a LITE topic's; %s is of type %q", tc.TopicName, tc.MessageType)
+	}
+	return nil
 }
 
 // stored reads one topic's configuration from the store, bypassing the

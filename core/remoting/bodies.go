@@ -62,9 +62,13 @@ type TopicConfig struct {
 	TopicSysFlag    int    `json:"topicSysFlag"`    // RocketMQ's unit flags; carried, unused
 	Order           bool   `json:"order"`           // the topic is ordered (informational)
 	// MessageType is the message type RocketMQ 5 clients may send (its
-	// "+message.type" attribute): NORMAL, FIFO, DELAY, TRANSACTION or
-	// PRIORITY; empty (4.x topics) or MIXED accepts the first four.
+	// "+message.type" attribute): NORMAL, FIFO, DELAY, TRANSACTION,
+	// PRIORITY or LITE; empty (4.x topics) or MIXED accepts the first four.
 	MessageType string `json:"messageType,omitempty"`
+	// LiteExpiration, for a LITE topic, is how long in minutes a lite
+	// topic lives after its last message (its "+lite.topic.expiration"
+	// attribute); 0: for ever.
+	LiteExpiration int `json:"liteTopicExpiration,omitempty"`
 }
 
 // Readable reports whether consumers may read the topic (PermRead).

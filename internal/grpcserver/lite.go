@@ -156,6 +156,38 @@ func (t *liteSubs) topics(id, group, topic string) []string {
 	return ls.list
 }
 
+// expired takes an expired lite topic of topic out of every client's
+// subscriptions and returns the clients that had it.
+func (t *liteSubs) expired(topic, lite string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var had []string
+	for id, ls := range t.byClient {
+		if _, ok := ls.set[lite]; !ok || ls.topic != topic {
+			continue
+		}
+		next := maps.Clone(ls.set)
+		delete(next, lite)
+		ls.set, ls.list = next, slices.Sorted(maps.Keys(next))
+		delete(ls.recent, lite)
+		had = append(had, id)
+	}
+	return had
+}
+
+// liteExpired tells the clients subscribed to a lite topic the broker
+// deleted as expired to unsubscribe from it (NotifyUnsubscribeLiteCommand,
+// as RocketMQ does), and drops it from their subscriptions here.
+func (s *Server) liteExpired(topic, lite string) {
+	for _, id := range s.lite.expired(topic, lite) {
+		cmd := &pb.TelemetryCommand{Status: okStatus(), Command: &pb.TelemetryCommand_NotifyUnsubscribeLiteCommand{
+			NotifyUnsubscribeLiteCommand: &pb.NotifyUnsubscribeLiteCommand{LiteTopic: lite}}}
+		if !s.sessions.pushTo(id, cmd) {
+			s.log.Debug("lite topic expired; its subscriber has no Telemetry stream to tell", "topic", topic, "lite_topic", lite, "client_id", id)
+		}
+	}
+}
+
 // drop forgets a client's subscriptions.
 func (t *liteSubs) drop(id string) {
 	t.mu.Lock()

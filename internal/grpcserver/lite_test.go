@@ -545,3 +545,53 @@ func TestLiteDeadLetter(t *testing.T) {
 		t.Fatalf("after the resend: %v", got)
 	}
 }
+
+// TestLiteExpiryNotifies: a lite topic deleted as expired is taken out of
+// its subscribers' subscriptions, and they are told to unsubscribe over
+// Telemetry (NotifyUnsubscribeLiteCommand), as RocketMQ does.
+func TestLiteExpiryNotifies(t *testing.T) {
+	var skew atomic.Int64
+	e := start(t, func(c *server.Config) {
+		c.Broker.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		c.Broker.LiteExpiryInterval = 20 * time.Millisecond
+	})
+	topic, group := brokertest.Name("LiteTTL"), brokertest.Name("litettl")
+	e.createLiteTopic(t, topic, group)
+	tc, _ := e.Broker.Topic(topic)
+	tc.LiteExpiration = 30
+	if err := e.Broker.CreateTopic(tc); err != nil {
+		t.Fatal(err)
+	}
+	e.send(t, liteMsg(topic, "session-1", "s"))
+	c := clientCtx(t, "lite-ttl")
+	tel, err := e.cl.Telemetry(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &pb.Settings{ClientType: pb.ClientType_LITE_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}}
+	if err := tel.Send(&pb.TelemetryCommand{Command: &pb.TelemetryCommand_Settings{Settings: st}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := tel.Recv(); err != nil || r.GetSettings() == nil {
+		t.Fatalf("settings: %v %v", r, err)
+	}
+	if code := e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, nil, "session-1", "session-2"); code != pb.Code_OK {
+		t.Fatalf("sync: %v", code)
+	}
+	skew.Store(int64(time.Hour))
+	r, err := tel.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.GetNotifyUnsubscribeLiteCommand().GetLiteTopic(); got != "session-1" {
+		t.Fatalf("told %v, want to unsubscribe from session-1", r)
+	}
+	if got := e.Broker.View().LiteTopics(topic); len(got) != 0 {
+		t.Fatalf("lite topics after the expiry: %v", got)
+	}
+	// session-2, never written, was subscribed to only: still subscribed.
+	e.send(t, liteMsg(topic, "session-2", "s2"))
+	if got := bodies(e.receiveLite(t, c, group, topic, time.Second)); !slices.Equal(got, []string{"session-2:s2"}) {
+		t.Fatalf("after the expiry: %v", got)
+	}
+}

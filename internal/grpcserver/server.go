@@ -196,6 +196,7 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		opts.Broker.Hooks().OnTransactionCheck(s.checkTransaction)
+		opts.Broker.Hooks().OnLiteExpired(s.liteExpired)
 		opts.Broker.Hooks().OnPull(func(group string) error {
 			if s.sessions.hasConsumers(group) {
 				return fmt.Errorf("group %s is consumed by POP over gRPC: a group consumes either by POP or by pull at a time", group)

@@ -118,6 +118,23 @@ func (t *sessionTable) push(topic string, cmd *pb.TelemetryCommand) bool {
 	return false
 }
 
+// pushTo offers cmd to one Telemetry stream of client id, without
+// waiting; false if none took it.
+func (t *sessionTable) pushTo(id string, cmd *pb.TelemetryCommand) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.mu.byID[id]; s != nil {
+		for ch := range s.streams {
+			select {
+			case ch <- cmd:
+				return true
+			default:
+			}
+		}
+	}
+	return false
+}
+
 // hasConsumers reports whether group has a consumer session.
 func (t *sessionTable) hasConsumers(group string) bool {
 	t.mu.Lock()
