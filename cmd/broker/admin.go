@@ -236,6 +236,32 @@ func init() {
 			}),
 		},
 		adminCommand{
+			group: "topics", verb: "lite", command: "topics.lite",
+			summary: "List a LITE topic's lite topics: their offsets and when each was last written",
+			args: func(fs *pflag.FlagSet) func() (any, error) {
+				topic := fs.String("topic", "", "the LITE topic (required)")
+				after := fs.String("after", "", "list the lite topics after this one (the last of the previous page)")
+				limit := fs.Int("limit", 100, "at most this many")
+				return func() (any, error) {
+					if *topic == "" {
+						return nil, errors.New("--topic required")
+					}
+					return map[string]any{"topic": *topic, "after": *after, "limit": *limit}, nil
+				}
+			},
+			print: printAs(func(w io.Writer, l broker.LiteTopicList) error {
+				var rows [][]string
+				for _, r := range l.Rows {
+					rows = append(rows, []string{r.LiteTopic, fmt.Sprint(r.MinOffset), fmt.Sprint(r.MaxOffset), fmt.Sprint(r.MaxOffset - r.MinOffset), millis(r.LastWritten)})
+				}
+				if err := table(w, []string{"LITE TOPIC", "MIN", "MAX", "MESSAGES", "LAST WRITTEN"}, rows); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(w, "%d of %d lite topics of %s\n", len(l.Rows), l.Total, l.Topic)
+				return err
+			}),
+		},
+		adminCommand{
 			group: "offsets", verb: "list", command: "offsets.list",
 			summary: "List committed consumer offsets",
 			args: func(fs *pflag.FlagSet) func() (any, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/internal/brokertest"
 )
 
@@ -115,6 +116,29 @@ func TestAdminTopics(t *testing.T) {
 	}
 	if code, out, _ := admin("topics", "list"); code != 0 || !regexp.MustCompile(lite+`\s.*\sLITE \(expire 30m0s\)\n`).MatchString(out) {
 		t.Fatalf("topics list shows no lite expiration: %d\n%s", code, out)
+	}
+	for _, r := range env.Broker.SendLocalBatch([]broker.LocalSend{
+		{Topic: lite, LiteTopic: "c", Body: []byte("1")}, {Topic: lite, LiteTopic: "a", Body: []byte("2")},
+		{Topic: lite, LiteTopic: "b", Body: []byte("3")}, {Topic: lite, LiteTopic: "a", Body: []byte("4")},
+	}) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	var page broker.LiteTopicList
+	adminJSON(t, admin, &page, "topics", "lite", "--topic", lite, "--limit", "2")
+	if page.Total != 3 || len(page.Rows) != 2 || page.Rows[0].LiteTopic != "a" || page.Rows[0].MaxOffset != 2 || page.Rows[1].LiteTopic != "b" || page.Rows[0].LastWritten == 0 {
+		t.Fatalf("topics lite --limit 2: %+v", page)
+	}
+	adminJSON(t, admin, &page, "topics", "lite", "--topic", lite, "--after", "b")
+	if len(page.Rows) != 1 || page.Rows[0].LiteTopic != "c" {
+		t.Fatalf("topics lite --after b: %+v", page)
+	}
+	if code, out, _ := admin("topics", "lite", "--topic", lite); code != 0 || !strings.Contains(out, "LITE TOPIC") || !strings.Contains(out, "3 of 3 lite topics") {
+		t.Fatalf("topics lite: %d\n%s", code, out)
+	}
+	if code, _, errs := admin("topics", "lite", "--topic", topic); code != 1 || !strings.Contains(errs, "not of type LITE") {
+		t.Fatalf("topics lite of a topic not LITE: %d %s", code, errs)
 	}
 	rows = nil
 	adminJSON(t, admin, &rows, "topics", "update", "--topic", lite, "--perm", "RW")

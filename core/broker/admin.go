@@ -118,6 +118,7 @@ func (b *Broker) registerBuiltinAdmin() {
 	b.registerDLQAdmin()
 	b.Admin().Handle("consumers.strategy", b.handleStrategyAdmin)
 	b.Admin().Handle("offsets.reset", b.handleResetAdmin)
+	b.Admin().Handle("topics.lite", b.handleLiteAdmin)
 	b.Admin().Handle("topics.list", func(ctx context.Context, _ json.RawMessage) (any, error) {
 		return b.Topics(), nil
 	})

@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -719,4 +721,67 @@ func (b *Broker) expireLiteTopics() {
 			b.log.Info("lite topics expired", "topic", logName(parent), "lite_topics", len(gone), "expiration_minutes", tc.LiteExpiration)
 		}
 	}
+}
+
+// LiteTopicRow is one lite topic as the topics.lite admin command lists
+// it.
+type LiteTopicRow struct {
+	LiteTopic string `json:"liteTopic"`
+	MinOffset int64  `json:"minOffset"`
+	MaxOffset int64  `json:"maxOffset"`
+	// LastWritten is when it was last written (Unix ms): its last send
+	// admitted or message stored, or this broker's start.
+	LastWritten int64 `json:"lastWritten"`
+}
+
+// LiteTopicList is the answer of topics.lite: a page of a LITE topic's
+// lite topics in name order, and how many it has.
+type LiteTopicList struct {
+	Topic string         `json:"topic"`
+	Total int            `json:"total"`
+	Rows  []LiteTopicRow `json:"rows"`
+}
+
+// maxLitePage bounds one page of topics.lite.
+const maxLitePage = 10_000
+
+// handleLiteAdmin serves topics.lite: {"topic", "after" (list the names
+// after this one), "limit" (default 100, at most maxLitePage)}.
+func (b *Broker) handleLiteAdmin(ctx context.Context, args json.RawMessage) (any, error) {
+	a := struct {
+		Topic string `json:"topic"`
+		After string `json:"after"`
+		Limit int    `json:"limit"`
+	}{Limit: 100}
+	if err := decodeArgs(args, &a); err != nil {
+		return nil, err
+	}
+	tc, ok := b.topics.get(a.Topic)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("topic %s does not exist", logName(a.Topic))
+	case tc.MessageType != MessageTypeLite:
+		return nil, fmt.Errorf("topic %s is not of type LITE (it is %q)", logName(a.Topic), tc.MessageType)
+	case a.Limit < 1 || a.Limit > maxLitePage:
+		return nil, fmt.Errorf("limit %d: want 1 to %d", a.Limit, maxLitePage)
+	}
+	names := b.lite.of(a.Topic)
+	out := LiteTopicList{Topic: a.Topic, Total: len(names), Rows: []LiteTopicRow{}}
+	i, _ := slices.BinarySearch(names, a.After)
+	if i < len(names) && names[i] == a.After {
+		i++
+	}
+	for _, l := range names[i:min(len(names), i+a.Limit)] {
+		minOff, maxOff := b.store.QueueOffsets(LiteQueueTopic(a.Topic, l), 0)
+		out.Rows = append(out.Rows, LiteTopicRow{LiteTopic: l, MinOffset: max(minOff, 0), MaxOffset: max(maxOff, 0), LastWritten: b.lite.lastWritten(a.Topic, l)})
+	}
+	return out, nil
+}
+
+// lastWritten returns when a lite topic was last written (Unix ms), 0
+// for one unknown.
+func (t *liteTable) lastWritten(parent, lite string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byParent[parent][lite]
 }
