@@ -130,9 +130,9 @@ type liteEnv struct {
 	filter       broker.Filter
 }
 
-func startLite(t testing.TB, fifo bool) *liteEnv {
+func startLite(t testing.TB, fifo bool, mutate ...func(*server.Config)) *liteEnv {
 	t.Helper()
-	e := &liteEnv{Env: brokertest.Start(t), topic: brokertest.Name("Lite"), group: brokertest.Name("g")}
+	e := &liteEnv{Env: brokertest.Start(t, mutate...), topic: brokertest.Name("Lite"), group: brokertest.Name("g")}
 	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: e.topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite}); err != nil {
 		t.Fatal(err)
 	}
@@ -280,17 +280,12 @@ func TestLiteListenerWakes(t *testing.T) {
 // one created again starts empty.
 func TestLiteExpiry(t *testing.T) {
 	var skew atomic.Int64
-	e := &liteEnv{Env: brokertest.Start(t, func(c *server.Config) {
+	e := startLite(t, false, func(c *server.Config) {
 		c.Broker.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	}), topic: brokertest.Name("LiteExp"), group: brokertest.Name("g")}
-	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: e.topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite, LiteExpiration: 30}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Broker.POP().Open(broker.POPOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if e.filter, err = e.Broker.CompileFilter(broker.ExpressionTag, "*"); err != nil {
+	})
+	tc, _ := e.Broker.Topic(e.topic)
+	tc.LiteExpiration = 30
+	if err := e.Broker.CreateTopic(tc); err != nil {
 		t.Fatal(err)
 	}
 	var expired []string

@@ -104,15 +104,21 @@ func (t *sessionTable) push(topic string, cmd *pb.TelemetryCommand) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range t.mu.byID {
-		if !slices.Contains(s.topics, topic) {
-			continue
+		if slices.Contains(s.topics, topic) && s.offer(cmd) {
+			return true
 		}
-		for ch := range s.streams {
-			select {
-			case ch <- cmd:
-				return true
-			default:
-			}
+	}
+	return false
+}
+
+// offer offers cmd to one of the session's Telemetry streams, without
+// waiting; false if none took it. The table's lock must be held.
+func (s *session) offer(cmd *pb.TelemetryCommand) bool {
+	for ch := range s.streams {
+		select {
+		case ch <- cmd:
+			return true
+		default:
 		}
 	}
 	return false
@@ -123,16 +129,8 @@ func (t *sessionTable) push(topic string, cmd *pb.TelemetryCommand) bool {
 func (t *sessionTable) pushTo(id string, cmd *pb.TelemetryCommand) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s := t.mu.byID[id]; s != nil {
-		for ch := range s.streams {
-			select {
-			case ch <- cmd:
-				return true
-			default:
-			}
-		}
-	}
-	return false
+	s := t.mu.byID[id]
+	return s != nil && s.offer(cmd)
 }
 
 // hasConsumers reports whether group has a consumer session.
