@@ -584,6 +584,9 @@ type popTopic struct {
 	// receives counts the receives from a PRIORITY topic, for the
 	// group's priority factor.
 	receives uint64
+	// fifo is whether the group was FIFO at its last receive here: an
+	// ack that frees a queue then wakes its waiting receives (fifoFreed).
+	fifo bool
 }
 
 // lock returns the locked state of (group, topic); the caller unlocks it.
@@ -880,6 +883,7 @@ func (p *popEngine) receive(r popRequest, now time.Time) (out []POPDelivery, nex
 	k := popKey{r.group, r.topic}
 	pt := p.lock(k)
 	defer pt.mu.Unlock()
+	pt.fifo = r.fifo
 	qs, err := p.queuesLocked(pt, k, r.readQueues)
 	if err != nil {
 		return nil, next, err
@@ -1216,7 +1220,7 @@ func (p *popEngine) ack(group, topic string, nq int, handles []string, now time.
 		p.commitLocked(k, q, pq)
 		emptied = emptied || len(pq.flights) == 0
 	}
-	if emptied {
+	if emptied && pt.fifo {
 		p.fifoFreed(k, now)
 	}
 	return errs
@@ -1288,7 +1292,7 @@ func (p *popEngine) deadLetter(group, topic string, nq int, handle string, now t
 		return err
 	}
 	p.commitLocked(k, h.queue, pq)
-	if len(pq.flights) == 0 {
+	if len(pq.flights) == 0 && pt.fifo {
 		p.fifoFreed(k, now)
 	}
 	return nil
@@ -1299,11 +1303,10 @@ func (p *popEngine) deadLetter(group, topic string, nq int, handle string, now t
 // the ones before were in flight, are deliverable now. A receive waiting
 // for any of the group's queues (a push consumer's next one, a lite
 // consumer's for all its lite topics) would otherwise see them only at
-// its next wake-up.
+// its next wake-up. The caller knows the group FIFO from its last
+// receive (popTopic.fifo), not from a read of its configuration.
 func (p *popEngine) fifoFreed(k popKey, now time.Time) {
-	if gc, _ := p.b.storedGroupConfig(k.group); gc.ConsumeMessageOrderly {
-		p.wakeBefore(k, now.UnixMilli())
-	}
+	p.wakeBefore(k, now.UnixMilli())
 }
 
 // release makes deliveries that never reached the client deliverable
