@@ -2,6 +2,7 @@ package grpcserver_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"strconv"
@@ -235,13 +236,17 @@ func TestLiteMessageChecks(t *testing.T) {
 	if _, ok := e.Broker.Topic(unknown); ok {
 		t.Error("a refused lite send created its topic")
 	}
-	// The official 4.x producer: a LITE topic is refused, and so is a lite
-	// topic's queue named directly.
-	p := e.Producer(t)
-	for _, to := range []string{topic, broker.LiteQueueTopic(topic, "s1")} {
-		if _, err := p.SendSync(context.Background(), primitive.NewMessage(to, []byte("4.x"))); err == nil {
-			t.Errorf("4.x send to %s stored", to)
-		}
+	// The official 4.x producer's send to a LITE topic is refused.
+	if _, err := e.Producer(t).SendSync(context.Background(), primitive.NewMessage(topic, []byte("4.x"))); err == nil {
+		t.Error("a 4.x send to a LITE topic stored")
+	}
+	// A lite topic's queue is no topic a send may name (nor create).
+	queue := broker.LiteQueueTopic(topic, "s1")
+	if r := e.Broker.SendLocalBatch([]broker.LocalSend{{Topic: queue, QueueID: -1, Body: []byte("x")}}); !errors.Is(r[0].Err, broker.ErrNoPermission) {
+		t.Errorf("a send naming the lite queue %s: %v", queue, r[0].Err)
+	}
+	if _, ok := e.Broker.Topic(queue); ok {
+		t.Errorf("a send created the lite queue %s as a topic", queue)
 	}
 	if err := e.Broker.CreateTopic(broker.TopicConfig{TopicName: strings.Repeat("L", broker.MaxLiteParentLen+1), ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, MessageType: broker.MessageTypeLite}); err == nil {
 		t.Error("a LITE topic whose lite queues' names would not fit was created")
