@@ -238,10 +238,11 @@ func (s *Server) SyncLiteSubscription(ctx context.Context, req *pb.SyncLiteSubsc
 	if c.clientID == "" {
 		return fail(ErrClientIDRequired)
 	}
-	if _, err := s.consumerTopic(group, topic); err != nil {
+	tc, err := s.consumerTopicConfig(group, topic)
+	if err != nil {
 		return fail(err)
 	}
-	if tc, _ := s.b.Topic(topic); tc.MessageType != broker.MessageTypeLite {
+	if tc.MessageType != broker.MessageTypeLite {
 		return fail(refuse(pb.Code_BAD_REQUEST, "topic %s is not of type LITE; lite consumers bind to a LITE topic", topic))
 	}
 	names := req.GetLiteTopicSet()

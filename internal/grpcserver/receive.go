@@ -23,17 +23,24 @@ import (
 // consumerTopic checks a consumer's group and topic and returns the
 // topic's read queue count.
 func (s *Server) consumerTopic(group, topic string) (int, error) {
+	tc, err := s.consumerTopicConfig(group, topic)
+	return tc.ReadQueueNums, err
+}
+
+// consumerTopicConfig checks a consumer's group and topic and returns the
+// topic's configuration.
+func (s *Server) consumerTopicConfig(group, topic string) (broker.TopicConfig, error) {
 	if err := s.b.CheckConsumerGroup(group); err != nil {
-		return 0, refuse(pb.Code_CONSUMER_GROUP_NOT_FOUND, "%v", err)
+		return broker.TopicConfig{}, refuse(pb.Code_CONSUMER_GROUP_NOT_FOUND, "%v", err)
 	}
 	tc, ok := s.b.Topic(topic)
 	if !ok {
-		return 0, refuse(pb.Code_TOPIC_NOT_FOUND, "topic %s not found", topic)
+		return broker.TopicConfig{}, refuse(pb.Code_TOPIC_NOT_FOUND, "topic %s not found", topic)
 	}
 	if !tc.Readable() {
-		return 0, refuse(pb.Code_FORBIDDEN, "topic %s is not readable", topic)
+		return broker.TopicConfig{}, refuse(pb.Code_FORBIDDEN, "topic %s is not readable", topic)
 	}
-	return tc.ReadQueueNums, nil
+	return tc, nil
 }
 
 // ReceiveMessage pops messages of the topic from every queue of this
@@ -49,7 +56,7 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	if err != nil {
 		return end(err)
 	}
-	nq, err := s.consumerTopic(group, topic)
+	tc, err := s.consumerTopicConfig(group, topic)
 	if err != nil {
 		return end(err)
 	}
@@ -58,9 +65,8 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		// POP's would fight them over the same group offsets.
 		return end(refuse(pb.Code_FORBIDDEN, "group %s is consumed by %d 4.x (remoting) consumer(s), e.g. %s: a group consumes either by POP over gRPC or by pull at a time", group, len(ids), ids[0]))
 	}
-	r := broker.POPReceive{Group: group, Topic: topic, ReadQueues: nq, Batch: int(req.GetBatchSize()),
+	r := broker.POPReceive{Group: group, Topic: topic, ReadQueues: tc.ReadQueueNums, Batch: int(req.GetBatchSize()),
 		Client: c.clientID, AttemptID: req.GetAttemptId(), Stop: s.quit}
-	tc, _ := s.b.Topic(topic)
 	typ := s.sessions.clientType(c.clientID)
 	if err := liteRefusal(tc, typ); err != nil {
 		return end(err)
