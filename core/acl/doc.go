@@ -79,7 +79,8 @@
 //	| SEND_MESSAGE_V2, SEND_BATCH_MESSAGE | PUB on topic "b" (same retry rule)      |
 //	|   SEND_REPLY_MESSAGE_V2             |                                         |
 //	| PULL_MESSAGE, QUERY_CONSUMER_OFFSET | SUB on consumerGroup and on topic       |
-//	|   UPDATE_CONSUMER_OFFSET            |                                         |
+//	|   UPDATE_CONSUMER_OFFSET,           |                                         |
+//	|   LITE_PULL_MESSAGE                 |                                         |
 //	| QUERY_MESSAGE, GET_MAX_OFFSET,      | SUB on topic                            |
 //	|   GET_MIN_OFFSET, SEARCH_OFFSET_BY_ |                                         |
 //	|   TIMESTAMP, GET_EARLIEST_MSG_STORE |                                         |

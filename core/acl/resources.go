@@ -108,6 +108,7 @@ var codeRules = map[int16]codeRule{
 	remoting.RecallMessage:      {access: anyAccount, fields: []field{{key: "topic", kind: Topic, perm: Pub}}},
 
 	remoting.PullMessage:             {access: anyAccount, fields: groupTopic},
+	remoting.LitePullMessage:         {access: anyAccount, fields: groupTopic},
 	remoting.QueryConsumerOffset:     {access: anyAccount, fields: groupTopic},
 	remoting.UpdateConsumerOffset:    {access: anyAccount, fields: groupTopic},
 	remoting.QueryMessage:            {access: anyAccount, fields: topicSub},

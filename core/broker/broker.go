@@ -663,6 +663,7 @@ func (b *Broker) routes() {
 		}
 	}
 	h(remoting.PullMessage, b.handlePull)
+	h(remoting.LitePullMessage, b.handlePull) // the Java lite pull consumer's
 	h(remoting.QueryConsumerOffset, b.handleQueryOffset)
 	h(remoting.UpdateConsumerOffset, b.handleUpdateOffset)
 	h(remoting.GetMaxOffset, b.handleMaxOffset)

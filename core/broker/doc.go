@@ -57,7 +57,7 @@
 // The Broker runs their periodic sweeps on goroutines it owns.
 //
 // Request handlers live with the part they serve: send.go and transform.go
-// (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE), pull.go (PULL_MESSAGE),
+// (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE), pull.go (PULL_MESSAGE, LITE_PULL_MESSAGE),
 // clients.go (HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
 // and CHECK_CLIENT_CONFIG, which a Java SQL92 consumer must pass to start),
 // offsets.go, retry.go and dlq.go (CONSUMER_SEND_MSG_BACK, group config,

@@ -17,12 +17,16 @@ const (
 	pullCommitOffset = 0x1 // commitOffset carries the consumer's offset
 	pullSuspend      = 0x2 // the pull may be held until a message arrives
 	pullSubscription = 0x4 // the request carries its own subscription
+	// 0x10 marks a Java lite pull consumer's pull, which its client sends
+	// as LITE_PULL_MESSAGE (361) instead of PULL_MESSAGE. RocketMQ serves
+	// both alike (on a thread pool of their own), and so does this broker:
+	// the bit changes nothing else.
 )
 
 // matchBatch is how many records a filter sees per Match call.
 const matchBatch = 32
 
-// pullRequest is a parsed PULL_MESSAGE.
+// pullRequest is a parsed PULL_MESSAGE or LITE_PULL_MESSAGE.
 type pullRequest struct {
 	conn       *remoting.Conn
 	req        *remoting.Command

@@ -70,6 +70,7 @@ const (
 	SendReplyMessage                 = 324 // SEND_REPLY_MESSAGE: request/reply
 	SendReplyMessageV2               = 325 // SEND_REPLY_MESSAGE_V2
 	PushReplyMessageToClient         = 326 // PUSH_REPLY_MESSAGE_TO_CLIENT: broker → requester
+	LitePullMessage                  = 361 // LITE_PULL_MESSAGE: a Java lite pull consumer's pull, PULL_MESSAGE's header
 	RecallMessage                    = 370 // RECALL_MESSAGE: cancel a delayed message by its send's recall handle
 	QueryAssignment                  = 400 // QUERY_ASSIGNMENT: RocketMQ 5, a consumer's queues chosen by the broker
 )
@@ -179,6 +180,7 @@ var requestNames = map[RequestCode]string{
 	SendReplyMessage:                 "SEND_REPLY_MESSAGE",
 	SendReplyMessageV2:               "SEND_REPLY_MESSAGE_V2",
 	PushReplyMessageToClient:         "PUSH_REPLY_MESSAGE_TO_CLIENT",
+	LitePullMessage:                  "LITE_PULL_MESSAGE",
 	RecallMessage:                    "RECALL_MESSAGE",
 	QueryAssignment:                  "QUERY_ASSIGNMENT",
 }

@@ -78,6 +78,7 @@ var decoders = map[int16]codeDecoder{
 	remoting.SendMessageV2:           {body: decodeSend},
 	remoting.SendBatchMessage:        {body: decodeSend},
 	remoting.PullMessage:             {fields: fields("s:consumerGroup", "s:topic", "i:queueId", "I:queueOffset", "o:maxMsgNums", "o:sysFlag", "O:commitOffset", "O:suspendTimeoutMillis", "O:subVersion"), body: checkPullSubscription},
+	remoting.LitePullMessage:         {fields: fields("s:consumerGroup", "s:topic", "i:queueId", "I:queueOffset", "o:maxMsgNums", "o:sysFlag", "O:commitOffset", "O:suspendTimeoutMillis", "O:subVersion"), body: checkPullSubscription},
 	remoting.QueryConsumerOffset:     {fields: fields("s:consumerGroup", "s:topic", "i:queueId")},
 	remoting.UpdateConsumerOffset:    {fields: fields("s:consumerGroup", "s:topic", "i:queueId", "I:commitOffset")},
 	remoting.GetConsumerListByGroup:  {fields: fields("s:consumerGroup")},
