@@ -59,8 +59,14 @@ func liteMsg(topic, lite, id string) *pb.Message {
 // client id id and returns its context.
 func (e *env) liteClient(t *testing.T, id, group, topic string) context.Context {
 	t.Helper()
+	return e.liteClientOf(t, pb.ClientType_LITE_PUSH_CONSUMER, id, group, topic)
+}
+
+// liteClientOf opens a session of a lite consumer of type typ.
+func (e *env) liteClientOf(t *testing.T, typ pb.ClientType, id, group, topic string) context.Context {
+	t.Helper()
 	c := clientCtx(t, id)
-	r := telemetry(t, e, c, &pb.Settings{ClientType: pb.ClientType_LITE_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{
+	r := telemetry(t, e, c, &pb.Settings{ClientType: typ.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{
 		Group: res(group), Subscriptions: []*pb.SubscriptionEntry{{Topic: res(topic), Expression: &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "*"}}},
 	}}})
 	if r.Status.GetCode() != pb.Code_OK || r.GetSettings().GetSubscription().GetLiteSubscriptionQuota() <= 0 || r.GetSettings().GetSubscription().GetMaxLiteTopicSize() != broker.MaxLiteTopicLen {
@@ -87,8 +93,15 @@ func (e *env) syncLite(t *testing.T, c context.Context, group, topic string, act
 // receiveLite receives once as the client of c and returns the messages.
 func (e *env) receiveLite(t *testing.T, c context.Context, group, topic string, poll time.Duration) []*pb.Message {
 	t.Helper()
+	return e.receiveLiteFrom(t, c, group, &pb.MessageQueue{Topic: res(topic)}, poll)
+}
+
+// receiveLiteFrom receives once from mq, as a simple consumer does (no
+// auto renewal, an invisible time of 30 s).
+func (e *env) receiveLiteFrom(t *testing.T, c context.Context, group string, mq *pb.MessageQueue, poll time.Duration) []*pb.Message {
+	t.Helper()
 	st, err := e.cl.ReceiveMessage(c, &pb.ReceiveMessageRequest{
-		Group: res(group), MessageQueue: &pb.MessageQueue{Topic: res(topic)}, FilterExpression: &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "*"},
+		Group: res(group), MessageQueue: mq, FilterExpression: &pb.FilterExpression{Type: pb.FilterType_TAG, Expression: "*"},
 		BatchSize: 32, InvisibleDuration: durationpb.New(30 * time.Second), LongPollingTimeout: durationpb.New(poll),
 	})
 	if err != nil {
@@ -343,6 +356,72 @@ func TestLiteSubscriptionChecks(t *testing.T) {
 		if err != nil || r.GetStatus().GetCode() != pb.Code_BAD_REQUEST {
 			t.Errorf("receive from %s: %v %v, want BAD_REQUEST", x.topic, r, err)
 		}
+	}
+}
+
+// TestLiteSimpleConsumer makes the requests of RocketMQ 5's
+// LiteSimpleConsumer (the Java client's LiteSimpleConsumerImpl, a simple
+// consumer of client type LITE_SIMPLE_CONSUMER): it receives from the
+// first readable queue of its topic's route, without auto renewal, acks
+// naming the lite topic, and its changeInvisibleDuration always suspends
+// (suspend=true with the lite topic), so the message comes back after the
+// time asked at the same attempt, under the receipt handle the change
+// answered with.
+func TestLiteSimpleConsumer(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("LiteSimple"), brokertest.Name("litesimple")
+	e.createLiteTopic(t, topic, group)
+	for i, l := range []string{"a", "b", "a"} {
+		e.send(t, liteMsg(topic, l, l+itoa(int32(i))))
+	}
+	c := e.liteClientOf(t, pb.ClientType_LITE_SIMPLE_CONSUMER, "lite-simple", group, topic)
+	if code := e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, nil, "a"); code != pb.Code_OK {
+		t.Fatalf("sync: %v", code)
+	}
+	rt, err := e.cl.QueryRoute(c, &pb.QueryRouteRequest{Topic: res(topic)})
+	if err != nil || rt.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("route: %v %v", rt, err)
+	}
+	var mq *pb.MessageQueue
+	for _, q := range rt.MessageQueues {
+		if p := q.GetPermission(); q.GetBroker().GetId() == 0 && (p == pb.Permission_READ || p == pb.Permission_READ_WRITE) {
+			mq = q
+			break
+		}
+	}
+	if mq == nil {
+		t.Fatalf("no readable master queue in %v", rt.MessageQueues)
+	}
+	got := e.receiveLiteFrom(t, c, group, mq, time.Second)
+	if g := bodies(got); !slices.Equal(g, []string{"a:a0", "a:a2"}) {
+		t.Fatalf("first receive: %v", g)
+	}
+	r, err := e.cl.AckMessage(c, &pb.AckMessageRequest{Group: res(group), Topic: res(topic), Entries: []*pb.AckMessageEntry{{
+		MessageId: got[0].SystemProperties.MessageId, ReceiptHandle: got[0].SystemProperties.GetReceiptHandle(), LiteTopic: got[0].SystemProperties.LiteTopic}}})
+	if err != nil || r.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("ack: %v %v", r, err)
+	}
+	m := got[1]
+	ch, err := e.cl.ChangeInvisibleDuration(c, &pb.ChangeInvisibleDurationRequest{Group: res(group), Topic: res(topic),
+		ReceiptHandle: m.SystemProperties.GetReceiptHandle(), InvisibleDuration: durationpb.New(200 * time.Millisecond),
+		MessageId: m.SystemProperties.MessageId, LiteTopic: m.SystemProperties.LiteTopic, Suspend: proto.Bool(true)})
+	if err != nil || ch.Status.GetCode() != pb.Code_OK || ch.GetReceiptHandle() == "" {
+		t.Fatalf("change: %v %v", ch, err)
+	}
+	again := e.receiveLiteFrom(t, c, group, mq, 5*time.Second)
+	if g := bodies(again); !slices.Equal(g, []string{"a:a2"}) {
+		t.Fatalf("after the change: %v, want a:a2", g)
+	}
+	if n := again[0].GetSystemProperties().GetDeliveryAttempt(); n != 1 {
+		t.Fatalf("after the change: attempt %d, want 1 (a suspension is not an attempt)", n)
+	}
+	r, err = e.cl.AckMessage(c, &pb.AckMessageRequest{Group: res(group), Topic: res(topic), Entries: []*pb.AckMessageEntry{{
+		MessageId: again[0].SystemProperties.MessageId, ReceiptHandle: again[0].SystemProperties.GetReceiptHandle(), LiteTopic: again[0].SystemProperties.LiteTopic}}})
+	if err != nil || r.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("ack after the change: %v %v", r, err)
+	}
+	if g := bodies(e.receiveLiteFrom(t, c, group, mq, 100*time.Millisecond)); len(g) != 0 {
+		t.Fatalf("received after every message of a was acked: %v", g)
 	}
 }
 
