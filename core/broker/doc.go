@@ -212,8 +212,12 @@
 //	| 1 (u8)  | u32      | u64    | u64         | u64 (Unix)   | 16 bytes |
 //	+---------+----------+--------+-------------+--------------+----------+
 //
-// MAC is HMAC-SHA256 under the store's secret over "rh/" group NUL topic
-// NUL and the 29 bytes before it, truncated. A transaction id
+// A lite topic's message has version 2 and its lite topic's name (a u8
+// length, then the name) between the deadline and the MAC, so that a
+// request naming no lite topic (the C# lite consumer's acks) finds its
+// queue (HandleLiteTopic). MAC is HMAC-SHA256 under the store's secret
+// over "rh/" group NUL topic NUL (the lite topic's queue, for version 2)
+// and the bytes before it, truncated. A transaction id
 // (POP.TransactionID) is the half message's commit-log offset (u64) and
 // a 12-byte MAC under the same secret over "txn" NUL topic NUL and the
 // offset, in hex.

@@ -323,3 +323,38 @@ func TestLiteExpiry(t *testing.T) {
 		t.Fatalf("after the expiry: %v", got)
 	}
 }
+
+// FuzzReceiptHandle: reading a receipt handle, for its lite topic or to
+// acknowledge a delivery, never fails but with an error, and only the
+// handle the broker made acknowledges its delivery, under the lite
+// topic's queue it was made for and no other topic.
+func FuzzReceiptHandle(f *testing.F) {
+	le := startLite(f, false)
+	if r := le.Broker.SendLocalBatch([]broker.LocalSend{{Topic: le.topic, LiteTopic: "a", BornTimestamp: 1, Body: []byte("x")}}); r[0].Err != nil {
+		f.Fatal(r[0].Err)
+	}
+	got, err := le.Broker.POP().Receive(context.Background(), broker.POPReceive{Group: le.group, Topic: le.topic, Filter: le.filter, Batch: 1,
+		Invisible: time.Hour, Until: time.Now().Add(time.Second), Client: "fuzz", LiteTopics: func() []string { return []string{"a"} }})
+	if err != nil || len(got) != 1 {
+		f.Fatalf("receive: %v %v", got, err)
+	}
+	made, queue := got[0].Handle, got[0].Topic
+	if lite := broker.HandleLiteTopic(made); lite != "a" {
+		f.Fatalf("the handle of a message of lite topic a names %q", lite)
+	}
+	f.Add(made)
+	f.Add(made[:len(made)-1])
+	f.Add("AQAAAAAAAAAAAAAAACCqKO0o77vvAAABolM_TVM-hEFSqvs24uJnablIhc3R") // a plain queue's
+	f.Add("")
+	f.Fuzz(func(t *testing.T, h string) {
+		if lite := broker.HandleLiteTopic(h); len(lite) > broker.MaxLiteTopicLen {
+			t.Fatalf("lite topic of %d bytes read from %q", len(lite), h)
+		}
+		if err := le.Broker.POP().Ack(le.group, le.topic, 1, h); err == nil {
+			t.Fatalf("handle %q acknowledged under the LITE topic itself", h)
+		}
+		if err := le.Broker.POP().Ack(le.group, queue, 1, h); err == nil && h != made {
+			t.Fatalf("handle %q, not the one made (%q), acknowledged a delivery", h, made)
+		}
+	})
+}

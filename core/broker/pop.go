@@ -1104,21 +1104,51 @@ func (p *popEngine) commitLocked(k popKey, q int32, pq *popQueue) {
 
 // Receipt handles: see doc.go for the layout.
 const (
-	popHandleVersion = 1
-	popHandleBody    = 1 + 4 + 8 + 8 + 8
-	popHandleMAC     = 16
+	popHandleVersion     = 1 // a queue of a topic
+	popHandleVersionLite = 2 // a lite topic's queue: its name follows
+	popHandleBody        = 1 + 4 + 8 + 8 + 8
+	popHandleMAC         = 16
 )
 
 func (p *popEngine) handle(k popKey, q int32, off int64, f *flight) string {
-	b := make([]byte, 0, popHandleBody+popHandleMAC)
+	_, lite, isLite := SplitLiteQueue(k.topic)
+	b := make([]byte, 0, popHandleBody+1+len(lite)+popHandleMAC)
 	b = append(b, popHandleVersion)
+	if isLite {
+		b[0] = popHandleVersionLite
+	}
 	b = binary.BigEndian.AppendUint32(b, uint32(q))
 	b = binary.BigEndian.AppendUint64(b, uint64(off))
 	b = binary.BigEndian.AppendUint64(b, f.delivery)
 	b = binary.BigEndian.AppendUint64(b, uint64(f.deadline))
+	if isLite {
+		b = append(b, byte(len(lite)))
+		b = append(b, lite...)
+	}
 	mac := p.mac(b, "rh/", k.group, "\x00", k.topic, "\x00")
 	b = append(b, mac[:popHandleMAC]...)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// HandleLiteTopic returns the lite topic a receipt handle of a lite
+// message names, or "" for any other handle. It does not verify the
+// handle: an ack, change or dead letter that uses the name verifies it
+// under the lite topic's queue, and a forged name fails there. The C#
+// LitePushConsumer names no lite topic in those requests, nor Python's
+// in its changes; the handle does.
+func HandleLiteTopic(handle string) string {
+	if len(handle) > base64.RawURLEncoding.EncodedLen(popHandleBody+1+MaxLiteTopicLen+popHandleMAC) {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(handle)
+	if err != nil || len(b) < popHandleBody+1+popHandleMAC || b[0] != popHandleVersionLite {
+		return ""
+	}
+	n := int(b[popHandleBody])
+	if len(b) != popHandleBody+1+n+popHandleMAC {
+		return ""
+	}
+	return string(b[popHandleBody+1 : popHandleBody+1+n])
 }
 
 // parsedHandle is a verified receipt handle.
@@ -1131,10 +1161,23 @@ type parsedHandle struct {
 
 func (p *popEngine) parseHandle(k popKey, h string) (parsedHandle, error) {
 	b, err := base64.RawURLEncoding.DecodeString(h)
-	if err != nil || len(b) != popHandleBody+popHandleMAC || b[0] != popHandleVersion {
+	if err != nil || len(b) < popHandleBody+popHandleMAC {
 		return parsedHandle{}, ErrBadReceiptHandle
 	}
-	if mac := p.mac(b[:popHandleBody], "rh/", k.group, "\x00", k.topic, "\x00"); !hmac.Equal(b[popHandleBody:], mac[:popHandleMAC]) {
+	body := popHandleBody
+	switch b[0] {
+	case popHandleVersion:
+	case popHandleVersionLite:
+		body += 1 + int(b[popHandleBody])
+	default:
+		return parsedHandle{}, ErrBadReceiptHandle
+	}
+	if len(b) != body+popHandleMAC {
+		return parsedHandle{}, ErrBadReceiptHandle
+	}
+	// The MAC covers the lite topic's name and binds the handle to the
+	// queue's topic, so a handle names only the lite topic it was made for.
+	if mac := p.mac(b[:body], "rh/", k.group, "\x00", k.topic, "\x00"); !hmac.Equal(b[body:], mac[:popHandleMAC]) {
 		return parsedHandle{}, ErrBadReceiptHandle
 	}
 	return parsedHandle{

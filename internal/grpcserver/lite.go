@@ -347,8 +347,12 @@ func (s *Server) liteTopics(clientID, group, topic string) func() []string {
 
 // liteQueue returns the internal topic of a lite consumer's ack, change
 // of invisible time or dead letter: the lite topic's queue when the
-// request names one, the topic itself otherwise.
-func liteQueue(topic, lite string) (string, error) {
+// request or, failing that, the receipt handle names one (the C# and
+// Python clients leave the request's out), the topic itself otherwise.
+func liteQueue(topic, lite, handle string) (string, error) {
+	if lite == "" {
+		lite = broker.HandleLiteTopic(handle)
+	}
 	if lite == "" {
 		return topic, nil
 	}

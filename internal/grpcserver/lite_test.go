@@ -425,6 +425,57 @@ func TestLiteSimpleConsumer(t *testing.T) {
 	}
 }
 
+// TestLiteHandlesWithoutLiteTopic: the C# LitePushConsumer names no lite
+// topic in its acks, changes and dead letters, and Python's none in its
+// changes; the receipt handle of a lite message says its lite topic, so
+// they work as the other clients' do. A handle does not move to another
+// topic's lite topic of the same name.
+func TestLiteHandlesWithoutLiteTopic(t *testing.T) {
+	e := start(t)
+	topic, group := brokertest.Name("LiteNoName"), brokertest.Name("litenoname")
+	other := brokertest.Name("LiteOther")
+	e.createLiteTopic(t, topic, group)
+	e.createLiteTopic(t, other, group)
+	for i, l := range []string{"a", "a", "a"} {
+		e.send(t, liteMsg(topic, l, l+itoa(int32(i))))
+	}
+	c := e.liteClient(t, "lite-noname", group, topic)
+	e.syncLite(t, c, group, topic, pb.LiteSubscriptionAction_PARTIAL_ADD, nil, "a")
+	got := e.receiveLite(t, c, group, topic, time.Second)
+	if g := bodies(got); !slices.Equal(g, []string{"a:a0", "a:a1", "a:a2"}) {
+		t.Fatalf("receive: %v", g)
+	}
+	// An ack naming the other LITE topic fails: its lite topic a is not this one's.
+	r, err := e.cl.AckMessage(c, &pb.AckMessageRequest{Group: res(group), Topic: res(other), Entries: []*pb.AckMessageEntry{{
+		MessageId: got[0].SystemProperties.MessageId, ReceiptHandle: got[0].SystemProperties.GetReceiptHandle()}}})
+	if err != nil || r.Entries[0].GetStatus().GetCode() != pb.Code_INVALID_RECEIPT_HANDLE {
+		t.Fatalf("ack under another topic: %v %v", r, err)
+	}
+	r, err = e.cl.AckMessage(c, &pb.AckMessageRequest{Group: res(group), Topic: res(topic), Entries: []*pb.AckMessageEntry{{
+		MessageId: got[0].SystemProperties.MessageId, ReceiptHandle: got[0].SystemProperties.GetReceiptHandle()}}})
+	if err != nil || r.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("ack without the lite topic: %v %v", r, err)
+	}
+	ch, err := e.cl.ChangeInvisibleDuration(c, &pb.ChangeInvisibleDurationRequest{Group: res(group), Topic: res(topic),
+		ReceiptHandle: got[1].SystemProperties.GetReceiptHandle(), InvisibleDuration: durationpb.New(0), MessageId: got[1].SystemProperties.MessageId})
+	if err != nil || ch.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("change without the lite topic: %v %v", ch, err)
+	}
+	dl, err := e.cl.ForwardMessageToDeadLetterQueue(c, &pb.ForwardMessageToDeadLetterQueueRequest{Group: res(group), Topic: res(topic),
+		ReceiptHandle: got[2].SystemProperties.GetReceiptHandle(), MessageId: got[2].SystemProperties.MessageId, DeliveryAttempt: 1, MaxDeliveryAttempts: 16})
+	if err != nil || dl.Status.GetCode() != pb.Code_OK {
+		t.Fatalf("dead letter without the lite topic: %v %v", dl, err)
+	}
+	// The changed one comes back at its next attempt; the others are done.
+	again := e.receiveLite(t, c, group, topic, 5*time.Second)
+	if g := bodies(again); !slices.Equal(g, []string{"a:a1"}) {
+		t.Fatalf("after the ack, change and dead letter: %v, want a:a1 again", g)
+	}
+	if n := again[0].GetSystemProperties().GetDeliveryAttempt(); n != 2 {
+		t.Fatalf("the changed message's attempt: %d, want 2", n)
+	}
+}
+
 // TestLiteSuspend: a lite consumer's change of invisible time marked
 // suspend brings the message back after the time asked, at the same
 // attempt; one not so marked counts an attempt.

@@ -285,7 +285,7 @@ func (s *Server) ackEntries(group, topic string, nq int, entries []*pb.AckMessag
 	byQueue := map[string][]int{} // internal topic: the entries
 	var order []string
 	for i, e := range entries {
-		q, err := liteQueue(topic, e.GetLiteTopic())
+		q, err := liteQueue(topic, e.GetLiteTopic(), e.GetReceiptHandle())
 		if err != nil {
 			errs[i] = err
 			continue
@@ -328,7 +328,7 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *pb.ChangeInvi
 	if d < 0 || d > 12*time.Hour {
 		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is outside 0..12h", d))}, nil
 	}
-	q, err := liteQueue(topic, req.GetLiteTopic())
+	q, err := liteQueue(topic, req.GetLiteTopic(), req.GetReceiptHandle())
 	if err != nil {
 		return &pb.ChangeInvisibleDurationResponse{Status: statusOf(err)}, nil
 	}
@@ -355,7 +355,7 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *pb.Fo
 	nq, err := s.consumerTopic(group, topic)
 	q := topic
 	if err == nil {
-		q, err = liteQueue(topic, req.GetLiteTopic())
+		q, err = liteQueue(topic, req.GetLiteTopic(), req.GetReceiptHandle())
 	}
 	if q != topic {
 		nq = 1 // a lite topic's one queue
