@@ -102,10 +102,10 @@ func TestJavaTagConsumerRegistersAndPullsByTag(t *testing.T) {
 	total := int64(sent["TagA"] + sent["TagB"] + sent["TagC"])
 
 	// The push consumer's pull relies on the subscription its heartbeat
-	// registered; the lite pull consumer's (LITE_PULL_MESSAGE, 4.x and
-	// 5.x) posts its own.
+	// registered; the lite pull consumer's (PULL_MESSAGE in 4.x,
+	// LITE_PULL_MESSAGE in 5.x) posts its own.
 	want := map[string]int{"TagA": sent["TagA"], "TagC": sent["TagC"]}
-	for _, name := range []string{"PULL_MESSAGE", "LITE_PULL_MESSAGE", "LITE_PULL_MESSAGE.v5"} {
+	for _, name := range []string{"PULL_MESSAGE", "PULL_MESSAGE.litepull", "LITE_PULL_MESSAGE"} {
 		pull, _ := corpusRequest(t, "java", name)
 		if pull.Get("topic") != topic {
 			t.Fatalf("corpus frames disagree: %s pulls %s", name, pull.Get("topic"))

@@ -18,9 +18,9 @@ const (
 	pullSuspend      = 0x2 // the pull may be held until a message arrives
 	pullSubscription = 0x4 // the request carries its own subscription
 	// 0x10 marks a Java lite pull consumer's pull, which its client sends
-	// as LITE_PULL_MESSAGE (361) instead of PULL_MESSAGE. RocketMQ serves
-	// both alike (on a thread pool of their own), and so does this broker:
-	// the bit changes nothing else.
+	// as LITE_PULL_MESSAGE (361) from 5.0 on, as PULL_MESSAGE before.
+	// RocketMQ serves both alike (on a thread pool of their own), and so
+	// does this broker: the bit changes nothing else.
 )
 
 // matchBatch is how many records a filter sees per Match call.
