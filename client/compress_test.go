@@ -71,7 +71,7 @@ func TestCompressThreshold(t *testing.T) {
 			if len(o.body) >= len(tc.body) {
 				t.Fatalf("compressed body of %d bytes from %d", len(o.body), len(tc.body))
 			}
-			if back, err := inflate(o.body); err != nil || !bytes.Equal(back, tc.body) {
+			if back, err := inflate(o.sysFlag, o.body); err != nil || !bytes.Equal(back, tc.body) {
 				t.Fatalf("inflate: %v", err)
 			}
 			if !bytes.Equal(m.Body, tc.body) {

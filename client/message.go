@@ -186,12 +186,12 @@ func fromRecord(r message.Record, brokerName string) (*MessageExt, error) {
 	}
 	var err error
 	if dm.SysFlag&message.SysFlagCompressed != 0 {
-		body, zerr := inflate(dm.Body)
+		body, zerr := inflate(dm.SysFlag, dm.Body)
 		if zerr != nil {
 			err = fmt.Errorf("client: message %s: %w", m.MsgID, zerr)
 			body = append([]byte(nil), dm.Body...)
 		} else {
-			m.SysFlag &^= message.SysFlagCompressed
+			m.SysFlag &^= message.SysFlagCompressed | message.SysFlagCompressionMask
 		}
 		m.Body = body
 	} else {
@@ -218,8 +218,13 @@ func deflate(body []byte, level int) ([]byte, error) {
 }
 
 // inflate decompresses a zlib body, refusing more than maxDecompressed
-// bytes of output.
-func inflate(body []byte) ([]byte, error) {
+// bytes of output. A Java producer may be told to compress with zstd or
+// LZ4 instead (the compression type in sysFlag): this client, on the
+// standard library alone, says so and delivers the body as stored.
+func inflate(sysFlag int32, body []byte) ([]byte, error) {
+	if t := sysFlag & message.SysFlagCompressionMask; t != 0 && t != message.SysFlagCompressionZlib {
+		return nil, fmt.Errorf("inflate: compression type %d (zstd 2, LZ4 1) is not read by this client", t>>8)
+	}
 	r, err := zlib.NewReader(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("inflate: %w", err)

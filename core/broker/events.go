@@ -1,15 +1,13 @@
 package broker
 
 import (
-	"bytes"
-	"compress/zlib"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/internal/inflate"
 	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/store"
 )
@@ -120,7 +118,7 @@ func (o Outbox) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Ev
 		moved.Decode(&m)
 		e.SetMoved(&m)
 		if m.SysFlag&message.SysFlagCompressed != 0 {
-			if body, err := inflate(m.Body); err == nil {
+			if body, err := inflate.Body(m.SysFlag, m.Body, maxEventBody); err == nil {
 				e.Body = body
 			}
 		}
@@ -128,15 +126,9 @@ func (o Outbox) ReadEvents(from int64, max int, dst []outbox.Event) ([]outbox.Ev
 	return dst, nil
 }
 
-// inflate undoes the zlib compression clients apply to large bodies.
-func inflate(b []byte) ([]byte, error) {
-	r, err := zlib.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(io.LimitReader(r, 64<<20))
-}
+// maxEventBody bounds a moved message's body as an event carries it
+// decompressed; a larger one stays as stored.
+const maxEventBody = 64 << 20
 
 // DefaultOutboxMaxBytes bounds the outbox; the oldest events go first.
 const DefaultOutboxMaxBytes = 1 << 30

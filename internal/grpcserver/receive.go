@@ -1,12 +1,9 @@
 package grpcserver
 
 import (
-	"bytes"
-	"compress/zlib"
 	"context"
 	"crypto/md5"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/internal/inflate"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
@@ -155,18 +153,23 @@ func (s *Server) deliver(stream pb.MessagingService_ReceiveMessageServer, topicR
 // stay invisible for invisible.
 func (s *Server) messagePB(topicRes *pb.Resource, topic string, invisible time.Duration, d broker.POPDelivery) *pb.Message {
 	props := d.Record.Properties()
-	body := d.Record.Body()
-	if d.Record.SysFlag()&message.SysFlagCompressed != 0 {
-		if zr, err := zlib.NewReader(bytes.NewReader(body)); err == nil {
-			if plain, err := io.ReadAll(io.LimitReader(zr, int64(s.opts.MaxBodySize)+1)); err == nil {
-				body = plain
-			}
+	body, encoding := d.Record.Body(), pb.Encoding_IDENTITY
+	if flag := d.Record.SysFlag(); flag&message.SysFlagCompressed != 0 {
+		if plain, err := inflate.Body(flag, body, s.opts.MaxBodySize); err == nil {
+			body = plain
+		} else {
+			// Larger than a message may be, or not a body this broker
+			// reads: the stored bytes, marked GZIP, for the client to
+			// decompress, as RocketMQ's proxy delivers every compressed
+			// body (the clients take zlib and, Java, LZ4 and zstd there),
+			// never a body cut short.
+			encoding = pb.Encoding_GZIP
 		}
 	}
 	sp := &pb.SystemProperties{
 		MessageId:         props.Get(message.PropertyUniqKey),
 		BodyDigest:        &pb.Digest{Type: pb.DigestType_MD5, Checksum: md5Hex(md5.Sum(body))},
-		BodyEncoding:      pb.Encoding_IDENTITY,
+		BodyEncoding:      encoding,
 		MessageType:       pb.MessageType_NORMAL,
 		BornTimestamp:     timestamppb.New(time.UnixMilli(d.Record.BornTimestamp())),
 		BornHost:          d.Record.BornHost().Addr().String(),

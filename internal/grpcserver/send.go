@@ -1,13 +1,10 @@
 package grpcserver
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +12,7 @@ import (
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
+	"github.com/rmq-go/rmq/internal/inflate"
 	pb "github.com/rmq-go/rmq/internal/rmqpb"
 )
 
@@ -95,7 +93,10 @@ func (s *Server) localSend(ctx context.Context, c call, topic string, m *pb.Mess
 	body := m.GetBody()
 	if sp.GetBodyEncoding() == pb.Encoding_GZIP {
 		var err error
-		if body, err = gunzip(body, s.opts.MaxBodySize); err != nil {
+		switch body, err = inflate.Gunzip(body, s.opts.MaxBodySize); {
+		case errors.Is(err, inflate.ErrInflatedTooLarge):
+			return fail(refuse(pb.Code_MESSAGE_BODY_TOO_LARGE, "body decompresses to more than %d bytes", s.opts.MaxBodySize))
+		case err != nil:
 			return fail(refuse(pb.Code_MESSAGE_CORRUPTED, "gzip body: %v", err))
 		}
 	}
@@ -194,18 +195,6 @@ func groupQueue(group string, tc broker.TopicConfig) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(group))
 	return int32(h.Sum32() % uint32(n))
-}
-
-func gunzip(b []byte, limit int) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // EndTransaction commits or rolls back a half message.

@@ -363,8 +363,9 @@ func parseAuthorization(v string) (accessKey, signature string) {
 }
 
 // resource names a Resource: a namespaced one is <namespace>%<name>, as
-// Apache's proxy wraps it, so namespaces share the broker's topics and
-// groups without meeting.
+// Apache's proxy wrapped it up to 5.1 and as a 4.x client of that
+// namespace names it, so namespaces share the broker's topics and groups
+// without meeting. (The proxy of 5.2 and later ignores the namespace.)
 func resource(r *pb.Resource) string {
 	if ns := r.GetResourceNamespace(); ns != "" {
 		return ns + "%" + r.GetName()

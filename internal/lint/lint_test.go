@@ -78,6 +78,9 @@ var rules = []rule{
 	// keeps the remoting handlers and imports core/remoting itself), and
 	// consumes through the broker's POP engine, never the store itself.
 	{from: "internal/grpcserver", deny: []string{"core/remoting", "core/store"}, direct: true},
+	// Decompression for the broker's front ends; the client decompresses
+	// zlib on the standard library.
+	{from: "internal/inflate", only: []string{"core/message", "internal/properties", "github.com/klauspost/compress", "github.com/pierrec/lz4/v4"}, via: []string{"github.com/klauspost/compress", "github.com/pierrec/lz4/v4"}},
 	{from: "client", only: []string{"core/remoting", "core/message", "core/allocate", "internal/properties", "internal/ratelog", "internal/sniff"}},
 	// Guests may use the filters, which are built over core/message views
 	// and compile into WASM; the host-side plugin checker loads guests
