@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/rmq-go/rmq/core/message"
-	"github.com/rmq-go/rmq/internal/inflate"
 	"github.com/rmq-go/rmq/core/outbox"
 	"github.com/rmq-go/rmq/core/store"
+	"github.com/rmq-go/rmq/internal/inflate"
 )
 
 // EventsTopic is the outbox: one queue of retry and dead-letter events,
