@@ -144,7 +144,7 @@
 // A push consumer's receive (POPReceive.Owner) makes flights owned by its
 // client: while POPOptions.Alive says that client's session lives, a
 // passed deadline is renewed (DefaultPOPInvisible more) instead of ending
-// the flight, for at most an hour; an explicit change of invisible time
+// the flight, for at most three hours (as RocketMQ's proxy); an explicit change of invisible time
 // ends the renewal and, being a failed attempt, waits at least the
 // group's retry policy's delay for the attempt. Sessions are not durable,
 // so after a restart such flights end at their stored deadline.

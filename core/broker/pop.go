@@ -455,8 +455,8 @@ func (p *popEngine) alive(clientID string) bool {
 }
 
 // popMaxRenew bounds how long a push consumer's live session keeps one
-// message invisible.
-const popMaxRenew = time.Hour
+// message invisible: three hours, as RocketMQ's proxy (renewMaxTimeMillis).
+const popMaxRenew = 3 * time.Hour
 
 // popQueue is one queue's POP state for one group.
 type popQueue struct {

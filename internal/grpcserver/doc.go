@@ -100,9 +100,9 @@
 // topic, then call the broker's POP engine, whose state, receipt handles
 // and invariants core/broker's doc.go describes. A receive's batch is
 // batch_size (default 32, at most 1024), its invisible time
-// invisible_duration (default 30 s); auto_renew without an invisible
-// duration (a push consumer) makes its client the owner of what it gets,
-// kept invisible while its session lives. Long polling lasts the
+// invisible_duration (default 30 s); auto_renew (a push consumer) makes
+// its client the owner of what it gets, kept invisible while its session
+// lives, whatever invisible duration it names (the C++ client's 30 s). Long polling lasts the
 // request's long_polling_timeout, at most the server's LongPolling, and
 // ends 200 ms before the call's deadline or when the server stops;
 // MaxWaiting bounds the receives waiting at once (TOO_MANY_REQUESTS past

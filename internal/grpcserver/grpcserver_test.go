@@ -941,6 +941,13 @@ func TestPushNackFollowsRetryPolicy(t *testing.T) {
 // auto-renewal, and the consumer's context.
 func pushReceiver(t *testing.T, e *env, group, topic string) (func() []*pb.Message, context.Context) {
 	t.Helper()
+	return pushReceiverWith(t, e, group, topic, nil)
+}
+
+// pushReceiverWith is pushReceiver whose receives also ask for an
+// invisible duration, as the C++ push consumer's do (30 s).
+func pushReceiverWith(t *testing.T, e *env, group, topic string, invisible *durationpb.Duration) (func() []*pb.Message, context.Context) {
+	t.Helper()
 	c := ctx(t)
 	st := &pb.Settings{ClientType: pb.ClientType_PUSH_CONSUMER.Enum(), PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res(group)}}}
 	if r := telemetry(t, e, c, st); r.Status.GetCode() != pb.Code_OK {
@@ -948,7 +955,7 @@ func pushReceiver(t *testing.T, e *env, group, topic string) (func() []*pb.Messa
 	}
 	receive := func() []*pb.Message {
 		s, err := e.cl.ReceiveMessage(c, &pb.ReceiveMessageRequest{Group: res(group), MessageQueue: &pb.MessageQueue{Topic: res(topic), Id: -1},
-			BatchSize: 1, AutoRenew: true, LongPollingTimeout: durationpb.New(0)})
+			BatchSize: 1, AutoRenew: true, InvisibleDuration: invisible, LongPollingTimeout: durationpb.New(0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -966,12 +973,23 @@ func pushReceiver(t *testing.T, e *env, group, topic string) (func() []*pb.Messa
 	return receive, c
 }
 
+// TestAutoRenewWhileSessionLives: a push consumer's receive (auto_renew)
+// keeps its messages invisible while its session lives, whether it names
+// an invisible duration (the C++ client's 30 s, which RocketMQ's proxy
+// ignores for such a receive) or not (Java, Go, Node), and no longer
+// once the consumer has gone.
 func TestAutoRenewWhileSessionLives(t *testing.T) {
+	for name, invisible := range map[string]*durationpb.Duration{"no-duration": nil, "cpp-duration": durationpb.New(30 * time.Second)} {
+		t.Run(name, func(t *testing.T) { testAutoRenew(t, invisible) })
+	}
+}
+
+func testAutoRenew(t *testing.T, invisible *durationpb.Duration) {
 	clk := &clock{t: time.Now()}
 	e := start(t, func(c *server.Config) { c.GRPC.Now = clk.Now })
 	topic, group := brokertest.Name("Renew"), brokertest.Name("g")
 	e.createTopic(t, topic, 1)
-	receive, c := pushReceiver(t, e, group, topic)
+	receive, c := pushReceiverWith(t, e, group, topic, invisible)
 	e.send(t, msg(topic, "r1", "t", "held"))
 	got := receive()
 	if len(got) != 1 {

@@ -77,11 +77,12 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	}
 	r.Batch = min(r.Batch, MaxReceiveBatch)
 	r.Invisible = DefaultInvisible
-	if req.GetAutoRenew() && req.InvisibleDuration == nil {
-		// A push consumer: its live session keeps what it holds invisible.
+	if req.GetAutoRenew() {
+		// A push consumer: its live session keeps what it holds
+		// invisible. The C++ one names an invisible duration too, which
+		// RocketMQ's proxy ignores for such a receive, and so does this.
 		r.Owner = c.clientID
-	}
-	if req.InvisibleDuration != nil {
+	} else if req.InvisibleDuration != nil {
 		if r.Invisible = req.GetInvisibleDuration().AsDuration(); r.Invisible <= 0 {
 			return end(refuse(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %v is not positive", r.Invisible))
 		}
