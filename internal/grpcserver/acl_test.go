@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
@@ -78,5 +80,16 @@ func TestACL(t *testing.T) {
 	}
 	if r.Status.GetCode() != pb.Code_FORBIDDEN {
 		t.Fatalf("send by a subscriber: %v", r.Status)
+	}
+	// Settings the broker refuses end the Telemetry stream with the
+	// reason: the clients apply any settings a reply carries whatever its
+	// status, so a reply would start a producer the broker refused.
+	st := &pb.Settings{ClientType: pb.ClientType_PRODUCER.Enum(), PubSub: &pb.Settings_Publishing{Publishing: &pb.Publishing{Topics: []*pb.Resource{res("GrpcOrders")}}}}
+	if err := telemetryRefused(t, e, c, st); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a subscriber's producer settings: %v, want PermissionDenied", err)
+	}
+	unsigned := metadata.NewOutgoingContext(ctx(t), metadata.Pairs("x-mq-client-id", "acl-nobody"))
+	if err := telemetryRefused(t, e, unsigned, st); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("unsigned producer settings: %v, want Unauthenticated", err)
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/rmq-go/rmq/core/acl"
 	"github.com/rmq-go/rmq/core/broker"
 	"github.com/rmq-go/rmq/core/message"
@@ -100,4 +103,29 @@ func codeOf(err error) pb.Code {
 		return pb.Code_REQUEST_TIMEOUT
 	}
 	return pb.Code_INTERNAL_SERVER_ERROR
+}
+
+// rpcError is a refusal as the gRPC status a call ends with, for calls
+// that answer no Status of their own (a Telemetry stream's): the class
+// of its code (400xx, 401xx, ...) picks the gRPC code, and its message
+// names the RocketMQ code too.
+func rpcError(st *pb.Status) error {
+	c := codes.Internal
+	switch n := int32(st.GetCode()); {
+	case n >= 40000 && n < 40100:
+		c = codes.InvalidArgument
+	case n >= 40100 && n < 40200:
+		c = codes.Unauthenticated
+	case n >= 40300 && n < 40400:
+		c = codes.PermissionDenied
+	case n >= 40400 && n < 40500:
+		c = codes.NotFound
+	case n >= 42900 && n < 43000:
+		c = codes.ResourceExhausted
+	case n >= 50100 && n < 50200, n >= 50500 && n < 50600:
+		c = codes.Unimplemented
+	case n >= 50400 && n < 50500:
+		c = codes.DeadlineExceeded
+	}
+	return status.Error(c, st.GetCode().String()+": "+st.GetMessage())
 }

@@ -21,7 +21,11 @@
 //	|                         | queues of the other broker sets serving it, |
 //	|                         | each at its own endpoint (peers.go)         |
 //	| Telemetry               | answers each Settings with the server's     |
-//	|                         | values; keeps the session alive; carries    |
+//	|                         | values, or ends the stream with the reason  |
+//	|                         | it refuses them (INVALID_ARGUMENT,          |
+//	|                         | PERMISSION_DENIED, ...: clients apply any   |
+//	|                         | settings answered, whatever the status);    |
+//	|                         | keeps the session alive; carries            |
 //	|                         | RecoverOrphanedTransactionCommand to a      |
 //	|                         | producer of the transaction's topic         |
 //	| Heartbeat               | refreshes a session (none: 40015)           |

@@ -117,6 +117,40 @@ func telemetry(t *testing.T, e *env, c context.Context, st *pb.Settings) *pb.Tel
 	return r
 }
 
+// telemetryRefused sends settings the broker must refuse and returns the
+// error the stream ends with; a reply instead fails the test.
+func telemetryRefused(t *testing.T, e *env, c context.Context, st *pb.Settings) error {
+	t.Helper()
+	s, err := e.cl.Telemetry(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&pb.TelemetryCommand{Command: &pb.TelemetryCommand_Settings{Settings: st}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Recv()
+	if err == nil {
+		t.Fatalf("refused settings answered with %v", r)
+	}
+	return err
+}
+
+// TestTelemetryRefusedSettings: a consumer's settings naming a group the
+// broker refuses end the stream with the reason (INVALID_ARGUMENT), as
+// RocketMQ's proxy ends it; the session is not opened.
+func TestTelemetryRefusedSettings(t *testing.T) {
+	e := start(t)
+	c := ctx(t)
+	err := telemetryRefused(t, e, c, &pb.Settings{ClientType: pb.ClientType_SIMPLE_CONSUMER.Enum(),
+		PubSub: &pb.Settings_Subscription{Subscription: &pb.Subscription{Group: res("bad group!")}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "bad group!") {
+		t.Fatalf("settings of a bad group: %v, want InvalidArgument naming it", err)
+	}
+	if h, _ := e.cl.Heartbeat(c, &pb.HeartbeatRequest{ClientType: pb.ClientType_SIMPLE_CONSUMER}); h.Status.GetCode() != pb.Code_UNRECOGNIZED_CLIENT_TYPE {
+		t.Fatalf("heartbeat after refused settings: %v", h.Status)
+	}
+}
+
 func TestTelemetrySettings(t *testing.T) {
 	e := start(t)
 	c := ctx(t)
@@ -214,8 +248,8 @@ func TestTelemetrySessionCap(t *testing.T) {
 		t.Fatalf("first session: %v", r.Status)
 	}
 	other := metadata.NewOutgoingContext(ctx(t), metadata.Pairs("x-mq-client-id", "second"))
-	if r := telemetry(t, e, other, st); r.Status.GetCode() != pb.Code_TOO_MANY_REQUESTS {
-		t.Fatalf("second session: %v, want TOO_MANY_REQUESTS", r.Status)
+	if err := telemetryRefused(t, e, other, st); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "TOO_MANY_REQUESTS") {
+		t.Fatalf("second session: %v, want ResourceExhausted (TOO_MANY_REQUESTS)", err)
 	}
 }
 

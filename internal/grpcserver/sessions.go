@@ -211,15 +211,15 @@ func (t *sessionTable) sweep(now time.Time) []string {
 }
 
 // Telemetry answers each Settings with the settings the client must use
-// (server values merged in), and keeps the session alive while the
-// stream is open; it also carries the server's commands (orphaned
+// (server values merged in), or ends the stream with the reason it
+// refuses them, and keeps the session alive while the stream is open; it also carries the server's commands (orphaned
 // transaction recovery). Thread stack traces and message verification
 // results are accepted and dropped: the broker never asks for them.
 func (s *Server) Telemetry(stream pb.MessagingService_TelemetryServer) error {
 	ctx := stream.Context()
 	c, err := s.begin(ctx)
 	if err != nil {
-		return stream.Send(&pb.TelemetryCommand{Status: statusOf(err)})
+		return rpcError(statusOf(err)) // as a refused Settings ends (below)
 	}
 	push := make(chan *pb.TelemetryCommand, 16)
 	defer s.sessions.streamEnded(c.clientID, push, s.opts.Now())
@@ -262,7 +262,15 @@ func (s *Server) Telemetry(stream pb.MessagingService_TelemetryServer) error {
 			continue // a reply to a command the broker never sends
 		}
 		reply, err := s.settings(ctx, c, st, push)
-		if err := stream.Send(&pb.TelemetryCommand{Status: statusOf(err), Command: &pb.TelemetryCommand_Settings{Settings: reply}}); err != nil {
+		if err != nil {
+			// Refused: the stream ends with the reason, as RocketMQ's
+			// proxy ends it. The clients apply whatever settings a reply
+			// carries without reading its status, so a reply would start
+			// a client the broker refused (a producer with no body size
+			// allowed), and a status alone would leave them waiting.
+			return rpcError(statusOf(err))
+		}
+		if err := stream.Send(&pb.TelemetryCommand{Status: okStatus(), Command: &pb.TelemetryCommand_Settings{Settings: reply}}); err != nil {
 			return err
 		}
 	}
