@@ -108,7 +108,9 @@
 // its client the owner of what it gets, kept invisible while its session
 // lives, whatever invisible duration it names (the C++ client's 30 s). Long polling lasts the
 // request's long_polling_timeout, at most the server's LongPolling, and
-// ends 200 ms before the call's deadline or when the server stops;
+// ends 200 ms before the call's deadline (1.5 s before when the request
+// names no long polling time, as the Go simple consumer's, so the answer
+// crosses a slow network in time) or when the server stops;
 // MaxWaiting bounds the receives waiting at once (TOO_MANY_REQUESTS past
 // it). A receive that ends empty is MESSAGE_NOT_FOUND; what a client never
 // got (its stream broke) is released to be delivered again at once.

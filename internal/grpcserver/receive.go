@@ -92,17 +92,11 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 	}
 
 	now := s.opts.Now()
-	poll := s.opts.LongPolling
-	if req.LongPollingTimeout != nil {
-		poll = min(max(req.GetLongPollingTimeout().AsDuration(), 0), poll)
-	}
-	r.Until = now.Add(poll)
+	remaining, hasDeadline := time.Duration(0), false
 	if dl, ok := ctx.Deadline(); ok {
-		// Answer before the client gives up on the call.
-		if early := now.Add(time.Until(dl) - 200*time.Millisecond); early.Before(r.Until) {
-			r.Until = early
-		}
+		remaining, hasDeadline = time.Until(dl), true
 	}
+	r.Until = now.Add(pollTime(req.LongPollingTimeout, s.opts.LongPolling, remaining, hasDeadline))
 	got, err := s.b.POP().Receive(ctx, r)
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
@@ -111,6 +105,38 @@ func (s *Server) ReceiveMessage(req *pb.ReceiveMessageRequest, stream pb.Messagi
 		return end(err)
 	}
 	return s.deliver(stream, req.GetMessageQueue().GetTopic(), r, got)
+}
+
+// Margins a receive's long polling leaves before the call's deadline.
+const (
+	// pollMargin is the time to answer in: a receive naming its
+	// long_polling_timeout ends at least this long before the deadline.
+	pollMargin = 200 * time.Millisecond
+	// pollMarginUnnamed is the margin of a receive naming none (the Go
+	// simple consumer's, whose deadline is its await duration plus its
+	// request timeout): half the clients' default request timeout (3 s),
+	// as RocketMQ's proxy leaves half the client's, so an answer crosses
+	// a slow network before the client gives up.
+	pollMarginUnnamed = 1500 * time.Millisecond
+)
+
+// pollTime is how long a receive waits for messages: the request's
+// long_polling_timeout, or the server's longest when it names none,
+// within longest, and ending before the call's deadline (remaining from now, when
+// hasDeadline) by its margin.
+func pollTime(asked *durationpb.Duration, longest, remaining time.Duration, hasDeadline bool) time.Duration {
+	poll, margin := longest, pollMarginUnnamed
+	if asked != nil {
+		poll, margin = min(max(asked.AsDuration(), 0), longest), pollMargin
+	}
+	if !hasDeadline {
+		return poll
+	}
+	if remaining-margin < pollMargin {
+		// Too short a call for the wide margin: the narrow one.
+		margin = pollMargin
+	}
+	return max(min(poll, remaining-margin), 0)
 }
 
 // compileFilter compiles a receive's filter through the broker's filters.
