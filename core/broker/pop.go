@@ -39,8 +39,12 @@ const (
 	// consumer's session renews it at a time.
 	DefaultPOPInvisible = 30 * time.Second
 	// DefaultPOPMaxWaiting bounds the receives waiting at once unless
-	// POPOptions says otherwise.
-	DefaultPOPMaxWaiting = 1024
+	// POPOptions says otherwise: eight for each of the gRPC port's 1,024
+	// connections, since a push consumer keeps a receive waiting for each
+	// topic (a FIFO one for each queue) and its client retries a refused
+	// one within 20 ms. A waiting receive costs about 15 to 27 KiB (its
+	// stream and goroutines), so at most about 220 MiB.
+	DefaultPOPMaxWaiting = 8192
 )
 
 // Errors of the POP engine, tested with errors.Is; their texts say why.

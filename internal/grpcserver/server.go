@@ -31,7 +31,7 @@ const (
 	DefaultMaxConns         = 1024
 	DefaultHandshakeTimeout = 60 * time.Second
 	DefaultMaxStreams       = 128
-	DefaultMaxWaiting       = 1024
+	DefaultMaxWaiting       = 8192
 	DefaultLiteQuota        = 1000
 	DefaultSessionExpiry    = 120 * time.Second
 	DefaultLongPolling      = 20 * time.Second
