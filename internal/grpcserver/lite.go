@@ -28,10 +28,11 @@ import (
 // clients send their whole set again every 30 s (COMPLETE_ADD), so a
 // restarted broker, or a set's new leader, knows them again within that.
 //
-// A client syncs at the endpoint it was given. That endpoint applies the
-// sync, a replica by forwarding it to its set's leader, and forwards it
-// to the masters of the other broker sets the topic spans (peers.go),
-// which receive for the client too.
+// A client syncs at the endpoint it was given (Node, C#) or at every set
+// of its route (Java, Go). The set it reaches applies the sync, a replica
+// by forwarding it to its set's leader, and passes it on to the masters
+// of the other broker sets the topic spans (peers.go), which receive for
+// the client too; one that does not take it does not fail the sync.
 
 // liteWildcard subscribes to every lite topic of the bound topic.
 const liteWildcard = broker.LiteWildcard
@@ -278,7 +279,23 @@ func (s *Server) SyncLiteSubscription(ctx context.Context, req *pb.SyncLiteSubsc
 		}
 	}
 	if s.forwardable(ctx, hopSet) {
-		for _, p := range s.peers.sets(ctx, topic) {
+		s.forwardLitePeers(ctx, topic, req)
+	}
+	return &pb.SyncLiteSubscriptionResponse{Status: okStatus()}, nil
+}
+
+// forwardLitePeers passes a sync on to the other broker sets of topic, at
+// once, and waits for them within the call's time. A set that does not
+// take it does not fail the client's sync, which this set took: the Java
+// and Go clients sync at every set of the route themselves, so a set this
+// one cannot reach may still be theirs, and for the clients that sync at
+// their endpoint alone (Node, C#) such a set learns the subscription at
+// their next whole set, within 30 s.
+func (s *Server) forwardLitePeers(ctx context.Context, topic string, req *pb.SyncLiteSubscriptionRequest) {
+	peers := s.peers.sets(ctx, topic)
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		wg.Go(func() {
 			resp, st := forwardCall(s, ctx, hopSet, p.endpoint, "the lite subscription to broker "+p.name, func(ctx context.Context, cl pb.MessagingServiceClient) (*pb.SyncLiteSubscriptionResponse, error) {
 				return cl.SyncLiteSubscription(ctx, req)
 			})
@@ -286,11 +303,11 @@ func (s *Server) SyncLiteSubscription(ctx context.Context, req *pb.SyncLiteSubsc
 				st = resp.GetStatus()
 			}
 			if st.GetCode() != pb.Code_OK {
-				return &pb.SyncLiteSubscriptionResponse{Status: st}, nil
+				s.peers.warn.Warn("lite-forward", "grpc: another broker set did not take a lite subscription; it learns it from the client", "topic", topic, "broker", p.name, "code", st.GetCode().String(), "err", st.GetMessage())
 			}
-		}
+		})
 	}
-	return &pb.SyncLiteSubscriptionResponse{Status: okStatus()}, nil
+	wg.Wait()
 }
 
 // forwardLite serves SyncLiteSubscription on a replica: the leader's

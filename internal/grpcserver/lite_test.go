@@ -626,9 +626,14 @@ func TestLiteDeleteParent(t *testing.T) {
 func TestLiteAcrossBrokerSets(t *testing.T) {
 	a := start(t)
 	b := connect(t, startSet(t, a, "broker-b", true))
+	// A third set whose advertised endpoint nobody reaches: forwarding to
+	// it fails, which does not fail the client's sync (the Java and Go
+	// clients sync at every set themselves).
+	c := connect(t, startSet(t, a, "broker-c", true, func(c *server.Config) { c.GRPC.Advertise = "127.0.0.1:1" }))
 	topic, group := brokertest.Name("LiteSpread"), brokertest.Name("litespread")
 	a.createLiteTopic(t, topic, group)
 	b.createLiteTopic(t, topic, group)
+	c.createLiteTopic(t, topic, group)
 	a.send(t, liteMsg(topic, "x", "on-a"))
 	b.send(t, liteMsg(topic, "x", "on-b"))
 	ca := a.liteClient(t, "lite-spread", group, topic)
