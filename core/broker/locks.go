@@ -205,6 +205,22 @@ func (t *lockTable) holderElsewhere(group, topic string, queue int32, c *remotin
 }
 
 // holders returns a copy of a group's lock table: queue → client id.
+// anyLive reports whether group holds a lock not yet expired: whether
+// it consumes orderly here.
+func (t *lockTable) anyLive(group string, now time.Time) bool {
+	if t.held.Load() == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.mu.groups[group] {
+		if now.Sub(l.renewed) < t.expiry {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *lockTable) holders(group string, now time.Time) map[Queue]string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

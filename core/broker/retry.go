@@ -460,15 +460,18 @@ func deadLetterReason(failed, maxRetries int32) string {
 // when CONSUMER_SEND_MSG_BACK fails): once the retries are used up it goes
 // to the dead-letter topic instead. The client has already counted this
 // failure in reconsumeTimes, so the limit is passed when it exceeds the
-// maximum, as with send-back. With the outbox on it returns the event to
-// store after the message.
+// maximum, as with send-back. A group holding queue locks consumes
+// orderly, and its consumers send a message there only to give it up (the
+// Java orderly consumer, with reconsumeTimes at the limit up to 5.1.0):
+// it goes to the dead-letter topic at once, as RocketMQ's broker sends it.
+// With the outbox on it returns the event to store after the message.
 func (b *Broker) retryLimit(m *message.Message, h *remoting.SendHeader) (*outbox.Record, error) {
 	group := strings.TrimPrefix(m.Topic, RetryGroupTopicPrefix)
 	maxTimes := b.maxReconsume(group, h.MaxReconsumeTimes, h.MaxReconsumeTimes > 0)
 	ev := &outbox.Record{Group: group, Topic: m.Properties.Get(message.PropertyRetryTopic),
 		MsgID: msgIDOf(m), OriginMsgID: m.Properties.Get(message.PropertyOriginMessageID),
 		ReconsumeTimes: m.ReconsumeTimes, MaxReconsumeTimes: maxTimes, QueueID: -1, QueueOffset: -1}
-	if m.ReconsumeTimes <= maxTimes {
+	if m.ReconsumeTimes <= maxTimes && !b.locks.anyLive(group, b.now()) {
 		level, _ := strconv.Atoi(m.Properties.Get(message.PropertyDelayLevel))
 		ev.Kind, ev.DelayLevel, ev.Reason = outbox.KindRetry, int32(level), "consumer sent the message back itself"
 		if level > 0 {
@@ -484,6 +487,9 @@ func (b *Broker) retryLimit(m *message.Message, h *remoting.SendHeader) (*outbox
 		b.log.Info("message moved to the dead-letter topic", "group", group, "msg_id", ev.MsgID, "reconsume_times", m.ReconsumeTimes)
 		ev.Kind = outbox.KindDLQ
 		ev.Reason = deadLetterReason(ev.ReconsumeTimes, maxTimes)
+		if ev.ReconsumeTimes <= maxTimes {
+			ev.Reason = "its orderly consumer gave it up after " + strconv.Itoa(int(ev.ReconsumeTimes)) + " attempts"
+		}
 	}
 	if !b.outboxOn() {
 		return nil, nil

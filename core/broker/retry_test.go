@@ -97,6 +97,36 @@ func TestRetryFallbackSend(t *testing.T) {
 	}
 }
 
+// TestOrderlyRetrySendGoesToDLQ: a Java orderly consumer (4.x to 5.1.0)
+// gives up a message by sending it to its group's retry topic itself,
+// with reconsumeTimes at the limit, not past it; RocketMQ's broker takes a
+// send to the retry topic of a group holding queue locks (orderly) as a
+// dead letter, and so does this one. Without the lock the same send is a
+// retry, as a concurrent consumer's fallback is.
+func TestOrderlyRetrySendGoesToDLQ(t *testing.T) {
+	env := brokertest.Start(t, shortLevels, func(c *server.Config) { c.Broker.Outbox = true })
+	group := brokertest.Name("orderly")
+	createTopic(t, env, "Orders", 2)
+	lc := newLockClient(t, env, group, "orderly-client")
+	lc.heartbeat("Orders")
+	props := func(id string) map[string]string {
+		return map[string]string{"UNIQ_KEY": id, "RETRY_TOPIC": "Orders", "DELAY": "5", "ORIGIN_MESSAGE_ID": id}
+	}
+	if resp := rawSend(t, lc.cl, env.BrokerAddr, broker.RetryGroupTopicPrefix+group, 2, 2, props("unlocked"), "retry"); resp.Code != remoting.Success {
+		t.Fatalf("send without a lock: %v", resp)
+	}
+	if got := lc.lock("Orders", 0, 1); len(got) != 2 {
+		t.Fatalf("locked %v", got)
+	}
+	if resp := rawSend(t, lc.cl, env.BrokerAddr, broker.RetryGroupTopicPrefix+group, 2, 2, props("locked"), "give up"); resp.Code != remoting.Success {
+		t.Fatalf("send with a lock: %v", resp)
+	}
+	dead, err := env.Broker.Outbox().ListDLQ(outbox.DLQSelector{Group: group})
+	if err != nil || len(dead) != 1 || dead[0].MsgID != "locked" {
+		t.Fatalf("dead letters %+v, %v; want the orderly group's message alone", dead, err)
+	}
+}
+
 // TestSubscriptionGroupConfig sets a group's retry limit and queue count
 // with UPDATE_AND_CREATE_SUBSCRIPTIONGROUP.
 func TestSubscriptionGroupConfig(t *testing.T) {
