@@ -168,14 +168,19 @@ func (b *Broker) pull(p *pullRequest, mayHold bool) *remoting.Command {
 	}
 	minOff, maxOff := b.store.QueueOffsets(p.topic, p.queueID)
 	o := p.offset
+	// A replica serves pulls while its set has no master, and may not have
+	// applied all the master served: past its end is "not yet" there, as
+	// on RocketMQ's slave. PULL_OFFSET_MOVED would make a Java consumer
+	// drop the queue until the master is back.
+	behind := b.opts.ReplicaID > 0 && o > maxOff
 	switch {
-	case maxOff == 0 && o != 0, o < minOff, o > maxOff:
+	case !behind && (maxOff == 0 && o != 0 || o > maxOff), o < minOff:
 		next := minOff
 		if o > maxOff {
 			next = maxOff
 		}
 		return pullResponse(p.req, remoting.PullOffsetMoved, next, minOff, maxOff, nil)
-	case o == maxOff:
+	case o >= maxOff:
 		if mayHold && b.holds.hold(p) {
 			return nil // answered when a message arrives or the hold times out
 		}

@@ -110,3 +110,65 @@ func TestReplicaServesTopicCreatedSince(t *testing.T) {
 		t.Fatalf("pull from the replica: %d records, %v", len(recs), err)
 	}
 }
+
+// TestReplicaPullPastItsEnd: a replica serves pulls while its set has no
+// master, and may have applied less than the master had served. A pull
+// past its end is then "nothing new yet", held and answered with the
+// consumer's own offset, not PULL_OFFSET_MOVED, after which a Java
+// consumer drops the queue until the master is back (RocketMQ's slave
+// answers the same way). A pull before its first message still moves.
+func TestReplicaPullPastItsEnd(t *testing.T) {
+	st := storetest.Open(t, store.Options{Dir: t.TempDir(), Logger: brokertest.Logger()})
+	t.Cleanup(func() { st.Close() })
+	master, err := broker.New(broker.Options{Store: st, BrokerName: "set-x", Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := master.CreateTopic(broker.TopicConfig{TopicName: "Lagging", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range master.SendLocalBatch([]broker.LocalSend{{Topic: "Lagging", BornTimestamp: 1, Body: []byte("a")}, {Topic: "Lagging", BornTimestamp: 1, Body: []byte("b")}}) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	master.Shutdown(context.Background())
+	replica, err := broker.New(broker.Options{Store: st, BrokerName: "set-x", ReplicaID: 1, Logger: brokertest.Logger(),
+		Filters: map[string]broker.FilterFactory{broker.ExpressionTag: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
+			return tag.Compile(expr)
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go replica.Serve(ln)
+	t.Cleanup(func() { replica.Shutdown(context.Background()) })
+
+	cl := remoting.NewClient(remoting.ClientOptions{})
+	defer cl.Close()
+	pull := func(offset, sysFlag, suspend string) *remoting.Command {
+		t.Helper()
+		resp, err := cl.Invoke(context.Background(), ln.Addr().String(), remoting.NewRequest(remoting.PullMessage, map[string]string{
+			"consumerGroup": "lagging-g", "topic": "Lagging", "queueId": "0", "queueOffset": offset, "maxMsgNums": "32",
+			"sysFlag": sysFlag, "commitOffset": "0", "suspendTimeoutMillis": suspend, "subscription": "*", "expressionType": "TAG"}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, c := range []struct{ sysFlag, suspend string }{{"4", "0"}, {"6", "50"}} {
+		r := pull("5", c.sysFlag, c.suspend)
+		if r.Code != remoting.PullNotFound || r.Get("nextBeginOffset") != "5" || r.Get("maxOffset") != "2" {
+			t.Fatalf("a pull at 5 of a replica holding 2 (sysFlag %s): code %d %s next %s max %s", c.sysFlag, r.Code, r.Remark, r.Get("nextBeginOffset"), r.Get("maxOffset"))
+		}
+	}
+	if r := pull("1", "4", "0"); r.Code != remoting.Success || r.Get("nextBeginOffset") != "2" {
+		t.Fatalf("a pull at 1: code %d next %s", r.Code, r.Get("nextBeginOffset"))
+	}
+	if r := pull("-1", "4", "0"); r.Code != remoting.PullOffsetMoved {
+		t.Fatalf("a pull at -1: code %d, want PULL_OFFSET_MOVED", r.Code)
+	}
+}
