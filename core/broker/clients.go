@@ -125,9 +125,12 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 	// The groups a heartbeat names are registered one by one. The answer
 	// reports the first group refused, or else the first problem of a
 	// registered one (a subscription that does not compile, a retry topic
-	// that could not be created).
+	// that could not be created): as its code when no group registered
+	// cleanly, else in the remark of a SUCCESS.
 	var refused, problems firstError
+	clean := 0 // groups registered without a problem
 	for _, cd := range hb.ConsumerDataSet {
+		before := refused.n + problems.n // every refusal below adds one
 		if err := checkGroup(cd.GroupName); err != nil {
 			refused.add(remoting.SubscriptionGroupNotExist, "consumer "+err.Error())
 			continue
@@ -175,6 +178,9 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 				problems.add(remotingCode(creationError(err)), "group "+cd.GroupName+" has no retry topic: "+err.Error())
 			}
 		}
+		if refused.n+problems.n == before {
+			clean++
+		}
 	}
 	for _, pd := range hb.ProducerDataSet {
 		if err := checkGroup(pd.GroupName); err != nil {
@@ -183,13 +189,28 @@ func (b *Broker) handleHeartbeat(c *remoting.Conn, req *remoting.Command) *remot
 		}
 		if err := b.clients.registerProducer(pd.GroupName, hb.ClientID, c, req, now); err != nil {
 			refused.add(remoting.SystemError, err.Error())
+			continue
 		}
+		clean++
 	}
 	for _, e := range []firstError{refused, problems} {
-		if e.n > 0 {
-			// The groups that were not refused are registered all the same.
-			return response(req, e.code, "heartbeat: %s%s", e.remark, e.more())
+		if e.n == 0 {
+			continue
 		}
+		if clean > 0 {
+			// One heartbeat names every group of a client process, and the
+			// Java client records the broker's version only from one that
+			// succeeds (without it, it refuses its own SQL92 pulls to this
+			// broker): with a group registered cleanly the heartbeat
+			// succeeds, its remark naming the others' problem. RocketMQ's
+			// broker answers SUCCESS whatever it refused.
+			if b.heartbeatLog.allow(now) {
+				b.log.Warn("heartbeat partly refused", "client", logName(hb.ClientID), "problem", e.remark, "more", e.n-1)
+			}
+			return response(req, remoting.Success, "heartbeat: %s%s", e.remark, e.more())
+		}
+		// The groups that were not refused are registered all the same.
+		return response(req, e.code, "heartbeat: %s%s", e.remark, e.more())
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }

@@ -138,4 +138,19 @@ func TestUnknownExpressionTypeRefused(t *testing.T) {
 	if err != nil || resp.Code != remoting.SubscriptionParseFailed || !strings.Contains(resp.Remark, "GEO") {
 		t.Fatalf("pull: %v %v", resp, err)
 	}
+
+	// One heartbeat names every group of a client process. The Java client
+	// records the broker's version only from a heartbeat that succeeds, and
+	// refuses its own SQL92 pulls to a broker whose version it does not
+	// know: a heartbeat that registered another group cleanly succeeds,
+	// its remark naming the problem of the bad one.
+	hb["consumerDataSet"] = append(hb["consumerDataSet"].([]any), map[string]any{
+		"groupName": "sql", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+		"subscriptionDataSet": []any{map[string]any{"topic": topic, "subString": "a > 1", "expressionType": "SQL92", "subVersion": 1}},
+	})
+	body, _ = json.Marshal(hb)
+	resp, err = cl.Invoke(context.Background(), env.BrokerAddr, remoting.NewRequest(remoting.HeartBeat, nil, body))
+	if err != nil || resp.Code != remoting.Success || !strings.Contains(resp.Remark, "GEO") {
+		t.Fatalf("heartbeat of a good group and a bad one: %v %v, want SUCCESS naming the bad one", resp, err)
+	}
 }
