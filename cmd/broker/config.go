@@ -16,10 +16,11 @@ import (
 // brokerConfig works out what the broker runs with. Each setting comes
 // from its flag if the command line gives it, else from the config file,
 // else from the component's default (the zero value here; the
-// exceptions are the embedded name server, the HTTP endpoint and the gRPC
-// endpoint, which the command runs unless told not to). It returns a usage error's exit code, or -1.
+// exceptions are the embedded name server, the HTTP endpoint, the gRPC
+// endpoint and the VIP channel, which the command runs unless told not
+// to). It returns a usage error's exit code, or -1.
 func brokerConfig(args []string, stderr io.Writer) (cfg server.Config, pprofAddr string, code int) {
-	cfg = server.Config{NamesrvListen: server.DefaultNamesrvListen, HTTPListen: server.DefaultHTTPListen, GRPCListen: server.DefaultGRPCListen}
+	cfg = server.Config{NamesrvListen: server.DefaultNamesrvListen, HTTPListen: server.DefaultHTTPListen, GRPCListen: server.DefaultGRPCListen, VIPListen: server.DefaultVIPListen}
 	var configPath string
 	var set setFlags
 	flagsOnly := cfg
@@ -76,6 +77,7 @@ func brokerFlags(c *server.Config, configPath, pprofAddr *string, stderr io.Writ
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "address clients dial (default: the listen address)")
 	fs.StringVar(&c.NamesrvListen, "namesrv-listen", c.NamesrvListen, "embedded name server address; empty disables it")
 	fs.StringVar(&c.GRPCListen, "grpc-listen", c.GRPCListen, "gRPC address for RocketMQ 5 clients; empty disables it")
+	fs.StringVar(&c.VIPListen, "vip-listen", c.VIPListen, "second address for the same requests, the VIP channel old Java clients send to; auto: the listen port - 2; empty disables it")
 	fs.StringSliceVar(&c.NameServers, "namesrv", c.NameServers, "external name servers to register with (host:port, repeatable or comma-separated)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory (default "+server.DefaultDataDir+")")
 	fs.Var(textFlag{&c.Store.Flush}, "flush", "flush mode: sync (ack after fsync, group commit) or async (fsync on an interval)")

@@ -167,8 +167,12 @@ func serveBroker(cfg server.Config, pprofAddr string) int {
 	if srv.GRPCAddr != "" {
 		grpcInfo = srv.GRPCAddr
 	}
+	vipInfo := "off"
+	if srv.VIPAddr != "" {
+		vipInfo = srv.VIPAddr
+	}
 	log.Info("broker started", "listen", srv.BrokerAddr, "namesrv", nsInfo, "http", httpInfo, "grpc", grpcInfo, "register_with", strings.Join(append(cfg.NameServers, srv.NamesrvAddr), ","),
-		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String(), "tls", srv.TLSMode())
+		"data_dir", srv.DataPath(), "flush", cfg.Store.Flush.String(), "tls", srv.TLSMode(), "vip", vipInfo)
 
 	return serveUntilSignal(srv, log, hup, stop, "listener failed", func() {
 		// Each reload logs its outcome; a refused one leaves the current

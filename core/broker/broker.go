@@ -700,9 +700,10 @@ func (b *Broker) routes() {
 	h(AdminCode, b.handleAdmin)
 }
 
-// Serve serves connections on ln until Shutdown. The advertised address
-// defaults to ln's.
-func (b *Broker) Serve(ln net.Listener) error {
+// Serve serves connections on ln, and the same requests on more (the VIP
+// channel, the port below by two, which old Java clients send to), until
+// Shutdown. The advertised address defaults to ln's.
+func (b *Broker) Serve(ln net.Listener, more ...net.Listener) error {
 	addr := b.opts.AdvertiseAddr
 	if addr == "" {
 		addr = advertised(ln.Addr())
@@ -737,6 +738,13 @@ func (b *Broker) Serve(ln net.Listener) error {
 		b.goTracked(func() { b.every(b.opts.LiteExpiryInterval, b.expireLiteTopics) })
 	}
 	close(b.started)
+	for _, m := range more {
+		b.goTracked(func() {
+			if err := b.rs.Serve(m); err != nil && !errors.Is(err, remoting.ErrServerClosed) {
+				b.log.Error("broker: a further listener failed", "addr", m.Addr().String(), "err", err)
+			}
+		})
+	}
 	err = b.rs.Serve(ln)
 	if errors.Is(err, remoting.ErrServerClosed) {
 		return nil

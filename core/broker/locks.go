@@ -204,7 +204,6 @@ func (t *lockTable) holderElsewhere(group, topic string, queue int32, c *remotin
 	return l.clientID, true
 }
 
-// holders returns a copy of a group's lock table: queue → client id.
 // anyLive reports whether group holds a lock not yet expired: whether
 // it consumes orderly here.
 func (t *lockTable) anyLive(group string, now time.Time) bool {
@@ -221,6 +220,7 @@ func (t *lockTable) anyLive(group string, now time.Time) bool {
 	return false
 }
 
+// holders returns a copy of a group's lock table: queue → client id.
 func (t *lockTable) holders(group string, now time.Time) map[Queue]string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -281,6 +281,12 @@ func (b *Broker) handleUnlockBatch(c *remoting.Conn, req *remoting.Command) *rem
 func (b *Broker) lockedPull(p *pullRequest) *remoting.Command {
 	holder, ok := b.locks.holderElsewhere(p.group, p.topic, p.queueID, p.conn, b.now())
 	if !ok || b.broadcasting(p.group) {
+		return nil
+	}
+	if c, ok := b.clients.clientConn(holder); ok && c == p.conn {
+		// The holder's own pull on its heartbeat's connection: a Java
+		// client with its VIP channel on locks over that channel (the
+		// broker port - 2) and pulls over the plain one.
 		return nil
 	}
 	return response(p.req, remoting.SystemBusy, "pull: queue %s/%d of group %s is locked by client %s", p.topic, p.queueID, p.group, holder)

@@ -244,3 +244,36 @@ func TestQueueLockReleasedWithHeartbeat(t *testing.T) {
 		t.Fatalf("the lock expiry %v is too short for this test to tell", d)
 	}
 }
+
+// TestVIPChannel: the broker serves its requests on the VIP channel too,
+// where a Java client with vipChannelEnabled (the default up to 4.4.0)
+// sends messages, offsets and queue locks, while it heartbeats and pulls
+// on the plain port: such a client's sends succeed, and the queues it
+// locks over the VIP channel are its own to pull on the plain one; another
+// client's pulls of them still back off.
+func TestVIPChannel(t *testing.T) {
+	env := brokertest.Start(t, func(c *server.Config) { c.VIPListen = "127.0.0.1:0" })
+	if env.VIPAddr == "" || env.VIPAddr == env.BrokerAddr {
+		t.Fatalf("VIP channel at %q beside %q", env.VIPAddr, env.BrokerAddr)
+	}
+	topic, group := brokertest.Name("Vip"), brokertest.Name("vip")
+	createTopic(t, env, topic, 2)
+	main := newLockClient(t, env, group, "java-vip")
+	vip := newLockClient(t, env, group, "java-vip")
+	vip.addr = env.VIPAddr
+	other := newLockClient(t, env, group, "other")
+	main.heartbeat(topic)
+	other.heartbeat(topic)
+	if resp := rawSend(t, vip.cl, env.VIPAddr, topic, 0, 16, map[string]string{"UNIQ_KEY": "v1"}, "over the VIP channel"); resp.Code != remoting.Success {
+		t.Fatalf("send over the VIP channel: %v", resp)
+	}
+	if got := vip.lock(topic, 0); !equalQueues(got, 0) {
+		t.Fatalf("lock over the VIP channel: %v", got)
+	}
+	if code := main.pull(topic, 0); code != remoting.Success {
+		t.Fatalf("the holder's pull on its plain connection: code %d, want SUCCESS", code)
+	}
+	if code := other.pull(topic, 0); code != remoting.SystemBusy {
+		t.Fatalf("another client's pull of the locked queue: code %d, want SYSTEM_BUSY", code)
+	}
+}

@@ -25,7 +25,10 @@ const stableLow = 10000
 // kernel's ephemeral range (net.ipv4.ip_local_port_range), where neither
 // binds to port 0 nor connections take ports, and is reserved for the
 // life of the process: never handed out twice in it, nor by StableAddr in
-// another test process while this one runs (a lock file per port).
+// another test process while this one runs (a lock file per port). The
+// port below it by two is reserved with it: the broker command listens
+// there too (its VIP channel, --vip-listen auto), so it must never be
+// another server's address.
 func StableAddr(t testing.TB) string {
 	t.Helper()
 	lo := ephemeralLow()
@@ -35,14 +38,18 @@ func StableAddr(t testing.TB) string {
 		stable.given = map[int]bool{}
 	}
 	for range 1000 {
-		port := stableLow + rand.IntN(lo-stableLow)
-		if stable.given[port] {
+		port := stableLow + 2 + rand.IntN(lo-stableLow-2)
+		if stable.given[port] || stable.given[port-2] {
 			continue
 		}
 		if !reservePort(port) {
 			continue // another test process holds it
 		}
 		stable.given[port] = true // reserved or not, never twice here
+		if !reservePort(port - 2) {
+			continue
+		}
+		stable.given[port-2] = true
 		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue // taken by another process

@@ -253,8 +253,14 @@ func (s *Server) startServing(r role) {
 	}
 	b, err := s.newBroker(id)
 	var ln net.Listener
+	var vipLn []net.Listener
 	if err == nil {
 		ln, err = net.Listen("tcp", s.cfg.Listen)
+		if err == nil {
+			if vipLn, err = s.listenVIP(ln.Addr()); err != nil {
+				ln.Close()
+			}
+		}
 		if err != nil {
 			b.Shutdown(context.Background())
 		}
@@ -272,7 +278,7 @@ func (s *Server) startServing(r role) {
 	s.lead.serving.Add(1)
 	go func() {
 		defer s.lead.serving.Done()
-		if err := b.Serve(ln); err != nil {
+		if err := b.Serve(ln, vipLn...); err != nil {
 			s.log.Error("broker port failed", "err", err)
 		}
 	}()

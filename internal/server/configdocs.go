@@ -8,6 +8,7 @@ var configDocs = map[string]string{
 	"dataDir":       "directory of the store (commit log, index, offsets, raft state)",
 	"listen":        "address of the broker's remoting port (RocketMQ 4.x clients)",
 	"advertise":     "address clients are told to dial; empty: the listen address",
+	"vipListen":     "second port for the same requests, the VIP channel old Java clients send to; auto: the listen port - 2; empty: none",
 	"namesrvListen": "address of the embedded name server; empty runs none",
 	"grpcListen":    "address of the gRPC port for RocketMQ 5 clients; empty serves none",
 

@@ -64,6 +64,7 @@ func CommandDefaults() Config {
 	return Config{
 		DataDir:       DefaultDataDir,
 		Listen:        DefaultListen,
+		VIPListen:     DefaultVIPListen,
 		NamesrvListen: DefaultNamesrvListen,
 		GRPCListen:    DefaultGRPCListen,
 		HTTPListen:    DefaultHTTPListen,
@@ -467,7 +468,7 @@ func CheckFile(path string) []error {
 	// Zero means the default to the components: start, as brokerConfig
 	// does, from the defaults the command sets itself.
 	d := CommandDefaults()
-	c := Config{NamesrvListen: d.NamesrvListen, HTTPListen: d.HTTPListen, GRPCListen: d.GRPCListen}
+	c := Config{NamesrvListen: d.NamesrvListen, HTTPListen: d.HTTPListen, GRPCListen: d.GRPCListen, VIPListen: d.VIPListen}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return []error{err}

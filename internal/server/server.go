@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,10 @@ import (
 
 // Defaults of Config fields left zero, and of the broker command.
 const (
-	DefaultListen        = "127.0.0.1:10911"
+	DefaultListen = "127.0.0.1:10911"
+	// DefaultVIPListen is the broker command's VIP channel: the broker
+	// port - 2, as RocketMQ's brokers listen.
+	DefaultVIPListen     = "auto"
 	DefaultDataDir       = "./data"
 	DefaultNamesrvListen = "127.0.0.1:9876" // the broker command's; Config's default is none
 )
@@ -46,6 +50,13 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// Advertise is the address clients dial; default: Listen's address.
 	Advertise string `yaml:"advertise"`
+	// VIPListen serves the broker's requests on a second port too, the
+	// VIP channel Java clients up to 4.4.0 send to by default (and later
+	// ones with vipChannelEnabled): "auto" is Listen's port minus 2, as
+	// RocketMQ's brokers listen (10909 beside 10911), and a port that
+	// cannot be had there is logged, not fatal; an address is that
+	// address; empty serves none. The broker command's default is "auto".
+	VIPListen string `yaml:"vipListen"`
 	// NamesrvListen runs an embedded name server there; empty runs none.
 	NamesrvListen string `yaml:"namesrvListen"`
 	// GRPCListen serves RocketMQ 5 clients (gRPC, POP consumption) there;
@@ -199,6 +210,7 @@ type Server struct {
 	BrokerAddr  string
 	NamesrvAddr string
 	GRPCAddr    string // advertised
+	VIPAddr     string // the VIP channel's, when one listens (a single broker)
 
 	grpcCounts *grpcserver.Counts // the gRPC responses, across a member's roles
 
@@ -311,10 +323,19 @@ func Start(cfg Config) (_ *Server, err error) {
 		s.closeStore()
 		return nil, fmt.Errorf("broker: listen on %s: %w", cfg.Listen, err)
 	}
+	vipLn, err := s.listenVIP(brokerLn.Addr())
+	if err != nil {
+		brokerLn.Close()
+		s.stopNamesrv()
+		s.plugins.close(context.Background())
+		s.closeStore()
+		return nil, err
+	}
 	var grpcLn net.Listener
 	if cfg.GRPCListen != "" {
 		if grpcLn, err = s.listenGRPCPort(brokerLn.Addr()); err != nil {
 			brokerLn.Close()
+			closeAll(vipLn)
 			s.stopNamesrv()
 			s.plugins.close(context.Background())
 			s.closeStore()
@@ -323,6 +344,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	closeListeners := func() {
 		brokerLn.Close()
+		closeAll(vipLn)
 		if grpcLn != nil {
 			grpcLn.Close()
 		}
@@ -344,8 +366,11 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	s.registerMetrics()
 	s.broker.Store(s.Broker)
-	s.serve(func() error { return s.Broker.Serve(brokerLn) })
+	s.serve(func() error { return s.Broker.Serve(brokerLn, vipLn...) })
 	s.BrokerAddr = s.Broker.Addr()
+	for _, ln := range vipLn {
+		s.VIPAddr = ln.Addr().String()
+	}
 	if grpcLn != nil {
 		if err := s.startGRPC(grpcLn); err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -546,4 +571,37 @@ func DefaultFilters() map[string]broker.FilterFactory {
 // DataPath returns a path inside the data directory.
 func (s *Server) DataPath(elem ...string) string {
 	return filepath.Join(append([]string{s.cfg.DataDir}, elem...)...)
+}
+
+// listenVIP opens the VIP channel's listener beside the broker's, when
+// the config asks for one (Config.VIPListen): none, or one.
+func (s *Server) listenVIP(broker net.Addr) ([]net.Listener, error) {
+	addr := s.cfg.VIPListen
+	switch addr {
+	case "":
+		return nil, nil
+	case "auto":
+		ta, ok := broker.(*net.TCPAddr)
+		if !ok || ta.Port < 3 {
+			return nil, nil
+		}
+		vip := net.JoinHostPort(ta.IP.String(), strconv.Itoa(ta.Port-2))
+		ln, err := net.Listen("tcp", vip)
+		if err != nil {
+			s.log.Warn("broker: the VIP channel (the broker port - 2) cannot listen; Java clients with vipChannelEnabled (the default up to 4.4.0) cannot send here", "addr", vip, "err", err)
+			return nil, nil
+		}
+		return []net.Listener{ln}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("broker: VIP channel: listen on %s: %w", addr, err)
+	}
+	return []net.Listener{ln}, nil
+}
+
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
 }
