@@ -15,13 +15,17 @@ import (
 	"github.com/rmq-go/rmq/internal/brokertest"
 )
 
-// startReplica serves a replica (ReplicaID 1 of set-x) on a store of its
-// own, with opts otherwise; both stop when the test ends.
+// startReplica serves a replica (ReplicaID 1 of set-x) on opts.Store or a
+// store of its own, with opts otherwise; both stop when the test ends.
 func startReplica(t *testing.T, opts broker.Options) (*store.Store, *broker.Broker, net.Listener) {
 	t.Helper()
-	st := storetest.Open(t, store.Options{Dir: t.TempDir(), Logger: brokertest.Logger()})
-	t.Cleanup(func() { st.Close() })
-	opts.Store, opts.ReplicaID, opts.BrokerName, opts.Logger = st, 1, "set-x", brokertest.Logger()
+	if opts.Store == nil {
+		st := storetest.Open(t, store.Options{Dir: t.TempDir(), Logger: brokertest.Logger()})
+		t.Cleanup(func() { st.Close() })
+		opts.Store = st
+	}
+	st := opts.Store
+	opts.ReplicaID, opts.BrokerName, opts.Logger = 1, "set-x", brokertest.Logger()
 	b, err := broker.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -133,19 +137,10 @@ func TestReplicaPullPastItsEnd(t *testing.T) {
 		}
 	}
 	master.Shutdown(context.Background())
-	replica, err := broker.New(broker.Options{Store: st, BrokerName: "set-x", ReplicaID: 1, Logger: brokertest.Logger(),
+	_, _, ln := startReplica(t, broker.Options{Store: st,
 		Filters: map[string]broker.FilterFactory{broker.ExpressionTag: broker.FilterFactoryFunc(func(expr string) (broker.Filter, error) {
 			return tag.Compile(expr)
 		})}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go replica.Serve(ln)
-	t.Cleanup(func() { replica.Shutdown(context.Background()) })
 
 	cl := remoting.NewClient(remoting.ClientOptions{})
 	defer cl.Close()

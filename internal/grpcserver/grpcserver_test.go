@@ -103,23 +103,16 @@ func TestQueryAssignment(t *testing.T) {
 // telemetry opens a Telemetry stream, sends st and returns the answer.
 func telemetry(t *testing.T, e *env, c context.Context, st *pb.Settings) *pb.TelemetryCommand {
 	t.Helper()
-	s, err := e.cl.Telemetry(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Send(&pb.TelemetryCommand{Command: &pb.TelemetryCommand_Settings{Settings: st}}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Recv()
+	r, err := telemetryFirst(t, e, c, st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-// telemetryRefused sends settings the broker must refuse and returns the
-// error the stream ends with; a reply instead fails the test.
-func telemetryRefused(t *testing.T, e *env, c context.Context, st *pb.Settings) error {
+// telemetryFirst opens a Telemetry stream, sends st and returns what
+// comes back first.
+func telemetryFirst(t *testing.T, e *env, c context.Context, st *pb.Settings) (*pb.TelemetryCommand, error) {
 	t.Helper()
 	s, err := e.cl.Telemetry(c)
 	if err != nil {
@@ -128,7 +121,14 @@ func telemetryRefused(t *testing.T, e *env, c context.Context, st *pb.Settings) 
 	if err := s.Send(&pb.TelemetryCommand{Command: &pb.TelemetryCommand_Settings{Settings: st}}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Recv()
+	return s.Recv()
+}
+
+// telemetryRefused sends settings the broker must refuse and returns the
+// error the stream ends with; a reply instead fails the test.
+func telemetryRefused(t *testing.T, e *env, c context.Context, st *pb.Settings) error {
+	t.Helper()
+	r, err := telemetryFirst(t, e, c, st)
 	if err == nil {
 		t.Fatalf("refused settings answered with %v", r)
 	}
