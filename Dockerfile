@@ -32,7 +32,7 @@ USER 65532:65532
 VOLUME /data
 # name server, broker (RocketMQ 4.x clients), gRPC (5.x clients), HTTP
 # (/metrics, /healthz, /readyz, console)
-EXPOSE 9876 10911 8081 8080
+EXPOSE 9876 10911 10909 8081 8080
 # /readyz: the store recovered, the plugins loaded, a name server reached.
 # A large store can take a while to recover: hence the start period.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=2m --retries=3 \
