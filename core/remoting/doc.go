@@ -68,8 +68,9 @@
 // (fastjson) writes SubscriptionData.codeSet as numbers and subVersion as a
 // number; the Go client writes codeSet as strings and the message model as
 // "Clustering"; the C++ client (jsoncpp, also under the Python and Node
-// 4.x clients) writes subVersion as a string and leaves out fields it has
-// no value for. The rule: a body type keeps plain Go field types, and its
+// 4.x clients) writes subVersion as a string, a consumer's consumeType,
+// messageModel and consumeFromWhere as numbers (its enums' ordinals,
+// which follow Java's order), and leaves out fields it has no value for. The rule: a body type keeps plain Go field types, and its
 // UnmarshalJSON (lenient.go, the one place) accepts every client's shape:
 // numbers or strings where clients differ, booleans as text, null as
 // absent, unknown fields skipped (Java 5.x's heartbeatFingerprint,

@@ -26,6 +26,9 @@ import (
 //	| ConsumerData.messageModel     | string          | any letter case,  |
 //	|                               |                 | made CLUSTERING / |
 //	|                               |                 | BROADCASTING      |
+//	| ConsumerData.messageModel,    | string          | the enum's        |
+//	| consumeType, consumeFromWhere |                 | ordinal (C++),    |
+//	|                               |                 | made its name     |
 //	+-------------------------------+-----------------+-------------------+
 //
 // Everywhere, null leaves a field as it was and unknown keys are skipped,
@@ -148,17 +151,51 @@ func (s *SubscriptionData) UnmarshalJSON(data []byte) error {
 func (c *ConsumerData) UnmarshalJSON(data []byte) error {
 	w := struct {
 		GroupName           string             `json:"groupName"`
-		ConsumeType         string             `json:"consumeType"`
-		MessageModel        string             `json:"messageModel"`
-		ConsumeFromWhere    string             `json:"consumeFromWhere"`
+		ConsumeType         lenientEnum        `json:"consumeType"`
+		MessageModel        lenientEnum        `json:"messageModel"`
+		ConsumeFromWhere    lenientEnum        `json:"consumeFromWhere"`
 		SubscriptionDataSet []SubscriptionData `json:"subscriptionDataSet"`
 		UnitMode            lenientBool        `json:"unitMode"`
-	}{c.GroupName, c.ConsumeType, c.MessageModel, c.ConsumeFromWhere, c.SubscriptionDataSet, lenientBool(c.UnitMode)}
+	}{GroupName: c.GroupName, SubscriptionDataSet: c.SubscriptionDataSet, UnitMode: lenientBool(c.UnitMode),
+		ConsumeType:      lenientEnum{text: c.ConsumeType, names: consumeTypes},
+		MessageModel:     lenientEnum{text: c.MessageModel, names: messageModels},
+		ConsumeFromWhere: lenientEnum{text: c.ConsumeFromWhere, names: consumeFromWheres}}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
-	*c = ConsumerData{GroupName: w.GroupName, ConsumeType: w.ConsumeType, MessageModel: canonicalModel(w.MessageModel),
-		ConsumeFromWhere: w.ConsumeFromWhere, SubscriptionDataSet: w.SubscriptionDataSet, UnitMode: bool(w.UnitMode)}
+	*c = ConsumerData{GroupName: w.GroupName, ConsumeType: w.ConsumeType.text, MessageModel: canonicalModel(w.MessageModel.text),
+		ConsumeFromWhere: w.ConsumeFromWhere.text, SubscriptionDataSet: w.SubscriptionDataSet, UnitMode: bool(w.UnitMode)}
+	return nil
+}
+
+// The names of Java's enums a heartbeat names, by ordinal: the C++ client
+// writes its enums (in the same order) as their numbers.
+var (
+	consumeTypes      = []string{"CONSUME_ACTIVELY", "CONSUME_PASSIVELY"}
+	messageModels     = []string{"BROADCASTING", "CLUSTERING"}
+	consumeFromWheres = []string{"CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+		"CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"}
+)
+
+// lenientEnum is a Java enum as its name, or as its ordinal in names.
+type lenientEnum struct {
+	text  string
+	names []string
+}
+
+func (e *lenientEnum) UnmarshalJSON(data []byte) error {
+	s, null, err := scalarText(data)
+	if null || err != nil {
+		return err
+	}
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] != '"' {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n >= len(e.names) {
+			return fmt.Errorf("%s is not one of %s or its number", truncated(data), strings.Join(e.names, ", "))
+		}
+		s = e.names[n]
+	}
+	e.text = s
 	return nil
 }
 
