@@ -42,8 +42,9 @@ const (
 	// POPOptions says otherwise: eight for each of the gRPC port's 1,024
 	// connections, since a push consumer keeps a receive waiting for each
 	// topic (a FIFO one for each queue) and its client retries a refused
-	// one within 20 ms. A waiting receive costs about 15 to 27 KiB (its
-	// stream and goroutines), so at most about 220 MiB.
+	// one within 20 ms. A waiting gRPC receive holds about 28 KiB, client
+	// and server side together (BenchmarkWaitingReceiveMemory in
+	// internal/grpcserver), so all of them at most about 230 MiB.
 	DefaultPOPMaxWaiting = 8192
 )
 

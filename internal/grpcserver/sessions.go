@@ -288,7 +288,7 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, push cha
 	}
 	if chk := s.opts.ACL(); chk.Enabled() {
 		if _, err := s.begin(ctx, res...); err != nil {
-			return st, err
+			return nil, err
 		}
 	}
 	out := &pb.Settings{
@@ -315,7 +315,7 @@ func (s *Server) settings(ctx context.Context, c call, st *pb.Settings, push cha
 		sub := st.GetSubscription()
 		group := resource(sub.GetGroup())
 		if err := s.b.CheckConsumerGroup(group); err != nil {
-			return st, refuse(pb.Code_ILLEGAL_CONSUMER_GROUP, "%v", err)
+			return nil, refuse(pb.Code_ILLEGAL_CONSUMER_GROUP, "%v", err)
 		}
 		gc, _ := s.b.GroupConfig(group)
 		out.BackoffPolicy = retryPolicyPB(gc.RetryPolicy(s.b.View().DelayLevels()))
